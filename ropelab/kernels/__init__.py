@@ -1,0 +1,33 @@
+"""The RoPE kernel variants, one module each, in course order.
+
+Every variant module exposes the same names:
+
+``NAME``, ``SUMMARY``
+    Registry key and a one-line description.
+``FEATURES``
+    The optional features it implements (see :mod:`ropelab.problem`: heads, partial, neox,
+    inverse, scaled).  The public API refuses a call that needs one it lacks.
+``KERNEL``, ``PTX_SIGNATURE``
+    The plain Python kernel function (notebooks show it with ``inspect.getsource``) and the
+    argument types its launcher passes (the PTX census compiles exactly that).
+``launch_config(problem, threads_per_block=None) -> (blocks, threads)``
+``launch(problem, x, out, positions, *, fastmath=True, threads_per_block=None, stream=0)``
+    Launch on flat 1-D device arrays; no validation (the public API has done it).
+"""
+
+from . import block2d, flat, pack4
+
+VARIANTS = {m.NAME: m for m in (flat, block2d, pack4)}
+
+
+def get(name: str):
+    try:
+        return VARIANTS[name]
+    except KeyError:
+        raise ValueError(
+            f"unknown variant {name!r}; choose one of {', '.join(VARIANTS)}"
+        ) from None
+
+
+def variants_supporting(features) -> list[str]:
+    return [n for n, m in VARIANTS.items() if set(features) <= m.FEATURES]

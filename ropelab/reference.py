@@ -1,0 +1,131 @@
+"""The judge: RoPE in float64 NumPy, written for clarity rather than speed.
+
+Every kernel in ropelab is tested against these functions.  Shapes and names:
+
+* ``x`` is ``[tokens, hidden]`` (one head whose ``head_dim`` is ``hidden``, as in the seed
+  kernel) or ``[tokens, heads, head_dim]``.
+* ``positions`` is ``[tokens]`` integers, default ``0 .. tokens-1``.
+* Only the first ``rotary_dim`` dims of each head rotate (default: all of them); the rest pass
+  through unchanged ("partial rotary", as in GPT-NeoX and Phi).
+* Pair ``i`` (``0 <= i < rotary_dim/2``) rotates by ``angle = position * inv_freq[i]`` with
+  ``inv_freq[i] = base ** (-2 i / rotary_dim)``.
+* ``interleave=True`` pairs ``(x[2i], x[2i+1])`` (GPT-J, the seed kernels);
+  ``interleave=False`` pairs ``(x[i], x[i + rotary_dim/2])`` (GPT-NeoX, Llama in HF).
+* ``inverse=True`` rotates by ``-angle``: the backward pass of RoPE, and its inverse.
+* ``attention_factor`` multiplies cos and sin (YaRN's "mscale"); 1.0 means a pure rotation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+DEFAULT_BASE = 10000.0
+
+
+def inv_freq(rotary_dim: int, base: float = DEFAULT_BASE) -> np.ndarray:
+    """Inverse frequencies ``base ** (-2i / rotary_dim)`` for ``i < rotary_dim / 2``, float64."""
+    if rotary_dim <= 0 or rotary_dim % 2:
+        raise ValueError(f"rotary_dim must be a positive even number, got {rotary_dim}")
+    if not base > 1.0:
+        raise ValueError(f"base must be > 1, got {base}")
+    i = np.arange(rotary_dim // 2, dtype=np.float64)
+    return np.power(float(base), -2.0 * i / rotary_dim)
+
+
+def default_positions(tokens: int) -> np.ndarray:
+    return np.arange(tokens, dtype=np.int64)
+
+
+def angles(positions: np.ndarray, freqs: np.ndarray) -> np.ndarray:
+    """Rotation angle of every (token, pair): ``positions[:, None] * inv_freq[None, :]``."""
+    return np.outer(np.asarray(positions, dtype=np.float64), np.asarray(freqs, dtype=np.float64))
+
+
+def _as_heads(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x)
+    if x.ndim == 2:
+        return x[:, None, :]
+    if x.ndim == 3:
+        return x
+    raise ValueError(f"x must be [tokens, hidden] or [tokens, heads, head_dim], got shape {x.shape}")
+
+
+def pair_indices(rotary_dim: int, interleave: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (within one head) of the first and second element of every rotated pair."""
+    half = rotary_dim // 2
+    i = np.arange(half)
+    if interleave:
+        return 2 * i, 2 * i + 1
+    return i, i + half
+
+
+def rope(
+    x: np.ndarray,
+    positions: np.ndarray | None = None,
+    *,
+    base: float = DEFAULT_BASE,
+    rotary_dim: int | None = None,
+    interleave: bool = True,
+    inverse: bool = False,
+    freqs: np.ndarray | None = None,
+    attention_factor: float = 1.0,
+) -> np.ndarray:
+    """Rotate ``x`` in float64 and return a new float64 array of the same shape.
+
+    ``freqs`` overrides the inverse frequencies (``[rotary_dim / 2]``), which is how the
+    scaling schemes (linear, NTK, YaRN, Llama 3.1) plug in.
+    """
+    xh = _as_heads(x).astype(np.float64)
+    tokens, _, head_dim = xh.shape
+    rotary_dim = head_dim if rotary_dim is None else int(rotary_dim)
+    if rotary_dim % 2 or not 0 < rotary_dim <= head_dim:
+        raise ValueError(f"rotary_dim must be even and in (0, {head_dim}], got {rotary_dim}")
+    positions = default_positions(tokens) if positions is None else np.asarray(positions)
+    if positions.shape != (tokens,):
+        raise ValueError(f"positions must have shape ({tokens},), got {positions.shape}")
+    freqs = inv_freq(rotary_dim, base) if freqs is None else np.asarray(freqs, np.float64)
+    if freqs.shape != (rotary_dim // 2,):
+        raise ValueError(f"freqs must have shape ({rotary_dim // 2},), got {freqs.shape}")
+
+    theta = angles(positions, freqs)[:, None, :]  # [tokens, 1, pairs]
+    cos = np.cos(theta) * attention_factor
+    sin = np.sin(theta) * attention_factor
+    if inverse:
+        sin = -sin
+    a, b = pair_indices(rotary_dim, interleave)
+    out = xh.copy()
+    x0, x1 = xh[..., a], xh[..., b]
+    out[..., a] = x0 * cos - x1 * sin
+    out[..., b] = x0 * sin + x1 * cos
+    return out.reshape(np.shape(x))
+
+
+def rope_complex(
+    x: np.ndarray,
+    positions: np.ndarray | None = None,
+    *,
+    base: float = DEFAULT_BASE,
+    interleave: bool = True,
+) -> np.ndarray:
+    """The same rotation written the way the seed's PyTorch reference writes it.
+
+    Each pair becomes one complex number and is multiplied by ``exp(1j * angle)``.  It shares no
+    code with :func:`rope` on purpose: the tests use it to cross-check the real formulation.
+    Full rotation only (``rotary_dim == head_dim``).
+    """
+    xh = _as_heads(x).astype(np.float64)
+    tokens, heads, head_dim = xh.shape
+    half = head_dim // 2
+    if interleave:
+        z = xh.reshape(tokens, heads, half, 2) @ np.array([1.0, 1.0j])
+    else:
+        z = xh[..., :half] + 1j * xh[..., half:]
+    pos = np.arange(tokens) if positions is None else np.asarray(positions)
+    exponents = np.arange(0, head_dim, 2)[:half] / head_dim
+    phase = np.exp(1j * np.outer(pos, 1.0 / base**exponents))
+    w = z * phase[:, None, :]
+    if interleave:
+        out = np.stack([w.real, w.imag], axis=-1).reshape(tokens, heads, head_dim)
+    else:
+        out = np.concatenate([w.real, w.imag], axis=-1)
+    return out.reshape(np.shape(x))

@@ -1,0 +1,201 @@
+"""Choose where ropelab's kernels run: a real CUDA GPU, or the Numba CUDA simulator.
+
+The choice has to be made before ``numba.cuda`` is first imported, because numba-cuda reads
+``NUMBA_ENABLE_CUDASIM`` once, at that import, and swaps in a different module.  ``ropelab``
+imports this module first thing, so ``import ropelab`` settles the target for the process.
+
+Rules, in order:
+
+1. ``ROPELAB_TARGET=gpu`` or ``ROPELAB_TARGET=simulator`` forces the choice.
+2. Otherwise ``NUMBA_ENABLE_CUDASIM`` set by the user (``1`` or ``0``) is respected.
+3. Otherwise the CUDA driver is asked, through ``ctypes``, whether it can see a device.  No
+   device (or no driver) means the simulator, and ropelab says so once on stderr
+   (``ROPELAB_QUIET=1`` silences that line; :func:`describe` always tells).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+
+GPU = "gpu"
+SIMULATOR = "simulator"
+_ALIASES = {"gpu": GPU, "cuda": GPU, "simulator": SIMULATOR, "sim": SIMULATOR, "cudasim": SIMULATOR}
+
+
+class TargetError(RuntimeError):
+    """The requested target cannot be honoured in this process."""
+
+
+@dataclass(frozen=True)
+class _Probe:
+    devices: int
+    driver_version: int | None  # CUDA driver API version, e.g. 13000
+    reason: str  # why no device was found, or "" when one was
+
+
+def probe_driver() -> _Probe:
+    """Ask libcuda for the number of devices without importing numba.cuda."""
+    names = ["nvcuda.dll"] if platform.system() == "Windows" else ["libcuda.so.1", "libcuda.so"]
+    lib = None
+    for name in names:
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    if lib is None:
+        return _Probe(0, None, "no CUDA driver library (libcuda) on this machine")
+    version = ctypes.c_int(0)
+    driver_version = version.value if lib.cuDriverGetVersion(ctypes.byref(version)) == 0 else None
+    rc = lib.cuInit(0)
+    if rc != 0:
+        return _Probe(0, driver_version, f"the CUDA driver failed to initialise (CUresult {rc})")
+    count = ctypes.c_int(0)
+    rc = lib.cuDeviceGetCount(ctypes.byref(count))
+    if rc != 0 or count.value == 0:
+        return _Probe(0, driver_version, "the CUDA driver reports no device")
+    return _Probe(count.value, driver_version, "")
+
+
+def _requested() -> tuple[str | None, str]:
+    raw = os.environ.get("ROPELAB_TARGET", "").strip().lower()
+    if raw and raw != "auto":
+        if raw not in _ALIASES:
+            raise TargetError(
+                f"ROPELAB_TARGET={raw!r} is not understood; use 'gpu', 'simulator' or 'auto'."
+            )
+        return _ALIASES[raw], "ROPELAB_TARGET"
+    sim = os.environ.get("NUMBA_ENABLE_CUDASIM", "").strip()
+    if sim in ("0", "1"):
+        return (SIMULATOR if sim == "1" else GPU), "NUMBA_ENABLE_CUDASIM"
+    return None, "auto"
+
+
+def _numba_cuda_mode_if_imported() -> str | None:
+    """The mode of an already imported numba.cuda, or None when it is not imported yet."""
+    mod = sys.modules.get("numba.cuda")
+    if mod is None:
+        return None
+    simulated = getattr(mod.jit, "__module__", "").startswith("numba.cuda.simulator")
+    return SIMULATOR if simulated else GPU
+
+
+def _set_simulator_env(enabled: bool) -> None:
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1" if enabled else "0"
+    # numba reads its configuration when ``numba`` is imported; if the user imported numba (but
+    # not numba.cuda) already, the new value only takes effect after a reload.
+    core = sys.modules.get("numba.core.config")
+    if core is not None:
+        core.reload_config()
+
+
+def select() -> tuple[str, str]:
+    """Decide the target and prepare the environment; returns (target, reason)."""
+    wanted, source = _requested()
+    probe = None
+    if wanted is None:
+        probe = probe_driver()
+        wanted = GPU if probe.devices else SIMULATOR
+        reason = (
+            f"found {probe.devices} CUDA device(s)" if probe.devices else probe.reason
+        )
+    else:
+        reason = f"forced by {source}"
+
+    already = _numba_cuda_mode_if_imported()
+    if already is not None and already != wanted:
+        raise TargetError(
+            f"numba.cuda was imported before ropelab and is running on the {already}, but ropelab "
+            f"needs the {wanted} ({reason}). numba-cuda fixes its target at its first import, so "
+            f"import ropelab before numba.cuda, or set NUMBA_ENABLE_CUDASIM="
+            f"{'1' if wanted == SIMULATOR else '0'} before starting Python."
+        )
+    if already is None:
+        _set_simulator_env(wanted == SIMULATOR)
+    return wanted, reason
+
+
+TARGET, REASON = select()
+SIMULATED = TARGET == SIMULATOR
+
+if SIMULATED and os.environ.get("ROPELAB_QUIET", "") not in ("1", "true", "yes"):
+    print(
+        f"ropelab: running kernels on the Numba CUDA simulator ({REASON}). "
+        "Results are exact-ish (the simulator computes in float64) and never timed.",
+        file=sys.stderr,
+    )
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def describe() -> dict:
+    """What ropelab runs on: the target and, on a GPU, the device; always the package versions.
+
+    Returns a plain dict so notebooks and the benchmark records can store it as it is.
+    """
+    import numpy
+
+    info: dict = {
+        "target": TARGET,
+        "reason": REASON,
+        "python": platform.python_version(),
+        "numpy": numpy.__version__,
+        "numba": _version("numba"),
+        "numba_cuda": _version("numba-cuda"),
+    }
+    if SIMULATED:
+        return info
+    from numba import cuda
+
+    dev = cuda.get_current_device()
+    drv = cuda.cudadrv.driver.driver.get_version()
+    rt = cuda.runtime.get_version() if hasattr(cuda, "runtime") else None
+    info.update(
+        gpu=dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name),
+        compute_capability=".".join(map(str, dev.compute_capability)),
+        sm_count=dev.MULTIPROCESSOR_COUNT,
+        cuda_driver_api=".".join(map(str, drv)),
+        cuda_runtime=".".join(map(str, rt)) if rt else None,
+        driver=_nvidia_driver_version(),
+    )
+    return info
+
+
+def _nvidia_driver_version() -> str | None:
+    """The kernel driver's version string (e.g. 580.159.04), from NVML when it is present."""
+    try:
+        lib = ctypes.CDLL("libnvidia-ml.so.1")
+        if lib.nvmlInit_v2() != 0:
+            return None
+        buf = ctypes.create_string_buffer(96)
+        ok = lib.nvmlSystemGetDriverVersion(buf, 96) == 0
+        lib.nvmlShutdown()
+        return buf.value.decode() if ok else None
+    except OSError:
+        return None
+
+
+def format_description(info: dict | None = None) -> str:
+    """A short human-readable block for the CLI and notebooks."""
+    info = info or describe()
+    lines = [f"target      : {info['target']} ({info['reason']})"]
+    if info["target"] == GPU:
+        lines += [
+            f"gpu         : {info['gpu']} (cc {info['compute_capability']}, {info['sm_count']} SMs)",
+            f"driver      : {info['driver']} (CUDA driver API {info['cuda_driver_api']})",
+        ]
+    lines.append(
+        f"versions    : numba {info['numba']}, numba-cuda {info['numba_cuda']}, "
+        f"numpy {info['numpy']}, python {info['python']}"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,45 @@
+"""The command line, as a user runs it."""
+
+import os
+import subprocess
+import sys
+
+
+def ropelab_cli(*args):
+    env = dict(os.environ, ROPELAB_QUIET="1")
+    return subprocess.run([sys.executable, "-m", "ropelab", *args], capture_output=True, text=True,
+                          env=env, timeout=600)
+
+
+def test_info_names_the_target():
+    r = ropelab_cli("info")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("target")
+    assert "numba-cuda" in r.stdout
+
+
+def test_check_prints_every_variant_with_pass():
+    from ropelab import kernels
+
+    r = ropelab_cli("check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:2] == ["variant", "target"]
+    for name in kernels.VARIANTS:
+        rows = [line for line in lines if line.startswith(name + " ")]
+        assert rows and all(line.endswith("PASS") for line in rows)
+    assert lines[-1].endswith(" 0 failed")
+
+
+def test_check_fails_loudly_when_a_kernel_is_wrong(monkeypatch):
+    from ropelab import check
+
+    real = check.rope
+    monkeypatch.setattr(check, "rope", lambda x, **kw: real(x, **kw) * 1.25)
+    rows = check.run_checks(variants=["flat"], shapes=[(2, 8)])
+    assert rows and not any(r.passed for r in rows)
+    assert "FAIL" in check.format_rows(rows)
+
+
+def test_bad_subcommand_exits_nonzero():
+    assert ropelab_cli("frobnicate").returncode != 0

@@ -1,0 +1,80 @@
+"""environment.yml and pyproject.toml describe one environment: check they agree."""
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    tomllib = pytest.importorskip("tomli")
+yaml = pytest.importorskip("yaml")
+
+
+def _name(req: str) -> str:
+    return re.split(r"[\[<>=!~ ;]", req, maxsplit=1)[0].lower().replace("_", "-")
+
+
+@pytest.fixture(scope="module")
+def project():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+@pytest.fixture(scope="module")
+def env():
+    return yaml.safe_load((ROOT / "environment.yml").read_text())
+
+
+def _pip_section(env):
+    for dep in env["dependencies"]:
+        if isinstance(dep, dict) and "pip" in dep:
+            return dep["pip"]
+    raise AssertionError("environment.yml has no pip section")
+
+
+def test_core_pins(project):
+    deps = {_name(d): d for d in project["dependencies"]}
+    assert deps["numba"].endswith("==0.68.*")
+    assert deps["numba-cuda"] == "numba-cuda[cu13]==0.30.*"
+    assert "<2.5" in deps["numpy"], "numba-cuda 0.30.4 breaks on numpy 2.5"
+
+
+def test_environment_installs_this_project_with_test_and_course_extras(env, project):
+    pip = _pip_section(env)
+    editable = [p for p in pip if p.startswith("-e")]
+    assert len(editable) == 1
+    extras = set(re.search(r"\[(.*)\]", editable[0]).group(1).split(","))
+    assert {"test", "course"} <= extras <= set(project["optional-dependencies"])
+
+
+def test_environment_pins_nothing_that_pyproject_pins_differently(env, project):
+    pinned = {_name(d): d for d in project["dependencies"]}
+    for group in project["optional-dependencies"].values():
+        pinned.update({_name(d): d for d in group})
+    listed = [d for d in env["dependencies"] if isinstance(d, str)]
+    listed += [p for p in _pip_section(env) if not p.startswith("-e")]
+    for dep in listed:
+        name = _name(dep.replace("=", "==", 1) if "==" not in dep else dep)
+        if name in pinned:
+            assert dep.replace(" ", "") == pinned[name].replace(" ", ""), (dep, pinned[name])
+
+
+def test_environment_python_is_allowed_by_requires_python(env, project):
+    py = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python"))
+    minor = int(py.split("=")[1].split(".")[1])
+    spec = project["requires-python"]
+    lo = int(re.search(r">=3\.(\d+)", spec).group(1))
+    hi = int(re.search(r"<3\.(\d+)", spec).group(1))
+    assert lo <= minor < hi
+
+
+def test_readme_test_command_is_what_ci_runs():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    blocks = re.findall(r"```bash\n(.*?)\n```", readme, re.S)
+    test_cmd = next(b for b in blocks if "pytest" in b)
+    assert test_cmd.strip() in ci
