@@ -87,6 +87,9 @@ def _numba_cuda_mode_if_imported() -> str | None:
 
 def _set_simulator_env(enabled: bool) -> None:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1" if enabled else "0"
+    # The course launches deliberately tiny grids (1 token, 3 tokens) to show edge cases; numba's
+    # low-occupancy warning on each of them would bury real messages.  A user's explicit setting wins.
+    os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     # numba reads its configuration when ``numba`` is imported; if the user imported numba (but
     # not numba.cuda) already, the new value only takes effect after a reload.
     core = sys.modules.get("numba.core.config")
