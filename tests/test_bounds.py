@@ -34,8 +34,9 @@ def test_the_simulator_catches_an_unguarded_kernel():
 
 @pytest.mark.parametrize("variant", list(kernels.VARIANTS))
 @pytest.mark.parametrize("threads", [32, 128])
-def test_guards_hold_when_the_grid_overshoots(variant, threads):
-    problem = RopeProblem(tokens=3, heads=1, head_dim=10, rotary_dim=10)
+@pytest.mark.parametrize("head_dim", [10, 12])  # 12: whole quads, so pack4 takes float4
+def test_guards_hold_when_the_grid_overshoots(variant, threads, head_dim):
+    problem = RopeProblem(tokens=3, heads=1, head_dim=head_dim, rotary_dim=head_dim)
     module = kernels.get(variant)
     blocks, t = module.launch_config(problem, threads)
     assert blocks * t > problem.tokens * problem.n_pairs or variant == "block2d"
@@ -44,5 +45,5 @@ def test_guards_hold_when_the_grid_overshoots(variant, threads):
     x = cuda.to_device(host)
     out = cuda.to_device(np.full(problem.elements, np.nan, np.float32))
     pos = cuda.to_device(np.array([0, 5, 9], np.int32))
-    module.launch(problem, x, out, pos, threads_per_block=threads)  # IndexError if unguarded
+    kernels.launch_variant(module, problem, x, out, pos, threads_per_block=threads)  # IndexError if unguarded
     assert np.isfinite(out.copy_to_host()).all(), "every output element must be written"

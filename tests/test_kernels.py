@@ -121,3 +121,32 @@ def test_block2d_rows_wider_than_one_block(rng):
 
     assert block2d.launch_config(RopeProblem(2, 1, 2200, 2200))[1] == 1024
     _compare(x, ropelab.rope(x, variant="block2d", positions=pos), pos)
+
+
+def test_pack4_uses_float4_only_when_rows_are_whole_quads_and_aligned(rng):
+    from numba import cuda
+
+    from ropelab.kernels import pack4
+    from ropelab.problem import RopeProblem
+
+    even = RopeProblem(3, 1, 12, 12)
+    odd = RopeProblem(3, 1, 10, 10)
+    buf = cuda.to_device(np.zeros(64, np.float32))
+    assert pack4.can_vectorize(even, buf, buf)
+    assert not pack4.can_vectorize(odd, buf, buf)  # 5 pairs a row: quads straddle rows
+    assert not pack4.can_vectorize(even, buf[1:37], buf)  # 4-byte offset: not 16-byte aligned
+
+
+@pytest.mark.parametrize("vector", [True, False])
+def test_pack4_both_kernels_match_reference(rng, vector):
+    from numba import cuda
+
+    from ropelab.kernels import pack4
+    from ropelab.problem import RopeProblem
+
+    x = rng.standard_normal((37, 12)).astype(np.float32)  # 37 x 3 quads: not whole blocks
+    pos = rng.integers(0, 3000, 37).astype(np.int32)
+    out = cuda.to_device(np.full(x.size, np.nan, np.float32))
+    pack4.launch(RopeProblem(37, 1, 12, 12), cuda.to_device(x.reshape(-1)), out,
+                 cuda.to_device(pos), threads_per_block=32, vector=vector)
+    _compare(x, out.copy_to_host().reshape(x.shape), pos)

@@ -15,9 +15,9 @@ Every variant module exposes the same names:
     Launch on flat 1-D device arrays; no validation (the public API has done it).
 """
 
-from . import block2d, flat, pack4
+from . import block2d, flat, pack4, pack4_scalar
 
-VARIANTS = {m.NAME: m for m in (flat, block2d, pack4)}
+VARIANTS = {m.NAME: m for m in (flat, block2d, pack4, pack4_scalar)}
 
 
 def get(name: str):
@@ -27,6 +27,18 @@ def get(name: str):
         raise ValueError(
             f"unknown variant {name!r}; choose one of {', '.join(VARIANTS)}"
         ) from None
+
+
+def launch_variant(module, problem, x, out, positions, *, fastmath=True, threads_per_block=None,
+                   stream=0, **options):
+    """Prepare (tables, caches) if the variant needs it, then launch; no validation here."""
+    kwargs = dict(fastmath=fastmath, threads_per_block=threads_per_block, stream=stream)
+    prepare = getattr(module, "prepare", None)
+    if prepare is not None:
+        kwargs["state"] = prepare(problem, **options)
+    elif options:
+        raise TypeError(f"variant '{module.NAME}' takes no options, got {sorted(options)}")
+    module.launch(problem, x, out, positions, **kwargs)
 
 
 def variants_supporting(features) -> list[str]:

@@ -1,10 +1,17 @@
-"""Variant 3, ``pack4``: two adjacent pairs (four floats) per thread.
+"""Variant 3, ``pack4``: two adjacent pairs (four floats) per thread, with 128-bit accesses.
 
-The seed's ``rope_f32x4_pack_kernel`` loads one ``float4`` per thread and needs ``hidden`` to be
-a multiple of 4.  Here each thread owns pairs ``2q`` and ``2q + 1`` of one token's row; when a
-row has an odd number of pairs its last thread rotates one pair only (the tail path), so any
-even ``hidden`` works.  The two pairs have different frequencies, so a thread still computes two
-``pow`` and two sin/cos: packing saves index math and load instructions, not transcendentals.
+The seed's ``rope_f32x4_pack_kernel`` reads and writes one ``float4`` per thread.  Numba has no
+float4 load of its own, so ``rope_pack4`` uses the two intrinsics of :mod:`.vec`, which compile
+to ``ld.global.v4.f32`` / ``st.global.v4.f32`` — the same instructions nvcc emits for the seed.
+
+A 128-bit access needs a 16-byte aligned address, so the vector kernel runs only when ``hidden``
+(the row) is a multiple of 4 and both arrays start on a 16-byte boundary.  Otherwise the launcher
+falls back to ``rope_pack4_scalar``: the same work split with four scalar loads, and a tail path
+for rows with an odd number of pairs (the last thread of such a row rotates one pair).  The
+``pack4_scalar`` variant forces that kernel, so the two can be timed against each other.
+
+Either way the two pairs have different frequencies, so a thread still computes two ``pow``
+and two sin/cos: packing saves index math and load instructions, not transcendentals.
 """
 
 import math
@@ -13,9 +20,10 @@ from numba import cuda, float32
 
 from ._jit import blocks_for, jitted
 from .rotate import rotate
+from .vec import load_f32x4, store_f32x4
 
 NAME = "pack4"
-SUMMARY = "1-D grid, two adjacent pairs (4 floats) per thread, tail path for odd pair counts"
+SUMMARY = "1-D grid, two adjacent pairs per thread, one 128-bit load/store (scalar fallback)"
 FEATURES = frozenset()
 THREADS = 256
 
@@ -25,6 +33,22 @@ def rope_pack4(x, out, positions, n_pairs, quads_per_row, total_quads, base):
     if idx < total_quads:
         token = idx // quads_per_row
         pair = 2 * (idx % quads_per_row)  # first of this thread's two pairs
+        i = 4 * idx  # rows hold a whole number of quads here, so quad idx starts at 4 * idx
+        pos = float32(positions[token])
+        inv_hidden = float32(1.0) / float32(2 * n_pairs)
+        a0 = pos / math.pow(base, float32(2 * pair) * inv_hidden)
+        a1 = pos / math.pow(base, float32(2 * pair + 2) * inv_hidden)
+        v0, v1, v2, v3 = load_f32x4(x, i)
+        r0, r1 = rotate(v0, v1, math.cos(a0), math.sin(a0))
+        r2, r3 = rotate(v2, v3, math.cos(a1), math.sin(a1))
+        store_f32x4(out, i, r0, r1, r2, r3)
+
+
+def rope_pack4_scalar(x, out, positions, n_pairs, quads_per_row, total_quads, base):
+    idx = cuda.grid(1)
+    if idx < total_quads:
+        token = idx // quads_per_row
+        pair = 2 * (idx % quads_per_row)
         i = token * 2 * n_pairs + 2 * pair
         pos = float32(positions[token])
         inv_hidden = float32(1.0) / float32(2 * n_pairs)
@@ -39,16 +63,31 @@ KERNEL = rope_pack4
 PTX_SIGNATURE = "void(float32[::1], float32[::1], int32[::1], int64, int64, int64, float32)"
 
 
+def _address(array) -> int:
+    if hasattr(array, "_ary"):  # simulator device array
+        return array._ary.ctypes.data
+    return array.__cuda_array_interface__["data"][0]
+
+
+def can_vectorize(problem, x, out) -> bool:
+    """float4 access is legal: whole quads per row and 16-byte aligned x and out."""
+    return problem.row % 4 == 0 and _address(x) % 16 == 0 and _address(out) % 16 == 0
+
+
 def launch_config(problem, threads_per_block=None):
     threads = threads_per_block or THREADS
     quads_per_row = (problem.n_pairs + 1) // 2
     return blocks_for(problem.tokens * quads_per_row, threads), threads
 
 
-def launch(problem, x, out, positions, *, fastmath=True, threads_per_block=None, stream=0):
+def launch(problem, x, out, positions, *, fastmath=True, threads_per_block=None, stream=0,
+           vector=None):
     blocks, threads = launch_config(problem, threads_per_block)
     quads_per_row = (problem.n_pairs + 1) // 2
-    jitted(rope_pack4, fastmath)[blocks, threads, stream](
+    if vector is None:
+        vector = can_vectorize(problem, x, out)
+    kernel = rope_pack4 if vector else rope_pack4_scalar
+    jitted(kernel, fastmath)[blocks, threads, stream](
         x, out, positions, problem.n_pairs, quads_per_row, problem.tokens * quads_per_row,
         float32(problem.base),
     )
