@@ -129,3 +129,14 @@ def rope_complex(
     else:
         out = np.concatenate([w.real, w.imag], axis=-1)
     return out.reshape(np.shape(x))
+
+
+# The scaled frequencies of the context-extension schemes, float64 (formulas and sources in
+# ropelab.scaling).  Imported last: ropelab.scaling reads this module's inv_freq.
+from .scaling import (  # noqa: E402
+    linear_inv_freq,
+    llama3_inv_freq,
+    ntk_inv_freq,
+    yarn_inv_freq,
+    yarn_mscale,
+)

@@ -15,9 +15,9 @@ Every variant module exposes the same names:
     Launch on flat 1-D device arrays; no validation (the public API has done it).
 """
 
-from . import block2d, flat, pack4, pack4_scalar
+from . import block2d, flat, freq_table, pack4, pack4_scalar, pair_sincos
 
-VARIANTS = {m.NAME: m for m in (flat, block2d, pack4, pack4_scalar)}
+VARIANTS = {m.NAME: m for m in (flat, block2d, pack4, pack4_scalar, freq_table, pair_sincos)}
 
 
 def get(name: str):

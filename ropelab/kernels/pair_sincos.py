@@ -1,0 +1,223 @@
+"""Variant 5, ``pair_sincos``: several pairs per thread, one ``pow`` per thread, one sin/cos per pair.
+
+The idea of SGLang PR 21654 (fused QK-RMSNorm + RoPE), reimplemented from its description:
+both elements of a pair rotate by the same angle, so sin/cos is evaluated once per pair and
+shared; and since the default frequencies form a geometric sequence,
+``f_{j+1} = f_j * base ** (-2 / rotary_dim)``, a thread that owns ``chunk`` consecutive pairs
+computes the first frequency with one ``pow`` and reaches the others with one multiply each.
+
+Each multiply rounds, so the recurrence drifts from the ``pow``-per-pair value by up to about
+``k`` float32 roundings after ``k`` steps; :func:`ropelab.precision.freq_drift` measures that
+drift on a GPU (the ``freq_drift`` record under ``data/``) for several chunk lengths.
+
+Scaling schemes:
+
+* none, linear, NTK keep the sequence geometric (linear multiplies every frequency by
+  ``1 / factor``; NTK changes the base), so the recurrence is exact in exact arithmetic.
+* YaRN and Llama 3.1 are not geometric: each blends the geometric frequency ``f`` with
+  ``f / factor`` by a weight ``w`` clamped to ``[0, 1]``, ``f' = f - f * w * (1 - 1/factor)``.
+  The kernel keeps the geometric recurrence and applies that blend per pair, as SGLang's
+  kernel does for YaRN: YaRN's weight is a linear ramp over the pair index, Llama 3.1's a
+  linear ramp over the frequency itself (``w = clamp((high_freq_factor - L0 f / 2 pi) /
+  (high_freq_factor - low_freq_factor))``, which reproduces its three wavelength bands).  No
+  table, no memory traffic for frequencies.  :func:`prepare` checks on the host, in float64, that
+  these parameters give back exactly the frequencies of :mod:`ropelab.scaling`.
+
+Threads: one thread per ``chunk`` consecutive slots of one head (``head_dim / 2`` slots a head);
+slots past the rotated pairs copy the partial-rotary pass-through, as in ``freq_table``.
+
+Precision: the angle is a float32 product as in ``flat``; for positions in the tens of thousands
+use ``freq_table`` with ``cache=True`` or ``reduce_angle=True`` (see :mod:`ropelab.precision`).
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import cuda, float32
+
+from ..problem import HEADS, INVERSE, NEOX, PARTIAL, SCALED, RopeInputError
+from ._jit import blocks_for, jitted
+from .rotate import rotate
+
+NAME = "pair_sincos"
+SUMMARY = "chunk of pairs per thread: one pow + ratio recurrence, one sin/cos per pair; YaRN/Llama3 blend in-kernel"
+FEATURES = frozenset({HEADS, PARTIAL, NEOX, INVERSE, SCALED})
+THREADS = 128
+PAIRS_PER_THREAD = 4
+MAX_PAIRS_PER_THREAD = 64
+
+RAMP_NONE, RAMP_ON_INDEX, RAMP_ON_FREQ = 0, 1, 2
+
+
+@cuda.jit(device=True, inline="always")
+def first_freq(freq_scale, freq_base, exponent_step, j):
+    """``freq_scale * freq_base ** (exponent_step * j)``: the one pow of a thread."""
+    return freq_scale * math.pow(freq_base, exponent_step * float32(j))
+
+
+@cuda.jit(device=True, inline="always")
+def blended(f, j, ramp_mode, ramp_a, ramp_b, shrink):
+    """YaRN / Llama 3.1: move ``f`` towards ``f / factor`` by the clamped ramp weight."""
+    if ramp_mode == RAMP_NONE:
+        return f
+    arg = float32(j) if ramp_mode == RAMP_ON_INDEX else f
+    w = min(max(ramp_a * arg + ramp_b, float32(0.0)), float32(1.0))
+    return f - f * w * shrink
+
+
+def rope_pair_sincos(x, out, positions, heads, half_dim, n_pairs, chunks, chunk, total_threads,
+                     step, partner, freq_scale, freq_base, exponent_step, ratio,
+                     ramp_mode, ramp_a, ramp_b, shrink, cos_scale, sin_scale):
+    idx = cuda.grid(1)
+    if idx < total_threads:
+        head_row = idx // chunks  # token * heads + head
+        j0 = (idx - head_row * chunks) * chunk  # first slot of this thread
+        first = head_row * 2 * half_dim
+        pos = float32(positions[head_row // heads])
+        f = first_freq(freq_scale, freq_base, exponent_step, j0)
+        for k in range(chunk):
+            j = j0 + k
+            if j < n_pairs:
+                angle = pos * blended(f, j, ramp_mode, ramp_a, ramp_b, shrink)
+                c = math.cos(angle)  # once per pair, used by both of its elements
+                s = math.sin(angle)
+                a = first + j * step
+                b = a + partner
+                out[a], out[b] = rotate(x[a], x[b], c * cos_scale, s * sin_scale)
+                f = f * ratio  # the next pair's frequency, without a pow
+            elif j < half_dim:  # pass-through tail of a partial rotation
+                a = first + 2 * j
+                out[a] = x[a]
+                out[a + 1] = x[a + 1]
+
+
+def freq_drift_kernel(pow_out, rec_out, n_pairs, chunk, freq_scale, freq_base, exponent_step, ratio):
+    """Frequency of every pair two ways, with the arithmetic of :func:`rope_pair_sincos`.
+
+    ``pow_out[j]``: one ``pow`` for pair ``j``.  ``rec_out[j]``: ``pow`` at the start of ``j``'s
+    chunk, then ``j - j0`` multiplications by ``ratio``.
+    """
+    j = cuda.grid(1)
+    if j < n_pairs:
+        pow_out[j] = first_freq(freq_scale, freq_base, exponent_step, j)
+        j0 = (j // chunk) * chunk
+        f = first_freq(freq_scale, freq_base, exponent_step, j0)
+        for _ in range(j - j0):
+            f = f * ratio
+        rec_out[j] = f
+
+
+KERNEL = rope_pair_sincos
+PTX_SIGNATURE = ("void(float32[::1], float32[::1], int32[::1], int64, int64, int64, int64, int64, "
+                 "int64, int64, int64, float32, float32, float32, float32, int64, float32, float32, "
+                 "float32, float32, float32)")
+DRIFT_KERNEL = freq_drift_kernel
+DRIFT_PTX_SIGNATURE = "void(float32[::1], float32[::1], int64, int64, float32, float32, float32, float32)"
+
+
+# --------------------------------------------------------------------------------------------
+# Host side
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FreqParams:
+    """The in-kernel frequency formula, in float64 (cast to float32 at launch).
+
+    ``f_j = freq_scale * freq_base ** (exponent_step * j)``, then the blend of :func:`blended`.
+    """
+
+    freq_scale: float
+    freq_base: float
+    exponent_step: float
+    ramp_mode: int = RAMP_NONE
+    ramp_a: float = 0.0
+    ramp_b: float = 0.0
+    shrink: float = 0.0
+
+    @property
+    def ratio(self) -> float:
+        return self.freq_base ** self.exponent_step
+
+    def freqs(self, n_pairs: int) -> np.ndarray:
+        """What the kernel computes, evaluated in float64 (for checks and the drift study)."""
+        j = np.arange(n_pairs, dtype=np.float64)
+        f = self.freq_scale * self.freq_base ** (self.exponent_step * j)
+        if self.ramp_mode == RAMP_NONE:
+            return f
+        arg = j if self.ramp_mode == RAMP_ON_INDEX else f
+        w = np.clip(self.ramp_a * arg + self.ramp_b, 0.0, 1.0)
+        return f - f * w * self.shrink
+
+    def kernel_args(self) -> tuple:
+        return (float32(self.freq_scale), float32(self.freq_base), float32(self.exponent_step),
+                float32(self.ratio), self.ramp_mode, float32(self.ramp_a), float32(self.ramp_b),
+                float32(self.shrink))
+
+
+def freq_params(scheme, rotary_dim: int, base: float) -> FreqParams:
+    """Kernel parameters that reproduce ``scheme``'s frequencies (``scheme`` None: unscaled)."""
+    from .. import scaling  # late: scaling imports the problem module this package needs first
+
+    step = -2.0 / rotary_dim
+    if scheme is None:
+        return FreqParams(1.0, base, step)
+    if isinstance(scheme, scaling.Linear):
+        return FreqParams(1.0 / scheme.factor, base, step)
+    if isinstance(scheme, scaling.NTK):
+        return FreqParams(1.0, scaling.ntk_base(rotary_dim, base, scheme.factor), step)
+    shrink = 1.0 - 1.0 / scheme.factor
+    if isinstance(scheme, scaling.YaRN):
+        low, high = scaling.yarn_correction_range(rotary_dim, base, scheme.original_max_positions,
+                                                  scheme.beta_fast, scheme.beta_slow, scheme.truncate)
+        if low == high:
+            high = high + 0.001
+        return FreqParams(1.0, base, step, RAMP_ON_INDEX, 1.0 / (high - low), -low / (high - low), shrink)
+    if isinstance(scheme, scaling.Llama3):
+        span = scheme.high_freq_factor - scheme.low_freq_factor
+        return FreqParams(1.0, base, step, RAMP_ON_FREQ,
+                          -scheme.original_max_positions / (2 * math.pi * span),
+                          scheme.high_freq_factor / span, shrink)
+    raise RopeInputError(f"pair_sincos has no in-kernel formula for {scheme!r}")
+
+
+@dataclass(frozen=True)
+class PairState:
+    chunk: int
+    params: FreqParams
+    max_positions: None = None  # no table: any position is accepted
+
+
+def prepare(problem, *, pairs_per_thread: int = PAIRS_PER_THREAD) -> PairState:
+    """Check the options and derive the in-kernel frequency formula for ``problem``."""
+    from .. import scaling
+
+    if isinstance(pairs_per_thread, (bool, np.bool_)) or not isinstance(pairs_per_thread, (int, np.integer)):
+        raise RopeInputError(f"pairs_per_thread must be an int, got {type(pairs_per_thread).__name__}")
+    if not 1 <= pairs_per_thread <= MAX_PAIRS_PER_THREAD:
+        raise RopeInputError(f"pairs_per_thread must be in 1..{MAX_PAIRS_PER_THREAD}, got {pairs_per_thread}")
+    params = freq_params(scaling.parse(problem.scaling), problem.rotary_dim, problem.base)
+    # The kernel evaluates a formula, not the table the reference uses: prove they agree.
+    if not np.allclose(params.freqs(problem.n_pairs), problem.freqs, rtol=1e-9, atol=0.0):
+        raise RuntimeError(f"pair_sincos: in-kernel frequencies disagree with {problem.scaling!r}")
+    return PairState(int(pairs_per_thread), params)
+
+
+def launch_config(problem, threads_per_block=None, chunk=PAIRS_PER_THREAD):
+    threads = threads_per_block or THREADS
+    chunks = -(-(problem.head_dim // 2) // chunk)
+    return blocks_for(problem.tokens * problem.heads * chunks, threads), threads
+
+
+def launch(problem, x, out, positions, *, fastmath=True, threads_per_block=None, stream=0, state=None):
+    state = state if state is not None else prepare(problem)
+    blocks, threads = launch_config(problem, threads_per_block, state.chunk)
+    half_dim = problem.head_dim // 2
+    chunks = -(-half_dim // state.chunk)
+    step, partner = (2, 1) if problem.interleave else (1, problem.n_pairs)
+    af = problem.attention_factor
+    jitted(rope_pair_sincos, fastmath)[blocks, threads, stream](
+        x, out, positions, problem.heads, half_dim, problem.n_pairs, chunks, state.chunk,
+        problem.tokens * problem.heads * chunks, step, partner, *state.params.kernel_args(),
+        float32(af), float32(-af if problem.inverse else af),
+    )
