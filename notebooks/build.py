@@ -1,0 +1,153 @@
+"""Build the course notebooks from their sources and store fresh outputs.
+
+Each notebook is written as a plain Python file in ``notebooks/src/`` (``# %%`` starts a code
+cell, ``# %% [markdown]`` a Markdown cell whose lines start with ``# ``).  This script turns
+each source into ``notebooks/<name>.ipynb``, runs it top to bottom on the Numba CUDA simulator
+(``ROPELAB_TARGET=simulator``), and saves it with its outputs, which ``pytest --nbval`` then
+checks.  Run it after changing a source, a kernel whose source a notebook prints, or the
+recorded data under ``data/``:
+
+    python notebooks/build.py              # every notebook
+    python notebooks/build.py 01 03        # only those whose name starts with 01 or 03
+    python notebooks/build.py --no-execute # write the cells, keep no outputs (quick look)
+
+Executing needs ``nbclient`` (installed with JupyterLab, the ``course`` extra).  The script
+refuses to save a notebook whose run produced an error, a stderr stream or a machine path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE / "src"
+CELL_MARK = re.compile(r"^# %%(?P<kind> \[markdown\])?\s*$")
+# Output text that would tie a stored notebook to one machine.
+MACHINE_PATH = re.compile(r"(?<![\w.])(/root|/home|/tmp|/work|/Users|/private/var|[A-Z]:\\)")
+
+
+def parse_source(text: str) -> list[tuple[str, str]]:
+    """Split a ``# %%`` source into ``[(kind, text)]`` with kind ``"code"`` or ``"markdown"``."""
+    cells: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        mark = CELL_MARK.match(line)
+        if mark:
+            cells.append(("markdown" if mark.group("kind") else "code", []))
+            continue
+        if not cells:
+            if line.strip():
+                raise ValueError("a notebook source must start with a '# %%' line")
+            continue
+        kind, lines = cells[-1]
+        if kind == "markdown":
+            if line.strip() and not line.startswith("#"):
+                raise ValueError(f"markdown line does not start with '#': {line!r}")
+            line = line[2:] if line.startswith("# ") else line[1:]
+        lines.append(line)
+    out = []
+    for kind, lines in cells:
+        while lines and not lines[-1].strip():
+            lines.pop()
+        while lines and not lines[0].strip():
+            lines.pop(0)
+        out.append((kind, "\n".join(lines)))
+    return out
+
+
+def sources() -> list[Path]:
+    return sorted(SRC.glob("[0-9][0-9]_*.py"))
+
+
+def notebook_path(src: Path) -> Path:
+    return HERE / (src.stem + ".ipynb")
+
+
+def make_notebook(src: Path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    for i, (kind, text) in enumerate(parse_source(src.read_text())):
+        cell = (nbformat.v4.new_markdown_cell(text) if kind == "markdown"
+                else nbformat.v4.new_code_cell(text))
+        cell["id"] = f"{src.stem[:2]}-{i:02d}"  # stable ids keep diffs small
+        nb.cells.append(cell)
+    return nb
+
+
+def problems(nb) -> list[str]:
+    """What would make a stored notebook unfit to commit (errors, stderr, machine paths)."""
+    found = []
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            kind = out.get("output_type")
+            if kind == "error":
+                found.append(f"cell {i}: error {out.get('ename')}: {out.get('evalue')}")
+            elif kind == "stream" and out.get("name") == "stderr":
+                found.append(f"cell {i}: stderr: {''.join(out.get('text', ''))[:200]!r}")
+            texts = [out.get("text", "")] if kind == "stream" else [
+                v for k, v in out.get("data", {}).items() if k.startswith("text/")]
+            texts = [v if isinstance(v, str) else "".join(v) for v in texts]
+            for text in texts:
+                if MACHINE_PATH.search(text):
+                    found.append(f"cell {i}: machine path in output: "
+                                 f"{MACHINE_PATH.search(text).group(0)!r}")
+    return found
+
+
+def execute(nb, timeout: int = 600):
+    from nbclient import NotebookClient
+
+    env_before = dict(os.environ)
+    os.environ.update(ROPELAB_TARGET="simulator", ROPELAB_QUIET="1", MPLBACKEND="module://matplotlib_inline.backend_inline")
+    try:
+        client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                                resources={"metadata": {"path": str(HERE)}})
+        client.execute()
+    finally:
+        os.environ.clear()
+        os.environ.update(env_before)
+    for cell in nb.cells:  # timing metadata changes on every run; it is not part of the lesson
+        cell.get("metadata", {}).pop("execution", None)
+    return nb
+
+
+def main(argv=None) -> int:
+    import nbformat
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("only", nargs="*", help="notebook name prefixes (default: all)")
+    parser.add_argument("--no-execute", action="store_true")
+    args = parser.parse_args(argv)
+    failed = 0
+    for src in sources():
+        if args.only and not any(src.stem.startswith(p) for p in args.only):
+            continue
+        nb = make_notebook(src)
+        start = time.perf_counter()
+        if not args.no_execute:
+            try:
+                execute(nb)
+            except Exception as exc:  # report and go on with the other notebooks
+                print(f"FAILED {src.stem}: {type(exc).__name__}: {str(exc)[-2000:]}")
+                failed += 1
+                continue
+            bad = problems(nb)
+            if bad:
+                print(f"REFUSED {src.stem}:\n  " + "\n  ".join(bad))
+                failed += 1
+                continue
+        nbformat.write(nb, notebook_path(src))
+        print(f"wrote {notebook_path(src).name} ({time.perf_counter() - start:.0f} s)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

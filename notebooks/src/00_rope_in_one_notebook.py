@@ -1,0 +1,282 @@
+# %% [markdown]
+# # 00 — RoPE in one notebook
+#
+# Rotary position embedding (RoPE) tells attention where each token sits by *turning* parts
+# of its query and key vectors, a little for early tokens and a lot for late ones.  Llama,
+# Qwen, Mistral and most current open models use it.  This course writes RoPE as GPU kernels
+# again and again, each time removing one cost, and measures what each change buys.
+#
+# This first notebook has no performance in it.  It builds the operator itself:
+#
+# 1. the math: pairs of numbers as complex numbers, rotated by *position x frequency*;
+# 2. two plots: the frequency of every pair, and the angle every pair reaches by position;
+# 3. the property that makes RoPE worth having: attention scores depend on relative position;
+# 4. the two memory layouts found in the wild (interleaved and half-split);
+# 5. the float64 reference that judges every kernel in the course;
+# 6. how `ropelab` decides between a real GPU and the Numba CUDA simulator, and a first call.
+#
+# Everything runs on a laptop: without a GPU, `ropelab` runs its kernels on the simulator.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# The first cell of every notebook: quiet the one-line target notice (it would go to stderr),
+# then show where kernels will run.  The output depends on the machine, so it is not checked.
+import os
+
+os.environ["ROPELAB_QUIET"] = "1"
+
+import inspect
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import ropelab
+from ropelab import course, reference
+
+print(ropelab.format_description())
+
+# %% [markdown]
+# ## 1. The math
+#
+# Take one token's vector for one attention head, `d` floats (`d = head_dim`, 64 or 128 in
+# real models).  RoPE groups the floats into `d/2` pairs.  Pair `i` is read as a complex number
+#
+# $$z_i = x_{2i} + \mathrm{j}\,x_{2i+1},$$
+#
+# and a token at position $m$ multiplies it by a unit complex number:
+#
+# $$z_i' = z_i\, e^{\mathrm{j}\, m\, \theta_i}, \qquad \theta_i = \text{base}^{-2i/d},
+# \qquad \text{base} = 10000 .$$
+#
+# Multiplying by $e^{\mathrm{j}\phi}$ is a rotation by the angle $\phi$, so in real numbers
+# each pair goes through a 2x2 rotation matrix:
+#
+# $$\begin{pmatrix} x_{2i}' \\ x_{2i+1}' \end{pmatrix} =
+# \begin{pmatrix} \cos m\theta_i & -\sin m\theta_i \\ \sin m\theta_i & \cos m\theta_i \end{pmatrix}
+# \begin{pmatrix} x_{2i} \\ x_{2i+1} \end{pmatrix}.$$
+#
+# Every kernel in this course computes exactly that: per pair, one frequency, one angle, one
+# cosine, one sine, four multiplies and two adds.  Here it is by hand, with NumPy's complex
+# numbers, next to `ropelab.reference.rope`:
+
+# %%
+d, base, m = 8, 10000.0, 3
+x = np.arange(1.0, d + 1)  # one token, one head of 8 floats: 4 pairs
+theta = base ** (-np.arange(0, d, 2) / d)  # one frequency per pair
+z = x[0::2] + 1j * x[1::2]  # the pairs as complex numbers
+rotated = z * np.exp(1j * m * theta)  # pair i turned by m * theta_i radians
+by_hand = np.stack([rotated.real, rotated.imag], axis=-1).ravel()
+
+print("theta_i              :", theta)
+print("lengths unchanged    :", np.allclose(np.abs(rotated), np.abs(z)))
+print("same as the reference:", np.allclose(by_hand, reference.rope(x[None, :], [m])[0]))
+
+# %% [markdown]
+# A rotation never changes a pair's length, so RoPE moves information around inside each
+# pair without growing or shrinking it.  The reference agrees with the complex form; it is
+# written with cos/sin because that is how a kernel computes it.
+#
+# ## 2. Frequencies and angles
+#
+# The frequencies fall geometrically with the pair index: pair 0 turns one radian per token,
+# the last pair of a 128-float head turns about $10^{-4}$ radians per token.  Fast pairs
+# distinguish neighbours; slow pairs still tell apart tokens tens of thousands of positions
+# apart.
+
+# %%
+head_dim = 128
+freqs = reference.inv_freq(head_dim)  # float64, one per pair
+positions = np.arange(0, 65)
+angles = reference.angles(positions, freqs)  # [positions, pairs]
+
+fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.6))
+left.semilogy(np.arange(head_dim // 2), freqs, ".-")
+left.set_xlabel("pair index i")
+left.set_ylabel(r"$\theta_i$ (radians per token)")
+left.set_title(f"frequency by pair, head_dim {head_dim}, base 10000")
+for i in (0, 6, 12, 24):
+    wrapped = np.angle(np.exp(1j * angles[:, i]))  # the angle as the rotation sees it
+    right.plot(positions, wrapped, ".-", ms=3, lw=1, label=f"pair {i}")
+right.set_xlabel("position m")
+right.set_ylabel(r"$m\,\theta_i$ wrapped to $(-\pi, \pi]$")
+right.set_title("rotation angle by position")
+right.legend(fontsize=8, loc="lower left")
+fig.tight_layout()
+plt.show()
+
+# %%
+wavelength = 2 * np.pi / freqs  # tokens per full turn
+print(f"pair 0 turns once every {wavelength[0]:.2f} tokens")
+print(f"pair {head_dim // 2 - 1} turns once every {wavelength[-1]:,.0f} tokens")
+print(f"angle of pair 0 at position 131071: {131071 * freqs[0]:,.0f} radians")
+
+# %% [markdown]
+# Keep the last line in mind: with a long context, the fastest pair's angle reaches
+# $10^5$ radians.  A float32 angle that large has an absolute rounding step of about
+# 0.008 rad, and the GPU's fast `sin`/`cos` approximations lose accuracy as the angle grows.
+# Notebook 04 measures what that does to the output.
+#
+# ## 3. Why rotate: scores depend on relative position
+#
+# Attention compares a query at position $m$ with a key at position $n$ through a dot
+# product.  With RoPE, $\langle R_m q, R_n k \rangle = \langle q, R_{n-m} k \rangle$: only the
+# offset $n - m$ survives.  Check it numerically with random vectors, the same offset at very
+# different absolute positions:
+
+# %%
+rng = np.random.default_rng(0)
+q, k = rng.standard_normal((2, 64))
+
+
+def score(m, n):
+    """The attention logit (before scaling) of a query at position m and a key at n."""
+    return reference.rope(q[None], [m])[0] @ reference.rope(k[None], [n])[0]
+
+
+same_offset = [score(m, m - 3) for m in (3, 10, 1_000, 50_000)]
+other_offset = score(10, 5)
+print("offset 3 at m = 3, 10, 1000, 50000:", np.round(same_offset, 4))
+print("all equal (within 1e-8)           :", bool(np.ptp(same_offset) < 1e-8))
+print("offset 5 differs                  :", bool(abs(other_offset - same_offset[0]) > 1e-3))
+
+# %% [markdown]
+# ## 4. Two layouts of the same rotation
+#
+# Which floats form a pair is a convention, and both are in use:
+#
+# * **interleaved** (GPT-J, the seed CUDA kernels, `interleave=True`): pair $i$ is
+#   $(x_{2i}, x_{2i+1})$;
+# * **half-split** (GPT-NeoX, Llama in Hugging Face transformers, `interleave=False`):
+#   pair $i$ is $(x_i, x_{i+d/2})$.
+#
+# `reference.pair_indices` lists them:
+
+# %%
+for interleave in (True, False):
+    first, second = reference.pair_indices(8, interleave)
+    name = "interleaved" if interleave else "half-split "
+    print(name, [(int(a), int(b)) for a, b in zip(first, second)])
+
+# %% [markdown]
+# The two are the same rotation seen through a permutation of the head's floats: gather the
+# even floats, then the odd ones, and the interleaved pairs become half-split pairs.  That
+# is why checkpoint converters permute the rows of the query and key projections when they
+# move weights between the two conventions.
+
+# %%
+x = rng.standard_normal((4, 16))
+pos = np.array([0, 5, 17, 1000])
+perm = np.concatenate([np.arange(0, 16, 2), np.arange(1, 16, 2)])  # evens, then odds
+
+interleaved = reference.rope(x, pos, interleave=True)
+half_split = reference.rope(x[:, perm], pos, interleave=False)
+print("same rotation up to the permutation:", np.allclose(half_split, interleaved[:, perm]))
+
+# %% [markdown]
+# ## 5. The judge
+#
+# Every kernel in `ropelab` is compared with one float64 NumPy function, written to be read
+# rather than to be fast.  It also covers what later notebooks need: several heads, partial
+# rotation (only the first `rotary_dim` floats turn), both layouts, the inverse rotation and
+# custom frequencies.  A second, independent formulation (`reference.rope_complex`, the complex
+# multiply above) cross-checks it in the test suite.
+
+# %%
+print(inspect.getsource(reference.rope))
+
+# %% [markdown]
+# ## 6. Where the kernels run: GPU or simulator
+#
+# `import ropelab` decides, before `numba.cuda` is loaded, where kernels will run:
+#
+# 1. `ROPELAB_TARGET=gpu` or `ROPELAB_TARGET=simulator` in the environment wins;
+# 2. otherwise `NUMBA_ENABLE_CUDASIM=1` or `=0`, if you set it, is respected;
+# 3. otherwise `ropelab` asks the CUDA driver (through `ctypes`) whether it sees a device, and
+#    falls back to the Numba CUDA simulator when it does not.
+#
+# The order matters because numba-cuda reads `NUMBA_ENABLE_CUDASIM` once, when `numba.cuda`
+# is first imported, and swaps in a different module for the simulator.  So **import ropelab
+# before numba.cuda**; if something imported `numba.cuda` first with the other target,
+# `ropelab` raises an error that says how to fix it.
+#
+# The simulator runs every CUDA thread as a Python thread (about ten thousand threads a
+# second), computes `math.sin` in float64 and ignores fast-math.  It is perfect for checking
+# indexing and bounds (an out-of-bounds access raises `IndexError`) and useless for timing
+# or for float32 precision.  That is why every number about speed or precision in this
+# course comes from a recorded GPU run under `data/`.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# Machine-dependent: "simulator" here, "gpu" on a GPU host.
+info = ropelab.describe()
+print("target:", info["target"], "-", info["reason"])
+
+# %% [markdown]
+# A first kernel call.  `ropelab.rope` takes a float32 `[tokens, hidden]` array (one head of
+# `hidden` floats, as in the seed kernels) or `[tokens, heads, head_dim]`, checks everything,
+# runs the chosen variant and returns the result.  `course.check` compares it with the
+# reference under the tolerance the test suite uses and prints only deterministic facts;
+# the raw error goes in a separate cell, because it differs between the simulator and a GPU.
+
+# %%
+x = rng.standard_normal((5, 130)).astype(np.float32)  # 65 pairs per token: fills no block evenly
+pos = np.array([0, 1, 7, 300, 4095], dtype=np.int32)
+y = ropelab.rope(x, variant="flat", positions=pos)
+first_call = course.check("flat", x, y, pos)
+print(y.shape, y.dtype)
+print(first_call.line)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
+
+# %% [markdown]
+# ## Takeaways
+#
+# * RoPE rotates each pair of a head by `position x frequency`; frequencies fall geometrically
+#   from 1 rad/token to about `1/base`.
+# * Only relative position survives in the attention score, which is the point.
+# * Interleaved and half-split layouts are one permutation apart; kernels must know which one
+#   they are given.
+# * Angles grow to $10^5$ radians in long contexts: precision will matter.
+# * The float64 reference judges every kernel; the simulator checks logic, the GPU records
+#   speed and precision.
+#
+# ## Exercises
+#
+# Each exercise has a cell to fill in (shipped with a solution) and a cell that checks it.
+#
+# **1.** For a head of 128 floats and base 10000, how many radians does pair 32 turn at
+# position 1000?  Work it out on paper first: $\theta_{32} = 10000^{-64/128}$.
+
+# %%
+answer_1 = 1000 * 10000.0 ** (-64 / 128)  # your answer here
+
+# %%
+assert np.isclose(answer_1, reference.angles([1000], reference.inv_freq(128))[0, 32])
+print("exercise 1: correct,", round(float(answer_1), 6), "radians")
+
+# %% [markdown]
+# **2.** In a half-split head of 16 floats, which float is paired with float 5?
+
+# %%
+answer_2 = 5 + 16 // 2  # your answer here
+
+# %%
+first, second = reference.pair_indices(16, interleave=False)
+assert answer_2 == second[list(first).index(5)]
+print("exercise 2: correct, float", answer_2)
+
+# %% [markdown]
+# **3.** Undo a rotation: write `restored` so that it recovers `x` from `y = rope(x)` using
+# the reference (hint: look at its parameters above).
+
+# %%
+x = rng.standard_normal((3, 32))
+pos = np.array([2, 40, 900])
+y = reference.rope(x, pos)
+restored = reference.rope(y, pos, inverse=True)  # your answer here
+
+# %%
+assert np.allclose(restored, x)
+print("exercise 3: correct, the inverse rotation restores x")

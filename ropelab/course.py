@@ -1,0 +1,271 @@
+"""Helpers for the course notebooks: thread maps traced from the real kernels, checks, display.
+
+Nothing here is a kernel.  The notebooks show kernels with ``inspect.getsource`` and run them
+through :func:`ropelab.rope`; this module only adds what a lesson needs around them:
+
+* :func:`trace_threads` runs a variant's own ``launch`` under the Numba CUDA simulator with
+  arrays that remember which (block, thread) wrote each element, so a thread map is read off
+  the real kernel rather than redrawn from a description of it.  On a GPU host the trace runs
+  in a child process with the simulator forced (numba-cuda fixes its target per process).
+* :func:`plot_thread_map` draws such a map: one cell per element, coloured by block, labelled
+  with the thread index.
+* :func:`check` compares a kernel's output with the float64 reference under a stated tolerance
+  and returns a result whose ``line`` holds only deterministic facts (name, shape, tolerance,
+  PASS/FAIL), so notebooks can store it as checked output; the raw error is kept apart.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import kernels, reference
+from .problem import RopeProblem
+from .target import SIMULATED
+from .tolerance import max_angle, rope_atol
+
+
+# ---------------------------------------------------------------------------------------------
+# Thread maps
+# ---------------------------------------------------------------------------------------------
+
+
+class _WatchedArray:
+    """A flat array stand-in that records which simulated CUDA thread writes each element.
+
+    The simulator hands non-NumPy kernel arguments to the kernel unchanged and runs every CUDA
+    thread as a Python thread carrying its ``blockIdx`` and ``threadIdx``, so indexing through
+    this object tells us who touched what.  Reads are recorded too (``reader``): in-place
+    kernels read and write the same buffer.
+    """
+
+    def __init__(self, data: np.ndarray, writer: np.ndarray | None, reader: np.ndarray | None):
+        self.data = data
+        self.writer = writer
+        self.reader = reader
+        self.size = data.size
+        self.shape = data.shape
+
+    @property
+    def _ary(self):
+        # Launchers that check alignment (pack4) read a simulator array's host buffer here.
+        return self.data
+
+    def _who(self):
+        t = threading.current_thread()
+        block, thread = t.blockIdx, t.threadIdx
+        return block.x, block.y, thread.x, thread.y
+
+    def __getitem__(self, i):
+        if self.reader is not None:
+            self.reader[i] = self._who()
+        return self.data[i]
+
+    def __setitem__(self, i, value):
+        if self.writer is not None:
+            self.writer[i] = self._who()
+        self.data[i] = value
+
+    def __len__(self):
+        return self.size
+
+
+@dataclass
+class ThreadMap:
+    """Which thread of which block wrote each element of a ``[tokens, row]`` output.
+
+    ``block`` and ``thread`` are int arrays of shape ``[tokens, row]`` holding ``blockIdx.x``
+    and ``threadIdx.x`` of the writer (``-1``: nobody wrote it).  ``grid`` and ``block_dim``
+    are the launch configuration the variant chose.
+    """
+
+    variant: str
+    tokens: int
+    row: int
+    grid: tuple[int, int]  # (blocks in x, blocks in y)
+    block_dim: tuple[int, int]  # (threads in x, threads in y)
+    block: np.ndarray
+    thread: np.ndarray
+
+    @property
+    def launched(self) -> int:
+        """CUDA threads the launch created."""
+        return self.grid[0] * self.grid[1] * self.block_dim[0] * self.block_dim[1]
+
+    @property
+    def busy(self) -> int:
+        """Threads that wrote at least one element."""
+        written = self.block >= 0
+        pairs = set(zip(self.block[written].tolist(), self.thread[written].tolist()))
+        return len(pairs)
+
+    @property
+    def elements_per_thread(self) -> float:
+        return float((self.block >= 0).sum()) / max(self.busy, 1)
+
+    def global_thread(self) -> np.ndarray:
+        """``blockIdx.x * blockDim.x + threadIdx.x`` of each element's writer (1-D grids)."""
+        g = self.block * self.block_dim[0] + self.thread
+        return np.where(self.block >= 0, g, -1)
+
+    def summary(self) -> str:
+        return (f"{self.variant}: {self.tokens} tokens x {self.row} floats, grid {self.grid[0]}"
+                f"{'' if self.grid[1] == 1 else ' x ' + str(self.grid[1])} blocks of "
+                f"{self.block_dim[0]}{'' if self.block_dim[1] == 1 else ' x ' + str(self.block_dim[1])}"
+                f" threads: {self.launched} launched, {self.busy} busy, "
+                f"{self.elements_per_thread:g} floats per busy thread")
+
+
+def _normalize_dims(value) -> tuple[int, int]:
+    if isinstance(value, (tuple, list)):
+        dims = tuple(int(v) for v in value) + (1, 1)
+        return dims[0], dims[1]
+    return int(value), 1
+
+
+def _trace_here(variant: str, tokens: int, hidden: int, threads_per_block: int | None,
+                heads: int) -> dict:
+    if not SIMULATED:
+        raise RuntimeError("tracing needs the simulator in this process")
+    module = kernels.get(variant)
+    head_dim = hidden // heads
+    problem = RopeProblem(tokens, heads, head_dim, head_dim)
+    n = problem.elements
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(n).astype(np.float32)
+    who = np.full((n, 4), -1, dtype=np.int64)
+    x_arr = _WatchedArray(x, None, None)
+    out_arr = _WatchedArray(np.zeros(n, np.float32), who, None)
+    positions = _WatchedArray(np.arange(tokens, dtype=np.int32), None, None)
+    kwargs = {"threads_per_block": threads_per_block}
+    prepare = getattr(module, "prepare", None)
+    if prepare is not None:
+        kwargs["state"] = prepare(problem)
+    module.launch(problem, x_arr, out_arr, positions, **kwargs)
+    grid, block_dim = module.launch_config(problem, threads_per_block)
+    return {
+        "variant": variant, "tokens": tokens, "row": problem.row,
+        "grid": list(_normalize_dims(grid)), "block_dim": list(_normalize_dims(block_dim)),
+        "block": who[:, 0].tolist(), "thread": who[:, 2].tolist(),
+    }
+
+
+def trace_threads(variant: str, tokens: int, hidden: int, *, threads_per_block: int | None = None,
+                  heads: int = 1) -> ThreadMap:
+    """Run ``variant`` on a ``[tokens, hidden]`` input and record the writer of every element.
+
+    Keep the shape small (a few hundred threads): the simulator runs one Python thread per
+    CUDA thread.  ``hidden`` is split into ``heads`` heads of ``hidden // heads`` floats.
+    """
+    if SIMULATED:
+        raw = _trace_here(variant, tokens, hidden, threads_per_block, heads)
+    else:
+        args = json.dumps([variant, tokens, hidden, threads_per_block, heads])
+        env = dict(os.environ, ROPELAB_TARGET="simulator", ROPELAB_QUIET="1")
+        env.pop("NUMBA_ENABLE_CUDASIM", None)
+        code = ("import json, sys; from ropelab import course; "
+                "print(json.dumps(course._trace_here(*json.loads(sys.argv[1]))))")
+        done = subprocess.run([sys.executable, "-c", code, args], env=env, capture_output=True,
+                              text=True, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"thread trace failed in the simulator child:\n{done.stderr}")
+        raw = json.loads(done.stdout.strip().splitlines()[-1])
+    shape = (raw["tokens"], raw["row"])
+    return ThreadMap(raw["variant"], raw["tokens"], raw["row"], tuple(raw["grid"]),
+                     tuple(raw["block_dim"]), np.array(raw["block"]).reshape(shape),
+                     np.array(raw["thread"]).reshape(shape))
+
+
+def plot_thread_map(tmap: ThreadMap, ax=None, *, label: str = "thread"):
+    """Draw ``tmap``: one cell per float, colour = block, text = ``threadIdx.x`` (or the global
+    thread number with ``label="global"``).  Returns the matplotlib Axes."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(4.0, 0.42 * tmap.row + 1), 0.5 * tmap.tokens + 1.2))
+    palette = plt.get_cmap("tab20").colors
+    blocks = int(tmap.block.max()) + 1 if tmap.block.size else 1
+    colours = ListedColormap(["#dddddd"] + [palette[i % len(palette)] for i in range(blocks)])
+    ax.imshow(tmap.block + 1, cmap=colours, vmin=0, vmax=blocks, aspect="auto",
+              interpolation="nearest")
+    text = tmap.global_thread() if label == "global" else tmap.thread
+    for (t, e), value in np.ndenumerate(text):
+        ax.text(e, t, "-" if value < 0 else str(value), ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(tmap.row))
+    ax.set_xticklabels([str(i) if i % 2 == 0 else "" for i in range(tmap.row)], fontsize=7)
+    ax.set_yticks(range(tmap.tokens))
+    ax.set_xlabel("element of the row (pairs are 2i, 2i+1)")
+    ax.set_ylabel("token")
+    ax.set_title(f"{tmap.variant}: colour = block, number = "
+                 f"{'global thread' if label == 'global' else 'threadIdx.x'}", fontsize=9)
+    return ax
+
+
+# ---------------------------------------------------------------------------------------------
+# Correctness
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Check:
+    """One comparison against the float64 reference."""
+
+    name: str
+    shape: tuple
+    max_error: float
+    tolerance: float
+
+    @property
+    def passed(self) -> bool:
+        return bool(np.isfinite(self.max_error) and self.max_error <= self.tolerance)
+
+    @property
+    def line(self) -> str:
+        """Deterministic text: no raw error (it depends on the machine and the target)."""
+        shape = "x".join(map(str, self.shape))
+        return (f"{self.name:<10} shape {shape:<12} max|error| <= {self.tolerance:.1e}: "
+                f"{'PASS' if self.passed else 'FAIL'}")
+
+
+def check(name: str, x: np.ndarray, got: np.ndarray, positions=None, *, fastmath: bool = True,
+          **reference_options) -> Check:
+    """Compare ``got`` (a kernel's output for input ``x``) with :func:`ropelab.reference.rope`.
+
+    The tolerance is :func:`ropelab.tolerance.rope_atol` for this input's magnitude and the
+    largest angle it reaches, the same bound the test suite uses.
+    """
+    x = np.asarray(x)
+    tokens = x.shape[0]
+    pos = reference.default_positions(tokens) if positions is None else np.asarray(positions)
+    want = reference.rope(x, pos, **reference_options)
+    freqs = reference_options.get("freqs")
+    if freqs is None:
+        rotary = reference_options.get("rotary_dim") or x.shape[-1]
+        freqs = reference.inv_freq(rotary, reference_options.get("base", reference.DEFAULT_BASE))
+    tol = rope_atol(float(np.abs(x).max()), max_angle(pos, freqs), fastmath=fastmath,
+                    attention_factor=reference_options.get("attention_factor", 1.0))
+    err = float(np.abs(np.asarray(got, dtype=np.float64) - want).max())
+    return Check(name, tuple(x.shape), err, tol)
+
+
+# ---------------------------------------------------------------------------------------------
+# Display
+# ---------------------------------------------------------------------------------------------
+
+
+def source(obj) -> str:
+    """The source text of a kernel (or any function or module), exactly as ropelab has it."""
+    return inspect.getsource(obj)
+
+
+def show_source(obj) -> None:
+    """Print :func:`source` of ``obj``; notebooks use it so kernels are never pasted."""
+    print(source(obj).rstrip("\n"))
