@@ -1,4 +1,4 @@
-"""Command line: ``python -m ropelab {info,check}``."""
+"""Command line: ``python -m ropelab {info,check,census,bench}``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,43 @@ def _check(args) -> int:
     return 0 if all(r.passed for r in rows) else 1
 
 
+def _census(args) -> int:
+    from .ptx import run_cli
+
+    return run_cli(args)
+
+
+def _bench(args) -> int:
+    from .bench import run_cli
+
+    return run_cli(args)
+
+
+def _add_measuring(sub) -> None:
+    p = sub.add_parser("census", help="PTX instruction census of every kernel (no GPU needed)")
+    p.add_argument("--sass", action="store_true", help="also count SASS (nvJitLink + nvdisasm)")
+    p.add_argument("--no-cache", action="store_true", help="recompile even if a cached census matches")
+    p.add_argument("--json", action="store_true", help="print the census as JSON")
+    p.add_argument("--save", nargs="?", const="", default=None, metavar="PATH",
+                   help="write the census JSON (default data/census/census.json)")
+    p.set_defaults(func=_census)
+    p = sub.add_parser("bench", help="time kernels and baselines on the GPU and record them")
+    p.add_argument("--variant", action="append", help="only this ropelab variant (repeatable)")
+    p.add_argument("--shapes", default="all", help="comma list of seed, big, production, all")
+    p.add_argument("--repeats", type=int, default=50, help="timed repeats per row (default 50)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed launches first (default 5)")
+    p.add_argument("--no-baselines", action="store_true", help="skip torch / CuPy baselines")
+    p.add_argument("--precise", action="store_true", help="also time builds without fast-math")
+    p.add_argument("--budget-s", type=float, default=None, help="start no row after this many s")
+    p.add_argument("--no-overhead", action="store_true", help="skip the launch-overhead table")
+    p.add_argument("--no-charts", action="store_true", help="do not draw PNG charts")
+    p.add_argument("--charts-dir", default=None, help="where charts go (default data/bench/charts)")
+    p.add_argument("--out", default=None, help="data root for records (default the repo's data/)")
+    p.add_argument("--recorded", action="store_true",
+                   help="print the newest recorded run instead of measuring (works anywhere)")
+    p.set_defaults(func=_bench)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m ropelab", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -30,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", action="append", help="only this variant (repeatable)")
     p.add_argument("--precise", action="store_true", help="compile without fast-math")
     p.set_defaults(func=_check)
+    _add_measuring(sub)
     return parser
 
 

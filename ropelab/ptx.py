@@ -186,7 +186,7 @@ def _registries():
     found = [("VARIANTS", dict(kernels.VARIANTS))]
     fused = getattr(kernels, "FUSED", None)
     if isinstance(fused, dict):
-        found.append(("FUSED", dict(fused)))
+        found.append(("FUSED", {k: v for k, v in fused.items() if v not in found[0][1].values()}))
     return found
 
 
@@ -201,22 +201,44 @@ def _default_fastmath(module) -> bool:
     return True
 
 
-def targets() -> list[dict]:
-    """One entry per kernel to compile: registry, variant, kernel name, function, signature.
+def _kernel_pairs(module) -> list[tuple]:
+    """(function, signature) pairs of a module: every ``<P>KERNEL`` with a ``<P>PTX_SIGNATURE``.
 
-    A module may list several kernels as ``CENSUS_KERNELS = [(function, signature), ...]``
-    (a table builder beside the main kernel, say); otherwise ``KERNEL``/``PTX_SIGNATURE``.
+    ``KERNEL``/``PTX_SIGNATURE`` is the main kernel; prefixed pairs (``CACHE_KERNEL`` /
+    ``CACHE_PTX_SIGNATURE``, ...) are the module's other kernels.  A signature may be a dict
+    keyed by storage dtype; then the entries whose key appears in the kernel's qualified name
+    are used (all of them if none does).  ``CENSUS_KERNELS = [(fn, sig), ...]`` overrides.
     """
+    explicit = getattr(module, "CENSUS_KERNELS", None)
+    if explicit is not None:
+        return list(explicit)
+    pairs = []
+    for attr in sorted(vars(module)):
+        if not attr.endswith("KERNEL") or attr.endswith("_KERNELS"):
+            continue
+        prefix = attr[: -len("KERNEL")]
+        fn = getattr(module, attr)
+        sig = getattr(module, prefix + "PTX_SIGNATURE", None)
+        if sig is None or not callable(fn):
+            continue
+        if isinstance(sig, dict):
+            name = getattr(fn, "__qualname__", "")
+            keys = [k for k in sig if k in name] or list(sig)
+            pairs += [(fn, sig[k]) for k in keys]
+        else:
+            pairs.append((fn, sig))
+    main = [p for p in pairs if p[0] is getattr(module, "KERNEL", None)]
+    return main + [p for p in pairs if p not in main]
+
+
+def targets() -> list[dict]:
+    """One entry per kernel to compile: registry, variant, kernel name, function, signature."""
     out = []
     for registry, modules in _registries():
         for name, module in modules.items():
-            pairs = getattr(module, "CENSUS_KERNELS", None)
-            if pairs is None:
-                if not hasattr(module, "KERNEL") or not hasattr(module, "PTX_SIGNATURE"):
-                    continue
-                pairs = [(module.KERNEL, module.PTX_SIGNATURE)]
-            for fn, sig in pairs:
-                out.append({"registry": registry, "variant": name, "kernel": fn.__name__,
+            for fn, sig in _kernel_pairs(module):
+                out.append({"registry": registry, "variant": name,
+                            "kernel": getattr(fn, "__qualname__", fn.__name__).split(".")[-1],
                             "fn": fn, "signature": sig,
                             "default_fastmath": _default_fastmath(module)})
     return out
@@ -434,28 +456,45 @@ def _fmt_table(table: dict) -> str:
 
 
 def format_table(doc: dict) -> str:
-    head = (f"{'variant':<16} {'kernel':<22} {'fm':<3} {'instr':>6} {'divrem':>6} {'f64':>4} "
-            f"{'sfu':<28} {'ld.global':<12} {'st.global':<12} {'local':>5}")
+    head = (f"{'variant':<16} {'kernel':<26} {'fm':<3} {'instr':>6} {'divrem':>6} {'f64':>4} "
+            f"{'sfu':<34} {'ld.global':<12} {'st.global':<12} {'local':>5}")
     lines = [f"PTX census, cc {doc['cc']}, numba-cuda {doc['versions'].get('numba-cuda')} "
              f"(fm = fast-math; * = the build the launcher uses)", head, "-" * len(head)]
     for r in doc["rows"]:
         fm = ("on" if r["fastmath"] else "off") + ("*" if r["shipped"] else " ")
         if r.get("error"):
-            lines.append(f"{r['variant']:<16} {r['kernel'][:22]:<22} {fm:<3} ERROR {r['error']}")
+            lines.append(f"{r['variant']:<16} {r['kernel'][:26]:<26} {fm:<3} ERROR {r['error']}")
             continue
         lines.append(
-            f"{r['variant']:<16} {r['kernel'][:22]:<22} {fm:<3} {r['instructions']:>6} "
-            f"{r['int_divrem']:>6} {r['f64']:>4} {_fmt_table(r['sfu'])[:28]:<28} "
+            f"{r['variant']:<16} {r['kernel'][:26]:<26} {fm:<3} {r['instructions']:>6} "
+            f"{r['int_divrem']:>6} {r['f64']:>4} {_fmt_table(r['sfu'])[:34]:<34} "
             f"{_fmt_table(r['ld_global']):<12} {_fmt_table(r['st_global']):<12} "
             f"{r['local_bytes']:>5}")
         if "sass_instructions" in r:
-            lines.append(f"{'':<16} {'  SASS':<22} {'':<3} {r['sass_instructions']:>6} "
-                         f"{'':>6} {r['sass_f64']:>4} {_fmt_table(r['sass_mufu'])[:28]:<28} "
+            lines.append(f"{'':<16} {'  SASS':<26} {'':<3} {r['sass_instructions']:>6} "
+                         f"{'':>6} {r['sass_f64']:>4} {_fmt_table(r['sass_mufu'])[:34]:<34} "
                          f"{_fmt_table(r['sass_ldg']):<12} {_fmt_table(r['sass_stg']):<12}")
     notes = sorted({r["f64_note"] for r in doc["rows"] if r.get("f64_note")})
     for n in notes:
         lines.append(f"f64 note: {n}")
     return "\n".join(lines)
+
+
+def run_cli(args) -> int:
+    """``python -m ropelab census``: print (and optionally save) the instruction census."""
+    try:
+        doc = census(sass=args.sass, use_cache=not args.no_cache, progress=not args.json)
+    except CensusError as exc:
+        print(f"ropelab census: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(doc, indent=1))
+    else:
+        print(format_table(doc))
+    if args.save is not None:
+        path = save(doc, args.save or None)
+        print(f"saved {path}", file=sys.stderr)
+    return 1 if any(r.get("error") for r in doc["rows"]) else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,635 @@
+"""Honest GPU timing of ropelab's kernels and their baselines.
+
+How a launch is timed (``Timer.time``), and why:
+
+1. Warm-up launches (compilation, allocator, clocks), then a synchronize.
+2. For each of N repeats: a fill kernel writes a buffer at least 4x the L2 (512 MB on an H200,
+   whose L2 is 60 MB), a CUDA event is recorded, the launcher runs, a second event is recorded.
+   The fill evicts the L2, so every repeat starts cold, as a kernel in a real model does.  It
+   also keeps the GPU busy for ~150 us while the host enqueues the timed launch: numba spends
+   20-60 us of host time per launch, and on an idle GPU the events would measure that instead
+   of the kernel.
+3. One synchronize at the end; the elapsed times of the N event pairs are the samples.
+4. Median and 20th/80th percentiles; ``bytes_moved`` over the median gives GB/s.  A
+   device-to-device copy of the same bytes, timed the same way in the same run, is the roof:
+   ``frac_of_copy`` = GB/s of the row / GB/s of that copy.
+
+``bytes_moved`` is the minimum traffic of the operation (x read, out written, positions read
+once; for the fused kernel Q and K read and written), identical for every row of one shape, so
+GB/s is an *effective* bandwidth and rows of a shape compare by it directly.  A baseline that
+reads cos/sin tables moves more bytes than it is credited for; that is its cost.
+
+Everything that is pure arithmetic on timings (quantiles, GB/s, repeat counts, byte counts)
+lives in plain functions at the top of this module and is tested on synthetic numbers.  The
+GPU parts refuse to run under the simulator: its "times" describe a Python interpreter.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import cuda
+
+FLUSH_BYTES_MIN = 512 * 2**20  # at least this much, and at least 4x the L2
+L2_FACTOR = 4
+DEFAULT_REPEATS = 50
+DEFAULT_WARMUP = 5
+ENTRY_SECONDS = 2.0  # a slow baseline gets fewer repeats so one row takes about this long
+MIN_REPEATS = 5
+
+# The seed's benchmark shapes ([tokens, hidden], float32, one head), one shape that moves more
+# than 1 GB, and the production shapes of the fused QK-norm + RoPE kernel (SGLang PR 21654).
+SEED_SHAPES = [(4096, 512), (4096, 1024), (8192, 512), (8192, 1024)]
+BIG_SHAPES = [(32768, 4096)]  # 512 MiB in, 512 MiB out: 1.07 GB moved
+PRODUCTION_SHAPES = [  # (label, tokens, q heads, k heads, head_dim)
+    ("flux_1024", 4096, 24, 24, 128),
+    ("qwen_image_1024", 4096, 32, 32, 128),
+    ("zimage_1024", 4096, 30, 30, 128),
+]
+FUSED_DTYPES = ("bfloat16", "float32")
+
+COLUMNS = ("variant", "family", "shape", "tokens", "hidden", "heads_q", "heads_k", "head_dim",
+           "dtype", "fastmath", "bytes_moved", "median_us", "p20_us", "p80_us", "repeats",
+           "gbps", "copy_gbps", "frac_of_copy")
+
+
+class BenchError(RuntimeError):
+    """The benchmark cannot run here (simulator, no device)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Pure arithmetic: tested on synthetic timings
+# --------------------------------------------------------------------------------------------
+
+def quantiles(samples_us) -> tuple[float, float, float]:
+    """(median, 20th percentile, 80th percentile) of the samples, linear interpolation."""
+    a = np.asarray(samples_us, dtype=np.float64)
+    if a.size == 0:
+        raise ValueError("no timing samples")
+    if not np.all(np.isfinite(a)) or np.any(a <= 0):
+        raise ValueError(f"timing samples must be finite and positive, got {a.min()}..{a.max()}")
+    p20, med, p80 = np.percentile(a, [20, 50, 80])
+    return float(med), float(p20), float(p80)
+
+
+def gbps(bytes_moved: int, microseconds: float) -> float:
+    """Decimal gigabytes per second (1 GB = 1e9 bytes), as GPU data sheets quote bandwidth."""
+    if microseconds <= 0:
+        raise ValueError("time must be positive")
+    return bytes_moved / (microseconds * 1e-6) / 1e9
+
+
+def summarize(samples_us, bytes_moved: int, copy_gbps: float | None = None) -> dict:
+    """The timing columns of one bench row."""
+    med, p20, p80 = quantiles(samples_us)
+    rate = gbps(bytes_moved, med)
+    return {
+        "bytes_moved": int(bytes_moved),
+        "median_us": round(med, 3),
+        "p20_us": round(p20, 3),
+        "p80_us": round(p80, 3),
+        "repeats": len(samples_us),
+        "gbps": round(rate, 2),
+        "copy_gbps": None if copy_gbps is None else round(copy_gbps, 2),
+        "frac_of_copy": None if not copy_gbps else round(rate / copy_gbps, 4),
+    }
+
+
+def repeats_for(seconds_per_call: float, repeats: int = DEFAULT_REPEATS,
+                budget_s: float = ENTRY_SECONDS, minimum: int = MIN_REPEATS) -> int:
+    """Fewer repeats for slow baselines (eager PyTorch at 1 GB takes ~0.1 s a call)."""
+    if seconds_per_call <= 0:
+        return repeats
+    return max(minimum, min(repeats, int(budget_s / seconds_per_call)))
+
+
+def rope_bytes(tokens: int, hidden: int, itemsize: int = 4, position_itemsize: int = 4) -> int:
+    """Minimum traffic of plain RoPE on [tokens, hidden]: x read, out written, positions read."""
+    return 2 * tokens * hidden * itemsize + tokens * position_itemsize
+
+
+def qk_bytes(tokens: int, heads_q: int, heads_k: int, head_dim: int, itemsize: int) -> int:
+    """Fused QK-norm + RoPE: Q and K read and written (positions and norm weights negligible)."""
+    return 2 * tokens * (heads_q + heads_k) * head_dim * itemsize
+
+
+def flush_bytes(l2_bytes: int) -> int:
+    """Size of the L2-evicting fill buffer: at least 4x the L2 and at least 512 MiB."""
+    return max(L2_FACTOR * int(l2_bytes), FLUSH_BYTES_MIN)
+
+
+def per_launch_us(seconds: float, launches: int) -> float:
+    if launches <= 0:
+        raise ValueError("launches must be positive")
+    return seconds / launches * 1e6
+
+
+def method_text(l2_bytes: int, flush: int, warmup: int, repeats: int) -> str:
+    return (
+        f"CUDA events on the default stream around each launch; before every timed launch a fill "
+        f"kernel writes {flush / 2**20:.0f} MiB (>= {L2_FACTOR}x the {l2_bytes / 2**20:.0f} MiB "
+        f"L2), which evicts the L2 (cold cache) and keeps the GPU busy while the host enqueues "
+        f"the launch, so the events bracket GPU work only; {warmup} warm-up launches, then up to "
+        f"{repeats} timed repeats (fewer for baselines slower than {ENTRY_SECONDS / repeats * 1e3:.0f} "
+        f"ms a call, at least {MIN_REPEATS}); median and 20th/80th percentiles; bytes_moved is the "
+        f"operation's minimum traffic (same for every row of a shape), GB/s = bytes_moved / "
+        f"median (1 GB = 1e9 B); copy_gbps: a device-to-device copy of the same bytes timed the "
+        f"same way in the same run; frac_of_copy = gbps / copy_gbps"
+    )
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One benchmark shape: plain RoPE on [tokens, hidden] or the fused kernel's Q and K."""
+
+    label: str
+    tokens: int
+    hidden: int | None = None  # plain RoPE: one head of this width
+    heads_q: int | None = None  # fused: [tokens, heads, head_dim] Q and K
+    heads_k: int | None = None
+    head_dim: int | None = None
+    dtype: str = "float32"
+
+    @property
+    def fused(self) -> bool:
+        return self.heads_q is not None
+
+    @property
+    def itemsize(self) -> int:
+        return {"float32": 4, "bfloat16": 2, "float16": 2}[self.dtype]
+
+    @property
+    def bytes_moved(self) -> int:
+        if self.fused:
+            return qk_bytes(self.tokens, self.heads_q, self.heads_k, self.head_dim, self.itemsize)
+        return rope_bytes(self.tokens, self.hidden, self.itemsize)
+
+    @property
+    def copy_bytes(self) -> int:
+        """Bytes one copy must read (and write) to move what this shape moves."""
+        if self.fused:
+            return self.tokens * (self.heads_q + self.heads_k) * self.head_dim * self.itemsize
+        return self.tokens * self.hidden * self.itemsize
+
+    def fields(self) -> dict:
+        return {"shape": self.label, "tokens": self.tokens, "hidden": self.hidden,
+                "heads_q": self.heads_q, "heads_k": self.heads_k, "head_dim": self.head_dim,
+                "dtype": self.dtype}
+
+
+def plain_shape(tokens: int, hidden: int) -> Shape:
+    return Shape(f"{tokens}x{hidden}", tokens, hidden=hidden)
+
+
+def shapes_for(groups) -> list[Shape]:
+    """Shapes of the named groups: 'seed', 'big', 'production' (or 'all')."""
+    groups = {"seed", "big", "production"} if "all" in groups else set(groups)
+    unknown = groups - {"seed", "big", "production"}
+    if unknown:
+        raise ValueError(f"unknown shape group(s) {sorted(unknown)}; use seed, big, production, all")
+    out = []
+    if "seed" in groups:
+        out += [plain_shape(t, h) for t, h in SEED_SHAPES]
+    if "big" in groups:
+        out += [plain_shape(t, h) for t, h in BIG_SHAPES]
+    if "production" in groups:
+        out += [Shape(label, t, heads_q=hq, heads_k=hk, head_dim=d, dtype=dt)
+                for label, t, hq, hk, d in PRODUCTION_SHAPES for dt in FUSED_DTYPES]
+    return out
+
+
+def make_row(name: str, family: str, shape: Shape, fastmath, timing: dict) -> dict:
+    row = {"variant": name, "family": family, **shape.fields(), "fastmath": fastmath, **timing}
+    return {c: row[c] for c in COLUMNS}
+
+
+def format_rows(rows: list[dict]) -> str:
+    head = (f"{'variant':<22} {'shape':<22} {'median us':>10} {'p20-p80 us':>17} {'GB/s':>8} "
+            f"{'copy GB/s':>9} {'of copy':>8}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        label = r["shape"] + ("" if r["dtype"] == "float32" else f" {r['dtype']}")
+        frac = "" if r["frac_of_copy"] is None else f"{100 * r['frac_of_copy']:.1f}%"
+        copy = "" if r["copy_gbps"] is None else f"{r['copy_gbps']:.0f}"
+        lines.append(f"{r['variant']:<22} {label:<22} {r['median_us']:>10.2f} "
+                     f"{r['p20_us']:>8.2f}-{r['p80_us']:<8.2f} {r['gbps']:>8.0f} {copy:>9} "
+                     f"{frac:>8}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# The GPU side
+# --------------------------------------------------------------------------------------------
+
+def require_gpu() -> None:
+    from .target import SIMULATED
+
+    if SIMULATED:
+        raise BenchError(
+            "refusing to benchmark on the Numba CUDA simulator: it runs each CUDA thread as a "
+            "Python thread, so any time it reports describes the interpreter, not a GPU. Run on a "
+            "machine with an NVIDIA GPU, or look at the recorded GPU data "
+            "(python -m ropelab bench --recorded).")
+
+
+def _fill(buf, value):
+    i = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while i < buf.size:
+        buf[i] = value
+        i += stride
+
+
+@dataclass
+class Timer:
+    """Event timing with an L2-evicting, GPU-occupying fill before every timed launch."""
+
+    warmup: int = DEFAULT_WARMUP
+    repeats: int = DEFAULT_REPEATS
+    l2_bytes: int = field(init=False)
+    flush_bytes: int = field(init=False)
+
+    def __post_init__(self):
+        require_gpu()
+        dev = cuda.get_current_device()
+        self.l2_bytes = int(dev.L2_CACHE_SIZE)
+        self.flush_bytes = flush_bytes(self.l2_bytes)
+        self._buf = cuda.device_array(self.flush_bytes // 4, dtype=np.float32)
+        self._fill = cuda.jit(_fill)
+        self._fill_grid = int(dev.MULTIPROCESSOR_COUNT) * 8
+        self._k = 0
+        self.flush()
+        cuda.synchronize()
+
+    def flush(self):
+        self._k += 1
+        self._fill[self._fill_grid, 256](self._buf, np.float32(self._k))
+
+    def estimate_seconds(self, launch) -> float:
+        """Wall time of one warm call including synchronization (for slow baselines)."""
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        launch()
+        cuda.synchronize()
+        return time.perf_counter() - t0
+
+    def time(self, launch, repeats: int | None = None) -> list[float]:
+        """Microseconds of ``repeats`` cold, GPU-side launches of ``launch()``."""
+        for _ in range(self.warmup):
+            launch()
+        n = repeats or self.repeats
+        n = repeats_for(self.estimate_seconds(launch), n)
+        starts = [cuda.event() for _ in range(n)]
+        ends = [cuda.event() for _ in range(n)]
+        cuda.synchronize()
+        for s, e in zip(starts, ends):
+            self.flush()
+            s.record()
+            launch()
+            e.record()
+        ends[-1].synchronize()
+        return [cuda.event_elapsed_time(s, e) * 1e3 for s, e in zip(starts, ends)]
+
+
+class Buffers:
+    """Device inputs of one shape, allocated once and shared by every entry timed on it."""
+
+    def __init__(self, shape: Shape, seed: int = 0):
+        self.shape = shape
+        self.positions = cuda.to_device(np.arange(shape.tokens, dtype=np.int32))
+        if shape.fused:  # the fused kernel's hook allocates Q and K; these serve the copy only
+            self._src = cuda.device_array(shape.copy_bytes, dtype=np.uint8)
+            self._dst = cuda.device_array(shape.copy_bytes, dtype=np.uint8)
+            return
+        rng = np.random.default_rng(seed)
+        self.x = cuda.to_device(rng.standard_normal(shape.tokens * shape.hidden, dtype=np.float32))
+        self.out = cuda.device_array_like(self.x)
+        self._src, self._dst = self.x, self.out
+
+    def copy(self):
+        """Device-to-device copy (cuMemcpyDtoD on the default stream) of the shape's bytes."""
+        self._dst.copy_to_device(self._src)
+
+    def problem(self):
+        from .problem import RopeProblem
+
+        s = self.shape
+        return RopeProblem(tokens=s.tokens, heads=1, head_dim=s.hidden, rotary_dim=s.hidden)
+
+
+@dataclass
+class Entry:
+    """Something to time: ``make(buffers) -> launch()`` or None when it does not apply."""
+
+    name: str
+    family: str
+    make: object
+    fastmath: object = None
+    fused: bool = False
+    group: int = 0  # run order: 0 ropelab + copy + CUDA C++, 1 eager PyTorch, 2 torch.compile
+
+
+def _variant_entries(names=None, precise: bool = False) -> list[Entry]:
+    from . import kernels
+
+    entries = []
+    for name, module in kernels.VARIANTS.items():
+        if names and name not in names:
+            continue
+        for fm in ((True, False) if precise else (True,)):
+            label = name if fm else f"{name}:precise"
+            entries.append(Entry(label, "numba", _variant_maker(module, fm), fastmath=fm))
+    return entries
+
+
+def _variant_maker(module, fastmath):
+    def make(buf: Buffers):
+        problem = buf.problem()
+        kwargs = {"fastmath": fastmath}
+        prepare = getattr(module, "prepare", None)
+        if prepare is not None:
+            kwargs["state"] = prepare(problem)
+        return lambda: module.launch(problem, buf.x, buf.out, buf.positions, **kwargs)
+    return make
+
+
+def _fused_entries(names=None) -> list[Entry]:
+    """Fused kernels registered in ``kernels.FUSED`` that expose the bench hook.
+
+    Hook: ``bench_launcher(tokens, heads_q, heads_k, head_dim, dtype) -> launch()``; the module
+    allocates its own Q, K, weights and positions.  It may raise ValueError/NotImplementedError
+    for a dtype it lacks: that row is skipped.
+    """
+    from . import kernels
+
+    fused = getattr(kernels, "FUSED", None) or {}
+    entries = []
+    for name, module in fused.items():
+        if names and name not in names:
+            continue
+        hook = getattr(module, "bench_launcher", None)
+        if hook is None:
+            continue
+
+        def make(buf: Buffers, hook=hook):
+            s = buf.shape
+            if not s.fused:
+                return None
+            return hook(s.tokens, s.heads_q, s.heads_k, s.head_dim, s.dtype)
+
+        entries.append(Entry(name, "numba_fused", make, fastmath=True, fused=True))
+    return entries
+
+
+def _copy_entry() -> Entry:
+    return Entry("copy_d2d", "copy", lambda buf: buf.copy, fused=None)
+
+
+def plan(variants=None, baselines: bool = True, precise: bool = False) -> list[Entry]:
+    """Everything to time, in run order (most important first)."""
+    entries = [_copy_entry()] + _variant_entries(variants, precise) + _fused_entries(variants)
+    if baselines:
+        from . import baselines as bl
+
+        entries += bl.entries()
+    return sorted(entries, key=lambda e: e.group)  # stable: keeps the order inside a group
+
+
+def _applies(entry: Entry, shape: Shape) -> bool:
+    if entry.fused is None:
+        return True
+    return entry.fused == shape.fused
+
+
+@dataclass
+class SweepResult:
+    rows: list
+    skipped: list  # (entry, shape, reason)
+    meta: dict
+
+
+def sweep(shapes: list[Shape], entries: list[Entry], *, timer: Timer, budget_s: float | None = None,
+          progress: bool = True, on_group_done=None) -> SweepResult:
+    """Time every applicable (entry, shape); returns rows in the record's column order.
+
+    The copy of each shape is timed first (its GB/s is every row's roof).  ``budget_s`` stops
+    starting new entries once that many seconds have passed (skips are reported, not hidden).
+    ``on_group_done(rows)`` runs after each group so partial results can be saved.
+    """
+    from tqdm import tqdm
+
+    t0 = time.perf_counter()
+    buffers: dict[Shape, Buffers] = {}
+    copy_rate: dict[Shape, float] = {}
+    copy_samples: dict[Shape, list] = {}
+    rows, skipped = [], []
+    work = [(e, s) for e in entries for s in shapes if _applies(e, s)]
+    bar = tqdm(total=len(work), desc="bench", unit="row", disable=not progress)
+    group = None
+    for entry, shape in work:
+        if group is not None and entry.group != group and on_group_done:
+            on_group_done(rows)
+        group = entry.group
+        bar.set_postfix_str(f"{entry.name} {shape.label}", refresh=False)
+        bar.update(1)
+        if budget_s is not None and time.perf_counter() - t0 > budget_s:
+            skipped.append((entry.name, shape.label, "time budget spent"))
+            continue
+        if shape not in buffers:
+            buffers[shape] = Buffers(shape)
+            copy_samples[shape] = timer.time(buffers[shape].copy)
+            copy_rate[shape] = gbps(shape.bytes_moved, quantiles(copy_samples[shape])[0])
+        buf = buffers[shape]
+        rate = copy_rate[shape]
+        if entry.family == "copy":
+            rows.append(make_row(entry.name, entry.family, shape, None,
+                                 summarize(copy_samples[shape], shape.bytes_moved, rate)))
+            continue
+        try:
+            launch = entry.make(buf)
+        except Exception as exc:  # a baseline missing a feature must not stop the sweep
+            skipped.append((entry.name, shape.label, f"{type(exc).__name__}: {exc}"))
+            continue
+        if launch is None:
+            continue
+        try:
+            samples = timer.time(launch)
+        except Exception as exc:
+            skipped.append((entry.name, shape.label, f"{type(exc).__name__}: {exc}"))
+            continue
+        rows.append(make_row(entry.name, entry.family, shape, entry.fastmath,
+                             summarize(samples, shape.bytes_moved, rate)))
+    bar.close()
+    if on_group_done:
+        on_group_done(rows)
+    return SweepResult(rows, skipped, {})
+
+
+# --------------------------------------------------------------------------------------------
+# Host launch overhead
+# --------------------------------------------------------------------------------------------
+
+def _empty():
+    pass
+
+
+def launch_overhead(launches: int = 2000, warmup: int = 100, progress: bool = True) -> list[dict]:
+    """Wall-clock host cost per launch over many back-to-back launches.
+
+    ``us_per_launch`` stops the clock when the last launch is enqueued (what the host pays);
+    ``us_per_launch_synced`` includes the final synchronize.  The GPU work of each kernel here
+    is shorter than its host launch cost, so the queue never fills and the host never waits.
+    """
+    require_gpu()
+    from . import baselines as bl
+    from . import kernels
+    from .kernels._jit import jitted
+    from .problem import RopeProblem
+
+    tokens, hidden = SEED_SHAPES[0]
+    rng = np.random.default_rng(0)
+    x = cuda.to_device(rng.standard_normal(tokens * hidden, dtype=np.float32))
+    out = cuda.device_array_like(x)
+    pos = cuda.to_device(np.arange(tokens, dtype=np.int32))
+    problem = RopeProblem(tokens=tokens, heads=1, head_dim=hidden, rotary_dim=hidden)
+    empty = cuda.jit(_empty)
+    flat = kernels.get("flat")
+    blocks, threads = flat.launch_config(problem)
+    flat_kernel = jitted(flat.KERNEL, True)
+
+    cases = [
+        ("numba empty kernel", 0, lambda: empty[1, 32]()),
+        (f"ropelab flat launch() {tokens}x{hidden}", 6,
+         lambda: flat.launch(problem, x, out, pos)),
+    ]
+    n_pairs = problem.n_pairs
+    base = np.float32(problem.base)
+    cases.append((f"numba flat dispatcher call {tokens}x{hidden}", 6,
+                  lambda: flat_kernel[blocks, threads](x, out, pos, n_pairs, tokens * n_pairs, base)))
+    cases += bl.overhead_cases(x, out, pos, tokens, hidden)
+
+    from tqdm import tqdm
+
+    rows = []
+    for name, nargs, fn in tqdm(cases, desc="launch overhead", disable=not progress):
+        for _ in range(warmup):
+            fn()
+        cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(launches):
+            fn()
+        t1 = time.perf_counter()
+        cuda.synchronize()
+        t2 = time.perf_counter()
+        rows.append({"launcher": name, "kernel_args": nargs, "launches": launches,
+                     "us_per_launch": round(per_launch_us(t1 - t0, launches), 3),
+                     "us_per_launch_synced": round(per_launch_us(t2 - t0, launches), 3)})
+    return rows
+
+
+OVERHEAD_METHOD = (
+    "wall clock (time.perf_counter) around {launches} back-to-back launches after {warmup} "
+    "warm-up launches; us_per_launch stops when the last launch is enqueued, "
+    "us_per_launch_synced after the final synchronize; kernels are short enough that the GPU "
+    "keeps up, so the numbers are host-side launch cost")
+
+
+def format_overhead(rows: list[dict]) -> str:
+    head = f"{'launcher':<44} {'args':>4} {'us/launch':>10} {'synced':>8}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(f"{r['launcher']:<44} {r['kernel_args']:>4} {r['us_per_launch']:>10.2f} "
+                     f"{r['us_per_launch_synced']:>8.2f}")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
+# Command line (python -m ropelab bench)
+# --------------------------------------------------------------------------------------------
+
+def _kind_dir(root, kind):
+    from pathlib import Path
+
+    return None if root is None else Path(root) / kind
+
+
+def show_recorded(root=None, charts_dir=None) -> int:
+    """Print the newest recorded bench (and launch-overhead) data; optionally draw charts."""
+    from . import records
+
+    try:
+        rec = records.load("bench", _kind_dir(root, "bench"))
+    except FileNotFoundError as exc:
+        print(f"ropelab bench: {exc}", file=sys.stderr)
+        return 1
+    m = rec["meta"]
+    print(f"recorded {m['date']} on {m['gpu']} (cc {m['compute_capability']}, driver "
+          f"{m['driver']}, CUDA {m['cuda_driver_api']}), numba {m['numba']}, numba-cuda "
+          f"{m['numba_cuda']}, numpy {m['numpy']}")
+    print(f"method: {rec['method']}")
+    print(format_rows(rec["rows"]))
+    try:
+        over = records.load("launch_overhead", _kind_dir(root, "launch_overhead"))
+        print()
+        print(format_overhead(over["rows"]))
+    except FileNotFoundError:
+        pass
+    if charts_dir:
+        from . import charts
+
+        for path in charts.save_all(rec, charts_dir):
+            print(f"wrote {path}")
+    return 0
+
+
+def run_cli(args) -> int:
+    """``python -m ropelab bench``: sweep, record, chart; refuse under the simulator."""
+    from . import records
+
+    if args.recorded:
+        return show_recorded(args.out, args.charts_dir)
+    try:
+        require_gpu()
+    except BenchError as exc:
+        print(f"ropelab bench: {exc}", file=sys.stderr)
+        return 2
+    from . import baselines
+
+    groups = [g.strip() for g in args.shapes.split(",") if g.strip()]
+    shapes = shapes_for(groups)
+    timer = Timer(warmup=args.warmup, repeats=args.repeats)
+    entries = plan(args.variant or None, baselines=not args.no_baselines, precise=args.precise)
+    method = method_text(timer.l2_bytes, timer.flush_bytes, timer.warmup, timer.repeats)
+    meta = records.metadata()
+    meta.update(l2_bytes=timer.l2_bytes, flush_bytes=timer.flush_bytes,
+                **{f"{k}_version": v for k, v in baselines.available().items()})
+    saved = {}
+
+    def save(rows):
+        if rows:
+            saved["bench"] = records.save("bench", rows, method=method, meta=meta,
+                                          directory=_kind_dir(args.out, "bench"))
+
+    result = sweep(shapes, entries, timer=timer, budget_s=args.budget_s, on_group_done=save)
+    print(format_rows(result.rows))
+    for name, shape, reason in result.skipped:
+        print(f"skipped {name} on {shape}: {reason}")
+    if "bench" in saved:
+        print(f"recorded {saved['bench']}")
+    if not args.no_overhead:
+        over = launch_overhead()
+        print(format_overhead(over))
+        path = records.save("launch_overhead", over, method=OVERHEAD_METHOD.format(
+            launches=over[0]["launches"], warmup=100), meta=meta,
+            directory=_kind_dir(args.out, "launch_overhead"))
+        print(f"recorded {path}")
+    if not args.no_charts and "bench" in saved:
+        from . import charts
+
+        rec = records.load("bench", _kind_dir(args.out, "bench"))
+        for path in charts.save_all(rec, args.charts_dir or saved["bench"].parent / "charts"):
+            print(f"wrote {path}")
+    return 0
