@@ -1,4 +1,4 @@
-"""Command line: ``python -m ropelab {info,check,census,bench}``."""
+"""Command line: ``python -m ropelab {info,check,census,bench,precision}``."""
 
 from __future__ import annotations
 
@@ -31,6 +31,26 @@ def _bench(args) -> int:
     from .bench import run_cli
 
     return run_cli(args)
+
+
+def _precision(args) -> int:
+    from .precision import record_precision
+    from .records import RecordError
+
+    try:
+        result = record_precision(args.out, max_position=args.max_position,
+                                  samples_per_bucket=args.samples)
+    except RecordError as exc:  # the simulator: nothing measured, nothing written
+        print(f"ropelab precision: {exc}", file=sys.stderr)
+        return 2
+    for v in result["verdict"]:
+        print(f"{v['variant']:<18} {v['options']:<18} {v['scaling']:<7} "
+              f"fastmath={str(v['fastmath']):<5} worst {v['worst_rel_err']:.2e} x max|x|  {v['advice']}")
+    for line in result["skipped"]:
+        print("skipped:", line)
+    for kind in ("precision", "freq_drift", "sincos_error"):
+        print(f"recorded {kind}: {result[kind]}")
+    return 0
 
 
 def _add_measuring(sub) -> None:
@@ -68,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--precise", action="store_true", help="compile without fast-math")
     p.set_defaults(func=_check)
     _add_measuring(sub)
+    p = sub.add_parser("precision", help="error vs position for every kernel, on the GPU; recorded")
+    p.add_argument("--out", default=None, help="data root for records (default the repo's data/)")
+    p.add_argument("--max-position", type=int, default=131072, help="largest position (131072)")
+    p.add_argument("--samples", type=int, default=128, help="positions per power-of-two bucket")
+    p.set_defaults(func=_precision)
     return parser
 
 

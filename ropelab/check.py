@@ -8,6 +8,7 @@ import numpy as np
 
 from . import kernels, reference
 from .api import rope
+from .scaling import Llama3, YaRN, resolve
 from .target import SIMULATED, TARGET
 from .tolerance import max_angle, rope_atol
 
@@ -40,6 +41,14 @@ def cases_for(module):
         cases.append(dict(rotary_dim="half"))
     if "inverse" in feats:
         cases.append(dict(inverse=True))
+    if "heads" in feats:
+        cases.append(dict(heads=2))
+    if "scaled" in feats:
+        # A short original context puts pairs in all three Llama 3.1 bands; YaRN adds mscale.
+        cases.append(dict(scaling=Llama3(8.0, 1.0, 4.0, 64)))
+        cases.append(dict(scaling=YaRN(4.0, 64)))
+    # Variant-specific keyword options (e.g. freq_table's cos/sin cache) a module asks to check.
+    cases += [dict(variant_options=dict(o)) for o in getattr(module, "CHECK_OPTIONS", ())]
     return cases
 
 
@@ -56,14 +65,25 @@ def run_checks(variants=None, shapes=None, seed: int = 0, fastmath: bool = True)
                     if hidden % 4:
                         continue
                     opts["rotary_dim"] = hidden // 2
-                x = rng.standard_normal((tokens, hidden)).astype(np.float32)
+                heads = opts.pop("heads", 1)
+                variant_options = opts.pop("variant_options", {})
+                scaling = opts.pop("scaling", None)
+                shape = (tokens, hidden) if heads == 1 else (tokens, heads, hidden)
+                x = rng.standard_normal(shape).astype(np.float32)
                 pos = rng.integers(0, 4096, tokens).astype(np.int32)
-                got = rope(x, variant=name, positions=pos, fastmath=fastmath, **opts)
-                want = reference.rope(x, pos, **opts)
+                got = rope(x, variant=name, positions=pos, fastmath=fastmath, scaling=scaling,
+                           **opts, **variant_options)
                 rd = opts.get("rotary_dim", hidden)
-                tol = rope_atol(float(np.abs(x).max()), max_angle(pos, reference.inv_freq(rd)),
-                                fastmath=fastmath)
-                label = ",".join(f"{k}={v}" for k, v in opts.items()) or "-"
+                freqs, att = resolve(scaling, rotary_dim=rd, base=reference.DEFAULT_BASE)
+                want = reference.rope(x, pos, freqs=freqs, attention_factor=att, **opts)
+                tol = rope_atol(float(np.abs(x).max()), max_angle(pos, freqs), fastmath=fastmath,
+                                attention_factor=att)
+                shown = dict(opts, **variant_options)
+                if heads > 1:
+                    shown["heads"] = heads
+                if scaling is not None:
+                    shown["scaling"] = type(scaling).__name__.lower()
+                label = ",".join(f"{k}={v}" for k, v in shown.items()) or "-"
                 rows.append(CheckRow(name, TARGET, (tokens, hidden), label,
                                      float(np.abs(got - want).max()), tol))
     return rows

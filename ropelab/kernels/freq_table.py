@@ -219,6 +219,10 @@ def prepare(problem, *, cache: bool = False, max_positions: int | None = None,
     return _device_state("cache", problem.freqs.tobytes(), max_positions)
 
 
+# Keyword options `python -m ropelab check` runs besides the defaults (positions there are < 4096).
+CHECK_OPTIONS = (dict(cache=True, max_positions=4096), dict(reduce_angle=True))
+
+
 def launch_config(problem, threads_per_block=None):
     threads = threads_per_block or THREADS
     slots = problem.tokens * problem.heads * (problem.head_dim // 2)

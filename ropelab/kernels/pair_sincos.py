@@ -203,6 +203,10 @@ def prepare(problem, *, pairs_per_thread: int = PAIRS_PER_THREAD) -> PairState:
     return PairState(int(pairs_per_thread), params)
 
 
+# Keyword options `python -m ropelab check` runs besides the defaults.
+CHECK_OPTIONS = (dict(pairs_per_thread=3),)
+
+
 def launch_config(problem, threads_per_block=None, chunk=PAIRS_PER_THREAD):
     threads = threads_per_block or THREADS
     chunks = -(-(problem.head_dim // 2) // chunk)
