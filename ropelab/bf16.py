@@ -1,0 +1,94 @@
+"""bfloat16 storage as ``uint16`` bit patterns, converted to and from float32 exactly.
+
+NumPy has no bfloat16 and numba's CUDA arrays need a NumPy dtype, so ropelab stores bfloat16
+data as ``uint16`` holding the bit pattern (what ``torch_tensor.view(torch.uint16)`` gives).
+bfloat16 is the top half of a float32 (1 sign, 8 exponent, 7 mantissa bits), which makes both
+conversions integer work:
+
+* to float32: put the 16 bits in the top half of a 32-bit word (exact, no rounding);
+* from float32: round the low 16 bits away to nearest, ties to even, by adding
+  ``0x7FFF + (bit 16)`` before the shift; NaN is handled first (the addition could carry a NaN
+  into infinity) and stays a quiet NaN with its sign.  Overflow rounds to infinity, as IEEE
+  round-to-nearest does.
+
+The device helpers need to reinterpret a float32's bits as an integer and back.  On a GPU that
+is libdevice's ``__nv_float_as_int``/``__nv_int_as_float``, a plain register move (``mov.b32``);
+the simulator cannot call libdevice, so there the same two steps go through NumPy views.  The
+rounding logic around them is written once and runs on both.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda, int32, uint16, uint32
+
+from .target import SIMULATED
+
+NAN_QUIET_BIT = 0x0040  # the top mantissa bit of a bfloat16
+_ABS_MASK = 0x7FFFFFFF
+_INF_BITS = 0x7F800000
+
+
+# ---- host (NumPy) -----------------------------------------------------------------------------
+
+def to_float32(bits) -> np.ndarray:
+    """bfloat16 bit patterns (uint16, any shape) -> float32, exactly."""
+    bits = np.asarray(bits)
+    if bits.dtype != np.uint16:
+        raise TypeError(f"bfloat16 bits must be uint16, got {bits.dtype}")
+    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def from_float32(x) -> np.ndarray:
+    """float32 (any shape) -> bfloat16 bit patterns (uint16), round to nearest even."""
+    x = np.asarray(x, dtype=np.float32)
+    b = x.view(np.uint32).astype(np.uint64)  # 64-bit so that the rounding add cannot wrap
+    nan = (b & _ABS_MASK) > _INF_BITS
+    rounded = (b + 0x7FFF + ((b >> 16) & 1)) >> 16
+    quiet = (b >> 16) | NAN_QUIET_BIT
+    return np.where(nan, quiet, rounded).astype(np.uint16)
+
+
+def random_bf16(rng: np.random.Generator, shape, scale: float = 1.0) -> np.ndarray:
+    """Normal random numbers already rounded to bfloat16, as uint16 bits."""
+    return from_float32((rng.standard_normal(shape) * scale).astype(np.float32))
+
+
+# ---- device ------------------------------------------------------------------------------------
+
+if SIMULATED:
+    @cuda.jit(device=True)
+    def _float_bits(x):
+        return np.float32(x).view(np.uint32)
+
+    @cuda.jit(device=True)
+    def _bits_float(b):
+        return np.uint32(b).view(np.float32)
+else:
+    from numba.cuda import libdevice
+
+    @cuda.jit(device=True, inline="always")
+    def _float_bits(x):
+        return uint32(libdevice.float_as_int(x))
+
+    @cuda.jit(device=True, inline="always")
+    def _bits_float(b):
+        return libdevice.int_as_float(int32(b))
+
+
+@cuda.jit(device=True, inline="always")
+def load_bf16(bits):
+    """bfloat16 bits (uint16) -> float32."""
+    return _bits_float(uint32(bits) << uint32(16))
+
+
+@cuda.jit(device=True, inline="always")
+def store_bf16(x):
+    """float32 -> bfloat16 bits (uint16), round to nearest even."""
+    b = _float_bits(x)
+    # Below the NaN range the sum stays under 2**32, so 32-bit arithmetic cannot wrap; uint32()
+    # around it keeps numba from widening the sum to 64 bits.
+    rounded = uint32(b + uint32(0x7FFF) + ((b >> uint32(16)) & uint32(1))) >> uint32(16)
+    quiet = (b >> uint32(16)) | uint32(NAN_QUIET_BIT)
+    # Both computed, one chosen: a select, not a branch per element.
+    return uint16(quiet if (b & uint32(_ABS_MASK)) > uint32(_INF_BITS) else rounded)

@@ -1,0 +1,209 @@
+"""Fused QK-RMSNorm + RoPE, in place on a packed ``qkv`` buffer (SGLang's ``fused_qknorm_rope``).
+
+``qkv`` is ``[tokens, (heads_q + heads_k + heads_v) * head_dim]``, each row ``[Q | K | V]``.  For
+every token and every Q and K head: RMSNorm over ``head_dim`` in float32 (``x * rsqrt(mean(x**2)
++ eps) * weight``, one weight vector for all Q heads and one for all K heads), then RoPE on the
+first ``rotary_dim`` dims, written back where it came from.  V is never read nor written.
+
+Mapping: one warp per (token, head).  Lane ``l`` holds the ``E = head_dim / 32`` contiguous
+elements ``l*E .. l*E + E-1`` in registers, so a head is read once and written once.
+
+* RMSNorm: each lane sums its squares; a ``shfl_xor_sync`` butterfly (16, 8, 4, 2, 1) leaves the
+  whole head's sum in every lane, with no shared memory and no ``syncthreads``.
+* Interleaved RoPE (GPT-J): ``E`` is even, so pair ``(2k, 2k+1)`` never straddles two lanes; each
+  pair costs one frequency lookup and one sin/cos, shared by its two elements (the point of
+  SGLang PR 21654).
+* Half-split RoPE (NeoX): element ``d`` pairs with ``d + rotary_dim/2``, which lives
+  ``half_lanes = rotary_dim / (2E)`` lanes away in the same register slot: one ``shfl_sync`` per
+  slot fetches the partner.  Every lane of the warp takes part in every shuffle (lanes outside
+  the rotated range read themselves), so the calls are warp-uniform.  This needs
+  ``rotary_dim`` to be a multiple of ``2E``; the public API says so when it is not.
+
+The grid is 2-D: ``blockIdx.x`` is the token and ``blockIdx.y * warps_per_block + warp`` the
+head, so no thread divides by the number of heads (an integer division is dozens of
+instructions, and at these sizes the instruction count, not DRAM, is what a careless kernel runs
+out of first).  ``x`` may be as large as CUDA's 2**31 - 1 blocks; ``y`` stays small.
+
+Frequencies come from a float32 table ``inv_freq[rotary_dim / 2]`` built on the host in float64
+(YaRN blend included) rather than from an in-kernel ``pow``: the kernel is bound by memory and
+the table (at most 1 KiB) stays in L1 after the first warp of a block reads it, so the lookup is
+cheaper than ``lg2.approx`` + ``ex2.approx``; the frequency is then exact to float32 rounding
+instead of carrying fast-math ``pow`` error that the angle multiplies by the position; and YaRN
+costs the kernel nothing.  ``ropelab.kernels.freq_table`` makes the same choice for plain RoPE.
+
+Storage dtypes: float32, float16, and bfloat16 as ``uint16`` bit patterns (see
+:mod:`ropelab.bf16`); all arithmetic is float32 and shuffles carry float32 only.  One kernel is
+built per (head_dim, layout, storage) by :func:`make_kernel`, because the number of registers a
+lane holds must be a compile-time constant for them to stay in registers.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+import numpy as np
+from numba import cuda, float32, uint32
+
+from ..bf16 import load_bf16, store_bf16
+from ._jit import jitted
+
+NAME = "fused_qknorm_rope"
+SUMMARY = ("QK-RMSNorm + RoPE in place on packed qkv: warp per (token, head), shuffle-reduced "
+           "sum of squares, one sin/cos per pair, NeoX partners by shuffle")
+WARP = 32
+FULL_MASK = 0xFFFFFFFF
+HEAD_DIMS = tuple(range(64, 513, 64))  # E = head_dim / 32 must be even (pairs stay in a lane)
+STORAGES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
+            "bfloat16": np.dtype(np.uint16)}
+# Index arithmetic is 32-bit (uint32): a buffer must hold fewer elements than this.
+MAX_ELEMENTS = 2**32 - 1
+
+
+@cuda.jit(device=True, inline="always")
+def _load_plain(v):
+    return float32(v)
+
+
+@cuda.jit(device=True, inline="always")
+def _store_plain(v):
+    return v  # float16 storage rounds on assignment (cvt.rn: round to nearest even)
+
+
+_LOAD = {"float32": _load_plain, "float16": _load_plain, "bfloat16": load_bf16}
+_STORE = {"float32": _store_plain, "float16": _store_plain, "bfloat16": store_bf16}
+
+
+@cache
+def make_kernel(head_dim: int, interleave: bool, storage: str):
+    """The kernel function for one head size, pair layout and storage dtype (cached)."""
+    if head_dim not in HEAD_DIMS:
+        raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {head_dim}")
+    E = head_dim // WARP  # elements per lane, even
+    PAIRS = E // 2  # interleaved pairs per lane
+    INV_HEAD_DIM = float32(1.0 / head_dim)  # a power of two: exact
+    INTERLEAVE = bool(interleave)
+    load = _LOAD[storage]
+    store = _STORE[storage]
+
+    def fused_qknorm_rope(qkv, q_weight, k_weight, positions, inv_freq, heads_q, heads_qk,
+                          heads_total, n_pairs, half_lanes, eps, attention_factor):
+        tid = uint32(cuda.threadIdx.x)
+        lane = tid & uint32(WARP - 1)
+        head = uint32(cuda.blockIdx.y) * (uint32(cuda.blockDim.x) >> uint32(5)) + (tid >> uint32(5))
+        if head >= heads_qk:  # the last block column of a head count that is not a multiple
+            return
+        token = uint32(cuda.blockIdx.x)
+        weight = q_weight if head < heads_q else k_weight
+        first = (token * heads_total + head) * uint32(head_dim) + lane * uint32(E)
+
+        vals = cuda.local.array(E, float32)
+        ss = float32(0.0)
+        for i in range(E):
+            v = load(qkv[first + uint32(i)])
+            vals[i] = v
+            ss += v * v
+        # Butterfly: after the five steps every lane holds the sum over all 32 lanes.
+        ss += cuda.shfl_xor_sync(FULL_MASK, ss, 16)
+        ss += cuda.shfl_xor_sync(FULL_MASK, ss, 8)
+        ss += cuda.shfl_xor_sync(FULL_MASK, ss, 4)
+        ss += cuda.shfl_xor_sync(FULL_MASK, ss, 2)
+        ss += cuda.shfl_xor_sync(FULL_MASK, ss, 1)
+        scale = float32(1.0) / math.sqrt(ss * INV_HEAD_DIM + eps)
+        for i in range(E):
+            vals[i] = vals[i] * scale * load(weight[lane * uint32(E) + uint32(i)])
+
+        pos = float32(positions[token])
+        if INTERLEAVE:
+            for j in range(PAIRS):
+                pair = lane * uint32(PAIRS) + uint32(j)
+                if pair < n_pairs:  # partial rotary: later pairs are only normalized
+                    angle = pos * inv_freq[pair]
+                    c = math.cos(angle) * attention_factor
+                    s = math.sin(angle) * attention_factor
+                    x0 = vals[2 * j]
+                    x1 = vals[2 * j + 1]
+                    vals[2 * j] = x0 * c - x1 * s
+                    vals[2 * j + 1] = x0 * s + x1 * c
+        else:
+            # Lanes [0, h) hold first halves of pairs, [h, 2h) the second halves, h = half_lanes.
+            first_half = lane < half_lanes
+            rotated = lane < half_lanes + half_lanes
+            if first_half:
+                partner, pair0, sign = lane + half_lanes, lane * uint32(E), float32(-1.0)
+            elif rotated:
+                partner, pair0, sign = lane - half_lanes, (lane - half_lanes) * uint32(E), float32(1.0)
+            else:
+                partner, pair0, sign = lane, uint32(0), float32(0.0)
+            for i in range(E):
+                other = cuda.shfl_sync(FULL_MASK, vals[i], partner)
+                if rotated:
+                    angle = pos * inv_freq[pair0 + uint32(i)]
+                    c = math.cos(angle) * attention_factor
+                    s = math.sin(angle) * attention_factor
+                    # first half: x*c - partner*s; second half: partner*s + x*c
+                    vals[i] = vals[i] * c + sign * other * s
+
+        for i in range(E):
+            qkv[first + uint32(i)] = store(vals[i])
+
+    fused_qknorm_rope.__qualname__ = f"fused_qknorm_rope_d{head_dim}_{'gptj' if interleave else 'neox'}_{storage}"
+    return fused_qknorm_rope
+
+
+# The kernel the course shows: SGLang's production case (head_dim 128, interleaved, bfloat16).
+KERNEL = make_kernel(128, True, "bfloat16")
+_SCALARS = "uint32, uint32, uint32, uint32, uint32, float32, float32"
+PTX_SIGNATURE = {
+    storage: f"void({t}[::1], {t}[::1], {t}[::1], int32[::1], float32[::1], {_SCALARS})"
+    for storage, t in (("float32", "float32"), ("float16", "float16"), ("bfloat16", "uint16"))
+}
+# What the PTX census compiles: the production head size in both layouts, bf16 and float32.
+CENSUS_KERNELS = [(make_kernel(128, inter, st), PTX_SIGNATURE[st])
+                  for st in ("bfloat16", "float32") for inter in (True, False)]
+
+
+def pick_warps_per_block(heads_qk: int) -> int:
+    """Warps per block: 8 or 4 (or 2) with the fewest idle warps in the last block column.
+
+    Blocks of 2 warps still fill an H100/H200 SM (32 resident blocks x 2 warps = 64 warps).
+    """
+    best, waste_best = 8, None
+    for w in (8, 4, 2):
+        waste = (-heads_qk) % w / (heads_qk + (-heads_qk) % w)
+        if waste_best is None or waste < waste_best - 1e-12:
+            best, waste_best = w, waste
+    return best
+
+
+def launch_config(problem, warps_per_block=None):
+    """((tokens, head_blocks), threads): grid x is the token, grid y a group of heads."""
+    heads_qk = problem.heads_q + problem.heads_k
+    wpb = warps_per_block or pick_warps_per_block(heads_qk)
+    return (problem.tokens, (heads_qk + wpb - 1) // wpb), wpb * WARP
+
+
+def scalar_args(problem):
+    """The scalar kernel arguments after the five arrays, typed as in ``PTX_SIGNATURE``."""
+    n_pairs = problem.rotary_dim // 2
+    e = problem.head_dim // WARP
+    half_lanes = 0 if problem.interleave else n_pairs // e
+    return (np.uint32(problem.heads_q), np.uint32(problem.heads_q + problem.heads_k),
+            np.uint32(problem.heads_q + problem.heads_k + problem.heads_v), np.uint32(n_pairs),
+            np.uint32(half_lanes), np.float32(problem.eps), np.float32(problem.attention_factor))
+
+
+def launch(problem, qkv, q_weight, k_weight, positions, inv_freq, *, fastmath=True,
+           warps_per_block=None, stream=0):
+    """Launch on device arrays; no validation (``ropelab.fused_qknorm_rope`` does it first).
+
+    ``qkv`` is the flat 1-D (or 2-D C-contiguous) device buffer, ``q_weight``/``k_weight``
+    ``[head_dim]`` in the storage dtype, ``positions`` int32 ``[tokens]`` and ``inv_freq``
+    float32 ``[rotary_dim / 2]`` (``problem.inv_freq_f32()``).  Modifies ``qkv`` in place.
+    """
+    if problem.tokens == 0:
+        return
+    grid, threads = launch_config(problem, warps_per_block)
+    fn = make_kernel(problem.head_dim, problem.interleave, problem.storage)
+    jitted(fn, fastmath)[grid, threads, stream](
+        qkv, q_weight, k_weight, positions, inv_freq, *scalar_args(problem))

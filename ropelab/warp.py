@@ -1,0 +1,181 @@
+"""Warp shuffles for the Numba CUDA simulator, which has none.
+
+On a GPU, ``cuda.shfl_xor_sync`` and friends are single instructions (``shfl.sync.*``) and this
+module does nothing.  The simulator runs every CUDA thread of a block as a Python thread and its
+``FakeCUDAModule`` has no warp functions, so a kernel that shuffles fails with
+``'FakeCUDAModule' object has no attribute 'shfl_xor_sync'``.  :func:`install` adds them.
+
+How one emulated shuffle works, for the 32 (or fewer, in a partial last warp) lanes of a warp:
+
+1. every lane writes the value it offers into the warp's mailbox slot ``lane``;
+2. the lanes wait for each other (a barrier per warp);
+3. every lane reads the slot of the lane it asked for;
+4. the lanes wait again, so that nobody overwrites a slot before everybody has read it.
+
+What it assumes, as real code must anyway: shuffles are called by every lane of the warp
+(warp-uniform control flow) with a mask naming all of them.  A partial mask raises
+``NotImplementedError`` instead of silently doing something the hardware would not.
+
+The barrier is a small condition-variable barrier, not ``threading.Barrier``: when a lane dies
+with an exception (an ``IndexError`` from an out-of-bounds access, say), the simulator sets an
+``abort`` flag on every thread of the block and raises in the launching thread.  Lanes parked in
+a ``threading.Barrier`` would never see that flag and would wait forever; these lanes poll it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from .target import SIMULATED
+
+WARP = 32
+FULL_MASK = 0xFFFFFFFF
+# A lane that waits this long for its warp-mates has met a shuffle inside divergent code (some
+# lanes returned or branched around it): say so instead of hanging the test run.
+STALL_SECONDS = 60.0
+
+_NAMES = ("shfl_sync", "shfl_xor_sync", "shfl_up_sync", "shfl_down_sync", "syncwarp")
+_install_lock = threading.Lock()
+_installed: tuple[str, ...] | None = None
+
+
+class WarpDivergenceError(RuntimeError):
+    """Lanes of one warp did not all reach the same emulated shuffle."""
+
+
+class _WarpBarrier:
+    """A reusable barrier for ``parties`` lanes that gives up when the simulator aborts."""
+
+    def __init__(self, parties: int):
+        self.parties = parties
+        self._arrived = 0
+        self._generation = 0
+        self._cond = threading.Condition()
+
+    def wait(self) -> None:
+        me = threading.current_thread()
+        with self._cond:
+            generation = self._generation
+            self._arrived += 1
+            if self._arrived == self.parties:
+                self._arrived = 0
+                self._generation += 1
+                self._cond.notify_all()
+                return
+            deadline = time.monotonic() + STALL_SECONDS
+            while generation == self._generation:
+                self._cond.wait(0.05)
+                if getattr(me, "abort", False):
+                    raise RuntimeError("simulator aborted the block while a lane waited in a shuffle")
+                if generation == self._generation and time.monotonic() > deadline:
+                    raise WarpDivergenceError(
+                        f"a lane waited {STALL_SECONDS:.0f} s for its warp in an emulated shuffle: "
+                        "not every lane of the warp reached it (divergent control flow?)"
+                    )
+
+
+class _Warp:
+    """Mailbox and barrier shared by the lanes of one warp of one simulated block."""
+
+    def __init__(self, lanes: int):
+        self.lanes = lanes
+        self.slots = [None] * lanes
+        self.barrier = _WarpBarrier(lanes)
+
+
+_registry_lock = threading.Lock()
+
+
+def _lane_and_warp() -> tuple[int, _Warp]:
+    """The calling simulator thread's lane and its warp's shared state."""
+    me = threading.current_thread()
+    manager = getattr(me, "_manager", None)
+    if manager is None:
+        raise RuntimeError("warp functions can only be called from inside a simulated kernel")
+    tid = me.thread_id  # linear thread index within the block, x fastest (as on hardware)
+    warp_id, lane = divmod(tid, WARP)
+    with _registry_lock:
+        # One BlockManager runs one block, so it is the natural owner of the block's warps.
+        warps = manager.__dict__.setdefault("_ropelab_warps", {})
+        warp = warps.get(warp_id)
+        if warp is None:
+            bx, by, bz = manager._block_dim
+            threads = bx * by * bz
+            warp = warps[warp_id] = _Warp(min(WARP, threads - warp_id * WARP))
+    return lane, warp
+
+
+def _check_mask(mask, warp: _Warp) -> None:
+    needed = (1 << warp.lanes) - 1
+    if (int(mask) & needed) != needed:
+        raise NotImplementedError(
+            f"the simulator's shuffle emulation needs every lane of the warp in the mask "
+            f"(0x{needed:08x}); got 0x{int(mask) & FULL_MASK:08x}"
+        )
+
+
+def _exchange(mask, value, source_of):
+    """Offer ``value``; return the value offered by lane ``source_of(lane, lanes)``."""
+    lane, warp = _lane_and_warp()
+    _check_mask(mask, warp)
+    warp.slots[lane] = value
+    warp.barrier.wait()
+    got = warp.slots[source_of(lane, warp.lanes)]
+    warp.barrier.wait()
+    return got
+
+
+def _in_range(src: int, lane: int, lanes: int) -> int:
+    # Hardware returns the caller's own value when the source lane is outside the warp.
+    return src if 0 <= src < lanes else lane
+
+
+def shfl_sync(self, mask, value, src_lane):
+    """``value`` from lane ``src_lane`` (taken modulo 32, as the hardware does)."""
+    return _exchange(mask, value, lambda lane, n: _in_range(int(src_lane) % WARP, lane, n))
+
+
+def shfl_xor_sync(self, mask, value, lane_mask):
+    """``value`` from lane ``lane ^ lane_mask``: the butterfly of a warp reduction."""
+    return _exchange(mask, value, lambda lane, n: _in_range(lane ^ int(lane_mask), lane, n))
+
+
+def shfl_up_sync(self, mask, value, delta):
+    """``value`` from lane ``lane - delta``; lanes below ``delta`` keep their own."""
+    return _exchange(mask, value, lambda lane, n: _in_range(lane - int(delta), lane, n))
+
+
+def shfl_down_sync(self, mask, value, delta):
+    """``value`` from lane ``lane + delta``; lanes past the end keep their own."""
+    return _exchange(mask, value, lambda lane, n: _in_range(lane + int(delta), lane, n))
+
+
+def syncwarp(self, mask=FULL_MASK):
+    """Wait for the other lanes of the warp."""
+    lane, warp = _lane_and_warp()
+    _check_mask(mask, warp)
+    warp.barrier.wait()
+
+
+def install() -> tuple[str, ...]:
+    """Attach the emulated warp functions to the simulator's fake ``cuda`` module.
+
+    Idempotent; does nothing on a GPU.  Functions the simulator already provides (a later
+    numba-cuda might) are left alone.  Returns the names this module supplied.
+    """
+    global _installed
+    if not SIMULATED:
+        return ()
+    with _install_lock:
+        if _installed is None:
+            from numba.cuda.simulator.kernelapi import FakeCUDAModule
+
+            mine = {name: globals()[name] for name in _NAMES}
+            added = []
+            for name, fn in mine.items():
+                if not hasattr(FakeCUDAModule, name):
+                    setattr(FakeCUDAModule, name, fn)
+                    added.append(name)
+            _installed = tuple(added)
+        return _installed
