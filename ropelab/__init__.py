@@ -6,8 +6,9 @@ none) before ``numba.cuda`` is imported; see :mod:`ropelab.target`.
 
 from .target import SIMULATED, TARGET, TargetError, describe, format_description  # noqa: I001  (must run first)
 
-from . import kernels, reference
+from . import kernels, reference, warp
 from .api import rope
+from .fused import fused_qknorm_rope
 from .problem import RopeInputError, RopeProblem
 
 __all__ = [
@@ -18,8 +19,11 @@ __all__ = [
     "TargetError",
     "describe",
     "format_description",
+    "fused_qknorm_rope",
     "kernels",
     "reference",
     "rope",
 ]
 __version__ = "0.1.0"
+
+warp.install()  # warp shuffles for the simulator (a no-op on a GPU); idempotent

@@ -140,3 +140,117 @@ from .scaling import (  # noqa: E402
     yarn_inv_freq,
     yarn_mscale,
 )
+
+
+# --------------------------------------------------------------------------------------------
+# Fused QK-RMSNorm + RoPE (SGLang's fused_qknorm_rope), float64
+# --------------------------------------------------------------------------------------------
+
+def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """RMSNorm over the last axis in float64: ``x / sqrt(mean(x**2) + eps) * weight``.
+
+    ``x`` is ``[..., head_dim]`` and ``weight`` is ``[head_dim]``; returns a new float64 array.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    weight = np.asarray(weight, dtype=np.float64)
+    if weight.shape != x.shape[-1:]:
+        raise ValueError(f"weight must have shape ({x.shape[-1]},), got {weight.shape}")
+    rms = np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + float(eps))
+    return x / rms * weight
+
+
+def yarn_blend_inv_freq(rotary_dim: int, base: float, factor: float, low: float,
+                        high: float) -> np.ndarray:
+    """YaRN frequencies in SGLang's ``fused_qknorm_rope`` parameterization, float64.
+
+    ``low`` and ``high`` bound a linear ramp over the pair index ``i``:
+    ``ramp = clip((i - low) / (high - low), 0, 1)``; pair ``i`` gets
+    ``f_i * (1 - ramp) + (f_i / factor) * ramp`` with ``f_i = base ** (-2i / rotary_dim)``, so
+    fast pairs (below ``low``) keep their frequency and slow ones (above ``high``) are
+    interpolated by ``factor``.  When ``|high - low| <= 1e-6``, ``high`` moves up by 0.001 to
+    avoid 0/0 (as SGLang does).  ``factor == 1`` leaves the frequencies alone.
+    """
+    f = inv_freq(rotary_dim, base)
+    if factor == 1.0:
+        return f
+    if abs(low - high) <= 1e-6:
+        high = high + 0.001
+    i = np.arange(rotary_dim // 2, dtype=np.float64)
+    ramp = np.clip((i - low) / (high - low), 0.0, 1.0)
+    return f * (1.0 - ramp) + (f / factor) * ramp
+
+
+def _yarn_fields(yarn) -> tuple[float, float, float, float]:
+    """(factor, low, high, attention_factor) from a mapping or an object with those names."""
+    get = yarn.get if isinstance(yarn, dict) else (lambda k, d=None: getattr(yarn, k, d))
+    return (float(get("factor")), float(get("low")), float(get("high")),
+            float(get("attention_factor", 1.0)))
+
+
+def fused_qknorm_rope(
+    qkv: np.ndarray,
+    *,
+    num_heads_q: int,
+    num_heads_k: int,
+    num_heads_v: int,
+    head_dim: int,
+    q_weight: np.ndarray,
+    k_weight: np.ndarray,
+    positions: np.ndarray,
+    eps: float = 1e-6,
+    base: float = DEFAULT_BASE,
+    rotary_dim: int | None = None,
+    interleave: bool = True,
+    yarn=None,
+) -> np.ndarray:
+    """QK-RMSNorm then RoPE on a packed ``qkv`` buffer, in float64; returns a new array.
+
+    ``qkv`` is ``[tokens, (num_heads_q + num_heads_k + num_heads_v) * head_dim]``, each row laid
+    out ``[Q heads | K heads | V heads]`` (bfloat16 bits must be decoded first, e.g. with
+    :func:`ropelab.bf16.to_float32`).  Every Q head is RMS-normalized with ``q_weight`` and every K
+    head with ``k_weight`` (both ``[head_dim]``), then its first ``rotary_dim`` dims rotate by
+    ``positions[token] * freq`` (interleaved or half-split pairs); the rotated dims are also
+    multiplied by the YaRN ``attention_factor``.  V heads are copied unchanged.
+
+    ``yarn`` is None or a mapping/object with ``factor``, ``low``, ``high`` and optionally
+    ``attention_factor`` (see :func:`yarn_blend_inv_freq`).
+
+    The rotation is written with complex numbers, independently of :func:`rope`, so that a test
+    can check this function against ``rms_norm`` followed by ``rope``.
+    """
+    x = np.asarray(qkv, dtype=np.float64)
+    tokens = x.shape[0]
+    heads = num_heads_q + num_heads_k + num_heads_v
+    if x.ndim != 2 or x.shape[1] != heads * head_dim:
+        raise ValueError(f"qkv must be [tokens, {heads * head_dim}], got shape {x.shape}")
+    rotary_dim = head_dim if rotary_dim is None else int(rotary_dim)
+    if rotary_dim % 2 or not 0 < rotary_dim <= head_dim:
+        raise ValueError(f"rotary_dim must be even and in (0, {head_dim}], got {rotary_dim}")
+    positions = np.asarray(positions, dtype=np.float64)
+    if positions.shape != (tokens,):
+        raise ValueError(f"positions must have shape ({tokens},), got {positions.shape}")
+    if yarn is None:
+        freqs, att = inv_freq(rotary_dim, base), 1.0
+    else:
+        factor, low, high, att = _yarn_fields(yarn)
+        freqs = yarn_blend_inv_freq(rotary_dim, base, factor, low, high)
+
+    out = x.copy().reshape(tokens, heads, head_dim)
+    nqk = num_heads_q + num_heads_k
+    weights = np.concatenate([np.broadcast_to(np.asarray(q_weight, np.float64), (num_heads_q, head_dim)),
+                              np.broadcast_to(np.asarray(k_weight, np.float64), (num_heads_k, head_dim))])
+    qk = out[:, :nqk, :]
+    qk = qk / np.sqrt((qk**2).mean(axis=-1, keepdims=True) + float(eps)) * weights[None]
+
+    half = rotary_dim // 2
+    if interleave:
+        z = qk[..., 0:rotary_dim:2] + 1j * qk[..., 1:rotary_dim:2]
+    else:
+        z = qk[..., :half] + 1j * qk[..., half:rotary_dim]
+    z = z * (att * np.exp(1j * positions[:, None, None] * freqs[None, None, :]))
+    if interleave:
+        qk[..., 0:rotary_dim:2], qk[..., 1:rotary_dim:2] = z.real, z.imag
+    else:
+        qk[..., :half], qk[..., half:rotary_dim] = z.real, z.imag
+    out[:, :nqk, :] = qk
+    return out.reshape(x.shape)

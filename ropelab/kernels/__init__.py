@@ -19,6 +19,12 @@ from . import block2d, flat, freq_table, pack4, pack4_scalar, pair_sincos
 
 VARIANTS = {m.NAME: m for m in (flat, block2d, pack4, pack4_scalar, freq_table, pair_sincos)}
 
+# A different operation from plain RoPE (QK-RMSNorm + RoPE in place on packed qkv), with its own
+# launcher signature: kept apart so that code looping over VARIANTS never calls it.
+from . import fused_qknorm_rope  # noqa: E402
+
+FUSED = {fused_qknorm_rope.NAME: fused_qknorm_rope}
+
 
 def get(name: str):
     try:
