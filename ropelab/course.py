@@ -116,8 +116,10 @@ class ThreadMap:
         return np.where(self.block >= 0, g, -1)
 
     def summary(self) -> str:
+        blocks = self.grid[0] * self.grid[1]
         return (f"{self.variant}: {self.tokens} tokens x {self.row} floats, grid {self.grid[0]}"
-                f"{'' if self.grid[1] == 1 else ' x ' + str(self.grid[1])} blocks of "
+                f"{'' if self.grid[1] == 1 else ' x ' + str(self.grid[1])} "
+                f"block{'' if blocks == 1 else 's'} of "
                 f"{self.block_dim[0]}{'' if self.block_dim[1] == 1 else ' x ' + str(self.block_dim[1])}"
                 f" threads: {self.launched} launched, {self.busy} busy, "
                 f"{self.elements_per_thread:g} floats per busy thread")
@@ -131,49 +133,62 @@ def _normalize_dims(value) -> tuple[int, int]:
 
 
 def _trace_here(variant: str, tokens: int, hidden: int, threads_per_block: int | None,
-                heads: int) -> dict:
+                heads: int, layout: dict, options: dict) -> dict:
     if not SIMULATED:
         raise RuntimeError("tracing needs the simulator in this process")
     module = kernels.get(variant)
     head_dim = hidden // heads
-    problem = RopeProblem(tokens, heads, head_dim, head_dim)
+    rotary_dim = layout.get("rotary_dim") or head_dim
+    problem = RopeProblem(tokens, heads, head_dim, rotary_dim,
+                          interleave=layout.get("interleave", True))
     n = problem.elements
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal(n).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
     who = np.full((n, 4), -1, dtype=np.int64)
-    x_arr = _WatchedArray(x, None, None)
-    out_arr = _WatchedArray(np.zeros(n, np.float32), who, None)
-    positions = _WatchedArray(np.arange(tokens, dtype=np.int32), None, None)
-    kwargs = {"threads_per_block": threads_per_block}
-    prepare = getattr(module, "prepare", None)
-    if prepare is not None:
-        kwargs["state"] = prepare(problem)
-    module.launch(problem, x_arr, out_arr, positions, **kwargs)
-    grid, block_dim = module.launch_config(problem, threads_per_block)
+    out = _WatchedArray(np.zeros(n, np.float32), who, None)
+    dims = {}
+
+    class _Positions(_WatchedArray):
+        def __getitem__(self, i):
+            # Any thread reads a position: note the launch shape the simulator is running.
+            manager = threading.current_thread()._manager
+            dims.setdefault("grid", manager._grid_dim)
+            dims.setdefault("block", manager._block_dim)
+            return self.data[i]
+
+    positions = _Positions(np.arange(tokens, dtype=np.int32), None, None)
+    kernels.launch_variant(module, problem, _WatchedArray(x, None, None), out, positions,
+                           threads_per_block=threads_per_block, **options)
+    if not dims:  # a kernel that reads no position: fall back to what the launcher says
+        grid, block = module.launch_config(problem, threads_per_block)
+        dims = {"grid": _normalize_dims(grid), "block": _normalize_dims(block)}
     return {
         "variant": variant, "tokens": tokens, "row": problem.row,
-        "grid": list(_normalize_dims(grid)), "block_dim": list(_normalize_dims(block_dim)),
+        "grid": list(_normalize_dims(tuple(dims["grid"]))),
+        "block_dim": list(_normalize_dims(tuple(dims["block"]))),
         "block": who[:, 0].tolist(), "thread": who[:, 2].tolist(),
     }
 
 
 def trace_threads(variant: str, tokens: int, hidden: int, *, threads_per_block: int | None = None,
-                  heads: int = 1) -> ThreadMap:
+                  heads: int = 1, interleave: bool = True, rotary_dim: int | None = None,
+                  **options) -> ThreadMap:
     """Run ``variant`` on a ``[tokens, hidden]`` input and record the writer of every element.
 
     Keep the shape small (a few hundred threads): the simulator runs one Python thread per
-    CUDA thread.  ``hidden`` is split into ``heads`` heads of ``hidden // heads`` floats.
+    CUDA thread.  ``hidden`` is split into ``heads`` heads of ``hidden // heads`` floats;
+    ``options`` go to the variant's ``prepare`` (e.g. ``cache=True`` for ``freq_table``).
     """
+    layout = {"interleave": bool(interleave), "rotary_dim": rotary_dim}
+    call = [variant, tokens, hidden, threads_per_block, heads, layout, options]
     if SIMULATED:
-        raw = _trace_here(variant, tokens, hidden, threads_per_block, heads)
+        raw = _trace_here(*call)
     else:
-        args = json.dumps([variant, tokens, hidden, threads_per_block, heads])
         env = dict(os.environ, ROPELAB_TARGET="simulator", ROPELAB_QUIET="1")
         env.pop("NUMBA_ENABLE_CUDASIM", None)
         code = ("import json, sys; from ropelab import course; "
                 "print(json.dumps(course._trace_here(*json.loads(sys.argv[1]))))")
-        done = subprocess.run([sys.executable, "-c", code, args], env=env, capture_output=True,
-                              text=True, check=False)
+        done = subprocess.run([sys.executable, "-c", code, json.dumps(call)], env=env,
+                              capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"thread trace failed in the simulator child:\n{done.stderr}")
         raw = json.loads(done.stdout.strip().splitlines()[-1])
@@ -269,3 +284,66 @@ def source(obj) -> str:
 def show_source(obj) -> None:
     """Print :func:`source` of ``obj``; notebooks use it so kernels are never pasted."""
     print(source(obj).rstrip("\n"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Recorded GPU data and live measurements
+# ---------------------------------------------------------------------------------------------
+
+
+def recorded(kind: str):
+    """The newest record of ``kind`` under ``data/`` (see :mod:`ropelab.records`), or None.
+
+    None is printed as a TODO line: the notebooks are meant to ship with recorded data, and a
+    missing record means the GPU run has not been committed yet.
+    """
+    from . import records
+
+    try:
+        return records.load(kind)
+    except FileNotFoundError:
+        print(f"TODO(GPU data): no recorded {kind!r} run under data/{kind}/ yet; "
+              f"the chart appears once the GPU run is committed")
+        return None
+
+
+def provenance(record) -> str:
+    """One line saying where and how a record was measured."""
+    m = record["meta"]
+    return (f"recorded {m['date'][:10]} on {m['gpu']} (driver {m['driver']}), "
+            f"numba-cuda {m['numba_cuda']}")
+
+
+def bench_table(record, variants, shapes=None) -> str:
+    """Median time and share of the copy roof of ``variants`` (in that order) per shape.
+
+    Numbers come from the record file, so the text is the same on every machine.
+    """
+    rows = [r for r in record["rows"] if r["variant"] in variants
+            and (shapes is None or r["shape"] in shapes) and r.get("dtype", "float32") == "float32"]
+    rows.sort(key=lambda r: (r["bytes_moved"], r["shape"], list(variants).index(r["variant"])))
+    head = f"{'shape':<12} {'MB moved':>8}  {'variant':<16} {'median us':>10} {'of copy':>8}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        frac = "" if r.get("frac_of_copy") is None else f"{100 * r['frac_of_copy']:.0f}%"
+        lines.append(f"{r['shape']:<12} {r['bytes_moved'] / 1e6:>8.0f}  {r['variant']:<16} "
+                     f"{r['median_us']:>10.1f} {frac:>8}")
+    return "\n".join(lines)
+
+
+def live_bench(variants, shapes=((4096, 1024), (32768, 4096)), repeats: int = 20) -> str:
+    """Time ``variants`` (and a device copy) now, on this machine's GPU, with ropelab.bench.
+
+    On the simulator this returns a sentence instead: a simulated kernel has no meaningful
+    time.  Notebooks print the result in a cell whose output nbval ignores.
+    """
+    if SIMULATED:
+        return ("no GPU in this process: nothing is timed live (the simulator's times would "
+                "describe Python threads); the chart above is the recorded GPU run")
+    from . import bench
+
+    timer = bench.Timer(repeats=repeats)
+    entries = bench.plan(list(variants), baselines=False)
+    result = bench.sweep([bench.plain_shape(t, h) for t, h in shapes], entries, timer=timer,
+                         progress=False)
+    return bench.format_rows(result.rows)

@@ -1,0 +1,237 @@
+# %% [markdown]
+# # 01 — The flat kernel: one thread per pair, div/mod indexing
+#
+# The first kernel is the most direct translation of the formula: launch one CUDA thread for
+# every pair of every token, in one long 1-D grid, and let each thread work out *which* token
+# and pair it owns with an integer division and a remainder.  It is the seed's first CUDA
+# kernel, ported to Numba, with two changes: a bounds guard, and positions read from an array.
+#
+# In this notebook: the idea, the kernel source, the thread map, correctness against the
+# float64 reference, an instruction census that shows what the division costs, and the time
+# it takes on an H200.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import os
+
+os.environ["ROPELAB_QUIET"] = "1"  # no target notice on stderr; it is printed below instead
+
+import inspect
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import ropelab
+from ropelab import charts, course, ptx, reference
+from ropelab.problem import RopeProblem
+
+print(ropelab.format_description())
+
+# %% [markdown]
+# ## The idea
+#
+# A `[tokens, hidden]` float32 array holds `tokens * hidden / 2` pairs, stored one after the
+# other in row-major order.  Number them `0, 1, 2, ...` and give pair number `idx` to global
+# thread number `idx`:
+#
+# ```
+# idx   = blockIdx.x * blockDim.x + threadIdx.x     # cuda.grid(1)
+# token = idx // n_pairs                            # which row
+# pair  = idx %  n_pairs                            # which pair inside the row
+# ```
+#
+# Then the thread computes that pair's frequency `base ** (-2 pair / hidden)`, the angle
+# `position[token] * frequency`, a cosine and a sine, and rotates its two floats.  Blocks have
+# 256 threads, and there are as many blocks as it takes to cover every pair.
+#
+# ## The kernel
+#
+# This is the code that runs, printed from `ropelab` (the course never pastes a kernel):
+
+# %%
+print(inspect.getsource(ropelab.kernels.flat.KERNEL))
+
+# %% [markdown]
+# Two details carry the whole course:
+#
+# * **`float32(...)` around every operand.**  In Numba, a bare literal such as `2.0`, or an
+#   integer divided by an integer, is a float64.  One float64 operand turns the whole
+#   expression into float64 arithmetic, which an H200 runs at a fraction of its float32 rate.
+#   The census below checks that the fast-math build contains no float64 instruction at all.
+# * **`if idx < total_pairs`.**  The grid is rounded up to whole blocks, so the last block
+#   usually has threads with no pair.  The seed kernel has no such guard and reads and writes
+#   past the end of both arrays whenever the pair count is not a multiple of 256.
+#
+# The launcher sets the grid and converts the scalars to the types the kernel expects:
+
+# %%
+print(inspect.getsource(ropelab.kernels.flat.launch_config))
+print(inspect.getsource(ropelab.kernels.flat.launch))
+
+# %% [markdown]
+# ## The thread map
+#
+# Which thread writes which float?  `course.trace_threads` runs the real kernel on the
+# simulator with arrays that record the `(blockIdx, threadIdx)` of every write.  With 3 tokens
+# of 20 floats and, for the picture, blocks of 8 threads:
+
+# %%
+tmap = course.trace_threads("flat", tokens=3, hidden=20, threads_per_block=8)
+print(tmap.summary())
+course.plot_thread_map(tmap, label="global")
+plt.show()
+
+# %% [markdown]
+# Each colour is a block, each number the global thread index.  Pairs are handed out in
+# memory order, so consecutive threads touch consecutive floats: loads and stores of a warp
+# coalesce into a few wide memory transactions.  Blocks ignore row boundaries (block 1 holds
+# the end of token 0 and the start of token 1), which is why every thread has to divide.
+# The last block launched 8 threads for 6 pairs: two threads fail the guard and do nothing.
+#
+# At a real size the waste is small, and the grid is large:
+
+# %%
+for tokens, hidden in [(7, 130), (4096, 1024), (32768, 4096)]:
+    problem = RopeProblem(tokens, 1, hidden, hidden)
+    blocks, threads = ropelab.kernels.flat.launch_config(problem)
+    idle = blocks * threads - tokens * hidden // 2
+    print(f"{tokens:>6} x {hidden:<5} -> {blocks:>7} blocks of {threads} threads, {idle:>3} idle")
+
+# %% [markdown]
+# ## Correctness
+#
+# The kernel is checked against the float64 reference on shapes that fill no block evenly,
+# with random positions up to 4095, with fast-math (what ships) and without.  Each line states
+# the tolerance of `ropelab.tolerance.rope_atol` for that input and the verdict; the raw error
+# is shown in the next cell, unchecked, because the simulator computes sines in float64 and a
+# GPU in float32.
+
+# %%
+rng = np.random.default_rng(1)
+results = []
+for tokens, hidden in [(1, 2), (7, 130), (3, 2048)]:
+    x = rng.standard_normal((tokens, hidden)).astype(np.float32)
+    pos = rng.integers(0, 4096, tokens).astype(np.int32)
+    for fastmath in (True, False):
+        y = ropelab.rope(x, variant="flat", positions=pos, fastmath=fastmath)
+        name = "flat" if fastmath else "flat:exact"
+        results.append(course.check(name, x, y, pos, fastmath=fastmath))
+        print(results[-1].line)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+for r in results:
+    print(f"{r.name:<10} {'x'.join(map(str, r.shape)):<8} max|error| {r.max_error:.2e} ({ropelab.TARGET})")
+
+# %% [markdown]
+# ## Census: what the division costs
+#
+# `ropelab.ptx.census()` compiles every kernel to PTX for the H200 (compute capability 9.0),
+# in a child process that needs no GPU, and counts instructions by kind.  PTX is the compiler's
+# virtual instruction set, one step above the GPU's machine code (SASS), and its counts are
+# deterministic for the pinned compiler versions, so this cell's output is checked.
+
+# %%
+census = ptx.census()
+flat_fast = ptx.row(census, "flat", fastmath=True)
+flat_exact = ptx.row(census, "flat", fastmath=False)
+for label, r in (("fast-math (shipped)", flat_fast), ("precise", flat_exact)):
+    print(f"{label:<20} instructions {r['instructions']:>4}, integer div/rem {r['int_divrem']}"
+          f" {r['int_divrem_ops']}, float64 {r['f64']}, special functions {r['sfu'] or '-'}")
+print("global loads by width :", flat_fast["ld_global"], " stores:", flat_fast["st_global"])
+
+# %% [markdown]
+# Read the first line from left to right:
+#
+# * **Integer division.**  `idx // n_pairs` and `idx % n_pairs` on 64-bit integers become
+#   four instructions: a 64-bit divide and remainder, and the 32-bit versions that the
+#   compiler adds as a fast path for when both operands fit in 32 bits.  None of them is a
+#   hardware instruction: a GPU has no integer divider, and each one expands into a sequence
+#   of about twenty instructions (the 64-bit one into a longer subroutine).  Notebook 02
+#   removes them.
+# * **Special functions.**  With fast-math, `math.pow` becomes `lg2` and `ex2`, and `math.sin`
+#   and `math.cos` become `sin.approx` and `cos.approx`: four calls to the special function
+#   unit per pair.  Notebooks 04 and 05 remove most of them.
+# * **No float64** in the fast-math build: the `float32(...)` wrapping worked.
+# * The precise build is four times longer: libdevice's accurate `sinf`/`cosf` with their
+#   slow path for large angles (the float64 there is its range reduction, not our arithmetic).
+#
+# Loads: three 32-bit loads (the two floats and the position) and two 32-bit stores per
+# thread.  The arithmetic is a few dozen instructions for 12 bytes of traffic, and an H200
+# executes instructions much faster than its memory delivers bytes.  Whether the division
+# matters is therefore a question for the clock, not for the census.
+#
+# ## Timing on an H200
+#
+# Every time in this course comes from `python -m ropelab bench` on a GPU, recorded under
+# `data/bench/` with the GPU, driver and versions.  Each call is timed with CUDA events
+# after a fill kernel has evicted the 60 MB L2 cache, so the kernel reads from memory as it
+# would inside a model (notebook 07 explains why that matters).  The device-to-device copy of
+# the same bytes, timed the same way, is the roof: RoPE reads and writes every float once, so
+# it cannot be faster than a copy.
+
+# %%
+bench = course.recorded("bench")
+if bench is not None:
+    print(course.provenance(bench))
+    print(course.bench_table(bench, ["copy_d2d", "flat"]))
+
+# %%
+if bench is not None:
+    charts.time_chart(bench, variants=["copy_d2d", "flat"])
+    plt.show()
+
+# %% [markdown]
+# On a GPU, this cell measures the kernel live with the same method (the output differs from
+# machine to machine and is not checked):
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+print(course.live_bench(["flat"]))
+
+# %% [markdown]
+# ## Takeaways
+#
+# * One thread per pair in memory order gives coalesced loads and stores with almost no
+#   thought, at the price of an integer division and a remainder per thread.
+# * Guard the tail: a grid is a whole number of blocks, the data rarely is.
+# * Keep float32 math float32 in Numba: wrap literals and integer operands in `float32()`,
+#   and let the census confirm there is no float64 left.
+# * The census counts what the compiler emitted; only a recorded GPU run says what it costs.
+#
+# ## Exercises
+#
+# **1.** How many blocks does `flat` launch for 4096 tokens of 4096 floats with its default
+# 256 threads per block?
+
+# %%
+answer_1 = 4096 * (4096 // 2) // 256  # your answer here
+
+# %%
+assert answer_1 == ropelab.kernels.flat.launch_config(RopeProblem(4096, 1, 4096, 4096))[0]
+print("exercise 1: correct,", answer_1, "blocks")
+
+# %% [markdown]
+# **2.** With `hidden = 130` (65 pairs per token), which token and which pair does global
+# thread 1000 rotate?  Give `(token, pair)`.
+
+# %%
+answer_2 = divmod(1000, 65)  # your answer here
+
+# %%
+trace = course.trace_threads("flat", tokens=16, hidden=130)
+rows, cols = np.nonzero(trace.global_thread() == 1000)
+assert answer_2 == (rows[0], cols[0] // 2)
+print("exercise 2: correct, token", answer_2[0], "pair", answer_2[1])
+
+# %% [markdown]
+# **3.** The seed kernel has no bounds guard.  For 7 tokens of 130 floats and 256 threads per
+# block, how many threads of its last block would read past the end of `x`?
+
+# %%
+answer_3 = 2 * 256 - 7 * 65  # your answer here
+
+# %%
+trace = course.trace_threads("flat", tokens=7, hidden=130)
+assert answer_3 == trace.launched - trace.busy
+print("exercise 3: correct,", answer_3, "threads would run off the end")
