@@ -1,0 +1,170 @@
+"""Benchmark arithmetic on synthetic timings, and the sweep's plumbing with a fake timer.
+
+No test here times anything: under the simulator the bench must refuse, and speed is never
+asserted.  The sweep runs real launchers on a tiny shape (the simulator executes them) with a
+timer that returns made-up samples, so the row math can be checked exactly.
+"""
+
+import numpy as np
+import pytest
+
+from ropelab import bench, kernels
+
+
+def test_quantiles_interpolate_linearly():
+    med, p20, p80 = bench.quantiles([10, 1, 9, 2, 8, 3, 7, 4, 6, 5])
+    # sorted 1..10: rank q*(n-1) -> 20%: 1.8 -> 2.8, 50%: 4.5 -> 5.5, 80%: 7.2 -> 8.2
+    assert (med, p20, p80) == pytest.approx((5.5, 2.8, 8.2))
+
+
+@pytest.mark.parametrize("bad", [[], [1.0, -1.0], [float("nan"), 2.0], [0.0]])
+def test_quantiles_refuse_impossible_samples(bad):
+    # -1.0 is what the simulator's event_elapsed_time returns: it must never become a time.
+    with pytest.raises(ValueError):
+        bench.quantiles(bad)
+
+
+def test_gbps_is_decimal_bytes_per_second():
+    assert bench.gbps(2_000_000_000, 1000.0) == pytest.approx(2000.0)
+    assert bench.gbps(4096 * 512 * 8, 8.0) == pytest.approx(4096 * 512 * 8 / 8e-6 / 1e9)
+    with pytest.raises(ValueError):
+        bench.gbps(1, 0.0)
+
+
+def test_summarize_relates_rows_to_the_copy_roof():
+    rng = np.random.default_rng(1)
+    samples = list(100.0 + rng.random(51))
+    s = bench.summarize(samples, bytes_moved=400_000_000, copy_gbps=5000.0)
+    med = float(np.median(samples))
+    assert s["median_us"] == pytest.approx(med, abs=1e-3)
+    assert s["p20_us"] <= s["median_us"] <= s["p80_us"]
+    assert s["gbps"] == pytest.approx(400_000_000 / (med * 1e-6) / 1e9, abs=0.01)
+    assert s["frac_of_copy"] == pytest.approx(s["gbps"] / 5000.0, abs=1e-4)
+    assert s["repeats"] == 51
+    assert bench.summarize([1.0], 1000)["frac_of_copy"] is None
+
+
+def test_repeats_shrink_for_slow_calls_only():
+    assert bench.repeats_for(50e-6, 50) == 50
+    assert bench.repeats_for(0.1, 50, budget_s=2.0) == 20
+    assert bench.repeats_for(5.0, 50) == bench.MIN_REPEATS
+
+
+def test_byte_counts():
+    assert bench.rope_bytes(4096, 512) == 2 * 4096 * 512 * 4 + 4096 * 4
+    assert bench.qk_bytes(4096, 24, 24, 128, 2) == 2 * 4096 * 48 * 128 * 2
+    assert bench.flush_bytes(60 * 2**20) == 512 * 2**20
+    assert bench.flush_bytes(200 * 2**20) == 800 * 2**20
+    assert bench.per_launch_us(0.05, 2000) == pytest.approx(25.0)
+
+
+def test_the_sweep_covers_seed_gigabyte_and_production_shapes():
+    shapes = bench.shapes_for(["all"])
+    plain = [(s.tokens, s.hidden) for s in shapes if not s.fused]
+    assert set(bench.SEED_SHAPES) <= set(plain)
+    assert any(s.bytes_moved >= 1e9 for s in shapes)
+    fused = {s.label for s in shapes if s.fused}
+    assert {"flux_1024", "qwen_image_1024"} <= fused
+    with pytest.raises(ValueError):
+        bench.shapes_for(["huge"])
+
+
+def test_rows_have_the_record_columns_in_order():
+    shape = bench.plain_shape(4096, 512)
+    row = bench.make_row("flat", "numba", shape, True, bench.summarize([8.0, 9.0], shape.bytes_moved, 2000.0))
+    assert tuple(row) == bench.COLUMNS
+    assert row["shape"] == "4096x512" and row["hidden"] == 512 and row["heads_q"] is None
+
+
+def test_timer_refuses_on_the_simulator():
+    with pytest.raises(bench.BenchError, match="simulator"):
+        bench.Timer()
+    with pytest.raises(bench.BenchError, match="simulator"):
+        bench.launch_overhead()
+
+
+def test_method_text_names_the_protocol():
+    text = bench.method_text(60 * 2**20, 512 * 2**20, 5, 50)
+    for word in ("CUDA events", "512 MiB", "60 MiB", "warm-up", "median", "copy"):
+        assert word in text
+
+
+class FakeTimer:
+    """Runs each launcher once (on the simulator) and returns made-up samples."""
+
+    def __init__(self, table):
+        self.table = table  # launcher name -> samples
+        self.calls = []
+
+    def time(self, launch):
+        launch()
+        name = getattr(launch, "__self__", None)
+        key = "copy" if name is not None else "kernel"
+        self.calls.append(key)
+        return self.table[key]
+
+
+def test_sweep_times_every_variant_against_the_same_copy():
+    shape = bench.Shape("tiny", 3, hidden=10)  # 15 pairs: no block size divides it
+    timer = FakeTimer({"copy": [2.0, 2.0, 2.0], "kernel": [4.0, 5.0, 6.0]})
+    entries = [bench._copy_entry()] + bench._variant_entries()
+    result = bench.sweep([shape], entries, timer=timer, progress=False)
+    assert not result.skipped, result.skipped
+    names = [r["variant"] for r in result.rows]
+    assert names == ["copy_d2d"] + list(kernels.VARIANTS)
+    copy = result.rows[0]
+    assert copy["frac_of_copy"] == pytest.approx(1.0)
+    for r in result.rows[1:]:
+        assert r["median_us"] == 5.0
+        assert r["frac_of_copy"] == pytest.approx(0.4, abs=1e-3)
+        assert r["copy_gbps"] == copy["gbps"]
+    assert timer.calls[0] == "copy"
+
+
+def test_sweep_launchers_compute_rope_on_premade_device_arrays():
+    from ropelab import reference
+
+    shape = bench.Shape("tiny", 3, hidden=10)
+    buf = bench.Buffers(shape)
+    want = reference.rope(buf.x.copy_to_host().reshape(3, 10), np.arange(3))
+    for entry in bench._variant_entries():
+        buf.out.copy_to_device(np.zeros(30, np.float32))
+        entry.make(buf)()
+        got = buf.out.copy_to_host().reshape(3, 10)
+        assert np.abs(got - want).max() < 1e-5, entry.name
+
+
+def test_sweep_reports_skips_instead_of_hiding_them():
+    shape = bench.Shape("tiny", 3, hidden=10)
+    timer = FakeTimer({"copy": [2.0], "kernel": [4.0]})
+
+    def broken(buf):
+        raise RuntimeError("no such feature")
+
+    entries = [bench._copy_entry(), bench.Entry("broken", "numba", broken)]
+    result = bench.sweep([shape], entries, timer=timer, progress=False)
+    assert [r["variant"] for r in result.rows] == ["copy_d2d"]
+    assert result.skipped == [("broken", "tiny", "RuntimeError: no such feature")]
+    spent = bench.sweep([shape], entries, timer=timer, progress=False, budget_s=-1)
+    assert spent.rows == [] and all(s[2] == "time budget spent" for s in spent.skipped)
+
+
+def test_plan_lists_copy_variants_and_only_importable_baselines():
+    from ropelab import baselines
+
+    names = [e.name for e in bench.plan(baselines=True)]
+    assert names[0] == "copy_d2d"
+    assert set(kernels.VARIANTS) <= set(names)
+    have = baselines.available()
+    assert ("cuda_flat" in names) == bool(have["cupy"])
+    assert ("torch_compile" in names) == bool(have["torch"])
+    groups = [e.group for e in bench.plan(baselines=True)]
+    assert groups == sorted(groups)
+
+
+def test_format_rows_prints_one_line_per_row():
+    shape = bench.plain_shape(4096, 512)
+    rows = [bench.make_row(n, "numba", shape, True, bench.summarize([8.0], shape.bytes_moved, 2000.0))
+            for n in ("flat", "block2d")]
+    text = bench.format_rows(rows)
+    assert len(text.splitlines()) == 4 and "4096x512" in text
