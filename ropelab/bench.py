@@ -152,6 +152,8 @@ class Shape:
     heads_k: int | None = None
     head_dim: int | None = None
     dtype: str = "float32"
+    heads_v: int | None = None  # fused: V heads sit in qkv but are not touched
+    rotary_dim: int | None = None
 
     @property
     def fused(self) -> bool:
@@ -196,9 +198,20 @@ def shapes_for(groups) -> list[Shape]:
     if "big" in groups:
         out += [plain_shape(t, h) for t, h in BIG_SHAPES]
     if "production" in groups:
-        out += [Shape(label, t, heads_q=hq, heads_k=hk, head_dim=d, dtype=dt)
-                for label, t, hq, hk, d in PRODUCTION_SHAPES for dt in FUSED_DTYPES]
+        out += [Shape(label, t, heads_q=hq, heads_k=hk, head_dim=d, dtype=dt, heads_v=hv,
+                      rotary_dim=rd)
+                for label, t, hq, hk, hv, d, rd in _production() for dt in FUSED_DTYPES]
     return out
+
+
+def _production():
+    """(label, tokens, hq, hk, hv, head_dim, rotary_dim): ropelab.shapes when present."""
+    try:
+        from .shapes import PRODUCTION_SHAPES as named
+    except ImportError:
+        return [(label, t, hq, hk, hk, d, d) for label, t, hq, hk, d in PRODUCTION_SHAPES]
+    return [(s.name, s.tokens, s.heads_q, s.heads_k, s.heads_v, s.head_dim, s.rotary_dim)
+            for s in named.values()]
 
 
 def make_row(name: str, family: str, shape: Shape, fastmath, timing: dict) -> dict:
@@ -357,11 +370,11 @@ def _variant_maker(module, fastmath):
 
 
 def _fused_entries(names=None) -> list[Entry]:
-    """Fused kernels registered in ``kernels.FUSED`` that expose the bench hook.
+    """Fused kernels registered in ``kernels.FUSED``.
 
-    Hook: ``bench_launcher(tokens, heads_q, heads_k, head_dim, dtype) -> launch()``; the module
-    allocates its own Q, K, weights and positions.  It may raise ValueError/NotImplementedError
-    for a dtype it lacks: that row is skipped.
+    A module may provide ``bench_launcher(shape) -> launch()``; otherwise the launcher is built
+    here for the ``launch(problem, qkv, q_weight, k_weight, positions, inv_freq)`` signature of
+    ``fused_qknorm_rope``, with inputs from :func:`ropelab.fused.random_inputs`.
     """
     from . import kernels
 
@@ -371,17 +384,33 @@ def _fused_entries(names=None) -> list[Entry]:
         if names and name not in names:
             continue
         hook = getattr(module, "bench_launcher", None)
-        if hook is None:
-            continue
 
-        def make(buf: Buffers, hook=hook):
-            s = buf.shape
-            if not s.fused:
+        def make(buf: Buffers, module=module, hook=hook):
+            if not buf.shape.fused:
                 return None
-            return hook(s.tokens, s.heads_q, s.heads_k, s.head_dim, s.dtype)
+            return hook(buf.shape) if hook is not None else _fused_launcher(module, buf.shape)
 
         entries.append(Entry(name, "numba_fused", make, fastmath=True, fused=True))
     return entries
+
+
+def _fused_launcher(module, shape: Shape):
+    from . import fused
+    from .arrays import inspect_array
+
+    fused._install_warp_emulation()  # a no-op on a GPU
+    heads = (shape.heads_q, shape.heads_k, shape.heads_v or 0)
+    qkv, wq, wk, pos = fused.random_inputs(np.random.default_rng(0), shape.tokens, heads,
+                                           shape.head_dim, shape.dtype)
+    qkv_dev = cuda.to_device(qkv)
+    problem = fused.build_problem(inspect_array(qkv_dev, "qkv"), num_heads_q=heads[0],
+                                  num_heads_k=heads[1], num_heads_v=heads[2],
+                                  head_dim=shape.head_dim, rotary_dim=shape.rotary_dim)
+    small = [cuda.to_device(a) for a in (wq, wk, pos)]
+    freq = cuda.to_device(problem.inv_freq_f32())
+    flat = qkv_dev.reshape(-1)
+    # In place, so every repeat re-normalizes the previous output: values stay O(weight).
+    return lambda: module.launch(problem, flat, *small, freq)
 
 
 def _copy_entry() -> Entry:

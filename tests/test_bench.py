@@ -168,3 +168,18 @@ def test_format_rows_prints_one_line_per_row():
             for n in ("flat", "block2d")]
     text = bench.format_rows(rows)
     assert len(text.splitlines()) == 4 and "4096x512" in text
+
+
+def test_fused_entry_runs_the_fused_kernel_on_a_tiny_qkv():
+    if not getattr(kernels, "FUSED", None):
+        pytest.skip("no fused kernel registered")
+    shape = bench.Shape("tiny_fused", 2, heads_q=1, heads_k=1, head_dim=64, dtype="float32",
+                        heads_v=1, rotary_dim=64)
+    timer = FakeTimer({"copy": [2.0], "kernel": [3.0]})
+    result = bench.sweep([shape], [bench._copy_entry()] + bench._fused_entries(), timer=timer,
+                         progress=False)
+    assert not result.skipped, result.skipped
+    fused_rows = [r for r in result.rows if r["family"] == "numba_fused"]
+    assert len(fused_rows) == len(kernels.FUSED)
+    assert fused_rows[0]["bytes_moved"] == bench.qk_bytes(2, 1, 1, 64, 4)
+    assert fused_rows[0]["frac_of_copy"] == pytest.approx(2 / 3, abs=1e-3)
