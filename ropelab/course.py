@@ -347,3 +347,20 @@ def live_bench(variants, shapes=((4096, 1024), (32768, 4096)), repeats: int = 20
     result = bench.sweep([bench.plain_shape(t, h) for t, h in shapes], entries, timer=timer,
                          progress=False)
     return bench.format_rows(result.rows)
+
+
+def relative_times(record, baseline: str, variants) -> str:
+    """Median time of each of ``variants`` divided by ``baseline``'s, per float32 shape."""
+    rows = [r for r in record["rows"] if r.get("dtype", "float32") == "float32"]
+    by = {(r["variant"], r["shape"]): r["median_us"] for r in rows}
+    shapes = list(dict.fromkeys(r["shape"] for r in sorted(rows, key=lambda r: r["bytes_moved"])
+                                if r["variant"] == baseline))
+    head = f"{'shape':<12} " + " ".join(f"{v + ' / ' + baseline:>22}" for v in variants)
+    lines = [head, "-" * len(head)]
+    for s in shapes:
+        cells = []
+        for v in variants:
+            t = by.get((v, s))
+            cells.append(f"{t / by[(baseline, s)]:>22.2f}" if t is not None else f"{'-':>22}")
+        lines.append(f"{s:<12} " + " ".join(cells))
+    return "\n".join(lines)

@@ -1,0 +1,227 @@
+# %% [markdown]
+# # 02 — One block per token: indexing without division
+#
+# Notebook 01 paid an integer division and a remainder in every thread to recover
+# `(token, pair)` from a flat thread number.  The launch can hand out those coordinates
+# directly: make the grid one block per token and the block one thread per pair, and
+# `blockIdx.x` *is* the token, `threadIdx.x` *is* the pair.  This is the seed's second kernel.
+#
+# It removes the division, and it brings a new limit with it: a CUDA block has at most 1024
+# threads.  This notebook shows both, then asks the H200 whether the division mattered.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import os
+
+os.environ["ROPELAB_QUIET"] = "1"
+
+import inspect
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import ropelab
+from ropelab import charts, course, ptx
+from ropelab.problem import RopeProblem
+
+print(ropelab.format_description())
+
+# %% [markdown]
+# ## The idea
+#
+# ```
+# token = blockIdx.x           # one block per row
+# pair  = threadIdx.x          # one thread per pair of the row
+# ```
+#
+# The seed launches exactly `hidden / 2` threads per block.  That works up to `hidden = 2048`
+# and then fails to launch, because 1025 threads per block is not a valid configuration on
+# any CUDA GPU.  `ropelab`'s version keeps the seed's mapping and adds a *stride loop*: thread
+# `t` rotates pairs `t, t + blockDim.x, t + 2 blockDim.x, ...` of its row, so any width works
+# with at most 1024 threads.  For rows of up to 2048 floats the loop runs once, exactly as in
+# the seed.
+
+# %%
+print(inspect.getsource(ropelab.kernels.block2d.KERNEL))
+
+# %% [markdown]
+# The frequency exponent step `2 / hidden` is computed once per thread, outside the loop, and
+# the row offset `token * hidden` once per block: everything that depends only on the token
+# moves out of the per-pair work.  The launcher picks one thread per pair, rounded up to a
+# whole warp (32 threads) and capped at the limit:
+
+# %%
+print(inspect.getsource(ropelab.kernels.block2d.launch_config))
+
+# %% [markdown]
+# ## The thread map
+#
+# Three tokens of 20 floats (10 pairs): three blocks, and thread `t` of every block owns
+# pair `t`.  The block is rounded up to one warp, so 22 of its 32 threads have nothing to do.
+
+# %%
+tmap = course.trace_threads("block2d", tokens=3, hidden=20)
+print(tmap.summary())
+course.plot_thread_map(tmap)
+plt.show()
+
+# %% [markdown]
+# The same rows with blocks of only 4 threads show the stride loop: thread 0 rotates pairs
+# 0, 4 and 8 of its row, thread 1 pairs 1, 5 and 9, and so on.  Neighbouring threads still
+# touch neighbouring floats on each pass, so accesses stay coalesced.
+
+# %%
+tmap = course.trace_threads("block2d", tokens=3, hidden=20, threads_per_block=4)
+print(tmap.summary())
+course.plot_thread_map(tmap)
+plt.show()
+
+# %% [markdown]
+# ## Where it breaks
+#
+# The mapping ties the block size to the row width, and that has three consequences:
+
+# %%
+print(f"{'hidden':>6} {'pairs':>6} {'threads':>8} {'passes':>7} {'idle threads':>13}")
+for hidden in (64, 130, 1024, 2048, 4096, 6144):
+    problem = RopeProblem(1, 1, hidden, hidden)
+    blocks, threads = ropelab.kernels.block2d.launch_config(problem)
+    pairs = hidden // 2
+    passes = -(-pairs // threads)
+    idle = passes * threads - pairs
+    print(f"{hidden:>6} {pairs:>6} {threads:>8} {passes:>7} {idle:>13}")
+
+# %% [markdown]
+# * **Wide rows** (`hidden > 2048`) exceed 1024 threads: the seed's launch fails, ours loops.
+# * **Ragged rows** waste the rest of the last warp: 65 pairs need 96 threads, a third idle.
+# * **Narrow rows** make tiny blocks.  An H200 SM holds at most 32 blocks and 2048 threads
+#   at a time, so blocks of 32 threads can fill only half of its thread slots, and there is
+#   less work in flight to hide memory latency.  One head of 64 floats per block is exactly
+#   that case.
+#
+# `ropelab` checks the block size before anything runs; asking for more than CUDA allows is
+# an error with a message, not a failed launch:
+
+# %%
+x = np.ones((2, 8), dtype=np.float32)
+try:
+    ropelab.rope(x, variant="block2d", threads_per_block=2048)
+except ropelab.RopeInputError as err:
+    print("RopeInputError:", err)
+
+# %% [markdown]
+# ## Correctness
+#
+# Ragged rows, rows wider than one pass (`hidden = 4100`, 2050 pairs, three passes of 1024
+# threads) and a block narrower than the row:
+
+# %%
+rng = np.random.default_rng(2)
+results = []
+cases = [((1, 2), None), ((7, 130), None), ((3, 2048), None), ((2, 4100), None), ((5, 130), 32)]
+for (tokens, hidden), tpb in cases:
+    x = rng.standard_normal((tokens, hidden)).astype(np.float32)
+    pos = rng.integers(0, 4096, tokens).astype(np.int32)
+    y = ropelab.rope(x, variant="block2d", positions=pos, threads_per_block=tpb)
+    name = "block2d" if tpb is None else f"block2d/{tpb}"
+    results.append(course.check(name, x, y, pos))
+    print(results[-1].line)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+for r in results:
+    print(f"{r.name:<11} {'x'.join(map(str, r.shape)):<8} max|error| {r.max_error:.2e} ({ropelab.TARGET})")
+
+# %% [markdown]
+# ## Census against 01
+
+# %%
+census = ptx.census()
+print(f"{'variant':<9} {'instructions':>12} {'div/rem':>8} {'float64':>8}  special functions")
+for name in ("flat", "block2d"):
+    r = ptx.row(census, name, fastmath=True)
+    print(f"{name:<9} {r['instructions']:>12} {r['int_divrem']:>8} {r['f64']:>8}  {r['sfu']}")
+
+# %% [markdown]
+# The integer divisions are gone and a third of the PTX with them.  The special functions
+# (`lg2`, `ex2`, `sin`, `cos`) are untouched, and so are the memory accesses: the same floats
+# are read and written, in the same coalesced pattern.
+#
+# ## Timing on an H200
+#
+# Recorded with `python -m ropelab bench` (cold L2, CUDA events; see notebook 07), with the
+# device copy of the same bytes as the roof:
+
+# %%
+bench = course.recorded("bench")
+if bench is not None:
+    print(course.provenance(bench))
+    print(course.bench_table(bench, ["copy_d2d", "flat", "block2d"]))
+
+# %%
+if bench is not None:
+    charts.time_chart(bench, variants=["copy_d2d", "flat", "block2d"])
+    plt.show()
+
+# %% [markdown]
+# Time of `block2d` relative to `flat` on each shape (below 1.0: `block2d` is faster):
+
+# %%
+if bench is not None:
+    print(course.relative_times(bench, "flat", ["block2d", "copy_d2d"]))
+
+# %% [markdown]
+# Set the two reductions side by side: the census removed a third of the instructions, the
+# clock moved by the ratio above.  Float32 RoPE moves 8 bytes per pair (4 read, 4 written per
+# float) and spends a few dozen instructions on them, and an H200 retires instructions much
+# faster than its HBM supplies bytes.  So instruction savings turn into time only as far as
+# the kernel is not already waiting on memory, and the distance to the copy roof (the last
+# column of the table above) says how much time there was to win.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+print(course.live_bench(["flat", "block2d"]))
+
+# %% [markdown]
+# ## Takeaways
+#
+# * Shaping the grid after the data (block = token, thread = pair) removes index arithmetic.
+# * It also couples the block size to the row: cap it at 1024 and loop, round it to warps, and
+#   watch narrow rows, which make blocks too small to fill an SM.
+# * On a memory-bound kernel, fewer instructions buy time only up to the copy roof; compare
+#   the census with the recorded times rather than assuming either way.
+#
+# ## Exercises
+#
+# **1.** With the default configuration, how many threads per block does `block2d` use for
+# `hidden = 4096`, and how many pairs does each thread rotate?  Give `(threads, pairs)`.
+
+# %%
+answer_1 = (1024, 2048 // 1024)  # your answer here
+
+# %%
+threads = ropelab.kernels.block2d.launch_config(RopeProblem(1, 1, 4096, 4096))[1]
+assert answer_1 == (threads, (4096 // 2) // threads)
+print("exercise 1: correct,", answer_1[0], "threads, each rotating", answer_1[1], "pairs")
+
+# %% [markdown]
+# **2.** For `hidden = 130`, how many threads of each block have no pair at all?
+
+# %%
+answer_2 = 96 - 65  # your answer here
+
+# %%
+trace = course.trace_threads("block2d", tokens=2, hidden=130)
+assert answer_2 == (trace.launched - trace.busy) // trace.grid[0]
+print("exercise 2: correct,", answer_2, "idle threads per block")
+
+# %% [markdown]
+# **3.** Blocks of 32 threads, one per 64-float head: at most how many threads can be resident
+# on one H200 SM (limits: 32 blocks and 2048 threads per SM)?
+
+# %%
+answer_3 = min(32 * 32, 2048)  # your answer here
+
+# %%
+assert answer_3 == 1024
+print("exercise 3: correct,", answer_3, "of 2048 thread slots: half the SM")
