@@ -1,0 +1,111 @@
+"""pair_sincos: chunks of pairs per thread, the ratio recurrence, the in-kernel YaRN/Llama 3.1 blend.
+
+Budget: about 10 s on the simulator.
+"""
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import ropelab
+from ropelab import RopeInputError, reference
+from ropelab.kernels import pair_sincos
+from ropelab.kernels._jit import jitted
+from ropelab.problem import RopeProblem
+from ropelab.scaling import NTK, Linear, Llama3, YaRN, resolve
+from ropelab.tolerance import max_angle, rope_atol
+
+SCHEMES = [None, Linear(3.0), NTK(4.0), YaRN(4.0, 64), YaRN(16.0, 512, beta_fast=8.0, beta_slow=2.0,
+                                                             truncate=False),
+           Llama3(8.0, 1.0, 4.0, 64), Llama3(4.0, 2.0, 3.0, 200)]
+
+
+def check(x, got, pos, *, scaling=None, fastmath=True, **opts):
+    rd = opts.get("rotary_dim") or x.shape[-1]
+    freqs, att = resolve(scaling, rotary_dim=rd, base=1e4)
+    want = reference.rope(x, pos, freqs=freqs, attention_factor=att, **opts)
+    tol = rope_atol(float(np.abs(x).max()), max_angle(pos, freqs), fastmath=fastmath, attention_factor=att)
+    err = np.abs(got.astype(np.float64) - want).max()
+    assert err <= tol, f"max error {err:.3g} > tolerance {tol:.3g}"
+
+
+@pytest.mark.parametrize("scheme", SCHEMES, ids=repr)
+@pytest.mark.parametrize("rotary_dim", [32, 64])
+def test_in_kernel_formula_reproduces_every_scheme(scheme, rotary_dim):
+    """The parameters the kernel gets, evaluated in float64, are the scheme's frequencies."""
+    params = pair_sincos.freq_params(scheme, rotary_dim, 1e4)
+    freqs, _ = resolve(scheme, rotary_dim=rotary_dim, base=1e4)
+    np.testing.assert_allclose(params.freqs(rotary_dim // 2), freqs, rtol=1e-12, atol=0)
+    if isinstance(scheme, (YaRN, Llama3)):
+        assert params.ramp_mode != pair_sincos.RAMP_NONE
+        geometric = params.freq_scale * params.freq_base ** (params.exponent_step * np.arange(rotary_dim // 2))
+        assert not np.allclose(geometric, freqs)  # the blend is doing real work here
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 4, 64])
+@pytest.mark.parametrize("opts", [
+    dict(),
+    dict(interleave=False, inverse=True),
+    dict(rotary_dim=14, scaling=YaRN(4.0, 64)),
+    dict(rotary_dim=14, interleave=False, scaling=Llama3(8.0, 1.0, 4.0, 64)),
+], ids=["gptj", "neox-inverse", "partial-yarn", "partial-neox-llama3"])
+def test_layouts_and_chunks_with_heads(rng, chunk, opts):
+    x = rng.standard_normal((5, 2, 22)).astype(np.float32)  # 11 slots a head: no chunk divides it
+    pos = rng.integers(0, 3000, 5).astype(np.int32)
+    got = ropelab.rope(x, variant="pair_sincos", positions=pos, pairs_per_thread=chunk, **opts)
+    check(x, got, pos, **opts)
+
+
+@pytest.mark.parametrize("scheme", [Linear(2.0), NTK(2.0)], ids=repr)
+def test_geometric_schemes_and_precise_math(rng, scheme):
+    x = rng.standard_normal((6, 20)).astype(np.float32)
+    pos = rng.integers(0, 3000, 6).astype(np.int32)
+    got = ropelab.rope(x, variant="pair_sincos", positions=pos, scaling=scheme, fastmath=False)
+    check(x, got, pos, scaling=scheme, fastmath=False)
+
+
+def test_every_element_is_written_and_the_tail_passes_through(rng):
+    problem = RopeProblem(tokens=3, heads=2, head_dim=18, rotary_dim=6)
+    host = rng.standard_normal(problem.elements).astype(np.float32)
+    out = cuda.to_device(np.full(problem.elements, np.nan, np.float32))
+    state = pair_sincos.prepare(problem, pairs_per_thread=4)
+    pair_sincos.launch(problem, cuda.to_device(host), out, cuda.to_device(np.array([2, 0, 40], np.int32)),
+                       threads_per_block=32, state=state)
+    got = out.copy_to_host().reshape(3, 2, 18)
+    assert np.isfinite(got).all()
+    np.testing.assert_array_equal(got[..., 6:], host.reshape(3, 2, 18)[..., 6:])
+
+
+def test_drift_kernel_recurrence_matches_pow_for_chunks_of_one():
+    params = pair_sincos.freq_params(None, 32, 1e4)
+    args = params.kernel_args()[:4]
+    p = cuda.device_array(16, np.float32)
+    r = cuda.device_array(16, np.float32)
+    for chunk in (1, 5, 16):
+        jitted(pair_sincos.DRIFT_KERNEL)[1, 32](p, r, 16, chunk, *args)
+        pw, rec = p.copy_to_host(), r.copy_to_host()
+        np.testing.assert_allclose(pw, reference.inv_freq(32), rtol=1e-6)
+        np.testing.assert_allclose(rec, reference.inv_freq(32), rtol=1e-5)
+        # chunk starts (j multiple of chunk) take no multiplication, so both paths agree exactly
+        np.testing.assert_array_equal(rec[::chunk], pw[::chunk])
+
+
+@pytest.mark.parametrize("value, exc, match", [
+    (0, RopeInputError, "1..64"), (65, RopeInputError, "1..64"), (2.0, RopeInputError, "int"),
+    (True, RopeInputError, "int"),
+])
+def test_bad_pairs_per_thread_raise_before_launch(monkeypatch, value, exc, match):
+    calls = []
+    monkeypatch.setattr(pair_sincos, "launch", lambda *a, **k: calls.append(1))
+    with pytest.raises(exc, match=match):
+        ropelab.rope(np.ones((3, 8), np.float32), variant="pair_sincos", pairs_per_thread=value)
+    with pytest.raises(TypeError):
+        ropelab.rope(np.ones((3, 8), np.float32), variant="pair_sincos", cache=True)
+    assert calls == []
+
+
+def test_prepare_refuses_frequencies_it_cannot_reproduce():
+    # A problem whose table does not come from a known scheme: the kernel's formula would be wrong.
+    problem = RopeProblem(2, 1, 8, 8, freqs=np.array([1.0, 0.5, 0.2, 0.01]))
+    with pytest.raises(RuntimeError, match="disagree"):
+        pair_sincos.prepare(problem)
