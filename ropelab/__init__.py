@@ -6,7 +6,7 @@ none) before ``numba.cuda`` is imported; see :mod:`ropelab.target`.
 
 from .target import SIMULATED, TARGET, TargetError, describe, format_description  # noqa: I001  (must run first)
 
-from . import kernels, reference, warp
+from . import kernels, reference, scaling, warp
 from .api import rope
 from .fused import fused_qknorm_rope
 from .problem import RopeInputError, RopeProblem
@@ -23,6 +23,7 @@ __all__ = [
     "kernels",
     "reference",
     "rope",
+    "scaling",
 ]
 __version__ = "0.1.0"
 

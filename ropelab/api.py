@@ -97,6 +97,15 @@ def rope(
         Compile with fast-math (approximate sin/cos/pow), as the seed's ``--use_fast_math``.
     threads_per_block : int, optional
         Override the variant's block size (at most 1024).
+    **variant_options
+        Keyword options of the chosen variant, e.g. ``freq_table``'s ``cache=True,
+        max_positions=N`` or ``reduce_angle=True``, ``pair_sincos``'s ``pairs_per_thread=4``.
+
+    Long contexts: every variant that forms ``float32(position) * inv_freq`` on the GPU loses
+    about ``angle * 2**-23`` radians in that product alone (several 1e-3 at position 131072),
+    with or without fast-math.  For accurate results there use ``variant="freq_table"`` with
+    ``cache=True, max_positions=N`` (cos/sin built in float64 on the host) or
+    ``reduce_angle=True`` (fma angle reduction); measured errors: :mod:`ropelab.precision`.
 
     Returns
     -------
