@@ -70,6 +70,7 @@ def _add_measuring(sub) -> None:
     p.add_argument("--precise", action="store_true", help="also time builds without fast-math")
     p.add_argument("--budget-s", type=float, default=None, help="start no row after this many s")
     p.add_argument("--no-overhead", action="store_true", help="skip the launch-overhead table")
+    p.add_argument("--overhead-only", action="store_true", help="only the launch-overhead table")
     p.add_argument("--no-charts", action="store_true", help="do not draw PNG charts")
     p.add_argument("--charts-dir", default=None, help="where charts go (default data/bench/charts)")
     p.add_argument("--out", default=None, help="data root for records (default the repo's data/)")

@@ -219,6 +219,37 @@ def make_row(name: str, family: str, shape: Shape, fastmath, timing: dict) -> di
     return {c: row[c] for c in COLUMNS}
 
 
+def target_summary(rows: list[dict]) -> list[str]:
+    """The course's speed targets, read off one record's rows (no judgement of pass/fail).
+
+    Best plain-RoPE numba variant at >= 1 GB as a share of the copy; each numba variant over its
+    CUDA C++ twin; the fused kernel's share of the copy on the production shapes.
+    """
+    from .baselines import TWINS
+
+    out = []
+    big = [r for r in rows if r["family"] == "numba" and r["bytes_moved"] >= 1e9
+           and r["frac_of_copy"] is not None]
+    for label in dict.fromkeys(r["shape"] for r in big):
+        best = max((r for r in big if r["shape"] == label), key=lambda r: r["frac_of_copy"])
+        out.append(f"best plain RoPE at {label}: {best['variant']} {100 * best['frac_of_copy']:.1f}% "
+                   f"of copy (target >= 95%)")
+    med = {(r["variant"], r["shape"], r["dtype"]): r["median_us"] for r in rows}
+    for numba_name, cpp_name in TWINS.items():
+        ratios = [(r["shape"], r["median_us"] / med[(cpp_name, r["shape"], r["dtype"])])
+                  for r in rows if r["variant"] == numba_name
+                  and (cpp_name, r["shape"], r["dtype"]) in med]
+        if ratios:
+            worst = max(ratios, key=lambda t: t[1])
+            out.append(f"{numba_name} / {cpp_name}: worst time ratio {worst[1]:.3f} at {worst[0]} "
+                       f"(target <= 1.10)")
+    for r in rows:
+        if r["family"] == "numba_fused" and r["frac_of_copy"] is not None:
+            out.append(f"{r['variant']} {r['shape']} {r['dtype']}: {100 * r['frac_of_copy']:.1f}% "
+                       f"of copy (target >= 80% on flux_1024, qwen_image_1024)")
+    return out
+
+
 def format_rows(rows: list[dict]) -> str:
     head = (f"{'variant':<22} {'shape':<22} {'median us':>10} {'p20-p80 us':>17} {'GB/s':>8} "
             f"{'copy GB/s':>9} {'of copy':>8}")
@@ -600,6 +631,8 @@ def show_recorded(root=None, charts_dir=None) -> int:
           f"{m['numba_cuda']}, numpy {m['numpy']}")
     print(f"method: {rec['method']}")
     print(format_rows(rec["rows"]))
+    for line in target_summary(rec["rows"]):
+        print(line)
     try:
         over = records.load("launch_overhead", _kind_dir(root, "launch_overhead"))
         print()
@@ -625,6 +658,13 @@ def run_cli(args) -> int:
     except BenchError as exc:
         print(f"ropelab bench: {exc}", file=sys.stderr)
         return 2
+    if args.overhead_only:
+        over = launch_overhead()
+        print(format_overhead(over))
+        path = records.save("launch_overhead", over, method=OVERHEAD_METHOD.format(
+            launches=over[0]["launches"], warmup=100), directory=_kind_dir(args.out, "launch_overhead"))
+        print(f"recorded {path}")
+        return 0
     from . import baselines
 
     groups = [g.strip() for g in args.shapes.split(",") if g.strip()]

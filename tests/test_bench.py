@@ -183,3 +183,21 @@ def test_fused_entry_runs_the_fused_kernel_on_a_tiny_qkv():
     assert len(fused_rows) == len(kernels.FUSED)
     assert fused_rows[0]["bytes_moved"] == bench.qk_bytes(2, 1, 1, 64, 4)
     assert fused_rows[0]["frac_of_copy"] == pytest.approx(2 / 3, abs=1e-3)
+
+
+def test_target_summary_reads_the_targets_off_the_rows():
+    big, seed = bench.plain_shape(32768, 4096), bench.plain_shape(4096, 512)
+    fused = bench.Shape("flux_1024", 4096, heads_q=24, heads_k=24, head_dim=128, dtype="bfloat16")
+
+    def row(name, family, shape, us, copy_gbps):
+        return bench.make_row(name, family, shape, True, bench.summarize([us], shape.bytes_moved, copy_gbps))
+
+    copy_big = bench.gbps(big.bytes_moved, 250.0)
+    rows = [row("flat", "numba", big, 300.0, copy_big), row("pack4", "numba", big, 260.0, copy_big),
+            row("cuda_float4", "cuda_cpp", big, 250.0, copy_big),
+            row("pack4", "numba", seed, 9.0, 3000.0), row("cuda_float4", "cuda_cpp", seed, 6.0, 3000.0),
+            row("fused_qknorm_rope", "numba_fused", fused, 40.0, bench.gbps(fused.bytes_moved, 30.0))]
+    text = "\n".join(bench.target_summary(rows))
+    assert "best plain RoPE at 32768x4096: pack4 96.2% of copy" in text
+    assert "pack4 / cuda_float4: worst time ratio 1.500 at 4096x512" in text
+    assert "fused_qknorm_rope flux_1024 bfloat16: 75.0% of copy" in text
