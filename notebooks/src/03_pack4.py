@@ -1,0 +1,249 @@
+# %% [markdown]
+# # 03 — Two pairs per thread, and 128-bit loads
+#
+# The seed's third kernel gives each thread four floats (two pairs) and moves them with one
+# 16-byte `float4` load and one 16-byte store instead of four 4-byte ones.  Wide accesses are
+# a standard first move for elementwise kernels: fewer load instructions, fewer threads, fewer
+# index computations per byte.
+#
+# This notebook asks what that buys on RoPE, which reads and writes every float exactly once.
+# `ropelab` has the variant twice, so the load width can be isolated:
+#
+# * `pack4`: two pairs per thread, one `ld.global.v4.f32` and one `st.global.v4.f32`;
+# * `pack4_scalar`: the same two pairs per thread with four scalar loads and stores.
+#
+# and the recorded run times both next to CUDA C++ versions of the same algorithms compiled by
+# NVIDIA's own compiler, to see what Numba costs.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import os
+
+os.environ["ROPELAB_QUIET"] = "1"
+
+import inspect
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import ropelab
+from ropelab import baselines, charts, course, ptx
+
+print(ropelab.format_description())
+
+# %% [markdown]
+# ## The idea
+#
+# Thread `q` of a row owns pairs `2q` and `2q + 1`, that is floats `4q .. 4q + 3`.  The two
+# pairs have different frequencies, so the thread still computes two angles and two
+# cosine/sine pairs: packing saves index arithmetic and memory instructions, not
+# transcendental functions.
+#
+# Numba has no `float4` type that loads 16 bytes at once (vector types, records and 2-D views
+# all compile to scalar loads), so `ropelab` adds two small intrinsics that reinterpret the
+# address as a pointer to four floats; the compiler then emits the same 128-bit instructions
+# as the seed's `FLOAT4` macro.  A 16-byte access must be 16-byte aligned, so the vector kernel
+# runs only when a row holds a whole number of quads (`hidden % 4 == 0`) and both arrays are
+# aligned; otherwise the launcher picks the scalar kernel, which also has a tail path for rows
+# with an odd number of pairs.
+
+# %%
+print(inspect.getsource(ropelab.kernels.pack4.KERNEL))
+
+# %%
+print(inspect.getsource(ropelab.kernels.pack4.rope_pack4_scalar))
+
+# %% [markdown]
+# The two intrinsics, from `ropelab.kernels.vec` (on the simulator they are ordinary Python
+# functions with the same names):
+
+# %%
+print(inspect.getsource(ropelab.kernels.vec))
+
+# %% [markdown]
+# ## The thread map
+#
+# Sixteen floats per token: four threads per row, four floats each.
+
+# %%
+tmap = course.trace_threads("pack4", tokens=3, hidden=16, threads_per_block=8)
+print(tmap.summary())
+course.plot_thread_map(tmap, label="global")
+plt.show()
+
+# %% [markdown]
+# With 10 floats per token (5 pairs) a row does not split into quads.  The launcher uses the
+# scalar kernel, and the last thread of each row rotates one pair only:
+
+# %%
+tmap = course.trace_threads("pack4", tokens=3, hidden=10, threads_per_block=8)
+print(tmap.summary())
+course.plot_thread_map(tmap, label="global")
+plt.show()
+
+# %% [markdown]
+# ## Correctness
+#
+# Rows with an odd number of pairs (the tail path), rows of whole quads (the vector kernel),
+# and the scalar variant forced on the same shapes:
+
+# %%
+rng = np.random.default_rng(3)
+results = []
+for variant in ("pack4", "pack4_scalar"):
+    for tokens, hidden in [(1, 2), (7, 130), (5, 64), (3, 2048)]:
+        x = rng.standard_normal((tokens, hidden)).astype(np.float32)
+        pos = rng.integers(0, 4096, tokens).astype(np.int32)
+        y = ropelab.rope(x, variant=variant, positions=pos)
+        results.append(course.check(variant, x, y, pos))
+        print(results[-1].line)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+for r in results:
+    print(f"{r.name:<13} {'x'.join(map(str, r.shape)):<8} max|error| {r.max_error:.2e} ({ropelab.TARGET})")
+
+# %% [markdown]
+# ## Census
+#
+# Per thread and per pair, against the one-pair-per-thread kernel of notebook 01:
+
+# %%
+census = ptx.census()
+print(f"{'variant':<13} {'pairs/thread':>12} {'instr':>6} {'instr/pair':>10} {'div/rem':>8}"
+      f"  {'loads (bits: count)':<20} {'stores':<10} special functions")
+for name, pairs in (("flat", 1), ("pack4_scalar", 2), ("pack4", 2)):
+    r = ptx.row(census, name, fastmath=True)
+    print(f"{name:<13} {pairs:>12} {r['instructions']:>6} {r['instructions'] / pairs:>10.0f}"
+          f" {r['int_divrem']:>8}  {str(r['ld_global']):<20} {str(r['st_global']):<10} {r['sfu']}")
+
+# %% [markdown]
+# * `pack4` reads its four floats with one 128-bit load (the other 32-bit load is the
+#   position) and writes them with one 128-bit store; `pack4_scalar` needs five loads and four
+#   stores for the same bytes.
+# * Per pair, `pack4` spends about half the instructions of `flat` and `pack4_scalar` about
+#   three quarters: the index arithmetic and the position load are shared by two pairs, and
+#   the vector accesses replace eight memory instructions with two.
+# * The special functions are not halved: two `sin`, two `cos`, two `ex2`.  The compiler
+#   shares one `lg2` (the logarithm of the base is the same for both pairs), nothing more.
+#
+# The census changed a lot.  The bytes did not: every variant reads and writes each float
+# exactly once.
+#
+# ## Timing on an H200: does the load width matter?
+
+# %%
+bench = course.recorded("bench")
+if bench is not None:
+    print(course.provenance(bench))
+    print(course.bench_table(bench, ["copy_d2d", "flat", "pack4_scalar", "pack4"]))
+
+# %%
+if bench is not None:
+    print(course.relative_times(bench, "pack4_scalar", ["pack4", "flat"]))
+
+# %%
+if bench is not None:
+    charts.roof_chart(bench, variants=["flat", "block2d", "pack4_scalar", "pack4"])
+    plt.show()
+
+# %% [markdown]
+# The question to put to these numbers: how far apart are `pack4` and `pack4_scalar`, which
+# differ *only* in the width of their loads and stores?  A warp's 32 scalar loads of
+# consecutive floats are merged by the hardware into the same 128-byte memory transactions
+# as 8 vector loads; the DRAM traffic is identical.  What a wider load saves is instruction
+# issue and load-queue entries, and those are only worth time when a kernel is limited by
+# them.  When the scalar kernel already runs near the copy roof, the bytes decide and the
+# load width cannot matter much.
+#
+# ## Numba against CUDA C++
+#
+# `ropelab.baselines` holds CUDA C++ twins of `flat` and `pack4`: the same index types, the
+# same float32 formulas and guard, compiled by NVRTC with `--use_fast_math` as the seed does.
+# Here is the `float4` twin, printed from `ropelab.baselines.CUDA_SOURCE`:
+
+# %%
+src = baselines.CUDA_SOURCE
+start = src.index('extern "C" __global__ void rope_float4_i64')
+print(src[start:src.index("\n}\n", start) + 2])
+
+# %%
+if bench is not None:
+    ratios = charts.twin_ratios(bench)
+    for r in ratios:
+        print(f"{r['numba']:<6} / {r['cuda_cpp']:<12} {r['shape']:<12} time ratio {r['ratio']:.2f}")
+    if not ratios:
+        print("no CUDA C++ twin rows in this record (CuPy was not installed on the GPU host)")
+
+# %%
+if bench is not None:
+    charts.twin_chart(bench)
+    plt.show()
+
+# %% [markdown]
+# A ratio near 1.0 means Numba produced code as fast as nvcc's for the same algorithm; the
+# difference, where there is one, comes from code generation (64-bit index arithmetic, how
+# `pow` and the special functions are lowered), not from the language of the kernel body.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+print(course.live_bench(["pack4_scalar", "pack4"]))
+
+# %% [markdown]
+# ## Takeaways
+#
+# * More work per thread shares index arithmetic and per-token loads between pairs, cutting
+#   instructions per pair (by half, with vector accesses); it does not share the per-pair
+#   transcendental functions.
+# * 128-bit accesses need alignment and whole vectors: keep a scalar path for the rest.
+# * On an operator that touches each byte once, the load width changes instructions, not
+#   bytes: judge it against the copy roof, with recorded times.
+# * Numba can emit the same vector instructions as CUDA C++ (with a small intrinsic), and the
+#   recorded twins show how close the two compilers come on one algorithm.
+#
+# ## Exercises
+#
+# **1.** How many threads does `pack4` launch in its grid for 4096 tokens of 1024 floats, with
+# 256 threads per block?  (Count whole blocks.)
+
+# %%
+answer_1 = 4096 * (1024 // 4)  # your answer here
+
+# %%
+from ropelab.problem import RopeProblem
+
+blocks, threads = ropelab.kernels.pack4.launch_config(RopeProblem(4096, 1, 1024, 1024))
+assert answer_1 == blocks * threads
+print("exercise 1: correct,", answer_1, "threads")
+
+# %% [markdown]
+# **2.** Which rows get the 128-bit kernel?  Write a predicate on `hidden` (assume aligned
+# arrays) and check it against the launcher's own test.
+
+# %%
+def uses_vector_kernel(hidden):  # your answer here
+    return hidden % 4 == 0
+
+
+# %%
+class _Aligned:
+    """A stand-in device array whose address is 16-byte aligned."""
+
+    __cuda_array_interface__ = {"data": (1 << 20, False)}
+
+
+for hidden in (2, 6, 8, 130, 1024, 4100):
+    problem = RopeProblem(1, 1, hidden, hidden)
+    assert uses_vector_kernel(hidden) == ropelab.kernels.pack4.can_vectorize(problem, _Aligned(), _Aligned())
+print("exercise 2: correct")
+
+# %% [markdown]
+# **3.** Per pair, how many calls to the special function unit does `pack4` make with
+# fast-math (count `sin`, `cos`, `ex2` and `lg2` in the census)?
+
+# %%
+answer_3 = (2 + 2 + 2 + 1) / 2  # your answer here
+
+# %%
+assert answer_3 == sum(ptx.row(census, "pack4")["sfu"].values()) / 2
+print("exercise 3: correct,", answer_3, "per pair, against 4 for flat")
