@@ -364,3 +364,123 @@ def relative_times(record, baseline: str, variants) -> str:
             cells.append(f"{t / by[(baseline, s)]:>22.2f}" if t is not None else f"{'-':>22}")
         lines.append(f"{s:<12} " + " ".join(cells))
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Precision records (kinds "precision", "sincos_error", "freq_drift"; see ropelab.precision)
+# ---------------------------------------------------------------------------------------------
+
+
+def _case_rows(record, variant: str, options: str = "-", fastmath: bool = True,
+               scaling: str = "-") -> list[dict]:
+    rows = [r for r in record["rows"] if r["variant"] == variant and r["options"] == options
+            and bool(r["fastmath"]) == bool(fastmath) and r.get("scaling", "-") == scaling]
+    return sorted(rows, key=lambda r: r["pos_lo"])
+
+
+def case_label(variant: str, options: str = "-", fastmath: bool = True, scaling: str = "-") -> str:
+    parts = [variant] + ([options] if options != "-" else []) + ([scaling] if scaling != "-" else [])
+    return " ".join(parts) + ("" if fastmath else " (precise)")
+
+
+def precision_table(record, cases, limits=(4095, 32767, 131072)) -> str:
+    """Worst error relative to ``max|x|`` of each case over positions ``0 .. limit``.
+
+    ``cases`` are dicts with ``variant`` and optionally ``options``, ``fastmath``, ``scaling``
+    (as stored in the record).  Numbers come from the record file.
+    """
+    head = f"{'case':<34}" + "".join(f"{'pos <= ' + str(lim):>16}" for lim in limits)
+    lines = [head, "-" * len(head)]
+    for case in cases:
+        rows = _case_rows(record, **case)
+        cells = []
+        for lim in limits:
+            rel = [r["max_abs_err"] / r["max_abs_x"] for r in rows if r["pos_hi"] <= lim]
+            cells.append(f"{max(rel):>16.1e}" if rel else f"{'-':>16}")
+        lines.append(f"{case_label(**case):<34}" + "".join(cells))
+    return "\n".join(lines)
+
+
+def plot_precision(record, cases, ax=None):
+    """Max error relative to ``max|x|`` per position bucket (log-log), one line per case."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4.2))
+    for case in cases:
+        rows = _case_rows(record, **case)
+        if not rows:
+            continue
+        hi = np.array([max(r["pos_hi"], 1) for r in rows])
+        rel = np.array([max(r["max_abs_err"] / r["max_abs_x"], 1e-10) for r in rows])
+        ax.loglog(hi, rel, ".-", label=case_label(**case))
+    ax.axhline(2.0**-8, color="gray", lw=0.8, ls="--")
+    ax.text(1.2, 2.0**-8 * 1.15, "half a bf16 ulp at 1.0", fontsize=7, color="gray")
+    ax.set_xlabel("position (upper end of each power-of-two bucket)")
+    ax.set_ylabel("max |error| / max |x|")
+    ax.set_title(f"Error against the float64 reference by position\n{provenance(record)}",
+                 fontsize=9)
+    ax.legend(fontsize=7)
+    ax.figure.tight_layout()
+    return ax
+
+
+def plot_sincos_error(record, ax=None):
+    """Max absolute error of float32 sin and cos by decade of angle, fast-math and precise."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4))
+    for fastmath in (True, False):
+        rows = sorted((r for r in record["rows"] if bool(r["fastmath"]) == fastmath),
+                      key=lambda r: r["angle_lo"])
+        if not rows:
+            continue
+        hi = [r["angle_hi"] for r in rows]
+        name = "fast-math (sin.approx)" if fastmath else "precise (libdevice)"
+        ax.loglog(hi, [max(r["max_abs_err_sin"], 1e-10) for r in rows], "o-", label=f"sin, {name}")
+        ax.loglog(hi, [max(r["max_abs_err_cos"], 1e-10) for r in rows], "s--", label=f"cos, {name}")
+    ax.set_xlabel("angle (upper end of each decade, radians)")
+    ax.set_ylabel("max |error| of the function")
+    ax.set_title(f"float32 sin/cos on exact float32 angles\n{provenance(record)}", fontsize=9)
+    ax.legend(fontsize=7)
+    ax.figure.tight_layout()
+    return ax
+
+
+def plot_freq_drift(record, chunks=(1, 4, 16, 64), fastmath: bool = True, ax=None):
+    """Angle error at the record's position caused by the frequency, per pair and chunk length."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 4))
+    for chunk in chunks:
+        rows = sorted((r for r in record["rows"] if r["chunk"] == chunk
+                       and bool(r["fastmath"]) == fastmath), key=lambda r: r["pair"])
+        if not rows:
+            continue
+        key = "angle_err_pow_rad" if chunk == 1 else "angle_err_recurrence_rad"
+        label = "pow for every pair" if chunk == 1 else f"pow + recurrence, {chunk} pairs/thread"
+        ax.semilogy([r["pair"] for r in rows], [max(r[key], 1e-12) for r in rows], ".-", label=label)
+    ax.set_xlabel("pair index")
+    ax.set_ylabel("angle error (radians)")
+    ax.set_title(f"Frequency error as angle error{' (fast-math)' if fastmath else ' (precise)'}"
+                 f"\n{provenance(record)}", fontsize=9)
+    ax.legend(fontsize=7)
+    ax.figure.tight_layout()
+    return ax
+
+
+def drift_table(record, chunks=(1, 2, 4, 8, 16, 32, 64), fastmath: bool = True) -> str:
+    """Worst relative frequency error and worst angle error per chunk length, from the record."""
+    head = f"{'pairs/thread':>12} {'max rel. freq error':>20} {'max angle error (rad)':>22}"
+    lines = [head, "-" * len(head)]
+    for chunk in chunks:
+        rows = [r for r in record["rows"] if r["chunk"] == chunk and bool(r["fastmath"]) == fastmath]
+        if not rows:
+            continue
+        rel_key, ang_key = (("rel_err_pow", "angle_err_pow_rad") if chunk == 1 else
+                            ("rel_err_recurrence", "angle_err_recurrence_rad"))
+        lines.append(f"{chunk:>12} {max(r[rel_key] for r in rows):>20.1e} "
+                     f"{max(r[ang_key] for r in rows):>22.1e}")
+    return "\n".join(lines)

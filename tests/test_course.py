@@ -116,3 +116,86 @@ def test_plot_thread_map_labels_every_float():
 def test_source_is_the_kernel_text():
     text = course.source(kernels.get("flat").KERNEL)
     assert text.startswith("def rope_flat(") and "cuda.grid(1)" in text
+
+
+# --- recorded-data helpers, on synthetic records (no GPU data needed) ------------------------
+
+META = {"gpu": "Test GPU", "driver": "1.0", "numba_cuda": "0.30.4", "date": "2026-01-02T03:04:05Z"}
+
+
+def _bench_record():
+    rows = []
+    for shape, nbytes, times in (("4096x512", 16_793_600, {"copy_d2d": 7.0, "flat": 10.0,
+                                                           "block2d": 8.0}),
+                                 ("8192x1024", 67_141_632, {"copy_d2d": 20.0, "flat": 27.0})):
+        for variant, t in times.items():
+            rows.append({"variant": variant, "shape": shape, "dtype": "float32",
+                         "bytes_moved": nbytes, "median_us": t, "frac_of_copy": times["copy_d2d"] / t})
+    return {"meta": META, "rows": rows}
+
+
+def test_bench_table_and_relative_times_read_the_record():
+    rec = _bench_record()
+    table = course.bench_table(rec, ["copy_d2d", "flat", "block2d"])
+    lines = table.splitlines()[2:]
+    assert [ln.split()[2] for ln in lines] == ["copy_d2d", "flat", "block2d", "copy_d2d", "flat"]
+    assert "10.0" in lines[1] and "70%" in lines[1]
+    rel = course.relative_times(rec, "flat", ["block2d"]).splitlines()
+    assert rel[2].split() == ["4096x512", "0.80"] and rel[3].split() == ["8192x1024", "-"]
+    assert course.provenance(rec).startswith("recorded 2026-01-02 on Test GPU")
+
+
+def test_recorded_returns_none_and_says_todo_when_missing(tmp_path, monkeypatch, capsys):
+    from ropelab import records
+
+    monkeypatch.setattr(records, "DATA_DIR", tmp_path)
+    assert course.recorded("bench") is None
+    assert "TODO(GPU data)" in capsys.readouterr().out
+
+
+def _precision_record():
+    rows = []
+    for variant, options, fastmath, slope in (("flat", "-", True, 1e-7), ("freq_table", "cache=True", True, 0.0)):
+        for lo, hi in ((0, 0), (1, 1), (2, 3), (4, 7), (8, 15)):
+            rows.append({"variant": variant, "options": options, "scaling": "-", "fastmath": fastmath,
+                         "pos_lo": lo, "pos_hi": hi, "max_abs_x": 4.0,
+                         "max_abs_err": 4.0 * (1e-7 + slope * hi), "mean_abs_err": 1e-8})
+    return {"meta": META, "rows": rows}
+
+
+def test_precision_table_takes_the_worst_bucket_below_each_limit():
+    rec = _precision_record()
+    cases = [dict(variant="flat"), dict(variant="freq_table", options="cache=True"),
+             dict(variant="flat", fastmath=False)]
+    lines = course.precision_table(rec, cases, limits=(3, 15)).splitlines()[2:]
+    assert lines[0].split()[-2:] == ["4.0e-07", "1.6e-06"]
+    assert lines[1].split()[-2:] == ["1.0e-07", "1.0e-07"]
+    assert lines[2].split()[-2:] == ["-", "-"]  # no rows for that case
+
+
+def test_precision_plots_draw_one_line_per_case():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ax = course.plot_precision(_precision_record(), [dict(variant="flat"),
+                                                     dict(variant="freq_table", options="cache=True")])
+    assert len(ax.get_lines()) == 2 + 1  # two cases and the bf16 guide line
+    plt.close(ax.figure)
+    sc = {"meta": META, "rows": [
+        {"fastmath": fm, "angle_lo": lo, "angle_hi": lo * 10, "max_abs_err_sin": 1e-7,
+         "max_abs_err_cos": 2e-7} for fm in (True, False) for lo in (0.1, 1.0, 10.0)]}
+    ax = course.plot_sincos_error(sc)
+    assert len(ax.get_lines()) == 4
+    plt.close(ax.figure)
+    drift = {"meta": META, "rows": [
+        {"fastmath": True, "chunk": c, "pair": j, "rel_err_pow": 1e-7, "rel_err_recurrence": 1e-7 * (j % c + 1),
+         "angle_err_pow_rad": 1e-3, "angle_err_recurrence_rad": 1e-3 * (j % c + 1)}
+        for c in (1, 4) for j in range(8)]}
+    ax = course.plot_freq_drift(drift, chunks=(1, 4))
+    assert len(ax.get_lines()) == 2
+    plt.close(ax.figure)
+    table = course.drift_table(drift, chunks=(1, 4)).splitlines()[2:]
+    assert table[0].split() == ["1", "1.0e-07", "1.0e-03"]
+    assert table[1].split() == ["4", "4.0e-07", "4.0e-03"]

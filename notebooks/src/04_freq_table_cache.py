@@ -1,0 +1,267 @@
+# %% [markdown]
+# # 04 — Tables instead of `pow`, and the precision story
+#
+# Every kernel so far recomputes `base ** (-2i / d)` in every thread, although it depends on
+# the pair index alone: a model with 128-float heads has only 64 distinct frequencies.  This
+# notebook moves that work to the host, in two steps:
+#
+# * **frequency table**: the host computes the 64 frequencies once (in float64, with any
+#   context-extension scaling already applied) and uploads them as float32; a thread reads
+#   `inv_freq[pair]` and the `pow` disappears;
+# * **cos/sin cache**: the host also computes `cos` and `sin` of every (position, pair) in
+#   float64 and uploads the table; the kernel does no transcendental math at all.  This is
+#   the `cos_sin_cache` of vLLM and FlashInfer.
+#
+# The second step is not only about speed.  Angles reach $10^5$ radians in long contexts, and
+# the GPU's fast `sin`/`cos` lose accuracy there.  The second half of the notebook measures
+# how much, by position, and what each variant does about it.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import os
+
+os.environ["ROPELAB_QUIET"] = "1"
+
+import inspect
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import ropelab
+from ropelab import charts, course, ptx, reference
+from ropelab.kernels import freq_table
+from ropelab.problem import RopeProblem
+
+print(ropelab.format_description())
+
+# %% [markdown]
+# ## The kernels
+#
+# `freq_table` is also the first variant that handles every layout the course met in
+# notebook 00: several heads per token, the half-split (NeoX) pairing, partial rotation, the
+# inverse and scaled frequencies.  One thread owns one *slot* of a head (`head_dim / 2` slots
+# per head); a slot below `rotary_dim / 2` rotates a pair, a slot above it copies two floats
+# that do not rotate.  The layout is two integers, `step` and `partner`, instead of a branch.
+
+# %%
+print(inspect.getsource(freq_table.rope_freq_table))
+
+# %% [markdown]
+# With the cache, the angle disappears too; the position indexes a row of the table:
+
+# %%
+print(inspect.getsource(freq_table.rope_cos_sin_cache))
+
+# %% [markdown]
+# The host side builds the tables in float64 and rounds once to float32:
+
+# %%
+print(inspect.getsource(freq_table.cos_sin_cache))
+
+# %% [markdown]
+# ## The thread map
+#
+# Two tokens, two heads of 8 floats each, half-split layout, and only the first 4 floats of
+# each head rotated (`rotary_dim = 4`).  Each head has 4 slots, so 4 threads per head: threads
+# 0 and 1 rotate pairs (0, 2) and (1, 3); threads 2 and 3 copy floats 4-5 and 6-7.
+
+# %%
+tmap = course.trace_threads("freq_table", tokens=2, hidden=16, heads=2, interleave=False,
+                            rotary_dim=4, threads_per_block=8)
+print(tmap.summary())
+course.plot_thread_map(tmap, label="global")
+plt.show()
+
+# %% [markdown]
+# ## Correctness
+#
+# All three modes (table, cache, and the fma angle reduction explained below), over heads,
+# both layouts, partial and inverse rotation:
+
+# %%
+rng = np.random.default_rng(4)
+results = []
+modes = {"table": {}, "cache": {"cache": True, "max_positions": 4096}, "reduced": {"reduce_angle": True}}
+layouts = [dict(), dict(interleave=False), dict(rotary_dim=32), dict(inverse=True)]
+for mode, options in modes.items():
+    for layout in layouts:
+        x = rng.standard_normal((5, 3, 64)).astype(np.float32)  # [tokens, heads, head_dim]
+        pos = rng.integers(0, 4096, 5).astype(np.int32)
+        y = ropelab.rope(x, variant="freq_table", positions=pos, **options, **layout)
+        label = ",".join(f"{k}={v}" for k, v in layout.items()) or "interleaved"
+        results.append(course.check(mode, x, y, pos, **layout))
+        print(f"{results[-1].line}   {label}")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+for r in results:
+    print(f"{r.name:<8} max|error| {r.max_error:.2e} ({ropelab.TARGET})")
+
+# %% [markdown]
+# A cache has a length.  A position past it is refused before the kernel runs, instead of
+# reading another row of memory:
+
+# %%
+x = np.ones((2, 8), dtype=np.float32)
+try:
+    ropelab.rope(x, variant="freq_table", positions=np.array([5, 9000]), cache=True, max_positions=8192)
+except ropelab.RopeInputError as err:
+    print("RopeInputError:", err)
+
+# %% [markdown]
+# ## Census: removing `pow`
+
+# %%
+census = ptx.census()
+kernels_04 = [("flat", None), ("freq_table", "rope_freq_table"),
+              ("freq_table", "rope_cos_sin_cache"), ("freq_table", "rope_reduced_angle")]
+print(f"{'kernel':<22} {'instr':>6} {'div/rem':>8}  {'loads':<10} special functions")
+for variant, kernel in kernels_04:
+    r = ptx.row(census, variant, fastmath=True, kernel=kernel)
+    print(f"{r['kernel']:<22} {r['instructions']:>6} {r['int_divrem']:>8}  "
+          f"{str(r['ld_global']):<10} {r['sfu'] or '-'}")
+
+# %% [markdown]
+# * The table kernel has no `lg2`/`ex2` left: one load of `inv_freq[pair]` replaced `pow`.
+# * The cache kernel has no special function at all; instead of one frequency it loads a
+#   cosine and a sine per pair, from a table of `8 x positions x pairs` bytes.
+# * Instruction counts went *up* against `flat`: these kernels handle heads, layouts and
+#   partial rotation, which `flat` does not.  Feature-complete code costs instructions;
+#   whether it costs time is again a question for the recorded run.
+#
+# ## The precision story
+#
+# Two float32 effects grow with the angle, and they have different cures.
+#
+# **1. The angle itself.**  `float32(position) * inv_freq` is rounded to float32, and a float32
+# near $10^5$ is only resolved to $2^{-7} \approx 0.008$.  No sine, however exact, can undo an
+# angle that is already wrong.  NumPy shows it on the CPU, with the arithmetic of the table
+# kernel:
+
+# %%
+freqs = reference.inv_freq(128)
+positions = np.array([1, 100, 1_000, 10_000, 100_000, 131_071])
+angle32 = positions.astype(np.float32) * freqs.astype(np.float32)[1]  # pair 1, in float32
+angle64 = positions * freqs[1]  # the exact angle
+for p, a32, a64 in zip(positions, angle32, angle64):
+    print(f"position {p:>7}: float32 angle step {np.spacing(a32):.1e} rad, "
+          f"error of this angle {abs(float(a32) - a64):.1e} rad")
+
+# %% [markdown]
+# The error has two parts: the float32 frequency is off by up to half an ulp (a relative
+# $3 \times 10^{-8}$, multiplied by the position), and the product is rounded to the spacing
+# in the first column.  Both scale with the angle.
+#
+# **2. The sine.**  With fast-math, `math.sin` becomes `sin.approx.ftz.f32`, a hardware
+# approximation whose error grows with the size of its argument.  `ropelab.precision` times
+# nothing; it measures errors on a GPU and records them.  First, the function alone, on exact
+# float32 angles:
+
+# %%
+sincos = course.recorded("sincos_error")
+if sincos is not None:
+    course.plot_sincos_error(sincos)
+    plt.show()
+
+# %% [markdown]
+# Then every variant on real inputs (`[tokens, 128]`, standard normal), one token per sampled
+# position, with the error taken over whole power-of-two buckets of positions, relative to the
+# largest input value:
+
+# %%
+precision = course.recorded("precision")
+cases_04 = [dict(variant="flat"), dict(variant="flat", fastmath=False),
+            dict(variant="freq_table"), dict(variant="freq_table", options="reduce_angle=True"),
+            dict(variant="freq_table", options="cache=True")]
+if precision is not None:
+    print(course.precision_table(precision, cases_04))
+
+# %%
+if precision is not None:
+    course.plot_precision(precision, cases_04)
+    plt.show()
+
+# %% [markdown]
+# What to read in the chart: the fast-math kernels' error grows with the position; turning
+# fast-math off (`precise`) removes the sine's share of it but not the angle's; the cache is
+# flat, because its values were computed in float64 and rounded once.  The dashed line is
+# half a bfloat16 ulp at 1.0: an error below it vanishes when activations are stored in
+# bfloat16, an error above it does not.
+#
+# **The third path, without a table of positions.**  `reduce_angle=True` stores each frequency
+# in *turns* per position (`f / 2 pi`) as a float32 head plus a float32 tail.  The kernel
+# multiplies the position by the head, recovers the product's rounding error exactly with one
+# fused multiply-add, drops the whole turns, and only then multiplies by `2 pi`.  The sine then
+# sees an angle below `2 pi` that is right to a few $10^{-7}$ radians, where even `sin.approx`
+# is accurate:
+
+# %%
+print(inspect.getsource(freq_table.reduced_angle.py_func))
+
+# %% [markdown]
+# ## Timing on an H200
+
+# %%
+bench = course.recorded("bench")
+if bench is not None:
+    print(course.provenance(bench))
+    print(course.bench_table(bench, ["copy_d2d", "flat", "block2d", "freq_table"]))
+
+# %%
+if bench is not None:
+    charts.roof_chart(bench, variants=["flat", "block2d", "pack4", "freq_table"])
+    plt.show()
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+print(course.live_bench(["flat", "freq_table"]))
+
+# %% [markdown]
+# ## Takeaways
+#
+# * Anything that depends only on the pair index belongs in a table built once on the host.
+# * A cos/sin cache removes all transcendental math and is exact at every position, for
+#   `8 x positions x pairs` bytes of memory and two extra loads per pair.
+# * Long contexts break fast-math RoPE twice: the float32 angle is coarse, and `sin.approx`
+#   is inaccurate for large arguments.  `fastmath=False` fixes only the second; a float64-built
+#   cache or an exact angle reduction fixes both.
+# * Measure precision by position, on the GPU, against a float64 reference.
+#
+# ## Exercises
+#
+# **1.** How many bytes does a float32 cos/sin cache take for 8192 positions and
+# `rotary_dim = 128`?
+
+# %%
+answer_1 = 2 * 4 * 8192 * (128 // 2)  # your answer here
+
+# %%
+cos_t, sin_t = freq_table.cos_sin_cache(reference.inv_freq(128), 8192)
+assert answer_1 == cos_t.nbytes + sin_t.nbytes
+print(f"exercise 1: correct, {answer_1:,} bytes ({answer_1 / 2**20:.0f} MiB)")
+
+# %% [markdown]
+# **2.** What is the spacing between neighbouring float32 numbers near an angle of 100,000
+# radians (the smallest change a float32 angle can express there)?
+
+# %%
+answer_2 = 2.0 ** (16 - 23)  # your answer here: 2**16 <= 1e5 < 2**17, 23 mantissa bits
+
+# %%
+assert answer_2 == np.spacing(np.float32(100_000))
+print("exercise 2: correct,", answer_2, "rad")
+
+# %% [markdown]
+# **3.** Which of the two float32 error sources does `fastmath=False` remove: write `"angle"`
+# or `"sine"`.
+
+# %%
+answer_3 = "sine"  # your answer here
+
+# %%
+# Check it on the CPU: with an exact sine (float64) the float32 angle alone already errs.
+a32 = np.float32(131_071) * np.float32(reference.inv_freq(128)[1])
+exact = 131_071 * reference.inv_freq(128)[1]
+angle_error_alone = abs(np.sin(np.float64(a32)) - np.sin(exact))
+assert answer_3 == "sine" and angle_error_alone > 1e-4
+print(f"exercise 3: correct; the float32 angle alone gives a sine error of {angle_error_alone:.0e}")
