@@ -86,9 +86,11 @@ def load_bf16(bits):
 def store_bf16(x):
     """float32 -> bfloat16 bits (uint16), round to nearest even."""
     b = _float_bits(x)
-    # Below the NaN range the sum stays under 2**32, so 32-bit arithmetic cannot wrap; uint32()
-    # around it keeps numba from widening the sum to 64 bits.
-    rounded = uint32(b + uint32(0x7FFF) + ((b >> uint32(16)) & uint32(1))) >> uint32(16)
+    # The carry out of the low half is added to the high half separately, so no sum exceeds
+    # 17 bits (no wrap-around even for NaN inputs, whose result is discarded below); uint32()
+    # keeps numba from widening the arithmetic to 64 bits.
+    carry = uint32((b & uint32(0xFFFF)) + uint32(0x7FFF) + ((b >> uint32(16)) & uint32(1))) >> uint32(16)
+    rounded = uint32((b >> uint32(16)) + carry)
     quiet = (b >> uint32(16)) | uint32(NAN_QUIET_BIT)
     # Both computed, one chosen: a select, not a branch per element.
     return uint16(quiet if (b & uint32(_ABS_MASK)) > uint32(_INF_BITS) else rounded)

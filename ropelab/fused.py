@@ -124,7 +124,7 @@ def check_qkv(info: ArrayInfo, heads: tuple[int, int, int], head_dim: int) -> tu
     if len(info.shape) != 2:
         _fail(f"qkv must be 2-D [tokens, (heads_q + heads_k + heads_v) * head_dim], got shape "
               f"{info.shape}")
-    if not info.c_contiguous:
+    if info.nbytes and not info.c_contiguous:  # NumPy gives empty arrays zero strides
         _fail("qkv must be C-contiguous (rows [Q | K | V] back to back); pass a contiguous array")
     tokens, width = info.shape
     hq, hk, hv = heads
@@ -152,7 +152,7 @@ def check_positions(info: ArrayInfo, tokens: int) -> None:
               f"{info.shape}")
     if info.dtype != np.int32:
         raise TypeError(f"positions must be int32, got {info.dtype}")
-    if not info.c_contiguous:
+    if info.nbytes and not info.c_contiguous:
         _fail("positions must be contiguous")
 
 

@@ -17,9 +17,12 @@ What it assumes, as real code must anyway: shuffles are called by every lane of 
 ``NotImplementedError`` instead of silently doing something the hardware would not.
 
 The barrier is a small condition-variable barrier, not ``threading.Barrier``: when a lane dies
-with an exception (an ``IndexError`` from an out-of-bounds access, say), the simulator sets an
-``abort`` flag on every thread of the block and raises in the launching thread.  Lanes parked in
-a ``threading.Barrier`` would never see that flag and would wait forever; these lanes poll it.
+with an exception (an ``IndexError`` from an out-of-bounds access, say) or returns early, its
+warp-mates parked in a ``threading.Barrier`` would wait forever, and the simulator does not
+reliably notice (its ``abort`` flag is only set when its polling loop sees the exception before
+the dead thread leaves its set of live threads).  So :func:`install` also makes every simulator
+thread record itself when it starts, and waiting lanes poll: a warp-mate that has ended without
+arriving, or the ``abort`` flag, ends the wait with an error instead of a hang.
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ class _WarpBarrier:
         self._generation = 0
         self._cond = threading.Condition()
 
-    def wait(self) -> None:
+    def wait(self, mates=None) -> None:
+        """Block until all parties arrive.  ``mates()`` lists the warp's started threads."""
         me = threading.current_thread()
         with self._cond:
             generation = self._generation
@@ -64,24 +68,62 @@ class _WarpBarrier:
                 self._cond.notify_all()
                 return
             deadline = time.monotonic() + STALL_SECONDS
-            while generation == self._generation:
+            while True:
                 self._cond.wait(0.05)
+                if generation != self._generation:
+                    return
                 if getattr(me, "abort", False):
                     raise RuntimeError("simulator aborted the block while a lane waited in a shuffle")
-                if generation == self._generation and time.monotonic() > deadline:
+                gone = [t for t in (mates() if mates else ()) if not t.is_alive()]
+                if gone:
+                    _raise_for_dead_mates(gone)
+                if time.monotonic() > deadline:
                     raise WarpDivergenceError(
                         f"a lane waited {STALL_SECONDS:.0f} s for its warp in an emulated shuffle: "
                         "not every lane of the warp reached it (divergent control flow?)"
                     )
 
 
+def _raise_for_dead_mates(gone) -> None:
+    """A warp-mate ended without arriving: re-raise its error here, or report divergence.
+
+    The simulator reports whichever thread's exception it finds first, so every waiting lane
+    raises an exception of the failed lane's type: the root cause (an ``IndexError``, say) is
+    what the caller sees, whichever lane it comes from.
+    """
+    lanes = sorted(t.thread_id % WARP for t in gone)
+    for t in gone:
+        failure = getattr(t, "exception", None)
+        if failure and not isinstance(failure[0], WarpDivergenceError):
+            err = failure[0]
+            msg = f"{err} (lane {t.thread_id % WARP} failed; its warp-mates stopped waiting for it)"
+            try:
+                raise type(err)(msg)
+            except TypeError:  # an exception type that wants other constructor arguments
+                raise RuntimeError(msg) from None
+    raise WarpDivergenceError(
+        f"lane(s) {lanes} of this warp ended (an early return?) without reaching the shuffle the "
+        "other lanes wait in"
+    )
+
+
 class _Warp:
     """Mailbox and barrier shared by the lanes of one warp of one simulated block."""
 
-    def __init__(self, lanes: int):
+    def __init__(self, lanes: int, manager, warp_id: int):
         self.lanes = lanes
         self.slots = [None] * lanes
         self.barrier = _WarpBarrier(lanes)
+        self._manager = manager
+        self._tids = range(warp_id * WARP, warp_id * WARP + lanes)
+
+    def mates(self):
+        """The threads of this warp that have started (recorded by the patched ``run``)."""
+        started = self._manager.__dict__.get("_ropelab_threads", {})
+        return [started[t] for t in self._tids if t in started]
+
+    def wait(self):
+        self.barrier.wait(self.mates)
 
 
 _registry_lock = threading.Lock()
@@ -102,7 +144,7 @@ def _lane_and_warp() -> tuple[int, _Warp]:
         if warp is None:
             bx, by, bz = manager._block_dim
             threads = bx * by * bz
-            warp = warps[warp_id] = _Warp(min(WARP, threads - warp_id * WARP))
+            warp = warps[warp_id] = _Warp(min(WARP, threads - warp_id * WARP), manager, warp_id)
     return lane, warp
 
 
@@ -120,9 +162,9 @@ def _exchange(mask, value, source_of):
     lane, warp = _lane_and_warp()
     _check_mask(mask, warp)
     warp.slots[lane] = value
-    warp.barrier.wait()
+    warp.wait()
     got = warp.slots[source_of(lane, warp.lanes)]
-    warp.barrier.wait()
+    warp.wait()
     return got
 
 
@@ -155,7 +197,21 @@ def syncwarp(self, mask=FULL_MASK):
     """Wait for the other lanes of the warp."""
     lane, warp = _lane_and_warp()
     _check_mask(mask, warp)
-    warp.barrier.wait()
+    warp.wait()
+
+
+def _record_thread_starts(thread_class) -> None:
+    """Make each simulator thread note itself in its block's registry when it starts running."""
+    original = thread_class.run
+    if getattr(original, "_ropelab_records", False):
+        return
+
+    def run(self):
+        self._manager.__dict__.setdefault("_ropelab_threads", {})[self.thread_id] = self
+        original(self)
+
+    run._ropelab_records = True
+    thread_class.run = run
 
 
 def install() -> tuple[str, ...]:
@@ -171,6 +227,9 @@ def install() -> tuple[str, ...]:
         if _installed is None:
             from numba.cuda.simulator.kernelapi import FakeCUDAModule
 
+            from numba.cuda.simulator.kernel import BlockThread
+
+            _record_thread_starts(BlockThread)
             mine = {name: globals()[name] for name in _NAMES}
             added = []
             for name, fn in mine.items():

@@ -1,0 +1,91 @@
+"""bfloat16 <-> float32 bit conversion (ropelab.bf16), host and device, against exact values.
+
+Budget: about 2 s (one 512-thread simulated kernel).
+"""
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from ropelab import bf16
+
+# (float32 bits, bfloat16 bits after round to nearest even), worked out by hand.
+EXACT = [
+    (0x3F800000, 0x3F80),  # 1.0
+    (0xBF800000, 0xBF80),  # -1.0
+    (0x00000000, 0x0000),  # +0
+    (0x80000000, 0x8000),  # -0
+    (0x3F808000, 0x3F80),  # 1 + 2**-8: a tie, mantissa 0 is even -> down
+    (0x3F818000, 0x3F82),  # a tie with odd mantissa 1 -> up to 2
+    (0x3F808001, 0x3F81),  # just above the tie -> up
+    (0x3F807FFF, 0x3F80),  # just below the tie -> down
+    (0x40490FDB, 0x4049),  # pi -> 3.140625
+    (0x7F7FFFFF, 0x7F80),  # float32 max rounds up to +inf
+    (0x7F7F7FFF, 0x7F7F),  # below the tie: stays the largest finite bfloat16
+    (0x7F800000, 0x7F80),  # +inf
+    (0xFF800000, 0xFF80),  # -inf
+    (0x7FC00000, 0x7FC0),  # quiet NaN
+    (0x7F800001, 0x7FC0),  # signalling NaN whose payload would round away: stays NaN, quiet
+    (0xFFFFFFFF, 0xFFFF),  # negative NaN with all bits set: no carry into the sign
+    (0x00000001, 0x0000),  # smallest subnormal -> +0
+    (0x00018000, 0x0002),  # subnormal tie with odd mantissa -> up
+]
+
+
+def _f32(bits):
+    return np.array(bits, dtype=np.uint32).view(np.float32)
+
+
+def test_host_rounding_matches_hand_worked_values():
+    got = bf16.from_float32(_f32([a for a, _ in EXACT]))
+    np.testing.assert_array_equal(got, np.array([b for _, b in EXACT], np.uint16))
+
+
+def test_every_bfloat16_survives_a_round_trip():
+    bits = np.arange(2**16, dtype=np.uint16)
+    values = bf16.to_float32(bits)
+    back = bf16.from_float32(values)
+    keep = ~np.isnan(values)
+    np.testing.assert_array_equal(back[keep], bits[keep])
+    assert np.isnan(bf16.to_float32(back[~keep])).all()
+
+
+def test_host_rounding_is_the_nearest_bfloat16(rng):
+    # Independent check: of the two bfloat16 neighbours (truncation and one step away from zero),
+    # the answer must be the nearer in float64, the even one on a tie.
+    x = rng.uniform(-1, 1, 20000) * np.exp2(rng.integers(-130, 127, 20000))
+    x = x.astype(np.float32)
+    x = x[np.isfinite(x)]
+    got = bf16.to_float32(bf16.from_float32(x)).astype(np.float64)
+    down = (x.view(np.uint32) & np.uint32(0xFFFF0000)).view(np.float32).astype(np.float64)
+    up = ((x.view(np.uint32) & np.uint32(0xFFFF0000)) + np.uint32(0x10000)).view(np.float32).astype(np.float64)
+    xd = x.astype(np.float64)
+    d_down, d_up = np.abs(xd - down), np.abs(up - xd)
+    even_down = ((x.view(np.uint32) >> 16) & 1) == 0
+    want = np.where(d_down < d_up, down, np.where(d_up < d_down, up, np.where(even_down, down, up)))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_to_float32_refuses_other_dtypes():
+    with pytest.raises(TypeError, match="uint16"):
+        bf16.to_float32(np.zeros(3, np.int16))
+
+
+def round_trip_kernel(x, bits_out, back_out):
+    i = cuda.grid(1)
+    if i < x.size:
+        b = bf16.store_bf16(x[i])
+        bits_out[i] = b
+        back_out[i] = bf16.load_bf16(b)
+
+
+def test_device_helpers_match_the_host(rng):
+    specials = _f32([a for a, _ in EXACT])
+    x = np.concatenate([specials, (rng.standard_normal(500) * 1e3).astype(np.float32)])
+    bits = np.zeros(x.size, np.uint16)
+    back = np.zeros(x.size, np.float32)
+    cuda.jit(round_trip_kernel)[(x.size + 255) // 256, 256](x, bits, back)
+    np.testing.assert_array_equal(bits, bf16.from_float32(x))
+    want_back = bf16.to_float32(bits)
+    same = (back.view(np.uint32) == want_back.view(np.uint32)) | (np.isnan(back) & np.isnan(want_back))
+    assert same.all()
