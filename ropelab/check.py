@@ -56,7 +56,10 @@ def run_checks(variants=None, shapes=None, seed: int = 0, fastmath: bool = True)
     shapes = shapes or (SIM_SHAPES if SIMULATED else GPU_SHAPES)
     rng = np.random.default_rng(seed)
     rows = []
-    for name in variants or kernels.VARIANTS:
+    names = list(variants or kernels.VARIANTS)
+    if variants is None or any(n in kernels.FUSED for n in names):
+        rows += run_fused_checks(seed=seed, fastmath=fastmath)
+    for name in [n for n in names if n not in kernels.FUSED]:
         module = kernels.get(name)
         for tokens, hidden in shapes:
             for opts in cases_for(module):
@@ -86,6 +89,33 @@ def run_checks(variants=None, shapes=None, seed: int = 0, fastmath: bool = True)
                 label = ",".join(f"{k}={v}" for k, v in shown.items()) or "-"
                 rows.append(CheckRow(name, TARGET, (tokens, hidden), label,
                                      float(np.abs(got - want).max()), tol))
+    return rows
+
+
+# The fused QK-RMSNorm + RoPE kernel: a few warps per case on the simulator, SGLang's production
+# shapes on a GPU (see ropelab.fused.check_case and check_production).
+FUSED_SIM_CASES = [
+    dict(tokens=3, heads=(2, 1, 1), head_dim=64, rotary_dim=64, storage="bfloat16", interleave=True),
+    dict(tokens=2, heads=(1, 1, 1), head_dim=128, rotary_dim=64, storage="float16", interleave=False,
+         yarn=dict(factor=4.0, low=2.0, high=9.0, attention_factor=1.2)),
+    dict(tokens=2, heads=(1, 2, 1), head_dim=128, rotary_dim=128, storage="float32", interleave=True),
+]
+
+
+def run_fused_checks(seed: int = 0, fastmath: bool = True) -> list[CheckRow]:
+    from . import fused
+
+    rng = np.random.default_rng(seed)
+    if SIMULATED:
+        results = [fused.check_case(rng, fastmath=fastmath, **case) for case in FUSED_SIM_CASES]
+    else:
+        results = fused.check_production(storages=("bfloat16", "float32"), seed=seed,
+                                         fastmath=fastmath)
+    rows = []
+    for r in results:
+        err = r.max_error if r.v_unchanged else float("inf")  # V bytes changed: fail loudly
+        rows.append(CheckRow("fused_qknorm_rope", TARGET, (r.name,),
+                             f"{r.storage},{r.options}", err, r.tolerance))
     return rows
 
 

@@ -387,7 +387,7 @@ def check_case(rng, *, tokens, heads, head_dim, rotary_dim, storage, interleave=
                     storage, fastmath=fastmath, attention_factor=att)
     err = float(np.abs(decode(got, storage)[:, :qk] - want[:, :qk]).max())
     opts = [("gptj" if interleave else "neox"), f"rot={rd}"] + ([f"yarn={y.factor:g}"] if y else [])
-    return FusedCheck(name or f"{tokens}x{heads}x{head_dim}", storage, ",".join(opts), err, tol, v_same)
+    return FusedCheck(name or f"{tokens}x({hq}+{hk}+{hv})x{head_dim}", storage, ",".join(opts), err, tol, v_same)
 
 
 def check_production(shapes=None, storages=("bfloat16", "float16", "float32"), layouts=(True, False),
