@@ -94,3 +94,25 @@ def store_bf16(x):
     quiet = (b >> uint32(16)) | uint32(NAN_QUIET_BIT)
     # Both computed, one chosen: a select, not a branch per element.
     return uint16(quiet if (b & uint32(_ABS_MASK)) > uint32(_INF_BITS) else rounded)
+
+
+# Two bfloat16 in one 32-bit word (little-endian: element 2k in the low half, 2k+1 in the high
+# half).  Reading a contiguous bfloat16 buffer as uint32 halves the number of memory
+# instructions; unpacking is a shift or a mask, since bfloat16 is the top half of a float32.
+
+@cuda.jit(device=True, inline="always")
+def unpack_low(word):
+    """The float32 value of the bfloat16 in the low half of ``word`` (uint32)."""
+    return _bits_float(uint32(word) << uint32(16))
+
+
+@cuda.jit(device=True, inline="always")
+def unpack_high(word):
+    """The float32 value of the bfloat16 in the high half of ``word`` (uint32)."""
+    return _bits_float(uint32(word) & uint32(0xFFFF0000))
+
+
+@cuda.jit(device=True, inline="always")
+def pack2(lo, hi):
+    """float32 ``lo``, ``hi`` -> one uint32 word of two bfloat16, each rounded to nearest even."""
+    return uint32(store_bf16(lo)) | (uint32(store_bf16(hi)) << uint32(16))

@@ -131,6 +131,9 @@ def check_qkv(info: ArrayInfo, heads: tuple[int, int, int], head_dim: int) -> tu
     if width != (hq + hk + hv) * head_dim:
         _fail(f"qkv rows have {width} elements but (num_heads_q + num_heads_k + num_heads_v) * "
               f"head_dim = ({hq} + {hk} + {hv}) * {head_dim} = {(hq + hk + hv) * head_dim}")
+    if storage == "bfloat16" and info.ptr % 4 and info.on_device:
+        _fail("bfloat16 qkv must start at a 4-byte aligned address (the kernel moves two "
+              "elements per 32-bit word); a fresh tensor is aligned, an odd-offset slice is not")
     if tokens * width > _kernel.MAX_ELEMENTS:
         _fail(f"qkv has {tokens * width} elements; the kernel's 32-bit indexing allows "
               f"{_kernel.MAX_ELEMENTS}")

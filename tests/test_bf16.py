@@ -89,3 +89,22 @@ def test_device_helpers_match_the_host(rng):
     want_back = bf16.to_float32(bits)
     same = (back.view(np.uint32) == want_back.view(np.uint32)) | (np.isnan(back) & np.isnan(want_back))
     assert same.all()
+
+
+def pack_kernel(words, lo_out, hi_out, repacked):
+    i = cuda.grid(1)
+    if i < words.size:
+        lo_out[i] = bf16.unpack_low(words[i])
+        hi_out[i] = bf16.unpack_high(words[i])
+        repacked[i] = bf16.pack2(lo_out[i], hi_out[i])
+
+
+def test_packed_words_hold_element_2k_low_and_2k_plus_1_high(rng):
+    bits = bf16.random_bf16(rng, 128)
+    words = bits.view(np.uint32)  # little-endian: bits[2k] is the low half of word k
+    lo, hi = np.zeros(64, np.float32), np.zeros(64, np.float32)
+    again = np.zeros(64, np.uint32)
+    cuda.jit(pack_kernel)[1, 64](words, lo, hi, again)
+    np.testing.assert_array_equal(lo, bf16.to_float32(bits[0::2]))
+    np.testing.assert_array_equal(hi, bf16.to_float32(bits[1::2]))
+    np.testing.assert_array_equal(again, words)

@@ -298,3 +298,11 @@ def test_ptx_has_butterfly_shuffles_and_no_float64():
         assert int(f64) == 0, f"{st}: float64 in a fast-math build"
         assert int(sin) == (2 if inter == "True" else 4)  # one per pair (gptj), per slot (neox)
         assert int(divs) == 0 and int(divu) == 0  # no integer division anywhere
+
+
+def test_misaligned_bfloat16_device_buffer_is_refused(rng):
+    qkv, kw = _inputs(rng, "bfloat16")
+    flat = cuda.to_device(np.zeros(qkv.size + 1, np.uint16))
+    shifted = flat[1:].reshape(qkv.shape)  # 2 bytes past a 4-byte boundary
+    with pytest.raises(ropelab.RopeInputError, match="4-byte aligned"):
+        ropelab.fused_qknorm_rope(shifted, **kw)

@@ -45,7 +45,7 @@ from functools import cache
 import numpy as np
 from numba import cuda, float32, uint32
 
-from ..bf16 import load_bf16, store_bf16
+from ..bf16 import load_bf16, pack2, store_bf16, unpack_high, unpack_low
 from ._jit import jitted
 
 NAME = "fused_qknorm_rope"
@@ -83,6 +83,9 @@ def make_kernel(head_dim: int, interleave: bool, storage: str):
     PAIRS = E // 2  # interleaved pairs per lane
     INV_HEAD_DIM = float32(1.0 / head_dim)  # a power of two: exact
     INTERLEAVE = bool(interleave)
+    # bfloat16 qkv arrives as uint32 words of two elements: half the loads and stores.
+    PACKED = storage == "bfloat16"
+    WORDS = E // 2
     load = _LOAD[storage]
     store = _STORE[storage]
 
@@ -99,10 +102,19 @@ def make_kernel(head_dim: int, interleave: bool, storage: str):
 
         vals = cuda.local.array(E, float32)
         ss = float32(0.0)
-        for i in range(E):
-            v = load(qkv[first + uint32(i)])
-            vals[i] = v
-            ss += v * v
+        if PACKED:
+            for k in range(WORDS):
+                word = qkv[(first >> uint32(1)) + uint32(k)]
+                lo = unpack_low(word)
+                hi = unpack_high(word)
+                vals[2 * k] = lo
+                vals[2 * k + 1] = hi
+                ss += lo * lo + hi * hi
+        else:
+            for i in range(E):
+                v = load(qkv[first + uint32(i)])
+                vals[i] = v
+                ss += v * v
         # Butterfly: after the five steps every lane holds the sum over all 32 lanes.
         ss += cuda.shfl_xor_sync(FULL_MASK, ss, 16)
         ss += cuda.shfl_xor_sync(FULL_MASK, ss, 8)
@@ -144,8 +156,12 @@ def make_kernel(head_dim: int, interleave: bool, storage: str):
                     # first half: x*c - partner*s; second half: partner*s + x*c
                     vals[i] = vals[i] * c + sign * other * s
 
-        for i in range(E):
-            qkv[first + uint32(i)] = store(vals[i])
+        if PACKED:
+            for k in range(WORDS):
+                qkv[(first >> uint32(1)) + uint32(k)] = pack2(vals[2 * k], vals[2 * k + 1])
+        else:
+            for i in range(E):
+                qkv[first + uint32(i)] = store(vals[i])
 
     fused_qknorm_rope.__qualname__ = f"fused_qknorm_rope_d{head_dim}_{'gptj' if interleave else 'neox'}_{storage}"
     return fused_qknorm_rope
@@ -158,6 +174,7 @@ PTX_SIGNATURE = {
     storage: f"void({t}[::1], {t}[::1], {t}[::1], int32[::1], float32[::1], {_SCALARS})"
     for storage, t in (("float32", "float32"), ("float16", "float16"), ("bfloat16", "uint16"))
 }
+PTX_SIGNATURE["bfloat16"] = PTX_SIGNATURE["bfloat16"].replace("uint16", "uint32", 1)  # packed qkv
 # What the PTX census compiles: the production head size in both layouts, bf16 and float32.
 CENSUS_KERNELS = [(make_kernel(128, inter, st), PTX_SIGNATURE[st])
                   for st in ("bfloat16", "float32") for inter in (True, False)]
@@ -200,9 +217,13 @@ def launch(problem, qkv, q_weight, k_weight, positions, inv_freq, *, fastmath=Tr
     ``qkv`` is the flat 1-D (or 2-D C-contiguous) device buffer, ``q_weight``/``k_weight``
     ``[head_dim]`` in the storage dtype, ``positions`` int32 ``[tokens]`` and ``inv_freq``
     float32 ``[rotary_dim / 2]`` (``problem.inv_freq_f32()``).  Modifies ``qkv`` in place.
+    bfloat16 ``qkv`` (uint16) is reinterpreted as uint32 words here, which needs its address to
+    be a multiple of 4 (the public API checks it).
     """
     if problem.tokens == 0:
         return
+    if problem.storage == "bfloat16":
+        qkv = qkv.reshape(-1).view(np.uint32)
     grid, threads = launch_config(problem, warps_per_block)
     fn = make_kernel(problem.head_dim, problem.interleave, problem.storage)
     jitted(fn, fastmath)[grid, threads, stream](
