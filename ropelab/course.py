@@ -169,6 +169,23 @@ def _trace_here(variant: str, tokens: int, hidden: int, threads_per_block: int |
     }
 
 
+def _on_simulator(name: str, args: list):
+    """Call ``course.<name>(*args)`` on the simulator: here, or in a child process on a GPU host
+    (numba-cuda picks the simulator or the GPU once per process).  Arguments and result are
+    plain JSON."""
+    if SIMULATED:
+        return json.loads(json.dumps(globals()[name](*args)))
+    env = dict(os.environ, ROPELAB_TARGET="simulator", ROPELAB_QUIET="1")
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    code = ("import json, sys; from ropelab import course; "
+            f"print(json.dumps(course.{name}(*json.loads(sys.argv[1]))))")
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(args)], env=env,
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{name} failed in the simulator child:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def trace_threads(variant: str, tokens: int, hidden: int, *, threads_per_block: int | None = None,
                   heads: int = 1, interleave: bool = True, rotary_dim: int | None = None,
                   **options) -> ThreadMap:
@@ -179,23 +196,112 @@ def trace_threads(variant: str, tokens: int, hidden: int, *, threads_per_block: 
     ``options`` go to the variant's ``prepare`` (e.g. ``cache=True`` for ``freq_table``).
     """
     layout = {"interleave": bool(interleave), "rotary_dim": rotary_dim}
-    call = [variant, tokens, hidden, threads_per_block, heads, layout, options]
-    if SIMULATED:
-        raw = _trace_here(*call)
-    else:
-        env = dict(os.environ, ROPELAB_TARGET="simulator", ROPELAB_QUIET="1")
-        env.pop("NUMBA_ENABLE_CUDASIM", None)
-        code = ("import json, sys; from ropelab import course; "
-                "print(json.dumps(course._trace_here(*json.loads(sys.argv[1]))))")
-        done = subprocess.run([sys.executable, "-c", code, json.dumps(call)], env=env,
-                              capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"thread trace failed in the simulator child:\n{done.stderr}")
-        raw = json.loads(done.stdout.strip().splitlines()[-1])
+    raw = _on_simulator("_trace_here", [variant, tokens, hidden, threads_per_block, heads, layout,
+                                        options])
     shape = (raw["tokens"], raw["row"])
     return ThreadMap(raw["variant"], raw["tokens"], raw["row"], tuple(raw["grid"]),
                      tuple(raw["block_dim"]), np.array(raw["block"]).reshape(shape),
                      np.array(raw["thread"]).reshape(shape))
+
+
+@dataclass
+class FusedMap:
+    """Who wrote each element of a fused ``qkv`` buffer ``[tokens, heads_total, head_dim]``.
+
+    ``warp`` is the global warp number ``(blockIdx.y * warps_per_block + threadIdx.x // 32)``
+    within the token's block column, ``lane`` is ``threadIdx.x % 32``; ``-1`` where nothing was
+    written (the V heads).  ``token`` is the writer's ``blockIdx.x``.
+    """
+
+    heads: tuple[int, int, int]
+    head_dim: int
+    grid: tuple[int, int]
+    block_dim: int
+    token: np.ndarray
+    warp: np.ndarray
+    lane: np.ndarray
+
+    def summary(self) -> str:
+        hq, hk, hv = self.heads
+        return (f"qkv of {self.token.shape[0]} tokens x ({hq} Q + {hk} K + {hv} V heads) x "
+                f"{self.head_dim}: grid {self.grid[0]} x {self.grid[1]} blocks of {self.block_dim} "
+                f"threads ({self.block_dim // 32} warps); each lane holds "
+                f"{self.head_dim // 32} consecutive elements of one head")
+
+
+def _trace_fused_here(tokens: int, heads: list, head_dim: int, interleave: bool,
+                      rotary_dim, warps_per_block) -> dict:
+    if not SIMULATED:
+        raise RuntimeError("tracing needs the simulator in this process")
+    from . import fused
+    from .arrays import inspect_array
+    from .kernels import fused_qknorm_rope as kernel
+    from .warp import install
+
+    install()
+    hq, hk, hv = heads
+    qkv = np.random.default_rng(0).standard_normal((tokens, (hq + hk + hv) * head_dim))
+    qkv = qkv.astype(np.float32)
+    problem = fused.build_problem(inspect_array(qkv, "qkv"), num_heads_q=hq, num_heads_k=hk,
+                                  num_heads_v=hv, head_dim=head_dim, rotary_dim=rotary_dim,
+                                  interleave=interleave)
+    who = np.full((qkv.size, 4), -1, dtype=np.int64)
+    buf = _WatchedArray(qkv.ravel().copy(), who, None)
+    weights = np.ones(head_dim, np.float32)
+    kernel.launch(problem, buf, _WatchedArray(weights, None, None),
+                  _WatchedArray(weights.copy(), None, None),
+                  _WatchedArray(np.arange(tokens, dtype=np.int32), None, None),
+                  _WatchedArray(problem.inv_freq_f32(), None, None),
+                  warps_per_block=warps_per_block)
+    grid, threads = kernel.launch_config(problem, warps_per_block)
+    return {"heads": list(heads), "head_dim": head_dim, "grid": list(grid), "block_dim": threads,
+            "who": who.tolist()}
+
+
+def trace_fused(tokens: int, heads=(2, 2, 1), head_dim: int = 64, *, interleave: bool = True,
+                rotary_dim: int | None = None, warps_per_block: int | None = None) -> FusedMap:
+    """Run the fused QK-norm + RoPE kernel on a small float32 ``qkv`` and record every writer.
+
+    ``heads`` is ``(heads_q, heads_k, heads_v)``.  Runs on the simulator (with ropelab's warp
+    shuffle emulation); keep it to a few tokens and heads.
+    """
+    raw = _on_simulator("_trace_fused_here", [tokens, list(heads), head_dim, bool(interleave),
+                                              rotary_dim, warps_per_block])
+    who = np.array(raw["who"]).reshape(tokens, sum(heads), head_dim, 4)
+    warps_per = raw["block_dim"] // 32
+    written = who[..., 0] >= 0
+    warp = np.where(written, who[..., 1] * warps_per + who[..., 2] // 32, -1)
+    lane = np.where(written, who[..., 2] % 32, -1)
+    return FusedMap(tuple(raw["heads"]), head_dim, tuple(raw["grid"]), raw["block_dim"],
+                    who[..., 0], warp, lane)
+
+
+def plot_fused_map(fmap: FusedMap, token: int = 0, ax=None):
+    """One token's row of ``qkv``: a line per head, colour = warp, number = lane (V: grey)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+
+    heads_total, d = fmap.warp.shape[1], fmap.head_dim
+    if ax is None:
+        _, ax = plt.subplots(figsize=(min(14.0, max(6.0, 0.2 * d + 1.5)), 0.45 * heads_total + 1.3))
+    warps = int(fmap.warp.max()) + 1
+    palette = plt.get_cmap("tab10").colors
+    colours = ListedColormap(["#dddddd"] + [palette[i % len(palette)] for i in range(warps)])
+    ax.imshow(fmap.warp[token] + 1, cmap=colours, vmin=0, vmax=warps, aspect="auto",
+              interpolation="nearest")
+    per_lane = d // 32
+    for h in range(heads_total):
+        for e in range(0, d, per_lane):  # one label per lane, at its first element
+            lane = fmap.lane[token, h, e]
+            if lane >= 0:
+                ax.text(e + (per_lane - 1) / 2, h, str(lane), ha="center", va="center", fontsize=6)
+    hq, hk, hv = fmap.heads
+    names = [f"Q{i}" for i in range(hq)] + [f"K{i}" for i in range(hk)] + [f"V{i}" for i in range(hv)]
+    ax.set_yticks(range(heads_total), names)
+    ax.set_xlabel(f"element of the head (0 .. {d - 1})")
+    ax.set_title(f"token {token}: colour = warp, number = lane; V heads (grey) are never touched",
+                 fontsize=9)
+    return ax
 
 
 def plot_thread_map(tmap: ThreadMap, ax=None, *, label: str = "thread"):
@@ -314,19 +420,22 @@ def provenance(record) -> str:
             f"numba-cuda {m['numba_cuda']}")
 
 
-def bench_table(record, variants, shapes=None) -> str:
+def bench_table(record, variants, shapes=None, dtypes=("float32",)) -> str:
     """Median time and share of the copy roof of ``variants`` (in that order) per shape.
 
     Numbers come from the record file, so the text is the same on every machine.
     """
     rows = [r for r in record["rows"] if r["variant"] in variants
-            and (shapes is None or r["shape"] in shapes) and r.get("dtype", "float32") == "float32"]
-    rows.sort(key=lambda r: (r["bytes_moved"], r["shape"], list(variants).index(r["variant"])))
-    head = f"{'shape':<12} {'MB moved':>8}  {'variant':<16} {'median us':>10} {'of copy':>8}"
+            and (shapes is None or r["shape"] in shapes) and r.get("dtype", "float32") in dtypes]
+    rows.sort(key=lambda r: (r["bytes_moved"], r["shape"], r.get("dtype", ""),
+                             list(variants).index(r["variant"])))
+    width = max([12] + [len(r["shape"]) + (0 if len(dtypes) == 1 else 9) for r in rows])
+    head = f"{'shape':<{width}} {'MB moved':>8}  {'variant':<20} {'median us':>10} {'of copy':>8}"
     lines = [head, "-" * len(head)]
     for r in rows:
         frac = "" if r.get("frac_of_copy") is None else f"{100 * r['frac_of_copy']:.0f}%"
-        lines.append(f"{r['shape']:<12} {r['bytes_moved'] / 1e6:>8.0f}  {r['variant']:<16} "
+        label = r["shape"] if len(dtypes) == 1 else f"{r['shape']} {r.get('dtype', '')}"
+        lines.append(f"{label:<{width}} {r['bytes_moved'] / 1e6:>8.0f}  {r['variant']:<20} "
                      f"{r['median_us']:>10.1f} {frac:>8}")
     return "\n".join(lines)
 

@@ -199,3 +199,22 @@ def test_precision_plots_draw_one_line_per_case():
     table = course.drift_table(drift, chunks=(1, 4)).splitlines()[2:]
     assert table[0].split() == ["1", "1.0e-07", "1.0e-03"]
     assert table[1].split() == ["4", "4.0e-07", "4.0e-03"]
+
+
+def test_fused_trace_gives_one_warp_per_token_and_head():
+    fmap = course.trace_fused(2, (2, 1, 1), 64)
+    tokens, heads, d = fmap.warp.shape
+    assert (tokens, heads, d) == (2, 4, 64)
+    # Q and K heads: every element written by the block of its own token, one warp per head,
+    # lane l holding elements 2l and 2l+1 (E = 64 / 32 = 2).
+    np.testing.assert_array_equal(fmap.token[:, :3], np.arange(2)[:, None, None].repeat(3, 1).repeat(64, 2))
+    for h in range(3):
+        assert set(fmap.warp[:, h].ravel().tolist()) == {h}
+    np.testing.assert_array_equal(fmap.lane[0, 0], np.arange(64) // 2)
+    assert (fmap.warp[:, 3] == -1).all() and (fmap.lane[:, 3] == -1).all()  # V is never written
+    assert "2 elements" not in fmap.summary() and "2 consecutive elements" in fmap.summary()
+
+
+def test_fused_trace_half_split_keeps_the_same_ownership():
+    fmap = course.trace_fused(1, (1, 1, 0), 64, interleave=False)
+    np.testing.assert_array_equal(fmap.lane[0, 1], np.arange(64) // 2)

@@ -1,0 +1,261 @@
+# %% [markdown]
+# # 06 — Fused QK-RMSNorm + RoPE: a warp per head
+#
+# Several current models normalize every query and key head before rotating it ("QK-norm":
+# Qwen3, and the diffusion transformers Flux, Qwen-Image and Z-Image).  Done as two kernels,
+# the norm reads Q and K and writes them back, then RoPE reads and writes them again.  Fused,
+# each head is read once and written once, in place.  SGLang ships such a kernel
+# (`fused_qknorm_rope`); `ropelab` rebuilds it from the formulas, in Numba.
+#
+# New in this notebook:
+#
+# * a **warp per head**: 32 lanes share one head, each lane keeping `head_dim / 32`
+#   consecutive elements in registers;
+# * a **shuffle reduction**: the RMSNorm needs the sum of squares of the whole head, which
+#   the lanes combine by exchanging registers directly (`shfl_xor_sync`), with no shared
+#   memory and no `syncthreads`;
+# * **in place on a packed `qkv` buffer**, `[tokens, (Q heads + K heads + V heads) * head_dim]`,
+#   the layout an attention layer's fused projection produces; V is never touched;
+# * the **production shapes** of SGLang's benchmark, in bfloat16 and float32.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import os
+
+os.environ["ROPELAB_QUIET"] = "1"
+
+import inspect
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import ropelab
+from ropelab import charts, course, fused, ptx, shapes
+from ropelab.kernels import fused_qknorm_rope as fused_kernel
+
+print(ropelab.format_description())
+
+# %% [markdown]
+# ## What it computes
+#
+# For every token and every Q and K head $x \in \mathbb{R}^{d}$:
+#
+# $$y = \operatorname{RoPE}_{m}\!\left( \frac{x}{\sqrt{\tfrac1d \sum_i x_i^2 + \varepsilon}} \odot w \right),$$
+#
+# with one weight vector $w$ shared by all Q heads and another by all K heads, and $m$ the
+# token's position.  The float64 reference is `ropelab.reference.fused_qknorm_rope`.
+#
+# ## The kernel
+#
+# One kernel is generated per head size, layout and storage dtype, because the number of
+# elements a lane keeps in registers must be a compile-time constant.  The factory and the
+# kernel it returns:
+
+# %%
+print(inspect.getsource(fused_kernel.make_kernel))
+
+# %% [markdown]
+# Reading it top to bottom:
+#
+# 1. **Which head.**  The grid is two-dimensional: `blockIdx.x` is the token, and
+#    `blockIdx.y` with the warp number inside the block selects the head.  No division.
+#    Index arithmetic is 32-bit (`uint32`), which the buffer sizes allow.
+# 2. **Load.**  Lane `l` reads elements `l*E .. l*E + E-1` of its head (`E = head_dim / 32`)
+#    into a small local array that the compiler keeps in registers, summing their squares.
+# 3. **Reduce.**  Five `shfl_xor_sync` steps (16, 8, 4, 2, 1): at each one, every lane adds
+#    the running sum of the lane whose number differs in one bit.  After five steps every
+#    lane holds the sum over all 32 lanes.
+# 4. **Normalize** with one reciprocal square root, times the weight.
+# 5. **Rotate.**  Interleaved pairs `(2k, 2k+1)` never straddle two lanes (`E` is even), so a
+#    lane rotates its own pairs, one sine and cosine per pair.  Half-split pairs `(i, i + d/2)`
+#    live in different lanes: one `shfl_sync` per element fetches the partner.
+# 6. **Store** back where the values came from.
+#
+# The butterfly of step 3, acted out by NumPy on 32 integers (exact, so the check is exact):
+
+# %%
+partial = np.arange(32) ** 2  # each lane's own sum of squares
+lanes = np.arange(32)
+state = partial.copy()
+for offset in (16, 8, 4, 2, 1):
+    state = state + state[lanes ^ offset]  # lane l adds the value held by lane l XOR offset
+    print(f"after offset {offset:>2}: lane 0 holds {state[0]:>5}, distinct values across lanes: {len(set(state))}")
+print("every lane holds the total:", bool((state == partial.sum()).all()))
+
+# %% [markdown]
+# The simulator has no warp shuffles; `ropelab.warp` emulates them with one barrier per warp,
+# so the same kernel runs here.
+#
+# ## The thread map
+#
+# One token of a small `qkv`: two Q heads, two K heads and one V head of 128 floats.  Each
+# colour is one warp (one head), each number a lane, placed over the four elements it owns:
+
+# %%
+fmap = course.trace_fused(tokens=2, heads=(2, 2, 1), head_dim=128)
+print(fmap.summary())
+course.plot_fused_map(fmap, token=0)
+plt.show()
+
+# %% [markdown]
+# A warp reads 32 lanes x 4 consecutive elements = one contiguous head: the loads of a warp
+# cover one 256-byte (bfloat16) or 512-byte (float32) span.  The V head is grey: no thread
+# writes it, which the correctness check below also verifies bit for bit.
+#
+# ## Correctness
+#
+# `ropelab.fused.check_case` draws random heads with very different magnitudes, runs the
+# kernel in place, and compares with the float64 reference under a tolerance that adds the
+# norm's rounding, the rotation's (notebook 04) and the final rounding to the storage dtype.
+# It also checks that the V columns are bit-identical afterwards.
+
+# %%
+rng = np.random.default_rng(6)
+checks = []
+for storage in ("float32", "float16", "bfloat16"):
+    for interleave in (True, False):
+        checks.append(fused.check_case(rng, tokens=3, heads=(2, 2, 1), head_dim=64, rotary_dim=None,
+                                       storage=storage, interleave=interleave, name="3 tok, 2+2+1"))
+checks.append(fused.check_case(rng, tokens=2, heads=(2, 1, 1), head_dim=128, rotary_dim=64,
+                               storage="bfloat16", interleave=False, name="partial"))
+checks.append(fused.check_case(rng, tokens=2, heads=(1, 1, 1), head_dim=64, rotary_dim=None,
+                               storage="float32", yarn=dict(factor=4.0, low=4.0, high=20.0,
+                                                            attention_factor=1.1), name="yarn"))
+for c in checks:
+    print(f"{c.name:<13} {c.storage:<9} {c.options:<18} tolerance {c.tolerance:.1e}, "
+          f"V unchanged {c.v_unchanged}: {'PASS' if c.passed else 'FAIL'}")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+for c in checks:
+    print(f"{c.name:<13} {c.storage:<9} {c.options:<18} max|error| {c.max_error:.2e} ({ropelab.TARGET})")
+
+# %% [markdown]
+# The public function validates everything before a kernel runs.  For example, the warp
+# mapping needs `head_dim` to be a multiple of 64:
+
+# %%
+qkv = np.zeros((2, 3 * 96), dtype=np.float32)
+w = np.ones(96, dtype=np.float32)
+try:
+    ropelab.fused_qknorm_rope(qkv, num_heads_q=1, num_heads_k=1, num_heads_v=1, head_dim=96,
+                              q_weight=w, k_weight=w, positions=np.arange(2, dtype=np.int32))
+except ropelab.RopeInputError as err:
+    print("RopeInputError:", err)
+
+# %% [markdown]
+# ## The production shapes
+#
+# SGLang benchmarks its kernel on diffusion transformers at 1024 x 1024 pixels: 4096 image
+# tokens, 24 to 32 heads of 128.  The launch configuration `ropelab` picks for each (warps per
+# block chosen to waste the fewest warps in the last block column), and the bytes the kernel
+# must move (Q and K read and written once):
+
+# %%
+print(f"{'shape':<20} {'tokens':>6} {'Q+K+V heads':>12} {'rot':>4} {'grid':>11} {'threads':>8}"
+      f" {'MB bf16':>8} {'MB fp32':>8}")
+for s in shapes.PRODUCTION_SHAPES.values():
+    grid, threads = fused_kernel.launch_config(s)
+    heads = f"{s.heads_q}+{s.heads_k}+{s.heads_v}"
+    print(f"{s.name:<20} {s.tokens:>6} {heads:>12} {s.rotary_dim:>4} {grid[0]:>6} x {grid[1]:<2}"
+          f" {threads:>8} {s.qk_bytes(2) / 1e6:>8.1f} {s.qk_bytes(4) / 1e6:>8.1f}")
+
+# %% [markdown]
+# ## Census
+#
+# The production kernel (head 128, so `E = 4` elements and 2 interleaved pairs per lane),
+# fast-math builds:
+
+# %%
+census = ptx.census()
+print(f"{'kernel':<40} {'instr':>6} {'div/rem':>8} {'float64':>8}  special functions")
+for layout in ("gptj", "neox"):
+    for storage in ("bfloat16", "float32"):
+        name = f"fused_qknorm_rope_d128_{layout}_{storage}"
+        r = ptx.row(census, "fused_qknorm_rope", fastmath=True, kernel=name)
+        print(f"{name:<40} {r['instructions']:>6} {r['int_divrem']:>8} {r['f64']:>8}  {r['sfu']}")
+
+# %% [markdown]
+# * No integer division (the 2-D grid) and no float64.
+# * One `sqrt` for the norm per lane, and in the interleaved build one `sin` and one `cos` per
+#   pair: two pairs per lane, two of each.  The half-split build computes them per element
+#   (each lane holds one side of four different pairs), so it has twice as many.
+# * These counts are per lane, for a whole head's worth of work shared by 32 lanes: the
+#   shuffles replace a round trip through shared memory.
+#
+# ## Timing on an H200
+#
+# The fused rows of the recorded run, against a device copy of the same bytes (Q and K read
+# and written) on each production shape, in bfloat16 and float32:
+
+# %%
+bench = course.recorded("bench")
+production = list(shapes.PRODUCTION_SHAPES)
+if bench is not None:
+    print(course.provenance(bench))
+    print(course.bench_table(bench, ["copy_d2d", "fused_qknorm_rope"], shapes=production,
+                             dtypes=("bfloat16", "float32")))
+
+# %% [markdown]
+# A fused kernel of this kind has no arithmetic reason to be slower than the copy: per
+# element it does a handful of multiplies, and per pair one sine and cosine.  The share of
+# the copy roof is the figure of merit, and the place to look when it falls short.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+if ropelab.TARGET == "gpu":
+    from ropelab import bench as bench_module
+
+    timer = bench_module.Timer(repeats=20)
+    entries = bench_module.plan(["fused_qknorm_rope"], baselines=False)
+    sized = [s for s in bench_module.shapes_for(["production"]) if s.label == "flux_1024"]
+    print(bench_module.format_rows(bench_module.sweep(sized, entries, timer=timer, progress=False).rows))
+else:
+    print(course.live_bench(["fused_qknorm_rope"]))
+
+# %% [markdown]
+# ## Takeaways
+#
+# * Fusing two memory-bound passes halves the traffic; the kernel's job is then to stay near
+#   the copy roof for the bytes that remain.
+# * A warp per head keeps the head in registers; a five-step shuffle butterfly gives every
+#   lane the head's sum of squares without shared memory or a block-wide barrier.
+# * Shape the thread's share of data so that pairs never straddle lanes (interleaved); when
+#   they must (half-split), fetch the partner with a shuffle.
+# * In place on `qkv`: touch only Q and K, and test that V is bit-identical.
+#
+# ## Exercises
+#
+# **1.** How many elements does each lane hold for `head_dim = 256`, and how many
+# interleaved pairs is that?  Give `(elements, pairs)`.
+
+# %%
+answer_1 = (256 // 32, 256 // 32 // 2)  # your answer here
+
+# %%
+fmap_256 = course.trace_fused(tokens=1, heads=(1, 0, 0), head_dim=256)
+elements = int((fmap_256.lane[0, 0] == 0).sum())
+assert answer_1 == (elements, elements // 2)
+print("exercise 1: correct,", answer_1[0], "elements,", answer_1[1], "pairs per lane")
+
+# %% [markdown]
+# **2.** In the butterfly, which lane does lane 5 exchange with at the step with offset 4?
+
+# %%
+answer_2 = 5 ^ 4  # your answer here
+
+# %%
+assert answer_2 == lanes[5 ^ 4] == 1
+print("exercise 2: correct, lane", answer_2)
+
+# %% [markdown]
+# **3.** How many blocks does the kernel launch for `flux_1024` (4096 tokens, 24 Q and 24 K
+# heads), if a block holds 8 warps?
+
+# %%
+answer_3 = 4096 * (48 // 8)  # your answer here
+
+# %%
+grid, threads = fused_kernel.launch_config(shapes.PRODUCTION_SHAPES["flux_1024"], warps_per_block=8)
+assert answer_3 == grid[0] * grid[1]
+print("exercise 3: correct,", answer_3, "blocks")
