@@ -281,6 +281,9 @@ for inter, st in ((True, "bfloat16"), (False, "float32"), (True, "float16")):
     body = ptx[ptx.index(".entry"):]
     print(st, inter, body.count("shfl.sync.bfly.b32"), body.count("shfl.sync.idx.b32"),
           body.count(".f64"), body.count("sin.approx"), body.count("div.s"), body.count("div.u"))
+ptx = cuda.compile_ptx(m.make_kernel(128, False, "float32", True), m.PTX_SIGNATURE["float32"],
+                       cc=(9, 0), fastmath=True)[0]
+print("vector4", ptx.count("ld.global.v4.f32"), ptx.count("st.global.v4.f32"), ptx.count(".f64"))
 """
 
 
@@ -291,7 +294,8 @@ def test_ptx_has_butterfly_shuffles_and_no_float64():
                          timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     rows = [line.split() for line in res.stdout.strip().splitlines()]
-    assert len(rows) == 3
+    assert len(rows) == 4
+    assert rows.pop() == ["vector4", "1", "1", "0"]  # one 128-bit load and store per lane
     for st, inter, bfly, idx, f64, sin, divs, divu in rows:
         assert int(bfly) == 5  # the reduction: 16, 8, 4, 2, 1
         assert int(idx) == (0 if inter == "True" else 4)  # NeoX: one partner shuffle per slot
@@ -306,3 +310,18 @@ def test_misaligned_bfloat16_device_buffer_is_refused(rng):
     shifted = flat[1:].reshape(qkv.shape)  # 2 bytes past a 4-byte boundary
     with pytest.raises(ropelab.RopeInputError, match="4-byte aligned"):
         ropelab.fused_qknorm_rope(shifted, **kw)
+
+
+def test_float32_vector_and_scalar_paths_agree(rng):
+    qkv, kw = _inputs(rng, "float32", tokens=2, heads=(1, 1, 1), d=128)
+    aligned = cuda.to_device(qkv)
+    flat = cuda.to_device(np.zeros(qkv.size + 1, np.float32))
+    flat[1:] = qkv.reshape(-1)
+    shifted = flat[1:].reshape(qkv.shape)  # 4 bytes past a 16-byte boundary: scalar path
+    problem = fused.build_problem(fused.inspect_array(qkv, "qkv"), num_heads_q=1, num_heads_k=1,
+                                  num_heads_v=1, head_dim=128)
+    assert kmod.uses_vector4(problem, aligned.reshape(-1))
+    assert not kmod.uses_vector4(problem, shifted.reshape(-1))
+    ropelab.fused_qknorm_rope(aligned, **kw)
+    ropelab.fused_qknorm_rope(shifted, **kw)
+    np.testing.assert_array_equal(aligned.copy_to_host(), shifted.copy_to_host())

@@ -32,7 +32,10 @@ instead of carrying fast-math ``pow`` error that the angle multiplies by the pos
 costs the kernel nothing.  ``ropelab.kernels.freq_table`` makes the same choice for plain RoPE.
 
 Storage dtypes: float32, float16, and bfloat16 as ``uint16`` bit patterns (see
-:mod:`ropelab.bf16`); all arithmetic is float32 and shuffles carry float32 only.  One kernel is
+:mod:`ropelab.bf16`); all arithmetic is float32 and shuffles carry float32 only.  Memory access
+per lane: bfloat16 moves as uint32 words of two elements; float32 with ``head_dim % 128 == 0``
+and a 16-byte aligned buffer moves as 128-bit vectors (:mod:`ropelab.kernels.vec`); otherwise
+one scalar access per element (float16 always: numba has no way to reinterpret bits as half).  One kernel is
 built per (head_dim, layout, storage) by :func:`make_kernel`, because the number of registers a
 lane holds must be a compile-time constant for them to stay in registers.
 """
@@ -47,6 +50,7 @@ from numba import cuda, float32, uint32
 
 from ..bf16 import load_bf16, pack2, store_bf16, unpack_high, unpack_low
 from ._jit import jitted
+from .vec import load_f32x4, store_f32x4
 
 NAME = "fused_qknorm_rope"
 SUMMARY = ("QK-RMSNorm + RoPE in place on packed qkv: warp per (token, head), shuffle-reduced "
@@ -75,10 +79,17 @@ _STORE = {"float32": _store_plain, "float16": _store_plain, "bfloat16": store_bf
 
 
 @cache
-def make_kernel(head_dim: int, interleave: bool, storage: str):
-    """The kernel function for one head size, pair layout and storage dtype (cached)."""
+def make_kernel(head_dim: int, interleave: bool, storage: str, vector4: bool = False):
+    """The kernel function for one head size, pair layout and storage dtype (cached).
+
+    ``vector4`` (float32 only, ``head_dim`` a multiple of 128): each lane moves its elements
+    with 128-bit ``ld/st.global.v4.f32`` (:mod:`ropelab.kernels.vec`), which needs ``qkv`` to be
+    16-byte aligned; the launcher picks it when it is.
+    """
     if head_dim not in HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {head_dim}")
+    if vector4 and (storage != "float32" or head_dim % 128):
+        raise ValueError("vector4 needs float32 storage and head_dim a multiple of 128")
     E = head_dim // WARP  # elements per lane, even
     PAIRS = E // 2  # interleaved pairs per lane
     INV_HEAD_DIM = float32(1.0 / head_dim)  # a power of two: exact
@@ -86,6 +97,8 @@ def make_kernel(head_dim: int, interleave: bool, storage: str):
     # bfloat16 qkv arrives as uint32 words of two elements: half the loads and stores.
     PACKED = storage == "bfloat16"
     WORDS = E // 2
+    VEC4 = bool(vector4)
+    QUADS = E // 4
     load = _LOAD[storage]
     store = _STORE[storage]
 
@@ -110,6 +123,14 @@ def make_kernel(head_dim: int, interleave: bool, storage: str):
                 vals[2 * k] = lo
                 vals[2 * k + 1] = hi
                 ss += lo * lo + hi * hi
+        elif VEC4:
+            for k in range(QUADS):
+                a, b, c, d = load_f32x4(qkv, first + uint32(4 * k))
+                vals[4 * k] = a
+                vals[4 * k + 1] = b
+                vals[4 * k + 2] = c
+                vals[4 * k + 3] = d
+                ss += a * a + b * b + c * c + d * d
         else:
             for i in range(E):
                 v = load(qkv[first + uint32(i)])
@@ -159,11 +180,16 @@ def make_kernel(head_dim: int, interleave: bool, storage: str):
         if PACKED:
             for k in range(WORDS):
                 qkv[(first >> uint32(1)) + uint32(k)] = pack2(vals[2 * k], vals[2 * k + 1])
+        elif VEC4:
+            for k in range(QUADS):
+                store_f32x4(qkv, first + uint32(4 * k), vals[4 * k], vals[4 * k + 1],
+                            vals[4 * k + 2], vals[4 * k + 3])
         else:
             for i in range(E):
                 qkv[first + uint32(i)] = store(vals[i])
 
-    fused_qknorm_rope.__qualname__ = f"fused_qknorm_rope_d{head_dim}_{'gptj' if interleave else 'neox'}_{storage}"
+    fused_qknorm_rope.__qualname__ = (f"fused_qknorm_rope_d{head_dim}_{'gptj' if interleave else 'neox'}"
+                                      f"_{storage}{'_v4' if vector4 else ''}")
     return fused_qknorm_rope
 
 
@@ -176,7 +202,7 @@ PTX_SIGNATURE = {
 }
 PTX_SIGNATURE["bfloat16"] = PTX_SIGNATURE["bfloat16"].replace("uint16", "uint32", 1)  # packed qkv
 # What the PTX census compiles: the production head size in both layouts, bf16 and float32.
-CENSUS_KERNELS = [(make_kernel(128, inter, st), PTX_SIGNATURE[st])
+CENSUS_KERNELS = [(make_kernel(128, inter, st, st == "float32"), PTX_SIGNATURE[st])
                   for st in ("bfloat16", "float32") for inter in (True, False)]
 
 
@@ -210,6 +236,20 @@ def scalar_args(problem):
             np.uint32(half_lanes), np.float32(problem.eps), np.float32(problem.attention_factor))
 
 
+def _address(array) -> int:
+    cai = getattr(array, "__cuda_array_interface__", None)
+    if cai is not None:
+        return int(cai["data"][0])
+    host = getattr(array, "_ary", array)  # the simulator's fake device array wraps an ndarray
+    return int(host.ctypes.data)
+
+
+def uses_vector4(problem, qkv) -> bool:
+    """Whether the launch takes the 128-bit float32 path (float32, head_dim % 128, aligned)."""
+    return (problem.storage == "float32" and problem.head_dim % 128 == 0
+            and _address(qkv) % 16 == 0)
+
+
 def launch(problem, qkv, q_weight, k_weight, positions, inv_freq, *, fastmath=True,
            warps_per_block=None, stream=0):
     """Launch on device arrays; no validation (``ropelab.fused_qknorm_rope`` does it first).
@@ -225,6 +265,7 @@ def launch(problem, qkv, q_weight, k_weight, positions, inv_freq, *, fastmath=Tr
     if problem.storage == "bfloat16":
         qkv = qkv.reshape(-1).view(np.uint32)
     grid, threads = launch_config(problem, warps_per_block)
-    fn = make_kernel(problem.head_dim, problem.interleave, problem.storage)
+    fn = make_kernel(problem.head_dim, problem.interleave, problem.storage,
+                     uses_vector4(problem, qkv))
     jitted(fn, fastmath)[grid, threads, stream](
         qkv, q_weight, k_weight, positions, inv_freq, *scalar_args(problem))
