@@ -415,3 +415,42 @@ def check_production(shapes=None, storages=("bfloat16", "float16", "float32"), l
                                        storage=storage, interleave=inter, fastmath=fastmath,
                                        name=shape.name))
     return rows
+
+
+@dataclass
+class DeviceCase:
+    """Device inputs for timing the kernel alone: ``case.launch()`` runs it with no validation.
+
+    Built by :func:`device_case`; ``qk_bytes`` is what the kernel must move (Q and K read and
+    written once), the number a bandwidth figure divides by.  Each launch normalizes and rotates
+    ``qkv`` again in place: fine for timing, not for checking results (use :func:`check_case`).
+    """
+
+    problem: FusedProblem
+    qkv: object
+    q_weight: object
+    k_weight: object
+    positions: object
+    inv_freq: object
+    qk_bytes: int
+
+    def launch(self, *, fastmath: bool = True, warps_per_block=None, stream=0) -> None:
+        _kernel.launch(self.problem, self.qkv, self.q_weight, self.k_weight, self.positions,
+                       self.inv_freq, fastmath=fastmath, warps_per_block=warps_per_block,
+                       stream=stream)
+
+
+def device_case(shape, storage: str = "bfloat16", *, interleave: bool = True, yarn=None,
+                seed: int = 0, eps: float = 1e-6, base: float = 10000.0) -> DeviceCase:
+    """Random inputs of a :class:`ropelab.shapes.FusedShape` on the device, validated once."""
+    rng = np.random.default_rng(seed)
+    heads = (shape.heads_q, shape.heads_k, shape.heads_v)
+    qkv, wq, wk, pos = random_inputs(rng, shape.tokens, heads, shape.head_dim, storage)
+    problem = build_problem(inspect_array(qkv, "qkv"), num_heads_q=shape.heads_q,
+                            num_heads_k=shape.heads_k, num_heads_v=shape.heads_v,
+                            head_dim=shape.head_dim, eps=eps, base=base,
+                            rotary_dim=shape.rotary_dim, interleave=interleave, yarn=yarn)
+    itemsize = _kernel.STORAGES[storage].itemsize
+    return DeviceCase(problem, cuda.to_device(qkv.reshape(-1)), cuda.to_device(wq), cuda.to_device(wk),
+                      cuda.to_device(pos), cuda.to_device(problem.inv_freq_f32()),
+                      2 * shape.tokens * (shape.heads_q + shape.heads_k) * shape.head_dim * itemsize)
