@@ -343,6 +343,7 @@ class Buffers:
 
     def __init__(self, shape: Shape, seed: int = 0):
         self.shape = shape
+        self._stream = cuda.default_stream()
         self.positions = cuda.to_device(np.arange(shape.tokens, dtype=np.int32))
         if shape.fused:  # the fused kernel's hook allocates Q and K; these serve the copy only
             self._src = cuda.device_array(shape.copy_bytes, dtype=np.uint8)
@@ -354,8 +355,12 @@ class Buffers:
         self._src, self._dst = self.x, self.out
 
     def copy(self):
-        """Device-to-device copy (cuMemcpyDtoD on the default stream) of the shape's bytes."""
-        self._dst.copy_to_device(self._src)
+        """Device-to-device copy of the shape's bytes: cuMemcpyDtoDAsync on the default stream.
+
+        Passing the stream matters: without one numba calls the synchronous cuMemcpyDtoD, whose
+        host round trip lands between the events and made small copies look 10x slower.
+        """
+        self._dst.copy_to_device(self._src, stream=self._stream)
 
     def problem(self):
         from .problem import RopeProblem

@@ -30,7 +30,7 @@ step() {  # step SECONDS NAME ARGS...: run python -m ropelab ARGS with a time li
 }
 
 step 30  info      info
-step 60  check     check
+step 170 check     check
 step 290 bench     bench --shapes all --budget-s 200 --no-overhead
 step 45  overhead  bench --overhead-only
 if python3 -m ropelab --help 2>/dev/null | grep -q precision; then

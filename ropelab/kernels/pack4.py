@@ -16,7 +16,7 @@ and two sin/cos: packing saves index math and load instructions, not transcenden
 
 import math
 
-from numba import cuda, float32
+from numba import cuda, float32, uint64
 
 from ._jit import blocks_for, jitted
 from .rotate import rotate
@@ -31,13 +31,14 @@ THREADS = 256
 def rope_pack4(x, out, positions, n_pairs, quads_per_row, total_quads, base):
     idx = cuda.grid(1)
     if idx < total_quads:
-        token = idx // quads_per_row
-        pair = 2 * (idx % quads_per_row)  # first of this thread's two pairs
-        i = 4 * idx  # rows hold a whole number of quads here, so quad idx starts at 4 * idx
+        q = uint64(idx)  # unsigned: C-style // and no negative-index wrap-around (see flat.py)
+        token = q // quads_per_row
+        pair = uint64(2) * (q - token * quads_per_row)  # first of this thread's two pairs
+        i = uint64(4) * q  # rows hold a whole number of quads here, so quad q starts at 4q
         pos = float32(positions[token])
-        inv_hidden = float32(1.0) / float32(2 * n_pairs)
-        a0 = pos / math.pow(base, float32(2 * pair) * inv_hidden)
-        a1 = pos / math.pow(base, float32(2 * pair + 2) * inv_hidden)
+        inv_hidden = float32(1.0) / float32(n_pairs + n_pairs)
+        a0 = pos / math.pow(base, float32(pair + pair) * inv_hidden)
+        a1 = pos / math.pow(base, float32(pair + pair + uint64(2)) * inv_hidden)
         v0, v1, v2, v3 = load_f32x4(x, i)
         r0, r1 = rotate(v0, v1, math.cos(a0), math.sin(a0))
         r2, r3 = rotate(v2, v3, math.cos(a1), math.sin(a1))
@@ -47,20 +48,22 @@ def rope_pack4(x, out, positions, n_pairs, quads_per_row, total_quads, base):
 def rope_pack4_scalar(x, out, positions, n_pairs, quads_per_row, total_quads, base):
     idx = cuda.grid(1)
     if idx < total_quads:
-        token = idx // quads_per_row
-        pair = 2 * (idx % quads_per_row)
-        i = token * 2 * n_pairs + 2 * pair
+        q = uint64(idx)
+        token = q // quads_per_row
+        pair = uint64(2) * (q - token * quads_per_row)
+        i = uint64(2) * (token * n_pairs + pair)
         pos = float32(positions[token])
-        inv_hidden = float32(1.0) / float32(2 * n_pairs)
-        angle = pos / math.pow(base, float32(2 * pair) * inv_hidden)
-        out[i], out[i + 1] = rotate(x[i], x[i + 1], math.cos(angle), math.sin(angle))
-        if pair + 1 < n_pairs:  # false only for the last thread of a row with odd n_pairs
-            angle = pos / math.pow(base, float32(2 * pair + 2) * inv_hidden)
-            out[i + 2], out[i + 3] = rotate(x[i + 2], x[i + 3], math.cos(angle), math.sin(angle))
+        inv_hidden = float32(1.0) / float32(n_pairs + n_pairs)
+        angle = pos / math.pow(base, float32(pair + pair) * inv_hidden)
+        out[i], out[i + uint64(1)] = rotate(x[i], x[i + uint64(1)], math.cos(angle), math.sin(angle))
+        if pair + uint64(1) < n_pairs:  # false only for the last thread of a row with odd n_pairs
+            angle = pos / math.pow(base, float32(pair + pair + uint64(2)) * inv_hidden)
+            j = i + uint64(2)
+            out[j], out[j + uint64(1)] = rotate(x[j], x[j + uint64(1)], math.cos(angle), math.sin(angle))
 
 
 KERNEL = rope_pack4
-PTX_SIGNATURE = "void(float32[::1], float32[::1], int32[::1], int64, int64, int64, float32)"
+PTX_SIGNATURE = "void(float32[::1], float32[::1], int32[::1], uint64, uint64, int64, float32)"
 
 
 def _address(array) -> int:
@@ -88,6 +91,7 @@ def launch(problem, x, out, positions, *, fastmath=True, threads_per_block=None,
         vector = can_vectorize(problem, x, out)
     kernel = rope_pack4 if vector else rope_pack4_scalar
     jitted(kernel, fastmath)[blocks, threads, stream](
-        x, out, positions, problem.n_pairs, quads_per_row, problem.tokens * quads_per_row,
+        x, out, positions, uint64(problem.n_pairs), uint64(quads_per_row),
+        problem.tokens * quads_per_row,
         float32(problem.base),
     )
