@@ -10,7 +10,7 @@ per block raises :class:`~ropelab.problem.RopeInputError` before launch.
 
 import math
 
-from numba import cuda, float32
+from numba import cuda, float32, uint64
 
 from ..problem import WARP, MAX_THREADS_PER_BLOCK
 from .rotate import rotate
@@ -23,20 +23,21 @@ FEATURES = frozenset()
 
 def rope_block2d(x, out, positions, n_pairs, base):
     token = cuda.blockIdx.x
-    row = token * 2 * n_pairs  # first element of this token's row
+    # Unsigned index math (see flat.py): no negative-index wrap-around on every access.
+    row = uint64(token) * (n_pairs + n_pairs)  # first element of this token's row
     pos = float32(positions[token])
-    exponent_step = float32(2.0) / float32(2 * n_pairs)
-    pair = cuda.threadIdx.x
+    exponent_step = float32(2.0) / float32(n_pairs + n_pairs)
+    pair = uint64(cuda.threadIdx.x)
     while pair < n_pairs:
         inv_freq = float32(1.0) / math.pow(base, float32(pair) * exponent_step)
         angle = pos * inv_freq
-        i = row + 2 * pair
-        out[i], out[i + 1] = rotate(x[i], x[i + 1], math.cos(angle), math.sin(angle))
-        pair += cuda.blockDim.x
+        i = row + pair + pair
+        out[i], out[i + uint64(1)] = rotate(x[i], x[i + uint64(1)], math.cos(angle), math.sin(angle))
+        pair += uint64(cuda.blockDim.x)
 
 
 KERNEL = rope_block2d
-PTX_SIGNATURE = "void(float32[::1], float32[::1], int32[::1], int64, float32)"
+PTX_SIGNATURE = "void(float32[::1], float32[::1], int32[::1], uint64, float32)"
 
 
 def launch_config(problem, threads_per_block=None):
@@ -51,5 +52,5 @@ def launch_config(problem, threads_per_block=None):
 def launch(problem, x, out, positions, *, fastmath=True, threads_per_block=None, stream=0):
     blocks, threads = launch_config(problem, threads_per_block)
     jitted(rope_block2d, fastmath)[blocks, threads, stream](
-        x, out, positions, problem.n_pairs, float32(problem.base)
+        x, out, positions, uint64(problem.n_pairs), float32(problem.base)
     )
