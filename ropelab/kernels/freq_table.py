@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from numba import cuda, float32, int64
+from numba import cuda, float32, int64, uint64
 
 from ..problem import HEADS, INVERSE, NEOX, PARTIAL, SCALED, RopeInputError
 from ._jit import blocks_for, jitted
@@ -53,44 +53,73 @@ TWO_PI = 2.0 * math.pi
 MAX_CACHE_ENTRIES = 2**28
 
 
-def rope_freq_table(x, out, positions, inv_freq, heads, half_dim, n_pairs, total_slots,
-                    step, partner, cos_scale, sin_scale):
+# Sentinel shift: "the divisor is not a power of two, divide".
+NO_SHIFT = 64
+
+
+def shift_for(d: int) -> int:
+    """``log2(d)`` when ``d`` is a power of two, else :data:`NO_SHIFT` (host side, for :func:`quotient`)."""
+    d = int(d)
+    return d.bit_length() - 1 if d > 0 and d & (d - 1) == 0 else NO_SHIFT
+
+
+@cuda.jit(device=True, inline="always")
+def quotient(n, d, shift):
+    """``n // d`` for unsigned ``n``, ``d``, with ``shift = shift_for(d)``.
+
+    Every operand is uint64 on purpose (see ``flat.py``): a signed ``//`` in Numba is a floor
+    division with sign fix-ups.  Head sizes and head counts are nearly always powers of two;
+    the host then passes ``log2(d)`` and the thread pays one shift instead of a division (tens
+    of instructions even on the 32-bit path).  The branch is uniform across the grid, so it
+    costs no divergence; other divisors take the division.
+    """
+    if shift < uint64(NO_SHIFT):
+        return n >> shift
+    return n // d
+
+
+def rope_freq_table(x, out, positions, inv_freq, heads, heads_shift, half_dim, half_shift, n_pairs,
+                    total_slots, step, partner, cos_scale, sin_scale):
     idx = cuda.grid(1)
     if idx < total_slots:
-        head_row = idx // half_dim  # token * heads + head
-        j = idx - head_row * half_dim  # the slot, without a second division
-        first = head_row * 2 * half_dim
+        # Unsigned from here on: C-style division and no negative-index wrap-around on x[a].
+        i = uint64(idx)
+        head_row = quotient(i, half_dim, half_shift)  # token * heads + head
+        j = i - head_row * half_dim  # the slot, without a second division
+        first = (i - j) + (i - j)  # 2 * head_row * half_dim: the head's first element
         if j < n_pairs:
             a = first + j * step
             b = a + partner
-            angle = float32(positions[head_row // heads]) * inv_freq[j]
+            angle = float32(positions[quotient(head_row, heads, heads_shift)]) * inv_freq[j]
             c = math.cos(angle) * cos_scale
             s = math.sin(angle) * sin_scale
             out[a], out[b] = rotate(x[a], x[b], c, s)
         else:  # pass-through tail of a partial rotation
-            a = first + 2 * j
+            a = first + j + j
             out[a] = x[a]
-            out[a + 1] = x[a + 1]
+            out[a + uint64(1)] = x[a + uint64(1)]
 
 
-def rope_cos_sin_cache(x, out, positions, cos_cache, sin_cache, heads, half_dim, n_pairs,
-                       total_slots, step, partner, cos_scale, sin_scale):
+def rope_cos_sin_cache(x, out, positions, cos_cache, sin_cache, heads, heads_shift, half_dim,
+                       half_shift, n_pairs, total_slots, step, partner, cos_scale, sin_scale):
     idx = cuda.grid(1)
     if idx < total_slots:
-        head_row = idx // half_dim
-        j = idx - head_row * half_dim
-        first = head_row * 2 * half_dim
+        i = uint64(idx)
+        head_row = quotient(i, half_dim, half_shift)
+        j = i - head_row * half_dim
+        first = (i - j) + (i - j)
         if j < n_pairs:
             a = first + j * step
             b = a + partner
-            pos = positions[head_row // heads]
+            # Positions were checked non-negative on the host: unsigned row index, no wrap-around.
+            pos = uint64(positions[quotient(head_row, heads, heads_shift)])
             c = cos_cache[pos, j] * cos_scale
             s = sin_cache[pos, j] * sin_scale
             out[a], out[b] = rotate(x[a], x[b], c, s)
         else:
-            a = first + 2 * j
+            a = first + j + j
             out[a] = x[a]
-            out[a + 1] = x[a + 1]
+            out[a + uint64(1)] = x[a + uint64(1)]
 
 
 @cuda.jit(device=True, inline="always")
@@ -107,28 +136,31 @@ def reduced_angle(pos, turns_hi, turns_lo):
     return frac * float32(TWO_PI)
 
 
-def rope_reduced_angle(x, out, positions, turns_hi, turns_lo, heads, half_dim, n_pairs,
-                       total_slots, step, partner, cos_scale, sin_scale):
+def rope_reduced_angle(x, out, positions, turns_hi, turns_lo, heads, heads_shift, half_dim,
+                       half_shift, n_pairs, total_slots, step, partner, cos_scale, sin_scale):
     idx = cuda.grid(1)
     if idx < total_slots:
-        head_row = idx // half_dim
-        j = idx - head_row * half_dim
-        first = head_row * 2 * half_dim
+        i = uint64(idx)
+        head_row = quotient(i, half_dim, half_shift)
+        j = i - head_row * half_dim
+        first = (i - j) + (i - j)
         if j < n_pairs:
             a = first + j * step
             b = a + partner
-            angle = reduced_angle(float32(positions[head_row // heads]), turns_hi[j], turns_lo[j])
+            pos = float32(positions[quotient(head_row, heads, heads_shift)])
+            angle = reduced_angle(pos, turns_hi[j], turns_lo[j])
             c = math.cos(angle) * cos_scale
             s = math.sin(angle) * sin_scale
             out[a], out[b] = rotate(x[a], x[b], c, s)
         else:
-            a = first + 2 * j
+            a = first + j + j
             out[a] = x[a]
-            out[a + 1] = x[a + 1]
+            out[a + uint64(1)] = x[a + uint64(1)]
 
 
 KERNEL = rope_freq_table
-_INTS = "int64, int64, int64, int64, int64, int64, float32, float32"
+# Argument types exactly as scalar_args() passes them (the census compiles these).
+_INTS = "uint64, uint64, uint64, uint64, uint64, int64, uint64, uint64, float32, float32"
 PTX_SIGNATURE = f"void(float32[::1], float32[::1], int32[::1], float32[::1], {_INTS})"
 CACHE_KERNEL = rope_cos_sin_cache
 CACHE_PTX_SIGNATURE = (f"void(float32[::1], float32[::1], int32[::1], float32[:, ::1], "
@@ -230,12 +262,19 @@ def launch_config(problem, threads_per_block=None):
 
 
 def scalar_args(problem):
-    """The integer and float arguments every mode shares, in kernel order."""
+    """The integer and float arguments every mode shares, in kernel order.
+
+    Index arguments are ``numba.uint64`` so the kernels' index arithmetic stays unsigned (a
+    Python int would type as int64, and int64 mixed with uint64 computes in float64);
+    ``total_slots`` stays int64 because it is compared with the signed ``cuda.grid(1)``.
+    """
     half_dim = problem.head_dim // 2
     step, partner = (2, 1) if problem.interleave else (1, problem.n_pairs)
     af = problem.attention_factor
-    return (problem.heads, half_dim, problem.n_pairs, problem.tokens * problem.heads * half_dim,
-            step, partner, float32(af), float32(-af if problem.inverse else af))
+    u = uint64
+    return (u(problem.heads), u(shift_for(problem.heads)), u(half_dim), u(shift_for(half_dim)),
+            u(problem.n_pairs), problem.tokens * problem.heads * half_dim, u(step), u(partner),
+            float32(af), float32(-af if problem.inverse else af))
 
 
 _KERNELS = {"table": rope_freq_table, "cache": rope_cos_sin_cache, "reduced": rope_reduced_angle}
