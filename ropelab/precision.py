@@ -241,14 +241,16 @@ def freq_drift(*, rotary_dim: int = 128, base: float = reference.DEFAULT_BASE,
     for chunk in chunks:
         d_pow = cuda.device_array(n_pairs, np.float32)
         d_rec = cuda.device_array(n_pairs, np.float32)
-        args = params.kernel_args()[:4]  # freq_scale, freq_base, exponent_step, ratio
-        kernel[blocks_for(n_pairs, 64), 64](d_pow, d_rec, n_pairs, int(chunk), *args)
+        # stride (threads per head), freq_scale, freq_base, exponent_step, ratio ** stride
+        args = pair_sincos.drift_args(params, n_pairs, int(chunk))
+        stride = int(args[0])
+        kernel[blocks_for(n_pairs, 64), 64](d_pow, d_rec, n_pairs, *args)
         p, r = d_pow.copy_to_host().astype(np.float64), d_rec.copy_to_host().astype(np.float64)
         for j in range(n_pairs):
             rel_p = abs(p[j] - exact[j]) / exact[j]
             rel_r = abs(r[j] - exact[j]) / exact[j]
             rows.append(dict(fastmath=bool(fastmath), chunk=int(chunk), pair=j,
-                             steps=j - (j // chunk) * chunk, inv_freq=float(exact[j]),
+                             steps=j // stride, inv_freq=float(exact[j]),
                              rel_err_pow=float(rel_p), rel_err_recurrence=float(rel_r),
                              angle_err_pow_rad=float(rel_p * exact[j] * position),
                              angle_err_recurrence_rad=float(rel_r * exact[j] * position)))
@@ -287,8 +289,9 @@ def record_precision(directory=None, *, max_position: int = DEFAULT_MAX_POSITION
     out["freq_drift"] = records.save(
         "freq_drift", drift, meta=meta, directory=where("freq_drift"),
         method=("ropelab.precision.freq_drift: pair_sincos.DRIFT_KERNEL computes every pair's "
-                "frequency (rotary_dim 128, base 10000) with one pow per pair and with pow at the "
-                "chunk start followed by ratio multiplications; relative errors vs float64; angle "
+                "frequency (rotary_dim 128, base 10000) with one pow per pair and as the kernel "
+                "does it: pow for the thread's first slot j % stride (stride = threads per head) "
+                "then j // stride multiplications by ratio ** stride; relative errors vs float64; angle "
                 f"errors at position {max_position}; fastmath on and off."))
     sc = [r for fm in (True, False) for r in sincos_error(fastmath=fm)]
     out["sincos_error"] = records.save(

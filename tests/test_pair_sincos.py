@@ -78,16 +78,18 @@ def test_every_element_is_written_and_the_tail_passes_through(rng):
 
 def test_drift_kernel_recurrence_matches_pow_for_chunks_of_one():
     params = pair_sincos.freq_params(None, 32, 1e4)
-    args = params.kernel_args()[:4]
     p = cuda.device_array(16, np.float32)
     r = cuda.device_array(16, np.float32)
     for chunk in (1, 5, 16):
-        jitted(pair_sincos.DRIFT_KERNEL)[1, 32](p, r, 16, chunk, *args)
+        args = pair_sincos.drift_args(params, 16, chunk)
+        jitted(pair_sincos.DRIFT_KERNEL)[1, 32](p, r, 16, *args)
         pw, rec = p.copy_to_host(), r.copy_to_host()
         np.testing.assert_allclose(pw, reference.inv_freq(32), rtol=1e-6)
         np.testing.assert_allclose(rec, reference.inv_freq(32), rtol=1e-5)
-        # chunk starts (j multiple of chunk) take no multiplication, so both paths agree exactly
-        np.testing.assert_array_equal(rec[::chunk], pw[::chunk])
+        # a thread's first slot (j < stride) takes no multiplication, so both paths agree exactly
+        stride = int(args[0])
+        assert stride == -(-16 // chunk)
+        np.testing.assert_array_equal(rec[:stride], pw[:stride])
 
 
 @pytest.mark.parametrize("value, exc, match", [

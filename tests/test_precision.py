@@ -82,7 +82,8 @@ def test_default_cases_cover_every_variant_and_the_accurate_modes():
 def test_freq_drift_rows_structure():
     rows = precision.freq_drift(rotary_dim=16, chunks=(1, 4), position=1000)
     assert len(rows) == 2 * 8
-    assert [r["steps"] for r in rows if r["chunk"] == 4] == [0, 1, 2, 3] * 2
+    # 8 pairs, 4 per thread: 2 threads, thread t owns pairs t, t + 2, t + 4, t + 6
+    assert [r["steps"] for r in rows if r["chunk"] == 4] == [0, 0, 1, 1, 2, 2, 3, 3]
     for r in rows:
         if r["chunk"] == 1:
             assert r["rel_err_recurrence"] == r["rel_err_pow"]

@@ -34,10 +34,11 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint64
 
 from ..problem import HEADS, INVERSE, NEOX, PARTIAL, SCALED, RopeInputError
 from ._jit import blocks_for, jitted
+from .freq_table import quotient, shift_for
 from .rotate import rotate
 
 NAME = "pair_sincos"
@@ -66,54 +67,69 @@ def blended(f, j, ramp_mode, ramp_a, ramp_b, shrink):
     return f - f * w * shrink
 
 
-def rope_pair_sincos(x, out, positions, heads, half_dim, n_pairs, chunks, chunk, total_threads,
-                     step, partner, freq_scale, freq_base, exponent_step, ratio,
+def rope_pair_sincos(x, out, positions, heads, heads_shift, half_dim, n_pairs, stride, stride_shift,
+                     total_threads, step, partner, freq_scale, freq_base, exponent_step, stride_ratio,
                      ramp_mode, ramp_a, ramp_b, shrink, cos_scale, sin_scale):
     idx = cuda.grid(1)
     if idx < total_threads:
-        head_row = idx // chunks  # token * heads + head
-        j0 = (idx - head_row * chunks) * chunk  # first slot of this thread
-        first = head_row * 2 * half_dim
-        pos = float32(positions[head_row // heads])
-        f = first_freq(freq_scale, freq_base, exponent_step, j0)
-        for k in range(chunk):
-            j = j0 + k
-            if j < n_pairs:
-                angle = pos * blended(f, j, ramp_mode, ramp_a, ramp_b, shrink)
-                c = math.cos(angle)  # once per pair, used by both of its elements
-                s = math.sin(angle)
-                a = first + j * step
-                b = a + partner
-                out[a], out[b] = rotate(x[a], x[b], c * cos_scale, s * sin_scale)
-                f = f * ratio  # the next pair's frequency, without a pow
-            elif j < half_dim:  # pass-through tail of a partial rotation
-                a = first + 2 * j
-                out[a] = x[a]
-                out[a + 1] = x[a + 1]
+        # Unsigned index math, as in flat.py: C-style division (or a shift, see quotient) and no
+        # negative-index wrap-around on every x[a].  Every integer argument is a numba.uint64.
+        i = uint64(idx)
+        head_row = quotient(i, stride, stride_shift)  # token * heads + head
+        # ``stride`` threads share a head; this one owns slots j, j + stride, j + 2 stride, ...
+        # At every step the lanes of a warp touch neighbouring pairs, so each load and store
+        # instruction is coalesced (a thread owning consecutive pairs put the lanes 8 * chunk
+        # bytes apart).  The frequency still costs one pow per thread: slot j + stride has
+        # frequency f_j * ratio ** stride, and the host passes that constant as stride_ratio.
+        j = i - head_row * stride
+        row = head_row * half_dim
+        first = row + row  # the head's first element
+        pos = float32(positions[quotient(head_row, heads, heads_shift)])
+        f = first_freq(freq_scale, freq_base, exponent_step, j)
+        a = first + j * step
+        a_step = stride * step  # the element distance between two slots of this thread
+        while j < n_pairs:
+            angle = pos * blended(f, j, ramp_mode, ramp_a, ramp_b, shrink)
+            c = math.cos(angle)  # once per pair, used by both of its elements
+            s = math.sin(angle)
+            b = a + partner
+            out[a], out[b] = rotate(x[a], x[b], c * cos_scale, s * sin_scale)
+            f = f * stride_ratio  # the frequency of slot j + stride, without a pow
+            j += stride
+            a += a_step
+        while j < half_dim:  # pass-through tail of a partial rotation
+            a = first + j + j
+            out[a] = x[a]
+            out[a + uint64(1)] = x[a + uint64(1)]
+            j += stride
 
 
-def freq_drift_kernel(pow_out, rec_out, n_pairs, chunk, freq_scale, freq_base, exponent_step, ratio):
+def freq_drift_kernel(pow_out, rec_out, n_pairs, stride, freq_scale, freq_base, exponent_step,
+                      stride_ratio):
     """Frequency of every pair two ways, with the arithmetic of :func:`rope_pair_sincos`.
 
-    ``pow_out[j]``: one ``pow`` for pair ``j``.  ``rec_out[j]``: ``pow`` at the start of ``j``'s
-    chunk, then ``j - j0`` multiplications by ``ratio``.
+    ``pow_out[j]``: one ``pow`` for pair ``j``.  ``rec_out[j]``: what the kernel uses, i.e.
+    ``pow`` for the thread's first slot ``j % stride``, then ``j // stride`` multiplications
+    by ``stride_ratio`` (see :func:`drift_args` for the arguments of a given chunk length).
     """
     j = cuda.grid(1)
     if j < n_pairs:
         pow_out[j] = first_freq(freq_scale, freq_base, exponent_step, j)
-        j0 = (j // chunk) * chunk
-        f = first_freq(freq_scale, freq_base, exponent_step, j0)
-        for _ in range(j - j0):
-            f = f * ratio
+        u = uint64(j)
+        steps = u // stride
+        f = first_freq(freq_scale, freq_base, exponent_step, u - steps * stride)
+        for _ in range(steps):
+            f = f * stride_ratio
         rec_out[j] = f
 
 
 KERNEL = rope_pair_sincos
-PTX_SIGNATURE = ("void(float32[::1], float32[::1], int32[::1], int64, int64, int64, int64, int64, "
-                 "int64, int64, int64, float32, float32, float32, float32, int64, float32, float32, "
-                 "float32, float32, float32)")
+# Argument types exactly as launch() passes them (the census compiles these).
+PTX_SIGNATURE = ("void(float32[::1], float32[::1], int32[::1], uint64, uint64, uint64, uint64, uint64, "
+                 "uint64, int64, uint64, uint64, float32, float32, float32, float32, int64, float32, "
+                 "float32, float32, float32, float32)")
 DRIFT_KERNEL = freq_drift_kernel
-DRIFT_PTX_SIGNATURE = "void(float32[::1], float32[::1], int64, int64, float32, float32, float32, float32)"
+DRIFT_PTX_SIGNATURE = "void(float32[::1], float32[::1], int64, uint64, float32, float32, float32, float32)"
 
 
 # --------------------------------------------------------------------------------------------
@@ -149,10 +165,19 @@ class FreqParams:
         w = np.clip(self.ramp_a * arg + self.ramp_b, 0.0, 1.0)
         return f - f * w * self.shrink
 
-    def kernel_args(self) -> tuple:
+    def stride_ratio(self, stride: int) -> float:
+        """``f_{j + stride} / f_j`` of the geometric part: ``ratio ** stride``, in float64."""
+        return self.freq_base ** (self.exponent_step * stride)
+
+    def kernel_args(self, stride: int = 1) -> tuple:
+        """The float32 formula arguments, the recurrence advancing ``stride`` pairs a step.
+
+        ``stride_ratio`` is evaluated in float64 and rounded once, so a step adds the same
+        single rounding as a step of the per-pair ``ratio`` would.
+        """
         return (float32(self.freq_scale), float32(self.freq_base), float32(self.exponent_step),
-                float32(self.ratio), self.ramp_mode, float32(self.ramp_a), float32(self.ramp_b),
-                float32(self.shrink))
+                float32(self.stride_ratio(stride)), self.ramp_mode, float32(self.ramp_a),
+                float32(self.ramp_b), float32(self.shrink))
 
 
 def freq_params(scheme, rotary_dim: int, base: float) -> FreqParams:
@@ -207,21 +232,40 @@ def prepare(problem, *, pairs_per_thread: int = PAIRS_PER_THREAD) -> PairState:
 CHECK_OPTIONS = (dict(pairs_per_thread=3),)
 
 
+def threads_per_head(half_dim: int, chunk: int) -> int:
+    """Threads sharing one head of ``half_dim`` slots, ``chunk`` slots each (the last fewer).
+
+    It is also the distance between two slots of one thread (see :func:`rope_pair_sincos`).
+    """
+    return -(-half_dim // chunk)
+
+
+def drift_args(params: FreqParams, n_pairs: int, chunk: int) -> tuple:
+    """Arguments of ``DRIFT_KERNEL`` after ``n_pairs`` for a fully rotated head of ``n_pairs``
+    pairs and ``chunk`` pairs per thread: ``(stride, freq_scale, freq_base, exponent_step,
+    stride_ratio)``.  Pair ``j`` then takes ``j // stride`` recurrence steps, as in the kernel.
+    """
+    stride = threads_per_head(n_pairs, chunk)
+    return (uint64(stride),) + params.kernel_args(stride)[:4]
+
+
 def launch_config(problem, threads_per_block=None, chunk=PAIRS_PER_THREAD):
     threads = threads_per_block or THREADS
-    chunks = -(-(problem.head_dim // 2) // chunk)
-    return blocks_for(problem.tokens * problem.heads * chunks, threads), threads
+    per_head = threads_per_head(problem.head_dim // 2, chunk)
+    return blocks_for(problem.tokens * problem.heads * per_head, threads), threads
 
 
 def launch(problem, x, out, positions, *, fastmath=True, threads_per_block=None, stream=0, state=None):
     state = state if state is not None else prepare(problem)
     blocks, threads = launch_config(problem, threads_per_block, state.chunk)
     half_dim = problem.head_dim // 2
-    chunks = -(-half_dim // state.chunk)
+    stride = threads_per_head(half_dim, state.chunk)
     step, partner = (2, 1) if problem.interleave else (1, problem.n_pairs)
     af = problem.attention_factor
+    u = uint64  # index arguments unsigned, so the kernel's index math stays unsigned
     jitted(rope_pair_sincos, fastmath)[blocks, threads, stream](
-        x, out, positions, problem.heads, half_dim, problem.n_pairs, chunks, state.chunk,
-        problem.tokens * problem.heads * chunks, step, partner, *state.params.kernel_args(),
-        float32(af), float32(-af if problem.inverse else af),
+        x, out, positions, u(problem.heads), u(shift_for(problem.heads)), u(half_dim),
+        u(problem.n_pairs), u(stride), u(shift_for(stride)),
+        problem.tokens * problem.heads * stride, u(step), u(partner),
+        *state.params.kernel_args(stride), float32(af), float32(-af if problem.inverse else af),
     )
