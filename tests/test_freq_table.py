@@ -148,3 +148,17 @@ def test_the_last_cached_position_is_accepted(rng):
     pos = np.array([0, 7], np.int32)
     got = ropelab.rope(x, variant="freq_table", positions=pos, cache=True, max_positions=8)
     check(x, got, pos)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("heads", [3, 4])
+def test_power_of_two_head_sizes_take_the_shift_path(rng, mode, heads):
+    # 8 slots a head: the slot and head row come from a shift; 4 heads a token shift too, 3 divide.
+    x = rng.standard_normal((3, heads, 16)).astype(np.float32)
+    pos = rng.integers(0, 1000, 3).astype(np.int32)
+    args = freq_table.scalar_args(RopeProblem(3, heads, 16, 12, interleave=False))
+    assert [int(a) for a in args[:4]] == [heads, {3: freq_table.NO_SHIFT, 4: 2}[heads], 8, 3]
+    got = ropelab.rope(x, variant="freq_table", positions=pos, rotary_dim=12, interleave=False,
+                       **MODES[mode])
+    check(x, got, pos, rotary_dim=12, interleave=False)
+    np.testing.assert_array_equal(got[..., 12:], x[..., 12:])

@@ -111,3 +111,61 @@ def test_prepare_refuses_frequencies_it_cannot_reproduce():
     problem = RopeProblem(2, 1, 8, 8, freqs=np.array([1.0, 0.5, 0.2, 0.01]))
     with pytest.raises(RuntimeError, match="disagree"):
         pair_sincos.prepare(problem)
+
+
+def test_each_thread_owns_slots_one_stride_apart(rng):
+    # Launch only the first thread or two of the grid: the elements they write show the layout.
+    # 10 slots a head, 4 pairs a thread: stride 3 threads a head, thread t owns t, t+3, t+6, t+9.
+    problem = RopeProblem(tokens=2, heads=2, head_dim=20, rotary_dim=16)
+    state = pair_sincos.prepare(problem, pairs_per_thread=4)
+    args = list(pair_sincos.launch_args(problem, state))
+    assert int(args[4]) == 3  # stride: threads per head
+    host = rng.standard_normal(problem.elements).astype(np.float32)
+    for first_threads, want_slots in ((1, [0, 3, 6, 9]), (2, [0, 1, 3, 4, 6, 7, 9])):
+        args[6] = first_threads  # total_threads
+        out = cuda.to_device(np.full(problem.elements, np.nan, np.float32))
+        jitted(pair_sincos.KERNEL)[1, 32](cuda.to_device(host), out,
+                                          cuda.to_device(np.array([5, 9], np.int32)), *args)
+        written = np.isfinite(out.copy_to_host().reshape(2, 2, 10, 2))  # token, head, slot, element
+        assert written[0, 0].all(axis=1).tolist() == [s in want_slots for s in range(10)]
+        assert written[0, 0].any(axis=1).tolist() == [s in want_slots for s in range(10)]
+        assert not written[1].any() and not written[0, 1].any()
+
+
+def test_stride_ratio_is_the_float64_power_rounded_once():
+    params = pair_sincos.freq_params(None, 128, 1e4)
+    f = params.freqs(64)
+    for stride in (1, 3, 16, 63):
+        got = params.kernel_args(stride)[3]
+        assert got == np.float32(params.ratio ** stride)
+        assert got == np.float32(f[stride] / f[0])  # what advancing `stride` pairs multiplies by
+    assert params.kernel_args()[3] == np.float32(params.ratio)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3])
+def test_non_power_of_two_heads_and_strides(rng, chunk):
+    # 3 heads (divided, not shifted); 8 slots a head: strides 8, 4 (shifted) and 3 (divided).
+    x = rng.standard_normal((4, 3, 16)).astype(np.float32)
+    pos = rng.integers(0, 3000, 4).astype(np.int32)
+    got = ropelab.rope(x, variant="pair_sincos", positions=pos, pairs_per_thread=chunk,
+                       interleave=False, rotary_dim=12)
+    check(x, got, pos, interleave=False, rotary_dim=12)
+    np.testing.assert_array_equal(got[..., 12:], x[..., 12:])
+
+
+def test_tiny_rotary_with_a_stride_ratio_that_underflows(rng):
+    # 32 threads a head, 2 rotated pairs: ratio ** 32 = 1e-64 rounds to 0 in float32, but no
+    # rotated pair is ever reached by a step, so the result is still right.
+    problem_ratio = pair_sincos.freq_params(None, 4, 1e4).kernel_args(32)[3]
+    assert problem_ratio == 0.0
+    x = rng.standard_normal((2, 64)).astype(np.float32)
+    pos = np.array([7, 2999], np.int32)
+    got = ropelab.rope(x, variant="pair_sincos", positions=pos, pairs_per_thread=1, rotary_dim=4)
+    check(x, got, pos, rotary_dim=4)
+    np.testing.assert_array_equal(got[:, 4:], x[:, 4:])
+
+
+def test_shift_for_marks_powers_of_two_only():
+    shift_for = pair_sincos.shift_for
+    assert [shift_for(d) for d in (1, 2, 4, 64, 2**20)] == [0, 1, 2, 6, 20]
+    assert {shift_for(d) for d in (3, 6, 7, 12, 100)} == {64}

@@ -3,12 +3,14 @@
 The idea of SGLang PR 21654 (fused QK-RMSNorm + RoPE), reimplemented from its description:
 both elements of a pair rotate by the same angle, so sin/cos is evaluated once per pair and
 shared; and since the default frequencies form a geometric sequence,
-``f_{j+1} = f_j * base ** (-2 / rotary_dim)``, a thread that owns ``chunk`` consecutive pairs
-computes the first frequency with one ``pow`` and reaches the others with one multiply each.
+``f_{j+S} = f_j * base ** (-2 S / rotary_dim)`` for any distance ``S``, a thread that owns
+``chunk`` pairs ``S`` apart computes the first frequency with one ``pow`` and reaches the others
+with one multiply each by the constant ``ratio ** S`` (evaluated on the host in float64).
 
 Each multiply rounds, so the recurrence drifts from the ``pow``-per-pair value by up to about
-``k`` float32 roundings after ``k`` steps; :func:`ropelab.precision.freq_drift` measures that
-drift on a GPU (the ``freq_drift`` record under ``data/``) for several chunk lengths.
+``k`` float32 roundings after ``k`` steps (``k < chunk``); :func:`ropelab.precision.freq_drift`
+measures that drift on a GPU (the ``freq_drift`` record under ``data/``) for several chunk
+lengths, with the kernel's own stride.
 
 Scaling schemes:
 
@@ -23,8 +25,13 @@ Scaling schemes:
   table, no memory traffic for frequencies.  :func:`prepare` checks on the host, in float64, that
   these parameters give back exactly the frequencies of :mod:`ropelab.scaling`.
 
-Threads: one thread per ``chunk`` consecutive slots of one head (``head_dim / 2`` slots a head);
-slots past the rotated pairs copy the partial-rotary pass-through, as in ``freq_table``.
+Threads: ``S = ceil(head_dim / 2 / chunk)`` threads per head (``head_dim / 2`` slots a head);
+thread ``t`` of a head owns slots ``t, t + S, t + 2 S, ...`` (at most ``chunk`` of them), not
+``chunk`` consecutive ones: at every step neighbouring lanes then read and write neighbouring
+pairs, so each load and store instruction of a warp is coalesced.  (With consecutive slots per
+thread the lanes were ``8 * chunk`` bytes apart and every instruction touched ``chunk`` times
+more memory sectors than it used.)  Slots past the rotated pairs copy the partial-rotary
+pass-through, as in ``freq_table``.
 
 Precision: the angle is a float32 product as in ``flat``; for positions in the tens of thousands
 use ``freq_table`` with ``cache=True`` or ``reduce_angle=True`` (see :mod:`ropelab.precision`).
@@ -42,7 +49,8 @@ from .freq_table import quotient, shift_for
 from .rotate import rotate
 
 NAME = "pair_sincos"
-SUMMARY = "chunk of pairs per thread: one pow + ratio recurrence, one sin/cos per pair; YaRN/Llama3 blend in-kernel"
+SUMMARY = ("chunk of pairs per thread, strided for coalescing: one pow + ratio recurrence, one sin/cos "
+           "per pair; YaRN/Llama3 blend in-kernel")
 FEATURES = frozenset({HEADS, PARTIAL, NEOX, INVERSE, SCALED})
 THREADS = 128
 PAIRS_PER_THREAD = 4
@@ -255,17 +263,26 @@ def launch_config(problem, threads_per_block=None, chunk=PAIRS_PER_THREAD):
     return blocks_for(problem.tokens * problem.heads * per_head, threads), threads
 
 
-def launch(problem, x, out, positions, *, fastmath=True, threads_per_block=None, stream=0, state=None):
-    state = state if state is not None else prepare(problem)
-    blocks, threads = launch_config(problem, threads_per_block, state.chunk)
+def launch_args(problem, state: PairState) -> tuple:
+    """The kernel's arguments after ``(x, out, positions)``, in order, typed as the kernel wants.
+
+    Index arguments are ``numba.uint64`` so the kernel's index math stays unsigned (a Python int
+    types as int64, and int64 mixed with uint64 computes in float64); ``total_threads`` stays
+    int64 because it is compared with the signed ``cuda.grid(1)``.
+    """
     half_dim = problem.head_dim // 2
     stride = threads_per_head(half_dim, state.chunk)
     step, partner = (2, 1) if problem.interleave else (1, problem.n_pairs)
     af = problem.attention_factor
-    u = uint64  # index arguments unsigned, so the kernel's index math stays unsigned
-    jitted(rope_pair_sincos, fastmath)[blocks, threads, stream](
-        x, out, positions, u(problem.heads), u(shift_for(problem.heads)), u(half_dim),
-        u(problem.n_pairs), u(stride), u(shift_for(stride)),
-        problem.tokens * problem.heads * stride, u(step), u(partner),
-        *state.params.kernel_args(stride), float32(af), float32(-af if problem.inverse else af),
-    )
+    u = uint64
+    return (u(problem.heads), u(shift_for(problem.heads)), u(half_dim), u(problem.n_pairs),
+            u(stride), u(shift_for(stride)), problem.tokens * problem.heads * stride, u(step),
+            u(partner), *state.params.kernel_args(stride), float32(af),
+            float32(-af if problem.inverse else af))
+
+
+def launch(problem, x, out, positions, *, fastmath=True, threads_per_block=None, stream=0, state=None):
+    state = state if state is not None else prepare(problem)
+    blocks, threads = launch_config(problem, threads_per_block, state.chunk)
+    jitted(rope_pair_sincos, fastmath)[blocks, threads, stream](x, out, positions,
+                                                                *launch_args(problem, state))
