@@ -420,24 +420,113 @@ def provenance(record) -> str:
             f"numba-cuda {m['numba_cuda']}")
 
 
-def bench_table(record, variants, shapes=None, dtypes=("float32",)) -> str:
-    """Median time and share of the copy roof of ``variants`` (in that order) per shape.
+COPY_ROWS = ("torch_copy", "copy_d2d")  # device copies of the same bytes, when timed
 
-    Numbers come from the record file, so the text is the same on every machine.
+
+def roof_gbps(record) -> float:
+    """The fastest device copy in the record (GB/s): the bandwidth a RoPE kernel cannot beat.
+
+    RoPE reads and writes every byte once, like a copy.  The fastest copy of the run (usually
+    the largest shape, where launch and ramp-up costs vanish) is the roof for every row.
     """
+    rates = [r["gbps"] for r in record["rows"] if r["variant"] in COPY_ROWS]
+    if not rates:
+        raise ValueError("the record has no copy rows to take a roof from")
+    return max(rates)
+
+
+def bench_table(record, variants, shapes=None, dtypes=("float32",)) -> str:
+    """Median time, effective bandwidth and share of :func:`roof_gbps` of ``variants`` (in that
+    order), per shape.  Numbers come from the record file, the same on every machine."""
+    roof = roof_gbps(record)
     rows = [r for r in record["rows"] if r["variant"] in variants
             and (shapes is None or r["shape"] in shapes) and r.get("dtype", "float32") in dtypes]
     rows.sort(key=lambda r: (r["bytes_moved"], r["shape"], r.get("dtype", ""),
                              list(variants).index(r["variant"])))
     width = max([12] + [len(r["shape"]) + (0 if len(dtypes) == 1 else 9) for r in rows])
-    head = f"{'shape':<{width}} {'MB moved':>8}  {'variant':<20} {'median us':>10} {'of copy':>8}"
-    lines = [head, "-" * len(head)]
+    head = (f"{'shape':<{width}} {'MB moved':>8}  {'variant':<20} {'median us':>10} "
+            f"{'GB/s':>6} {'of roof':>8}")
+    lines = [f"roof: the fastest device copy in this run, {roof:,.0f} GB/s", head, "-" * len(head)]
     for r in rows:
-        frac = "" if r.get("frac_of_copy") is None else f"{100 * r['frac_of_copy']:.0f}%"
         label = r["shape"] if len(dtypes) == 1 else f"{r['shape']} {r.get('dtype', '')}"
         lines.append(f"{label:<{width}} {r['bytes_moved'] / 1e6:>8.0f}  {r['variant']:<20} "
-                     f"{r['median_us']:>10.1f} {frac:>8}")
+                     f"{r['median_us']:>10.1f} {r['gbps']:>6.0f} {100 * r['gbps'] / roof:>7.0f}%")
     return "\n".join(lines)
+
+
+def plot_roof(record, variants, shapes=None, dtypes=("float32",), ax=None):
+    """Share of :func:`roof_gbps` per shape (bars), one colour per variant."""
+    import matplotlib.pyplot as plt
+
+    roof = roof_gbps(record)
+    rows = [r for r in record["rows"] if r["variant"] in variants
+            and (shapes is None or r["shape"] in shapes) and r.get("dtype", "float32") in dtypes]
+    rows.sort(key=lambda r: r["bytes_moved"])
+    labels = list(dict.fromkeys(r["shape"] + ("" if len(dtypes) == 1 else f"\n{r['dtype']}")
+                                for r in rows))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(7.0, 1.5 * len(labels)), 4.2))
+    width = 0.8 / max(len(variants), 1)
+    x = np.arange(len(labels))
+    for i, v in enumerate(variants):
+        share = np.full(len(labels), np.nan)
+        for r in rows:
+            if r["variant"] == v:
+                label = r["shape"] + ("" if len(dtypes) == 1 else f"\n{r['dtype']}")
+                share[labels.index(label)] = r["gbps"] / roof
+        ax.bar(x + (i - (len(variants) - 1) / 2) * width, share, width, label=v)
+    ax.axhline(1.0, color="black", lw=1)
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_ylim(0, 1.1)
+    ax.set_ylabel(f"share of the roof ({roof:,.0f} GB/s)")
+    ax.set_title(f"Effective bandwidth as a share of the fastest copy\n{provenance(record)}",
+                 fontsize=9)
+    ax.legend(fontsize=7, ncol=2)
+    ax.figure.tight_layout()
+    return ax
+
+
+def plot_all_variants(record, shape: str, ax=None):
+    """Every row of one shape: median time (bars, sorted) with the roof's time as a line."""
+    import matplotlib.pyplot as plt
+
+    rows = sorted((r for r in record["rows"] if r["shape"] == shape
+                   and r.get("dtype", "float32") == "float32"), key=lambda r: r["median_us"])
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 0.32 * len(rows) + 1.5))
+    colours = {"numba": "tab:blue", "cuda_cpp": "tab:orange", "torch": "tab:green",
+               "copy": "tab:gray", "numba_fused": "tab:purple"}
+    y = np.arange(len(rows))
+    ax.barh(y, [r["median_us"] for r in rows],
+            color=[colours.get(r["family"], "tab:red") for r in rows],
+            xerr=[[r["median_us"] - r["p20_us"] for r in rows], [r["p80_us"] - r["median_us"] for r in rows]],
+            capsize=2)
+    ax.set_yticks(y, [f"{r['variant']} ({r['family']})" for r in rows], fontsize=8)
+    ax.invert_yaxis()
+    roof_us = rows[0]["bytes_moved"] / (roof_gbps(record) * 1e3) if rows else 0.0
+    ax.axvline(roof_us, color="black", lw=1, ls="--")
+    ax.set_xscale("log")
+    ax.set_xlabel("median time per call, us (log scale; dashed: the bytes at the roof)")
+    ax.set_title(f"Every variant and baseline on {shape}\n{provenance(record)}", fontsize=9)
+    ax.figure.tight_layout()
+    return ax
+
+
+def plot_launch_overhead(record, ax=None):
+    """Host cost per launch of each launcher in a ``launch_overhead`` record."""
+    import matplotlib.pyplot as plt
+
+    rows = sorted(record["rows"], key=lambda r: r["us_per_launch"])
+    if ax is None:
+        _, ax = plt.subplots(figsize=(8, 0.4 * len(rows) + 1.4))
+    y = np.arange(len(rows))
+    ax.barh(y, [r["us_per_launch"] for r in rows], color="tab:blue")
+    ax.set_yticks(y, [r["launcher"] for r in rows], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("host time per launch, us")
+    ax.set_title(f"Launch overhead (back-to-back launches)\n{provenance(record)}", fontsize=9)
+    ax.figure.tight_layout()
+    return ax
 
 
 def live_bench(variants, shapes=((4096, 1024), (32768, 4096)), repeats: int = 20) -> str:

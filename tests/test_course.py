@@ -125,24 +125,50 @@ META = {"gpu": "Test GPU", "driver": "1.0", "numba_cuda": "0.30.4", "date": "202
 
 def _bench_record():
     rows = []
-    for shape, nbytes, times in (("4096x512", 16_793_600, {"copy_d2d": 7.0, "flat": 10.0,
+    for shape, nbytes, times in (("4096x512", 16_000_000, {"torch_copy": 8.0, "flat": 10.0,
                                                            "block2d": 8.0}),
-                                 ("8192x1024", 67_141_632, {"copy_d2d": 20.0, "flat": 27.0})):
+                                 ("8192x1024", 64_000_000, {"copy_d2d": 20.0, "flat": 32.0})):
         for variant, t in times.items():
-            rows.append({"variant": variant, "shape": shape, "dtype": "float32",
-                         "bytes_moved": nbytes, "median_us": t, "frac_of_copy": times["copy_d2d"] / t})
+            family = "copy" if "copy" in variant else "numba"
+            rows.append({"variant": variant, "family": family, "shape": shape, "dtype": "float32",
+                         "bytes_moved": nbytes, "median_us": t, "p20_us": t * 0.9,
+                         "p80_us": t * 1.1, "gbps": nbytes / (t * 1e3)})
     return {"meta": META, "rows": rows}
 
 
 def test_bench_table_and_relative_times_read_the_record():
     rec = _bench_record()
-    table = course.bench_table(rec, ["copy_d2d", "flat", "block2d"])
-    lines = table.splitlines()[2:]
-    assert [ln.split()[2] for ln in lines] == ["copy_d2d", "flat", "block2d", "copy_d2d", "flat"]
-    assert "10.0" in lines[1] and "70%" in lines[1]
+    assert course.roof_gbps(rec) == 3200.0  # 64 MB in 20 us beats 16 MB in 8 us
+    table = course.bench_table(rec, ["torch_copy", "copy_d2d", "flat", "block2d"])
+    lines = table.splitlines()
+    assert "3,200 GB/s" in lines[0]
+    body = lines[3:]
+    assert [ln.split()[2] for ln in body] == ["torch_copy", "flat", "block2d", "copy_d2d", "flat"]
+    assert body[1].split()[3:] == ["10.0", "1600", "50%"]
     rel = course.relative_times(rec, "flat", ["block2d"]).splitlines()
     assert rel[2].split() == ["4096x512", "0.80"] and rel[3].split() == ["8192x1024", "-"]
     assert course.provenance(rec).startswith("recorded 2026-01-02 on Test GPU")
+
+
+def test_bench_plots_draw_what_the_record_holds():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rec = _bench_record()
+    ax = course.plot_roof(rec, ["flat", "block2d"])
+    heights = sorted(round(p.get_height(), 3) for p in ax.patches if np.isfinite(p.get_height()))
+    assert heights == [0.5, 0.625, 0.625]
+    plt.close(ax.figure)
+    ax = course.plot_all_variants(rec, "4096x512")
+    assert len(ax.patches) == 3
+    plt.close(ax.figure)
+    over = {"meta": META, "rows": [{"launcher": "a", "us_per_launch": 5.0},
+                                   {"launcher": "b", "us_per_launch": 2.0}]}
+    ax = course.plot_launch_overhead(over)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["b", "a"]
+    plt.close(ax.figure)
 
 
 def test_recorded_returns_none_and_says_todo_when_missing(tmp_path, monkeypatch, capsys):

@@ -143,21 +143,23 @@ print("global loads by width :", flat_fast["ld_global"], " stores:", flat_fast["
 # %% [markdown]
 # Read the first line from left to right:
 #
-# * **Integer division.**  `idx // n_pairs` and `idx % n_pairs` on 64-bit integers become
-#   four instructions: a 64-bit divide and remainder, and the 32-bit versions that the
-#   compiler adds as a fast path for when both operands fit in 32 bits.  None of them is a
-#   hardware instruction: a GPU has no integer divider, and each one expands into a sequence
-#   of about twenty instructions (the 64-bit one into a longer subroutine).  Notebook 02
-#   removes them.
+# * **Integer division.**  The census lists every `div` and `rem` the compiler emitted.  The
+#   kernel divides once, on unsigned 64-bit integers, and gets the remainder with a multiply
+#   and a subtraction; the compiler adds a 32-bit copy of the division as a fast path for when
+#   both operands fit in 32 bits.  (On *signed* integers Numba keeps Python's floor-division
+#   semantics, which costs a second division and sign fix-ups: the comment in the kernel says
+#   why it is unsigned.)  None of these is a hardware instruction: a GPU has no integer
+#   divider, and each expands into a sequence of about twenty instructions, the 64-bit one
+#   into a longer subroutine.  Notebook 02 removes the division.
 # * **Special functions.**  With fast-math, `math.pow` becomes `lg2` and `ex2`, and `math.sin`
 #   and `math.cos` become `sin.approx` and `cos.approx`: four calls to the special function
 #   unit per pair.  Notebooks 04 and 05 remove most of them.
 # * **No float64** in the fast-math build: the `float32(...)` wrapping worked.
-# * The precise build is four times longer: libdevice's accurate `sinf`/`cosf` with their
+# * The precise build is several times longer: libdevice's accurate `sinf`/`cosf` with their
 #   slow path for large angles (the float64 there is its range reduction, not our arithmetic).
 #
 # Loads: three 32-bit loads (the two floats and the position) and two 32-bit stores per
-# thread.  The arithmetic is a few dozen instructions for 12 bytes of traffic, and an H200
+# thread.  The arithmetic is a few dozen instructions for 16 bytes of traffic, and an H200
 # executes instructions much faster than its memory delivers bytes.  Whether the division
 # matters is therefore a question for the clock, not for the census.
 #
@@ -174,14 +176,22 @@ print("global loads by width :", flat_fast["ld_global"], " stores:", flat_fast["
 bench = course.recorded("bench")
 if bench is not None:
     print(course.provenance(bench))
-    print(course.bench_table(bench, ["copy_d2d", "flat"]))
+    print(course.bench_table(bench, ["torch_copy", "flat", "cuda_flat"]))
 
 # %%
 if bench is not None:
-    charts.time_chart(bench, variants=["copy_d2d", "flat"])
+    charts.time_chart(bench, variants=["torch_copy", "flat", "cuda_flat"])
     plt.show()
 
 # %% [markdown]
+# How to read it.  The roof is the fastest copy measured in the run: PyTorch's device copy of
+# the 1 GB shape.  On that shape `flat` reaches about two thirds of the roof, while `cuda_flat`
+# (the same algorithm, with the same 64-bit indices, compiled by NVIDIA's compiler; notebook
+# 03 returns to it) gets further.  At the seed's sizes (17 to 67 MB) even the copy stays well
+# below the roof: a kernel that lasts 10 to 30 us spends a noticeable share of it filling and
+# draining the GPU.  Notebook 07 explains how these times were taken and why the seed's own
+# table could not be trusted.
+#
 # On a GPU, this cell measures the kernel live with the same method (the output differs from
 # machine to machine and is not checked):
 

@@ -29,7 +29,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import ropelab
-from ropelab import charts, course, ptx, reference, scaling
+from ropelab import course, ptx, reference, scaling
 from ropelab.kernels import pair_sincos
 from ropelab.problem import RopeProblem
 
@@ -163,10 +163,13 @@ if drift is not None:
     plt.show()
 
 # %% [markdown]
-# Set those angle errors beside notebook 04: the float32 angle product alone is off by up to
-# about $5 \times 10^{-3}$ rad near position $10^5$.  A recurrence whose extra error stays
-# below that adds little; one that exceeds it is the dominant error.  The recorded precision
-# run shows the result on real inputs:
+# In the record the chunk length barely matters.  A fast-math `pow` per pair (chunk 1) is
+# itself off by about $5 \times 10^{-7}$ relative, because `lg2.approx` and `ex2.approx` are
+# approximations; the recurrence stays within a factor of about two of that up to 16 pairs
+# per thread, and 64 steps reach about four and a half times it.  Set the angle errors beside
+# notebook 04: the float32 angle product alone is off by several $10^{-3}$ rad near position
+# $10^5$, so at the chunk lengths worth using the recurrence adds little.  The recorded
+# precision run on real inputs agrees:
 
 # %%
 precision = course.recorded("precision")
@@ -187,12 +190,23 @@ if precision is not None:
 bench = course.recorded("bench")
 if bench is not None:
     print(course.provenance(bench))
-    print(course.bench_table(bench, ["copy_d2d", "flat", "freq_table", "pair_sincos"]))
+    print(course.bench_table(bench, ["torch_copy", "flat", "freq_table", "pair_sincos"]))
 
 # %%
 if bench is not None:
-    charts.roof_chart(bench, variants=["flat", "pack4", "freq_table", "pair_sincos"])
+    course.plot_roof(bench, ["flat", "pack4", "freq_table", "pair_sincos"])
     plt.show()
+
+# %% [markdown]
+# Here the record overturns the plan: `pair_sincos` is two to four times slower than `flat`.
+# It does fewer special-function calls per pair, so the cost is elsewhere, and the access
+# pattern is the prime suspect.  With 4 pairs per thread, neighbouring threads start 8 floats
+# (32 bytes) apart.  Each load or store instruction of a warp therefore touches 32 different
+# 32-byte sectors and uses 4 bytes of each, where `flat`'s instructions used whole sectors;
+# the following instructions come back for the rest of the same sectors.  SGLang's kernel can
+# afford per-thread runs of consecutive elements because it loads them with vector
+# instructions and a warp covers one contiguous head (notebook 06 does the same).  The lesson
+# of notebook 03 again: on this operator, how memory is accessed decides, not arithmetic.
 
 # %%
 # NBVAL_IGNORE_OUTPUT

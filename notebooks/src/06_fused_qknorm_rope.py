@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import ropelab
-from ropelab import charts, course, fused, ptx, shapes
+from ropelab import course, fused, ptx, shapes
 from ropelab.kernels import fused_qknorm_rope as fused_kernel
 
 print(ropelab.format_description())
@@ -169,11 +169,9 @@ for s in shapes.PRODUCTION_SHAPES.values():
 # %%
 census = ptx.census()
 print(f"{'kernel':<40} {'instr':>6} {'div/rem':>8} {'float64':>8}  special functions")
-for layout in ("gptj", "neox"):
-    for storage in ("bfloat16", "float32"):
-        name = f"fused_qknorm_rope_d128_{layout}_{storage}"
-        r = ptx.row(census, "fused_qknorm_rope", fastmath=True, kernel=name)
-        print(f"{name:<40} {r['instructions']:>6} {r['int_divrem']:>8} {r['f64']:>8}  {r['sfu']}")
+for r in census["rows"]:
+    if r["variant"] == "fused_qknorm_rope" and r["fastmath"]:
+        print(f"{r['kernel']:<40} {r['instructions']:>6} {r['int_divrem']:>8} {r['f64']:>8}  {r['sfu']}")
 
 # %% [markdown]
 # * No integer division (the 2-D grid) and no float64.
@@ -193,13 +191,17 @@ bench = course.recorded("bench")
 production = list(shapes.PRODUCTION_SHAPES)
 if bench is not None:
     print(course.provenance(bench))
-    print(course.bench_table(bench, ["copy_d2d", "fused_qknorm_rope"], shapes=production,
+    print(course.bench_table(bench, ["fused_qknorm_rope"], shapes=production,
                              dtypes=("bfloat16", "float32")))
 
 # %% [markdown]
 # A fused kernel of this kind has no arithmetic reason to be slower than the copy: per
 # element it does a handful of multiplies, and per pair one sine and cosine.  The share of
-# the copy roof is the figure of merit, and the place to look when it falls short.
+# the roof is the figure of merit.  In the record the float32 builds reach about 85 percent of
+# it on every production shape.  The bfloat16 builds move half the bytes in about three
+# quarters of the time, under 60 percent: per byte they do twice the arithmetic (twice as many
+# elements, each converted to float32 and back), and at about 100 MB the kernel lasts only
+# 43 to 56 us, short enough for ramp-up to count (notebook 07).
 
 # %%
 # NBVAL_IGNORE_OUTPUT

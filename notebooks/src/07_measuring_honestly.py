@@ -1,0 +1,222 @@
+# %% [markdown]
+# # 07 — Measuring kernels honestly
+#
+# Every notebook so far ended with a table of times recorded on an H200.  This one explains
+# how those times were taken, and why the obvious way of timing a kernel gives numbers that
+# describe something else.  The running example is the seed's own benchmark table, measured
+# on an RTX 4090:
+#
+# | tokens x hidden | seed `f32` kernel | seed `f32x4_pack` kernel | PyTorch complex reference |
+# |---|---|---|---|
+# | 4096 x 512 | 0.00627 ms | 0.00602 ms | 0.843 ms |
+# | 8192 x 1024 | 0.01866 ms | 0.01843 ms | 2.525 ms |
+#
+# From it the seed concluded that RoPE is compute-bound, that wide loads are worth about 2
+# percent, and that a frequency table would be the next win.  Notebooks 03 and 04 found the
+# opposite on an H200.  Here is why the table could not have told.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+import os
+
+os.environ["ROPELAB_QUIET"] = "1"
+
+import inspect
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import ropelab
+from ropelab import bench, course
+
+print(ropelab.format_description())
+
+# %% [markdown]
+# ## 1. The seed's numbers are faster than the memory
+#
+# RoPE reads every float once and writes it once.  A kernel's time therefore implies a
+# bandwidth, and that bandwidth cannot exceed what the memory delivers.  An RTX 4090's GDDR6X
+# delivers about 1,008 GB/s by its data sheet:
+
+# %%
+seed_rows = [((4096, 512), 0.00627), ((4096, 1024), 0.01009), ((8192, 512), 0.01005),
+             ((8192, 1024), 0.01866)]  # (shape, ms per call), the seed's f32 kernel on a 4090
+DRAM_4090_GBPS = 1008
+for (tokens, hidden), ms in seed_rows:
+    moved = 2 * tokens * hidden * 4  # bytes: x read once, out written once
+    implied = moved / (ms * 1e-3) / 1e9
+    print(f"{tokens}x{hidden}: {moved / 1e6:5.1f} MB in {ms * 1e3:5.2f} us -> {implied:,.0f} GB/s, "
+          f"{implied / DRAM_4090_GBPS:.1f}x what the 4090's memory can deliver")
+
+# %% [markdown]
+# Roughly three times faster than the memory can deliver: the data never came from memory.  The seed's
+# timer ran 20 calls back to back on the same input after a warm-up, and 17 to 67 MB fits in
+# the 4090's 72 MB L2 cache, so every timed call read and wrote L2.  And because it divided
+# the wall-clock time of those 20 calls by 20, each number also contains whatever the host
+# spends launching a call; a kernel that lasts a few microseconds cannot be told apart from
+# its launch.  Two kernels with the same launch cost and L2-resident data look the same, which
+# is exactly what the seed saw (0.00627 against 0.00602 ms).
+#
+# ## 2. What a launch costs the host
+#
+# The recorded launch-overhead run: the host time per launch, over 2000 back-to-back launches
+# of each launcher.
+
+# %%
+overhead = course.recorded("launch_overhead")
+if overhead is not None:
+    print(course.provenance(overhead))
+    print(bench.format_overhead(overhead["rows"]))
+
+# %%
+if overhead is not None:
+    course.plot_launch_overhead(overhead)
+    plt.show()
+
+# %% [markdown]
+# A Numba launch costs tens of microseconds of Python before the GPU sees anything: more than
+# the whole kernel at the seed's sizes on an H200 (10 to 30 us).  CuPy and PyTorch launch for
+# much less.  So a wall-clock or event measurement around one Numba launch on an idle GPU
+# times the launch, not the kernel; and the same kernel launched from CUDA C++ would look
+# several times faster.
+#
+# ## 3. The method: events, a cold L2, a busy GPU
+#
+# `ropelab.bench.Timer` measures only GPU time, and only cold:
+
+# %%
+print(inspect.getsource(bench.Timer.time))
+
+# %% [markdown]
+# Before every timed launch it enqueues a fill kernel that writes a buffer at least four times
+# the L2 (512 MB on an H200, whose L2 is 60 MB).  That does two things:
+#
+# * it **evicts the L2**, so the timed kernel reads its input from memory, as it would inside
+#   a model where other layers ran in between;
+# * it **keeps the GPU busy** for longer than the host needs to enqueue the timed launch, so
+#   the start event is recorded on a GPU that is still working and the kernel starts right
+#   after it; the events then bracket GPU work only.
+#
+# The medians and 20th-80th percentiles of 50 such launches go into the record with the GPU,
+# driver, versions and date.  The method as recorded:
+
+# %%
+bench_record = course.recorded("bench")
+if bench_record is not None:
+    print(course.provenance(bench_record))
+    print(bench_record["method"])
+
+# %% [markdown]
+# ## 4. The roof: a copy of the same bytes
+#
+# A RoPE kernel moves the same bytes as a copy and does a little arithmetic on the way, so the
+# copy's time is the floor under its time and the copy's bandwidth is its roof.  The record
+# times two copies of every shape, and they do not agree:
+
+# %%
+if bench_record is not None:
+    by = {(r["variant"], r["shape"]): r for r in bench_record["rows"] if r["dtype"] == "float32"}
+    print(f"{'shape':<12} {'MB':>6} {'torch copy us':>14} {'numba copy us':>14}")
+    for shape in ("4096x512", "4096x1024", "8192x512", "8192x1024", "32768x4096"):
+        t, n = by.get(("torch_copy", shape)), by.get(("copy_d2d", shape))
+        if t and n:
+            print(f"{shape:<12} {t['bytes_moved'] / 1e6:>6.0f} {t['median_us']:>14.1f} {n['median_us']:>14.1f}")
+
+# %% [markdown]
+# The two copies move the same bytes and should take the same time.  This course's own
+# benchmark got it wrong once: its first version timed the Numba copy as a synchronous
+# memcpy, and on the small shapes that "copy" came out several times slower than PyTorch's,
+# and slower than RoPE kernels doing strictly more work.  The events were bracketing the
+# host's wait, not the copy.  (The benchmark now issues the copy asynchronously.)  The rule
+# the course follows: take the **fastest** copy measured in the run as the roof, and treat any
+# measurement that beats the roof, or loses to it absurdly, as a question about the
+# measurement before it is a claim about a kernel.
+#
+# Small shapes stay below the roof even for the best copy: at 17 MB the GPU spends a large
+# part of 10 us filling its 132 SMs and draining them.  That is why every comparison in this
+# course is read on the 1 GB shape first.
+#
+# ## 5. Every variant and baseline, on one chart
+
+# %%
+if bench_record is not None:
+    everything = ["torch_copy", "flat", "block2d", "pack4_scalar", "pack4", "freq_table",
+                  "pair_sincos", "cuda_flat", "cuda_flat_i32", "cuda_float4", "torch_compile",
+                  "torch_cached", "torch_complex_seed"]
+    print(course.bench_table(bench_record, everything, shapes=["32768x4096"]))
+
+# %%
+if bench_record is not None:
+    course.plot_all_variants(bench_record, "32768x4096")
+    plt.show()
+
+# %%
+if bench_record is not None:
+    course.plot_roof(bench_record, ["flat", "block2d", "pack4", "freq_table", "pair_sincos",
+                                    "cuda_float4", "torch_compile"])
+    plt.show()
+
+# %% [markdown]
+# Reading the final chart from the top: the Numba `pack4` kernel, its CUDA C++ twin and the
+# copy are together at the roof; the scalar kernels, Numba's and nvcc's, sit well below it;
+# `torch.compile` of the cached-table formula lands among the scalar kernels; the eager PyTorch
+# versions pay for several passes over memory (and the seed's complex reference for host work
+# on every call) and are one to more than two orders of magnitude away.
+#
+# On a GPU the next cell re-measures the launch overhead live; its output is not checked.
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+if ropelab.TARGET == "gpu":
+    print(bench.format_overhead(bench.launch_overhead(launches=500, warmup=50, progress=False)))
+else:
+    print("no GPU in this process: the launch-overhead table above is the recorded run")
+
+# %% [markdown]
+# ## Takeaways
+#
+# * Convert every time into a bandwidth and compare it with the memory's: a kernel faster
+#   than DRAM is reading a cache.
+# * Evict the L2 before each timed launch, and time with events on a GPU kept busy, or the
+#   numbers describe the cache and the host.
+# * Know your launcher: tens of microseconds per Numba launch, a few for CuPy, about ten for
+#   PyTorch.  Amortize it (CUDA graphs, fewer launches) in production; exclude it when you
+#   compare kernels.
+# * Judge a kernel against the fastest copy of the same bytes, on a shape large enough for the
+#   copy to reach the roof, and distrust any measurement that beats that roof.
+#
+# ## Exercises
+#
+# **1.** The seed's 8192 x 1024 row took 0.01866 ms.  What bandwidth does that imply, in GB/s?
+
+# %%
+answer_1 = 2 * 8192 * 1024 * 4 / 0.01866e-3 / 1e9  # your answer here
+
+# %%
+assert abs(answer_1 - bench.gbps(2 * 8192 * 1024 * 4, 18.66)) < 1
+print(f"exercise 1: correct, {answer_1:,.0f} GB/s, {answer_1 / DRAM_4090_GBPS:.1f}x the 4090's DRAM")
+
+# %% [markdown]
+# **2.** From the recorded launch overhead, about how many empty Numba kernels can one Python
+# thread launch per second?  (Within 5 percent.)
+
+# %%
+empty_us = next(r["us_per_launch"] for r in overhead["rows"] if r["launcher"] == "numba empty kernel")
+answer_2 = 1e6 / empty_us  # your answer here
+
+# %%
+assert abs(answer_2 * empty_us / 1e6 - 1) < 0.05
+print(f"exercise 2: correct, about {answer_2:,.0f} launches per second")
+
+# %% [markdown]
+# **3.** At the roof of this run, how long must a RoPE kernel take on the 1 GB shape
+# (32768 x 4096 float32: x read, out written, positions read)?
+
+# %%
+roof = course.roof_gbps(bench_record)
+answer_3 = bench.rope_bytes(32768, 4096) / (roof * 1e3)  # your answer here, in us
+
+# %%
+best = min(r["median_us"] for r in bench_record["rows"] if r["shape"] == "32768x4096")
+assert answer_3 <= best * 1.001
+print(f"exercise 3: correct, at least {answer_3:.0f} us; the fastest row took {best:.0f} us")
