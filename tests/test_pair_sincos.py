@@ -169,3 +169,18 @@ def test_shift_for_marks_powers_of_two_only():
     shift_for = pair_sincos.shift_for
     assert [shift_for(d) for d in (1, 2, 4, 64, 2**20)] == [0, 1, 2, 6, 20]
     assert {shift_for(d) for d in (3, 6, 7, 12, 100)} == {64}
+
+
+def test_in_place_matches_out_of_place(rng):
+    # The loop loads the next step's pair before storing this one; in place, that must still
+    # read only values no thread has overwritten yet.
+    problem = RopeProblem(tokens=3, heads=2, head_dim=18, rotary_dim=14)
+    host = rng.standard_normal(problem.elements).astype(np.float32)
+    pos = cuda.to_device(np.array([3, 0, 2000], np.int32))
+    state = pair_sincos.prepare(problem, pairs_per_thread=3)
+    out = cuda.device_array_like(host)
+    pair_sincos.launch(problem, cuda.to_device(host), out, pos, state=state, threads_per_block=32)
+    both = cuda.to_device(host)
+    pair_sincos.launch(problem, both, both, pos, state=state, threads_per_block=32)
+    np.testing.assert_array_equal(both.copy_to_host(), out.copy_to_host())
+    assert not np.array_equal(out.copy_to_host(), host)

@@ -96,15 +96,30 @@ def rope_pair_sincos(x, out, positions, heads, heads_shift, half_dim, n_pairs, s
         f = first_freq(freq_scale, freq_base, exponent_step, j)
         a = first + j * step
         a_step = stride * step  # the element distance between two slots of this thread
+        x0 = float32(0.0)
+        x1 = float32(0.0)
+        if j < n_pairs:
+            x0 = x[a]
+            x1 = x[a + partner]
         while j < n_pairs:
+            j_next = j + stride
+            a_next = a + a_step
+            # Load the next step's pair before this step's math: two pairs in flight per
+            # thread instead of one, more bytes requested while the first ones travel.
+            n0 = x0
+            n1 = x1
+            if j_next < n_pairs:
+                n0 = x[a_next]
+                n1 = x[a_next + partner]
             angle = pos * blended(f, j, ramp_mode, ramp_a, ramp_b, shrink)
             c = math.cos(angle)  # once per pair, used by both of its elements
             s = math.sin(angle)
-            b = a + partner
-            out[a], out[b] = rotate(x[a], x[b], c * cos_scale, s * sin_scale)
+            out[a], out[a + partner] = rotate(x0, x1, c * cos_scale, s * sin_scale)
             f = f * stride_ratio  # the frequency of slot j + stride, without a pow
-            j += stride
-            a += a_step
+            x0 = n0
+            x1 = n1
+            j = j_next
+            a = a_next
         while j < half_dim:  # pass-through tail of a partial rotation
             a = first + j + j
             out[a] = x[a]
