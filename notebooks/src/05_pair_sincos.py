@@ -8,14 +8,15 @@
 # *pair*, halving the special-function work.
 #
 # `ropelab`'s kernels have shared the angle within a pair from the start (each thread owns
-# whole pairs).  This notebook takes the next step the same reasoning allows: a thread owns a
-# *chunk* of consecutive pairs, and since the frequencies form a geometric sequence,
+# whole pairs).  This notebook takes the next step the same reasoning allows: a thread owns
+# several pairs of one head, and since the frequencies form a geometric sequence,
 #
-# $$\theta_{j+1} = \theta_j \cdot r, \qquad r = \text{base}^{-2/d},$$
+# $$\theta_{j+S} = \theta_j \cdot r^S, \qquad r = \text{base}^{-2/d},$$
 #
-# it computes one `pow` for the first pair of its chunk and reaches the others with one
-# multiply each.  Every multiply rounds, so the frequencies drift away from the `pow` values;
-# the second half of the notebook measures how far.
+# it computes one `pow` for its first pair and reaches its other pairs, `S` apart, with one
+# multiply each by the constant $r^S$ (computed once on the host, in float64).  Every multiply
+# rounds, so the frequencies drift away from the `pow` values; the second half of the
+# notebook measures how far.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -38,10 +39,11 @@ print(ropelab.format_description())
 # %% [markdown]
 # ## The kernel
 #
-# One thread per chunk of `chunk` slots of one head (4 by default).  `first_freq` is the one
-# `pow`; `blended` applies the YaRN or Llama 3.1 correction per pair when a scaling scheme
-# asks for it (both bend the geometric sequence, so the kernel keeps the recurrence for the
-# geometric part and corrects each pair afterwards); `f = f * ratio` is the recurrence.
+# With `chunk` pairs per thread (4 by default), `S = head_dim / 2 / chunk` threads share a
+# head, and thread `t` owns slots `t, t + S, t + 2S, ...`.  `first_freq` is the one `pow`;
+# `blended` applies the YaRN or Llama 3.1 correction per pair when a scaling scheme asks for
+# it (both bend the geometric sequence, so the kernel keeps the recurrence for the geometric
+# part and corrects each pair afterwards); `f = f * stride_ratio` is the recurrence.
 
 # %%
 print(inspect.getsource(pair_sincos.KERNEL))
@@ -53,8 +55,10 @@ print(inspect.getsource(pair_sincos.blended.py_func))
 # %% [markdown]
 # ## The thread map
 #
-# Two tokens, 32 floats (16 pairs) per token: with the default chunk of 4 pairs, four threads
-# per row, eight floats each.  With `pairs_per_thread=16`, one thread rotates the whole row.
+# Two tokens, 32 floats (16 pairs) per token.  With the default 4 pairs per thread, four
+# threads share a row and thread `t` owns pairs `t, t+4, t+8, t+12`: at every step the threads
+# of a warp touch neighbouring pairs, so each load and store instruction stays coalesced.
+# With `pairs_per_thread=16`, one thread rotates the whole row.
 
 # %%
 fig, axes = plt.subplots(2, 1, figsize=(12, 3.2))
@@ -145,8 +149,9 @@ for steps in (0, 3, 15, 63):
 # %% [markdown]
 # The error grows about linearly with the number of steps, not like the square root that
 # independent random roundings would give.  Most of it is systematic: `ratio` itself was
-# rounded to float32 once, and that same error is multiplied in at every step.  Short chunks
-# bound it, because every chunk restarts from a fresh `pow`.  The GPU record
+# rounded to float32 once, and that same error is multiplied in at every step.  (This walk is
+# one thread owning all 64 pairs of a head; the kernel's threads take `chunk - 1` steps of
+# $r^S$ each.)  Short chunks bound the drift, because every thread starts from a fresh `pow`.  The GPU record
 # below runs the kernel's own arithmetic (`pair_sincos.DRIFT_KERNEL`, including its `pow`)
 # for chunk lengths 1 to 64 and converts each frequency error into an angle error at
 # position 131072:
@@ -163,13 +168,12 @@ if drift is not None:
     plt.show()
 
 # %% [markdown]
-# In the record the chunk length barely matters.  A fast-math `pow` per pair (chunk 1) is
-# itself off by about $5 \times 10^{-7}$ relative, because `lg2.approx` and `ex2.approx` are
-# approximations; the recurrence stays within a factor of about two of that up to 16 pairs
-# per thread, and 64 steps reach about four and a half times it.  Set the angle errors beside
-# notebook 04: the float32 angle product alone is off by several $10^{-3}$ rad near position
-# $10^5$, so at the chunk lengths worth using the recurrence adds little.  The recorded
-# precision run on real inputs agrees:
+# Two things to read in the record.  Chunk 1 (a `pow` for every pair) is not error-free: with
+# fast-math, `pow` is `lg2.approx` followed by `ex2.approx`, and its relative error is the
+# floor the recurrence starts from.  Longer chunks add the recurrence's rounding on top.  Set
+# the angle errors beside notebook 04: the float32 angle product alone is off by several
+# $10^{-3}$ rad near position $10^5$, so a recurrence whose extra error stays below that adds
+# little.  The recorded precision run on real inputs:
 
 # %%
 precision = course.recorded("precision")
@@ -198,15 +202,15 @@ if bench is not None:
     plt.show()
 
 # %% [markdown]
-# Here the record overturns the plan: `pair_sincos` is two to four times slower than `flat`.
-# It does fewer special-function calls per pair, so the cost is elsewhere, and the access
-# pattern is the prime suspect.  With 4 pairs per thread, neighbouring threads start 8 floats
-# (32 bytes) apart.  Each load or store instruction of a warp therefore touches 32 different
-# 32-byte sectors and uses 4 bytes of each, where `flat`'s instructions used whole sectors;
-# the following instructions come back for the rest of the same sectors.  SGLang's kernel can
-# afford per-thread runs of consecutive elements because it loads them with vector
-# instructions and a warp covers one contiguous head (notebook 06 does the same).  The lesson
-# of notebook 03 again: on this operator, how memory is accessed decides, not arithmetic.
+# Compare `pair_sincos` with `flat` in the table.  The first version of this kernel gave
+# each thread *consecutive* pairs, and the first recorded run found it several times slower
+# than `flat`, despite fewer special-function calls: neighbouring threads started 8 floats
+# (32 bytes) apart, so each load or store instruction of a warp touched 32 different 32-byte
+# sectors and used 4 bytes of each.  The kernel above hands out strided slots instead, so that
+# every instruction of a warp covers neighbouring pairs, the pattern of notebooks 01 to 03.
+# If the table above still shows a large gap, it was recorded before that change, and the
+# next GPU run will tell.  The lesson is notebook 03's: on this operator, how memory is
+# accessed decides before arithmetic does.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -225,15 +229,17 @@ print(course.live_bench(["flat", "pair_sincos"]))
 #
 # ## Exercises
 #
-# **1.** What ratio `r` does the recurrence multiply by for `head_dim = 128`, base 10000?
+# **1.** For `head_dim = 128`, base 10000 and 4 pairs per thread (`S = 16`), what constant
+# $r^S$ does the recurrence multiply by?
 
 # %%
-answer_1 = 10000.0 ** (-2 / 128)  # your answer here
+answer_1 = 10000.0 ** (-2 * 16 / 128)  # your answer here
 
 # %%
 params = pair_sincos.freq_params(None, 128, 10000.0)
-assert np.isclose(answer_1, params.ratio, rtol=1e-12)
-print(f"exercise 1: correct, r = {answer_1:.6f}")
+stride_ratio = float(params.kernel_args(16)[3])  # what the launcher passes for S = 16
+assert np.isclose(answer_1, stride_ratio, rtol=1e-6)
+print(f"exercise 1: correct, r**16 = {answer_1:.6f}")
 
 # %% [markdown]
 # **2.** With the default chunk of 4 pairs, how many threads (and so how many `pow`) does one
