@@ -162,3 +162,14 @@ def test_power_of_two_head_sizes_take_the_shift_path(rng, mode, heads):
                        **MODES[mode])
     check(x, got, pos, rotary_dim=12, interleave=False)
     np.testing.assert_array_equal(got[..., 12:], x[..., 12:])
+
+
+def test_scalar_args_are_cached_per_problem_object_only():
+    a = RopeProblem(3, 2, 16, 16)
+    b = RopeProblem(5, 2, 16, 16)  # equal in all but tokens: a different total_slots
+    first = freq_table.scalar_args(a)
+    assert freq_table.scalar_args(a) is first
+    other = freq_table.scalar_args(b)
+    assert other is not first and other[5] == 5 * 2 * 8 and first[5] == 3 * 2 * 8
+    assert freq_table.scalar_args(a) == first  # recomputed after b, same values
+    assert all(type(v) in (np.uint64, np.float32, int) for v in first)

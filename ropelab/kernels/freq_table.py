@@ -35,7 +35,7 @@ the two float32 scales applied to cos and sin.
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, wraps
 
 import numpy as np
 from numba import cuda, float32, int64, uint64
@@ -261,20 +261,45 @@ def launch_config(problem, threads_per_block=None):
     return blocks_for(slots, threads), threads
 
 
+def last_call_cache(fn):
+    """Remember ``fn``'s result for its last arguments, compared by identity.
+
+    For launchers' argument tuples: they are a pure function of frozen objects (the problem,
+    the prepared state), and building one costs tens of microseconds of host time (scalar
+    conversions, a float64 ``pow``), which timed launches of small shapes would see as GPU time
+    (the launch is still being prepared on the host when the GPU goes idle).
+    """
+    memo = [((), None)]
+
+    @wraps(fn)
+    def cached(*args):
+        last_args, value = memo[0]
+        if len(last_args) == len(args) and all(a is b for a, b in zip(last_args, args)):
+            return value
+        value = fn(*args)
+        memo[0] = (args, value)  # one atomic store: a racing reader sees the old or the new pair
+        return value
+
+    return cached
+
+
+@last_call_cache
 def scalar_args(problem):
     """The integer and float arguments every mode shares, in kernel order.
 
-    Index arguments are ``numba.uint64`` so the kernels' index arithmetic stays unsigned (a
+    Index arguments are unsigned 64-bit so the kernels' index arithmetic stays unsigned (a
     Python int would type as int64, and int64 mixed with uint64 computes in float64);
     ``total_slots`` stays int64 because it is compared with the signed ``cuda.grid(1)``.
+    NumPy's scalar types are what numba's ``uint64(...)``/``float32(...)`` return on the host,
+    at a quarter of the cost.
     """
     half_dim = problem.head_dim // 2
     step, partner = (2, 1) if problem.interleave else (1, problem.n_pairs)
     af = problem.attention_factor
-    u = uint64
+    u = np.uint64
     return (u(problem.heads), u(shift_for(problem.heads)), u(half_dim), u(shift_for(half_dim)),
             u(problem.n_pairs), problem.tokens * problem.heads * half_dim, u(step), u(partner),
-            float32(af), float32(-af if problem.inverse else af))
+            np.float32(af), np.float32(-af if problem.inverse else af))
 
 
 _KERNELS = {"table": rope_freq_table, "cache": rope_cos_sin_cache, "reduced": rope_reduced_angle}

@@ -45,7 +45,7 @@ from numba import cuda, float32, uint64
 
 from ..problem import HEADS, INVERSE, NEOX, PARTIAL, SCALED, RopeInputError
 from ._jit import blocks_for, jitted
-from .freq_table import quotient, shift_for
+from .freq_table import last_call_cache, quotient, shift_for
 from .rotate import rotate
 
 NAME = "pair_sincos"
@@ -198,9 +198,10 @@ class FreqParams:
         ``stride_ratio`` is evaluated in float64 and rounded once, so a step adds the same
         single rounding as a step of the per-pair ``ratio`` would.
         """
-        return (float32(self.freq_scale), float32(self.freq_base), float32(self.exponent_step),
-                float32(self.stride_ratio(stride)), self.ramp_mode, float32(self.ramp_a),
-                float32(self.ramp_b), float32(self.shrink))
+        f32 = np.float32  # the type numba's float32(...) returns on the host, built faster
+        return (f32(self.freq_scale), f32(self.freq_base), f32(self.exponent_step),
+                f32(self.stride_ratio(stride)), self.ramp_mode, f32(self.ramp_a), f32(self.ramp_b),
+                f32(self.shrink))
 
 
 def freq_params(scheme, rotary_dim: int, base: float) -> FreqParams:
@@ -278,22 +279,24 @@ def launch_config(problem, threads_per_block=None, chunk=PAIRS_PER_THREAD):
     return blocks_for(problem.tokens * problem.heads * per_head, threads), threads
 
 
+@last_call_cache
 def launch_args(problem, state: PairState) -> tuple:
     """The kernel's arguments after ``(x, out, positions)``, in order, typed as the kernel wants.
 
-    Index arguments are ``numba.uint64`` so the kernel's index math stays unsigned (a Python int
+    Index arguments are unsigned 64-bit so the kernel's index math stays unsigned (a Python int
     types as int64, and int64 mixed with uint64 computes in float64); ``total_threads`` stays
-    int64 because it is compared with the signed ``cuda.grid(1)``.
+    int64 because it is compared with the signed ``cuda.grid(1)``.  Cached for the last
+    ``(problem, state)``: see :func:`ropelab.kernels.freq_table.last_call_cache`.
     """
     half_dim = problem.head_dim // 2
     stride = threads_per_head(half_dim, state.chunk)
     step, partner = (2, 1) if problem.interleave else (1, problem.n_pairs)
     af = problem.attention_factor
-    u = uint64
+    u = np.uint64
     return (u(problem.heads), u(shift_for(problem.heads)), u(half_dim), u(problem.n_pairs),
             u(stride), u(shift_for(stride)), problem.tokens * problem.heads * stride, u(step),
-            u(partner), *state.params.kernel_args(stride), float32(af),
-            float32(-af if problem.inverse else af))
+            u(partner), *state.params.kernel_args(stride), np.float32(af),
+            np.float32(-af if problem.inverse else af))
 
 
 def launch(problem, x, out, positions, *, fastmath=True, threads_per_block=None, stream=0, state=None):
