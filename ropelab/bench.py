@@ -33,7 +33,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import cuda
 
-FLUSH_BYTES_MIN = 512 * 2**20  # at least this much, and at least 4x the L2
+from .target import SIMULATED
+
+# At least this much, and at least 4x the L2.  1 GiB keeps the H200 busy for ~300 us, longer than
+# the host needs to enqueue any launch we time (numba's dispatch of a many-argument kernel is
+# 40-100 us); each row records the host time so a reader can check that.
+FLUSH_BYTES_MIN = 2**30
 L2_FACTOR = 4
 DEFAULT_REPEATS = 50
 DEFAULT_WARMUP = 5
@@ -82,6 +87,19 @@ def gbps(bytes_moved: int, microseconds: float) -> float:
     return bytes_moved / (microseconds * 1e-6) / 1e9
 
 
+def host_fields(host_us, fill_us) -> dict:
+    """Host enqueue time of the timed launches against the GPU time each fill covers.
+
+    ``host_bound`` is True when the median enqueue time reached 80% of the fill's duration: the
+    GPU may have run out of work before the launch arrived, so the row may include host time.
+    """
+    if not host_us or not fill_us:
+        return {"host_us": None, "fill_us": None, "host_bound": None}
+    host = quantiles(host_us)[0]
+    return {"host_us": round(host, 2), "fill_us": round(float(fill_us), 2),
+            "host_bound": bool(host >= 0.8 * fill_us)}
+
+
 def summarize(samples_us, bytes_moved: int, copy_gbps: float | None = None) -> dict:
     """The timing columns of one bench row."""
     med, p20, p80 = quantiles(samples_us)
@@ -117,7 +135,7 @@ def qk_bytes(tokens: int, heads_q: int, heads_k: int, head_dim: int, itemsize: i
 
 
 def flush_bytes(l2_bytes: int) -> int:
-    """Size of the L2-evicting fill buffer: at least 4x the L2 and at least 512 MiB."""
+    """Size of the L2-evicting fill buffer: at least 4x the L2 and at least 1 GiB."""
     return max(L2_FACTOR * int(l2_bytes), FLUSH_BYTES_MIN)
 
 
@@ -137,7 +155,10 @@ def method_text(l2_bytes: int, flush: int, warmup: int, repeats: int) -> str:
         f"ms a call, at least {MIN_REPEATS}); median and 20th/80th percentiles; bytes_moved is the "
         f"operation's minimum traffic (same for every row of a shape), GB/s = bytes_moved / "
         f"median (1 GB = 1e9 B); copy_gbps: a device-to-device copy of the same bytes timed the "
-        f"same way in the same run; frac_of_copy = gbps / copy_gbps"
+        f"same way in the same run (cuMemcpyDtoDAsync called on the driver directly); "
+        f"frac_of_copy = gbps / copy_gbps; host_us: median wall time to enqueue the timed launch, "
+        f"fill_us: GPU time of one fill; host_bound when host_us >= 0.8 * fill_us (the GPU may "
+        f"have idled inside the events)"
     )
 
 
@@ -252,7 +273,7 @@ def target_summary(rows: list[dict]) -> list[str]:
 
 def format_rows(rows: list[dict]) -> str:
     head = (f"{'variant':<22} {'shape':<22} {'median us':>10} {'p20-p80 us':>17} {'GB/s':>8} "
-            f"{'copy GB/s':>9} {'of copy':>8}")
+            f"{'copy GB/s':>9} {'of copy':>8} {'host us':>8}")
     lines = [head, "-" * len(head)]
     for r in rows:
         label = r["shape"] + ("" if r["dtype"] == "float32" else f" {r['dtype']}")
@@ -260,8 +281,16 @@ def format_rows(rows: list[dict]) -> str:
         copy = "" if r["copy_gbps"] is None else f"{r['copy_gbps']:.0f}"
         lines.append(f"{r['variant']:<22} {label:<22} {r['median_us']:>10.2f} "
                      f"{r['p20_us']:>8.2f}-{r['p80_us']:<8.2f} {r['gbps']:>8.0f} {copy:>9} "
-                     f"{frac:>8}")
+                     f"{frac:>8} {_host_cell(r):>8}")
+    if any(r.get("host_bound") for r in rows):
+        lines.append("! = enqueueing took >= 80% of the fill's GPU time: that row may include host time")
     return "\n".join(lines)
+
+
+def _host_cell(row: dict) -> str:
+    if row.get("host_us") is None:  # records made before host times were kept
+        return ""
+    return f"{row['host_us']:.0f}{'!' if row.get('host_bound') else ''}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -307,6 +336,19 @@ class Timer:
         self._k = 0
         self.flush()
         cuda.synchronize()
+        self.fill_us = quantiles(self._time_fill())[0]  # how long each fill keeps the GPU busy
+        self.last_host_us: list[float] = []
+
+    def _time_fill(self, n: int = 5) -> list[float]:
+        out = []
+        for _ in range(n):
+            s, e = cuda.event(), cuda.event()
+            s.record()
+            self.flush()
+            e.record()
+            e.synchronize()
+            out.append(cuda.event_elapsed_time(s, e) * 1e3)
+        return out
 
     def flush(self):
         self._k += 1
@@ -328,13 +370,19 @@ class Timer:
         n = repeats_for(self.estimate_seconds(launch), n)
         starts = [cuda.event() for _ in range(n)]
         ends = [cuda.event() for _ in range(n)]
+        host = []
         cuda.synchronize()
         for s, e in zip(starts, ends):
             self.flush()
+            t0 = time.perf_counter()
             s.record()
             launch()
             e.record()
+            host.append((time.perf_counter() - t0) * 1e6)
         ends[-1].synchronize()
+        # If enqueueing took longer than the fill keeps the GPU busy, the GPU idled between the
+        # events and the row measured the host too: host_fields() flags it in the record.
+        self.last_host_us = host
         return [cuda.event_elapsed_time(s, e) * 1e3 for s, e in zip(starts, ends)]
 
 
@@ -343,24 +391,37 @@ class Buffers:
 
     def __init__(self, shape: Shape, seed: int = 0):
         self.shape = shape
-        self._stream = cuda.default_stream()
         self.positions = cuda.to_device(np.arange(shape.tokens, dtype=np.int32))
         if shape.fused:  # the fused kernel's hook allocates Q and K; these serve the copy only
             self._src = cuda.device_array(shape.copy_bytes, dtype=np.uint8)
             self._dst = cuda.device_array(shape.copy_bytes, dtype=np.uint8)
+            self._bind_copy()
             return
         rng = np.random.default_rng(seed)
         self.x = cuda.to_device(rng.standard_normal(shape.tokens * shape.hidden, dtype=np.float32))
         self.out = cuda.device_array_like(self.x)
         self._src, self._dst = self.x, self.out
+        self._bind_copy()
+
+    def _bind_copy(self):
+        if SIMULATED:  # the sweep's plumbing is tested on the simulator with a fake timer
+            self._memcpy = lambda dst, src, n, stream: self._dst.copy_to_device(self._src)
+            self._src_ptr = self._dst_ptr = self._nbytes = None
+            return
+        from numba.cuda.cudadrv.driver import device_pointer, driver
+
+        self._memcpy = driver.cuMemcpyDtoDAsync
+        self._src_ptr, self._dst_ptr = device_pointer(self._src), device_pointer(self._dst)
+        self._nbytes = self._src.nbytes
 
     def copy(self):
         """Device-to-device copy of the shape's bytes: cuMemcpyDtoDAsync on the default stream.
 
-        Passing the stream matters: without one numba calls the synchronous cuMemcpyDtoD, whose
-        host round trip lands between the events and made small copies look 10x slower.
+        Called on the driver directly with pointers taken once: numba's ``copy_to_device``
+        spends ~100 us of host time per call in checks (and without a stream it is the
+        synchronous cuMemcpyDtoD), long enough for the GPU to idle inside the events.
         """
-        self._dst.copy_to_device(self._src, stream=self._stream)
+        self._memcpy(self._dst_ptr, self._src_ptr, self._nbytes, 0)
 
     def problem(self):
         from .problem import RopeProblem
@@ -490,6 +551,7 @@ def sweep(shapes: list[Shape], entries: list[Entry], *, timer: Timer, budget_s: 
     buffers: dict[Shape, Buffers] = {}
     copy_rate: dict[Shape, float] = {}
     copy_samples: dict[Shape, list] = {}
+    copy_host: dict[Shape, dict] = {}
     rows, skipped = [], []
     work = [(e, s) for e in entries for s in shapes if _applies(e, s)]
     bar = tqdm(total=len(work), desc="bench", unit="row", disable=not progress)
@@ -506,12 +568,15 @@ def sweep(shapes: list[Shape], entries: list[Entry], *, timer: Timer, budget_s: 
         if shape not in buffers:
             buffers[shape] = Buffers(shape)
             copy_samples[shape] = timer.time(buffers[shape].copy)
+            copy_host[shape] = host_fields(getattr(timer, "last_host_us", None),
+                                           getattr(timer, "fill_us", None))
             copy_rate[shape] = gbps(shape.bytes_moved, quantiles(copy_samples[shape])[0])
         buf = buffers[shape]
         rate = copy_rate[shape]
         if entry.family == "copy":
             rows.append(make_row(entry.name, entry.family, shape, None,
-                                 summarize(copy_samples[shape], shape.bytes_moved, rate)))
+                                 dict(summarize(copy_samples[shape], shape.bytes_moved, rate),
+                                      **copy_host[shape])))
             continue
         try:
             launch = entry.make(buf)
@@ -526,7 +591,9 @@ def sweep(shapes: list[Shape], entries: list[Entry], *, timer: Timer, budget_s: 
             skipped.append((entry.name, shape.label, f"{type(exc).__name__}: {exc}"))
             continue
         rows.append(make_row(entry.name, entry.family, shape, entry.fastmath,
-                             summarize(samples, shape.bytes_moved, rate)))
+                             dict(summarize(samples, shape.bytes_moved, rate),
+                                  **host_fields(getattr(timer, "last_host_us", None),
+                                                getattr(timer, "fill_us", None)))))
     bar.close()
     if on_group_done:
         on_group_done(rows)

@@ -427,7 +427,7 @@ class DeviceCase:
     """
 
     problem: FusedProblem
-    qkv: object
+    qkv: object  # flat; bfloat16 as uint32 words of two elements (the kernel's view)
     q_weight: object
     k_weight: object
     positions: object
@@ -451,6 +451,9 @@ def device_case(shape, storage: str = "bfloat16", *, interleave: bool = True, ya
                             head_dim=shape.head_dim, eps=eps, base=base,
                             rotary_dim=shape.rotary_dim, interleave=interleave, yarn=yarn)
     itemsize = _kernel.STORAGES[storage].itemsize
-    return DeviceCase(problem, cuda.to_device(qkv.reshape(-1)), cuda.to_device(wq), cuda.to_device(wk),
+    flat = cuda.to_device(qkv.reshape(-1))
+    if storage == "bfloat16":  # view once here rather than in every timed launch
+        flat = flat.view(np.uint32)
+    return DeviceCase(problem, flat, cuda.to_device(wq), cuda.to_device(wk),
                       cuda.to_device(pos), cuda.to_device(problem.inv_freq_f32()),
                       2 * shape.tokens * (shape.heads_q + shape.heads_k) * shape.head_dim * itemsize)

@@ -8,6 +8,8 @@ timer that returns made-up samples, so the row math can be checked exactly.
 import numpy as np
 import pytest
 
+import ropelab
+
 from ropelab import bench, kernels
 
 
@@ -53,8 +55,8 @@ def test_repeats_shrink_for_slow_calls_only():
 def test_byte_counts():
     assert bench.rope_bytes(4096, 512) == 2 * 4096 * 512 * 4 + 4096 * 4
     assert bench.qk_bytes(4096, 24, 24, 128, 2) == 2 * 4096 * 48 * 128 * 2
-    assert bench.flush_bytes(60 * 2**20) == 512 * 2**20
-    assert bench.flush_bytes(200 * 2**20) == 800 * 2**20
+    assert bench.flush_bytes(60 * 2**20) == 2**30
+    assert bench.flush_bytes(300 * 2**20) == 1200 * 2**20
     assert bench.per_launch_us(0.05, 2000) == pytest.approx(25.0)
 
 
@@ -76,6 +78,14 @@ def test_rows_have_the_record_columns_in_order():
     assert row["shape"] == "4096x512" and row["hidden"] == 512 and row["heads_q"] is None
 
 
+def test_host_fields_flag_launches_slower_to_enqueue_than_the_fill():
+    ok = bench.host_fields([40.0, 50.0, 60.0], fill_us=300.0)
+    assert ok == {"host_us": 50.0, "fill_us": 300.0, "host_bound": False}
+    assert bench.host_fields([250.0, 260.0, 270.0], fill_us=300.0)["host_bound"] is True
+    assert bench.host_fields([], fill_us=300.0)["host_bound"] is None
+
+
+@pytest.mark.skipif(not ropelab.SIMULATED, reason="checks the simulator refusal")
 def test_timer_refuses_on_the_simulator():
     with pytest.raises(bench.BenchError, match="simulator"):
         bench.Timer()

@@ -330,12 +330,13 @@ def test_float32_vector_and_scalar_paths_agree(rng):
 def test_device_case_launches_without_validation_like_the_public_api(rng):
     tiny = shapes.FusedShape("tiny", 2, 1, 1, 1, 64, 32)
     case = fused.device_case(tiny, "bfloat16", interleave=False, seed=3)
-    start = case.qkv.copy_to_host().reshape(2, 192)
+    # bfloat16 qkv is kept as uint32 words (two elements each), the form the kernel takes.
+    start = case.qkv.copy_to_host().view(np.uint16).reshape(2, 192)
     case.launch()
     # The same seed gives device_case's weights and positions back on the host.
     _, wq, wk, pos = fused.random_inputs(np.random.default_rng(3), 2, (1, 1, 1), 64, "bfloat16")
     kw = dict(num_heads_q=1, num_heads_k=1, num_heads_v=1, head_dim=64, rotary_dim=32,
               interleave=False, q_weight=wq, k_weight=wk, positions=pos)
     want = ropelab.fused_qknorm_rope(start.copy(), **kw)
-    np.testing.assert_array_equal(case.qkv.copy_to_host().reshape(2, 192), want)
+    np.testing.assert_array_equal(case.qkv.copy_to_host().view(np.uint16).reshape(2, 192), want)
     assert case.qk_bytes == 2 * 2 * 2 * 64 * 2

@@ -262,7 +262,9 @@ def launch(problem, qkv, q_weight, k_weight, positions, inv_freq, *, fastmath=Tr
     """
     if problem.tokens == 0:
         return
-    if problem.storage == "bfloat16":
+    if problem.storage == "bfloat16" and qkv.dtype != np.uint32:
+        # Building a view costs tens of microseconds of host time: callers that launch the
+        # same buffer many times (the benchmark) pass the uint32 view directly.
         qkv = qkv.reshape(-1).view(np.uint32)
     grid, threads = launch_config(problem, warps_per_block)
     fn = make_kernel(problem.head_dim, problem.interleave, problem.storage,
