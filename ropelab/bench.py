@@ -488,10 +488,16 @@ def _fused_entries(names=None) -> list[Entry]:
             return hook(buf.shape) if hook is not None else _fused_launcher(module, buf.shape)
 
         entries.append(Entry(name, "numba_fused", make, fastmath=True, fused=True))
+        if hook is None and name == "fused_qknorm_rope":
+            # The same kernel with two heads per warp (twice the bytes in flight per warp).
+            def make2(buf: Buffers, module=module):
+                return _fused_launcher(module, buf.shape, heads_per_warp=2) if buf.shape.fused else None
+
+            entries.append(Entry(name + "_2heads", "numba_fused", make2, fastmath=True, fused=True))
     return entries
 
 
-def _fused_launcher(module, shape: Shape):
+def _fused_launcher(module, shape: Shape, heads_per_warp=None):
     from . import fused
     from .arrays import inspect_array
 
@@ -506,8 +512,10 @@ def _fused_launcher(module, shape: Shape):
     small = [cuda.to_device(a) for a in (wq, wk, pos)]
     freq = cuda.to_device(problem.inv_freq_f32())
     flat = qkv_dev.reshape(-1)
+    if shape.dtype == "bfloat16":  # the kernel's uint32 view, made once rather than per launch
+        flat = flat.view(np.uint32)
     # In place, so every repeat re-normalizes the previous output: values stay O(weight).
-    return lambda: module.launch(problem, flat, *small, freq)
+    return lambda: module.launch(problem, flat, *small, freq, heads_per_warp=heads_per_warp)
 
 
 def _copy_entry() -> Entry:

@@ -226,7 +226,7 @@ def _small_on_device(obj, info: ArrayInfo):
 
 def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_weight,
                       positions, eps=1e-6, base=10000.0, rotary_dim=None, interleave=True,
-                      yarn=None, fastmath=True, warps_per_block=None):
+                      yarn=None, fastmath=True, warps_per_block=None, heads_per_warp=None):
     """RMSNorm every Q and K head of ``qkv``, then rotate it (RoPE), in place; return ``qkv``.
 
     Parameters
@@ -258,6 +258,10 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
         Approximate sin/cos/sqrt/division (SGLang uses ``__sincosf`` too).
     warps_per_block : int, optional
         Override the block size in warps (1 .. 32).
+    heads_per_warp : int, optional
+        1 (the course's mapping: one warp per token and head) or 2 (a warp loads two heads
+        before computing: twice the bytes in flight, which 16-bit storage needs to approach the
+        copy rate).  Default: ``kernels.fused_qknorm_rope.HEADS_PER_WARP[storage]``.
 
     Raises :class:`ropelab.RopeInputError` / ``TypeError`` before anything runs on bad input.
     """
@@ -281,6 +285,10 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
         warps_per_block = _int("warps_per_block", warps_per_block, 1)
         if warps_per_block > 32:
             _fail(f"warps_per_block must be at most 32 (1024 threads), got {warps_per_block}")
+    if heads_per_warp is not None and (isinstance(heads_per_warp, bool)
+                                       or not isinstance(heads_per_warp, (int, np.integer))
+                                       or heads_per_warp not in (1, 2)):
+        _fail(f"heads_per_warp must be 1 or 2, got {heads_per_warp!r}")
     if problem.tokens == 0:
         return qkv
 
@@ -289,7 +297,7 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
             (("q_weight", q_weight), ("k_weight", k_weight), ("positions", positions))]
     freq_dev = cuda.to_device(problem.inv_freq_f32())
     _kernel.launch(problem, qkv_dev, *args, freq_dev, fastmath=bool(fastmath),
-                   warps_per_block=warps_per_block)
+                   warps_per_block=warps_per_block, heads_per_warp=heads_per_warp)
     if not qkv_info.on_device:
         qk = (problem.heads_q + problem.heads_k) * problem.head_dim
         result = qkv_dev.copy_to_host().reshape(qkv_info.shape)
@@ -364,7 +372,7 @@ class FusedCheck:
 
 def check_case(rng, *, tokens, heads, head_dim, rotary_dim, storage, interleave=True, yarn=None,
                fastmath=True, name="", eps=1e-6, base=10000.0, max_position=4096,
-               warps_per_block=None) -> FusedCheck:
+               warps_per_block=None, heads_per_warp=None) -> FusedCheck:
     """Run the kernel once on random inputs and compare with the float64 reference."""
     qkv, wq, wk, pos = random_inputs(rng, tokens, heads, head_dim, storage, max_position)
     hq, hk, hv = heads
@@ -375,7 +383,8 @@ def check_case(rng, *, tokens, heads, head_dim, rotary_dim, storage, interleave=
                                        k_weight=decode(wk, storage), positions=pos, yarn=y, **kw)
     before = qkv.copy()
     got = fused_qknorm_rope(qkv, q_weight=wq, k_weight=wk, positions=pos, yarn=y,
-                            fastmath=fastmath, warps_per_block=warps_per_block, **kw)
+                            fastmath=fastmath, warps_per_block=warps_per_block,
+                            heads_per_warp=heads_per_warp, **kw)
     qk = (hq + hk) * head_dim
     v_same = bool(np.array_equal(before[:, qk:].view(np.uint8), got[:, qk:].view(np.uint8)))
     normed = reference.fused_qknorm_rope(decode(before, storage), q_weight=decode(wq, storage),
@@ -434,10 +443,11 @@ class DeviceCase:
     inv_freq: object
     qk_bytes: int
 
-    def launch(self, *, fastmath: bool = True, warps_per_block=None, stream=0) -> None:
+    def launch(self, *, fastmath: bool = True, warps_per_block=None, stream=0,
+               heads_per_warp=None) -> None:
         _kernel.launch(self.problem, self.qkv, self.q_weight, self.k_weight, self.positions,
                        self.inv_freq, fastmath=fastmath, warps_per_block=warps_per_block,
-                       stream=stream)
+                       stream=stream, heads_per_warp=heads_per_warp)
 
 
 def device_case(shape, storage: str = "bfloat16", *, interleave: bool = True, yarn=None,

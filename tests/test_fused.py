@@ -17,6 +17,7 @@ from numba import cuda
 import ropelab
 from ropelab import bf16, fused, reference, shapes
 from ropelab.kernels import FUSED
+from ropelab.arrays import inspect_array
 from ropelab.kernels import fused_qknorm_rope as kmod
 
 STORAGES = ["float32", "float16", "bfloat16"]
@@ -120,6 +121,36 @@ def test_head_counts_not_a_multiple_of_the_warps_per_block(rng, wpb):
     row = fused.check_case(rng, tokens=3, heads=(3, 2, 1), head_dim=64, rotary_dim=32,
                            storage="bfloat16", interleave=wpb != 2, warps_per_block=wpb)
     assert row.passed, row
+
+
+@pytest.mark.parametrize("storage, interleave, heads, wpb", [
+    ("bfloat16", True, (3, 2, 1), 2),   # 5 heads: the last warp's second head is past the end
+    ("bfloat16", False, (2, 2, 1), 1),
+    ("float16", True, (1, 2, 2), None),
+    ("float32", False, (2, 1, 1), None),  # 128-bit path with two heads per warp
+])
+def test_two_heads_per_warp_matches_reference(rng, storage, interleave, heads, wpb):
+    head_dim = 128 if storage == "float32" else 64
+    row = fused.check_case(rng, tokens=3, heads=heads, head_dim=head_dim, rotary_dim=head_dim // 2,
+                           storage=storage, interleave=interleave, warps_per_block=wpb,
+                           heads_per_warp=2)
+    assert row.passed, row
+
+
+def test_two_heads_per_warp_halves_the_warps():
+    p = fused.build_problem(inspect_array(np.zeros((7, 48 * 128 + 24 * 128), np.uint16), "qkv"),
+                            num_heads_q=24, num_heads_k=24, num_heads_v=24, head_dim=128)
+    assert kmod.launch_config(p, 8, heads_per_warp=1) == ((7, 6), 256)
+    assert kmod.launch_config(p, 8, heads_per_warp=2) == ((7, 3), 256)
+
+
+@pytest.mark.parametrize("bad", [0, 3, True, 1.0])
+def test_heads_per_warp_must_be_one_or_two(rng, bad):
+    qkv, kw = _inputs(rng)
+    before = qkv.copy()
+    with pytest.raises(ropelab.RopeInputError, match="heads_per_warp"):
+        ropelab.fused_qknorm_rope(qkv, heads_per_warp=bad, **kw)
+    np.testing.assert_array_equal(qkv, before)
 
 
 def _inputs(rng, storage="float32", tokens=3, heads=(2, 1, 2), d=64):

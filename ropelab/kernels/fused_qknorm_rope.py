@@ -79,17 +79,25 @@ _STORE = {"float32": _store_plain, "float16": _store_plain, "bfloat16": store_bf
 
 
 @cache
-def make_kernel(head_dim: int, interleave: bool, storage: str, vector4: bool = False):
+def make_kernel(head_dim: int, interleave: bool, storage: str, vector4: bool = False,
+                heads_per_warp: int = 1):
     """The kernel function for one head size, pair layout and storage dtype (cached).
 
     ``vector4`` (float32 only, ``head_dim`` a multiple of 128): each lane moves its elements
     with 128-bit ``ld/st.global.v4.f32`` (:mod:`ropelab.kernels.vec`), which needs ``qkv`` to be
     16-byte aligned; the launcher picks it when it is.
+
+    ``heads_per_warp`` (1 or 2): a warp handles that many heads of one token, issuing all their
+    loads before any arithmetic.  With 16-bit storage one head is only 256 bytes per warp: even a
+    full SM does not keep enough bytes in flight to cover DRAM latency (Little's law), and the
+    kernel stalls below the copy rate.  Two heads per warp double the bytes in flight.
     """
     if head_dim not in HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {head_dim}")
     if vector4 and (storage != "float32" or head_dim % 128):
         raise ValueError("vector4 needs float32 storage and head_dim a multiple of 128")
+    if heads_per_warp not in (1, 2):
+        raise ValueError(f"heads_per_warp must be 1 or 2, got {heads_per_warp}")
     E = head_dim // WARP  # elements per lane, even
     PAIRS = E // 2  # interleaved pairs per lane
     INV_HEAD_DIM = float32(1.0 / head_dim)  # a power of two: exact
@@ -99,6 +107,8 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector4: bool = F
     WORDS = E // 2
     VEC4 = bool(vector4)
     QUADS = E // 4
+    HPW = int(heads_per_warp)
+    SLOTS = E * HPW  # register slots per lane (local.array needs a plain constant)
     load = _LOAD[storage]
     store = _STORE[storage]
 
@@ -106,90 +116,107 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector4: bool = F
                           heads_total, n_pairs, half_lanes, eps, attention_factor):
         tid = uint32(cuda.threadIdx.x)
         lane = tid & uint32(WARP - 1)
-        head = uint32(cuda.blockIdx.y) * (uint32(cuda.blockDim.x) >> uint32(5)) + (tid >> uint32(5))
-        if head >= heads_qk:  # the last block column of a head count that is not a multiple
+        warp = uint32(cuda.blockIdx.y) * (uint32(cuda.blockDim.x) >> uint32(5)) + (tid >> uint32(5))
+        head0 = warp * uint32(HPW)  # this warp's first head
+        if head0 >= heads_qk:  # the last block column of a head count that is not a multiple
             return
         token = uint32(cuda.blockIdx.x)
-        weight = q_weight if head < heads_q else k_weight
-        first = (token * heads_total + head) * uint32(head_dim) + lane * uint32(E)
+        row = token * heads_total
+        vals = cuda.local.array(SLOTS, float32)
+        sums = cuda.local.array(HPW, float32)
 
-        vals = cuda.local.array(E, float32)
-        ss = float32(0.0)
-        if PACKED:
-            for k in range(WORDS):
-                word = qkv[(first >> uint32(1)) + uint32(k)]
-                lo = unpack_low(word)
-                hi = unpack_high(word)
-                vals[2 * k] = lo
-                vals[2 * k + 1] = hi
-                ss += lo * lo + hi * hi
-        elif VEC4:
-            for k in range(QUADS):
-                a, b, c, d = load_f32x4(qkv, first + uint32(4 * k))
-                vals[4 * k] = a
-                vals[4 * k + 1] = b
-                vals[4 * k + 2] = c
-                vals[4 * k + 3] = d
-                ss += a * a + b * b + c * c + d * d
-        else:
-            for i in range(E):
-                v = load(qkv[first + uint32(i)])
-                vals[i] = v
-                ss += v * v
-        # Butterfly: after the five steps every lane holds the sum over all 32 lanes.
-        ss += cuda.shfl_xor_sync(FULL_MASK, ss, 16)
-        ss += cuda.shfl_xor_sync(FULL_MASK, ss, 8)
-        ss += cuda.shfl_xor_sync(FULL_MASK, ss, 4)
-        ss += cuda.shfl_xor_sync(FULL_MASK, ss, 2)
-        ss += cuda.shfl_xor_sync(FULL_MASK, ss, 1)
-        scale = float32(1.0) / math.sqrt(ss * INV_HEAD_DIM + eps)
-        for i in range(E):
-            vals[i] = vals[i] * scale * load(weight[lane * uint32(E) + uint32(i)])
+        # Phase 1: every load of every head this warp owns, before any arithmetic.  (A head
+        # count past the end only happens for the second head of the last warp: warp-uniform.)
+        for h in range(HPW):
+            ss = float32(0.0)
+            if head0 + uint32(h) < heads_qk:
+                first = (row + head0 + uint32(h)) * uint32(head_dim) + lane * uint32(E)
+                if PACKED:
+                    for k in range(WORDS):
+                        word = qkv[(first >> uint32(1)) + uint32(k)]
+                        lo = unpack_low(word)
+                        hi = unpack_high(word)
+                        vals[h * E + 2 * k] = lo
+                        vals[h * E + 2 * k + 1] = hi
+                        ss += lo * lo + hi * hi
+                elif VEC4:
+                    for k in range(QUADS):
+                        a, b, c, d = load_f32x4(qkv, first + uint32(4 * k))
+                        vals[h * E + 4 * k] = a
+                        vals[h * E + 4 * k + 1] = b
+                        vals[h * E + 4 * k + 2] = c
+                        vals[h * E + 4 * k + 3] = d
+                        ss += a * a + b * b + c * c + d * d
+                else:
+                    for i in range(E):
+                        v = load(qkv[first + uint32(i)])
+                        vals[h * E + i] = v
+                        ss += v * v
+            sums[h] = ss
 
         pos = float32(positions[token])
-        if INTERLEAVE:
-            for j in range(PAIRS):
-                pair = lane * uint32(PAIRS) + uint32(j)
-                if pair < n_pairs:  # partial rotary: later pairs are only normalized
-                    angle = pos * inv_freq[pair]
-                    c = math.cos(angle) * attention_factor
-                    s = math.sin(angle) * attention_factor
-                    x0 = vals[2 * j]
-                    x1 = vals[2 * j + 1]
-                    vals[2 * j] = x0 * c - x1 * s
-                    vals[2 * j + 1] = x0 * s + x1 * c
-        else:
-            # Lanes [0, h) hold first halves of pairs, [h, 2h) the second halves, h = half_lanes.
-            first_half = lane < half_lanes
-            rotated = lane < half_lanes + half_lanes
-            if first_half:
-                partner, pair0, sign = lane + half_lanes, lane * uint32(E), float32(-1.0)
-            elif rotated:
-                partner, pair0, sign = lane - half_lanes, (lane - half_lanes) * uint32(E), float32(1.0)
-            else:
-                partner, pair0, sign = lane, uint32(0), float32(0.0)
-            for i in range(E):
-                other = cuda.shfl_sync(FULL_MASK, vals[i], partner)
-                if rotated:
-                    angle = pos * inv_freq[pair0 + uint32(i)]
-                    c = math.cos(angle) * attention_factor
-                    s = math.sin(angle) * attention_factor
-                    # first half: x*c - partner*s; second half: partner*s + x*c
-                    vals[i] = vals[i] * c + sign * other * s
+        for h in range(HPW):
+            head = head0 + uint32(h)
+            if head < heads_qk:
+                ss = sums[h]
+                # Butterfly: after the five steps every lane holds the sum over all 32 lanes.
+                ss += cuda.shfl_xor_sync(FULL_MASK, ss, 16)
+                ss += cuda.shfl_xor_sync(FULL_MASK, ss, 8)
+                ss += cuda.shfl_xor_sync(FULL_MASK, ss, 4)
+                ss += cuda.shfl_xor_sync(FULL_MASK, ss, 2)
+                ss += cuda.shfl_xor_sync(FULL_MASK, ss, 1)
+                scale = float32(1.0) / math.sqrt(ss * INV_HEAD_DIM + eps)
+                weight = q_weight if head < heads_q else k_weight
+                for i in range(E):
+                    vals[h * E + i] = vals[h * E + i] * scale * load(weight[lane * uint32(E) + uint32(i)])
 
-        if PACKED:
-            for k in range(WORDS):
-                qkv[(first >> uint32(1)) + uint32(k)] = pack2(vals[2 * k], vals[2 * k + 1])
-        elif VEC4:
-            for k in range(QUADS):
-                store_f32x4(qkv, first + uint32(4 * k), vals[4 * k], vals[4 * k + 1],
-                            vals[4 * k + 2], vals[4 * k + 3])
-        else:
-            for i in range(E):
-                qkv[first + uint32(i)] = store(vals[i])
+                if INTERLEAVE:
+                    for j in range(PAIRS):
+                        pair = lane * uint32(PAIRS) + uint32(j)
+                        if pair < n_pairs:  # partial rotary: later pairs are only normalized
+                            angle = pos * inv_freq[pair]
+                            c = math.cos(angle) * attention_factor
+                            s = math.sin(angle) * attention_factor
+                            x0 = vals[h * E + 2 * j]
+                            x1 = vals[h * E + 2 * j + 1]
+                            vals[h * E + 2 * j] = x0 * c - x1 * s
+                            vals[h * E + 2 * j + 1] = x0 * s + x1 * c
+                else:
+                    # Lanes [0, n) hold first halves of pairs, [n, 2n) the second halves, n = half_lanes.
+                    first_half = lane < half_lanes
+                    rotated = lane < half_lanes + half_lanes
+                    if first_half:
+                        partner, pair0, sign = lane + half_lanes, lane * uint32(E), float32(-1.0)
+                    elif rotated:
+                        partner, pair0, sign = lane - half_lanes, (lane - half_lanes) * uint32(E), float32(1.0)
+                    else:
+                        partner, pair0, sign = lane, uint32(0), float32(0.0)
+                    for i in range(E):
+                        other = cuda.shfl_sync(FULL_MASK, vals[h * E + i], partner)
+                        if rotated:
+                            angle = pos * inv_freq[pair0 + uint32(i)]
+                            c = math.cos(angle) * attention_factor
+                            s = math.sin(angle) * attention_factor
+                            # first half: x*c - partner*s; second half: partner*s + x*c
+                            vals[h * E + i] = vals[h * E + i] * c + sign * other * s
+
+                first = (row + head) * uint32(head_dim) + lane * uint32(E)
+                if PACKED:
+                    for k in range(WORDS):
+                        qkv[(first >> uint32(1)) + uint32(k)] = pack2(vals[h * E + 2 * k],
+                                                                    vals[h * E + 2 * k + 1])
+                elif VEC4:
+                    for k in range(QUADS):
+                        store_f32x4(qkv, first + uint32(4 * k), vals[h * E + 4 * k],
+                                    vals[h * E + 4 * k + 1], vals[h * E + 4 * k + 2],
+                                    vals[h * E + 4 * k + 3])
+                else:
+                    for i in range(E):
+                        qkv[first + uint32(i)] = store(vals[h * E + i])
 
     fused_qknorm_rope.__qualname__ = (f"fused_qknorm_rope_d{head_dim}_{'gptj' if interleave else 'neox'}"
-                                      f"_{storage}{'_v4' if vector4 else ''}")
+                                      f"_{storage}{'_v4' if vector4 else ''}"
+                                      f"{'_h2' if HPW == 2 else ''}")
     return fused_qknorm_rope
 
 
@@ -204,26 +231,31 @@ PTX_SIGNATURE["bfloat16"] = PTX_SIGNATURE["bfloat16"].replace("uint16", "uint32"
 # What the PTX census compiles: the production head size in both layouts, bf16 and float32.
 CENSUS_KERNELS = [(make_kernel(128, inter, st, st == "float32"), PTX_SIGNATURE[st])
                   for st in ("bfloat16", "float32") for inter in (True, False)]
+CENSUS_KERNELS.append((make_kernel(128, True, "bfloat16", False, 2), PTX_SIGNATURE["bfloat16"]))
 
 
-def pick_warps_per_block(heads_qk: int) -> int:
+# Heads per warp by storage when the caller does not choose (see make_kernel's docstring).
+HEADS_PER_WARP = {"float32": 1, "float16": 1, "bfloat16": 1}
+
+
+def pick_warps_per_block(head_groups: int) -> int:
     """Warps per block: 8 or 4 (or 2) with the fewest idle warps in the last block column.
 
     Blocks of 2 warps still fill an H100/H200 SM (32 resident blocks x 2 warps = 64 warps).
     """
     best, waste_best = 8, None
     for w in (8, 4, 2):
-        waste = (-heads_qk) % w / (heads_qk + (-heads_qk) % w)
+        waste = (-head_groups) % w / (head_groups + (-head_groups) % w)
         if waste_best is None or waste < waste_best - 1e-12:
             best, waste_best = w, waste
     return best
 
 
-def launch_config(problem, warps_per_block=None):
+def launch_config(problem, warps_per_block=None, heads_per_warp=1):
     """((tokens, head_blocks), threads): grid x is the token, grid y a group of heads."""
-    heads_qk = problem.heads_q + problem.heads_k
-    wpb = warps_per_block or pick_warps_per_block(heads_qk)
-    return (problem.tokens, (heads_qk + wpb - 1) // wpb), wpb * WARP
+    groups = -(-(problem.heads_q + problem.heads_k) // heads_per_warp)  # warps needed per token
+    wpb = warps_per_block or pick_warps_per_block(groups)
+    return (problem.tokens, (groups + wpb - 1) // wpb), wpb * WARP
 
 
 def scalar_args(problem):
@@ -251,7 +283,7 @@ def uses_vector4(problem, qkv) -> bool:
 
 
 def launch(problem, qkv, q_weight, k_weight, positions, inv_freq, *, fastmath=True,
-           warps_per_block=None, stream=0):
+           warps_per_block=None, stream=0, heads_per_warp=None):
     """Launch on device arrays; no validation (``ropelab.fused_qknorm_rope`` does it first).
 
     ``qkv`` is the flat 1-D (or 2-D C-contiguous) device buffer, ``q_weight``/``k_weight``
@@ -266,8 +298,9 @@ def launch(problem, qkv, q_weight, k_weight, positions, inv_freq, *, fastmath=Tr
         # Building a view costs tens of microseconds of host time: callers that launch the
         # same buffer many times (the benchmark) pass the uint32 view directly.
         qkv = qkv.reshape(-1).view(np.uint32)
-    grid, threads = launch_config(problem, warps_per_block)
+    hpw = heads_per_warp or HEADS_PER_WARP[problem.storage]
+    grid, threads = launch_config(problem, warps_per_block, hpw)
     fn = make_kernel(problem.head_dim, problem.interleave, problem.storage,
-                     uses_vector4(problem, qkv))
+                     uses_vector4(problem, qkv), hpw)
     jitted(fn, fastmath)[grid, threads, stream](
         qkv, q_weight, k_weight, positions, inv_freq, *scalar_args(problem))
