@@ -58,7 +58,7 @@ FUSED_DTYPES = ("bfloat16", "float32")
 
 COLUMNS = ("variant", "family", "shape", "tokens", "hidden", "heads_q", "heads_k", "head_dim",
            "dtype", "fastmath", "bytes_moved", "median_us", "p20_us", "p80_us", "repeats",
-           "gbps", "copy_gbps", "frac_of_copy")
+           "gbps", "copy_gbps", "frac_of_copy", "host_us", "fill_us", "host_bound")
 
 
 class BenchError(RuntimeError):
@@ -236,7 +236,8 @@ def _production():
 
 
 def make_row(name: str, family: str, shape: Shape, fastmath, timing: dict) -> dict:
-    row = {"variant": name, "family": family, **shape.fields(), "fastmath": fastmath, **timing}
+    row = {"variant": name, "family": family, **shape.fields(), "fastmath": fastmath,
+           **host_fields(None, None), **timing}
     return {c: row[c] for c in COLUMNS}
 
 
@@ -489,11 +490,13 @@ def _fused_entries(names=None) -> list[Entry]:
 
         entries.append(Entry(name, "numba_fused", make, fastmath=True, fused=True))
         if hook is None and name == "fused_qknorm_rope":
-            # The same kernel with two heads per warp (twice the bytes in flight per warp).
-            def make2(buf: Buffers, module=module):
-                return _fused_launcher(module, buf.shape, heads_per_warp=2) if buf.shape.fused else None
+            # The same kernel at each heads-per-warp setting (more bytes in flight per warp).
+            for hpw in module.HEADS_PER_WARP_CHOICES:
+                def make_h(buf: Buffers, module=module, hpw=hpw):
+                    return _fused_launcher(module, buf.shape, heads_per_warp=hpw) if buf.shape.fused else None
 
-            entries.append(Entry(name + "_2heads", "numba_fused", make2, fastmath=True, fused=True))
+                entries.append(Entry(f"{name}_{hpw}head{'s' if hpw > 1 else ''}", "numba_fused",
+                                     make_h, fastmath=True, fused=True))
     return entries
 
 

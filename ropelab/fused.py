@@ -259,9 +259,10 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
     warps_per_block : int, optional
         Override the block size in warps (1 .. 32).
     heads_per_warp : int, optional
-        1 (the course's mapping: one warp per token and head) or 2 (a warp loads two heads
-        before computing: twice the bytes in flight, which 16-bit storage needs to approach the
-        copy rate).  Default: ``kernels.fused_qknorm_rope.HEADS_PER_WARP[storage]``.
+        1 (the course's mapping: one warp per token and head), 2 or 4 (a warp loads that many
+        heads before computing: more bytes in flight, which 16-bit storage needs to approach the
+        copy rate).  Default: ``kernels.fused_qknorm_rope.HEADS_PER_WARP[storage]`` (2 for 16-bit
+        storage, 1 for float32, from the H200 measurements).
 
     Raises :class:`ropelab.RopeInputError` / ``TypeError`` before anything runs on bad input.
     """
@@ -287,8 +288,8 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
             _fail(f"warps_per_block must be at most 32 (1024 threads), got {warps_per_block}")
     if heads_per_warp is not None and (isinstance(heads_per_warp, bool)
                                        or not isinstance(heads_per_warp, (int, np.integer))
-                                       or heads_per_warp not in (1, 2)):
-        _fail(f"heads_per_warp must be 1 or 2, got {heads_per_warp!r}")
+                                       or heads_per_warp not in _kernel.HEADS_PER_WARP_CHOICES):
+        _fail(f"heads_per_warp must be one of {_kernel.HEADS_PER_WARP_CHOICES}, got {heads_per_warp!r}")
     if problem.tokens == 0:
         return qkv
 

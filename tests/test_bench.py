@@ -190,8 +190,10 @@ def test_fused_entry_runs_the_fused_kernel_on_a_tiny_qkv():
                          progress=False)
     assert not result.skipped, result.skipped
     fused_rows = [r for r in result.rows if r["family"] == "numba_fused"]
-    # Each registered fused kernel, plus fused_qknorm_rope again with two heads per warp.
-    assert [r["variant"] for r in fused_rows] == list(kernels.FUSED) + ["fused_qknorm_rope_2heads"]
+    # Each registered fused kernel (its default launch), plus fused_qknorm_rope at every
+    # heads-per-warp setting.
+    assert [r["variant"] for r in fused_rows] == list(kernels.FUSED) + [
+        "fused_qknorm_rope_1head", "fused_qknorm_rope_2heads", "fused_qknorm_rope_4heads"]
     assert fused_rows[0]["bytes_moved"] == bench.qk_bytes(2, 1, 1, 64, 4)
     assert fused_rows[0]["frac_of_copy"] == pytest.approx(2 / 3, abs=1e-3)
 

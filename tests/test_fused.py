@@ -123,17 +123,19 @@ def test_head_counts_not_a_multiple_of_the_warps_per_block(rng, wpb):
     assert row.passed, row
 
 
-@pytest.mark.parametrize("storage, interleave, heads, wpb", [
-    ("bfloat16", True, (3, 2, 1), 2),   # 5 heads: the last warp's second head is past the end
-    ("bfloat16", False, (2, 2, 1), 1),
-    ("float16", True, (1, 2, 2), None),
-    ("float32", False, (2, 1, 1), None),  # 128-bit path with two heads per warp
+@pytest.mark.parametrize("storage, interleave, heads, wpb, hpw", [
+    ("bfloat16", True, (3, 2, 1), 2, 2),   # 5 heads: the last warp's second head is past the end
+    ("bfloat16", False, (2, 2, 1), 1, 2),
+    ("float16", True, (1, 2, 2), None, 2),
+    ("float32", False, (2, 1, 1), None, 2),  # 128-bit path with two heads per warp
+    ("bfloat16", True, (3, 3, 1), 1, 4),   # 6 heads: the second warp has two real heads of four
+    ("bfloat16", False, (1, 1, 1), None, 4),
 ])
-def test_two_heads_per_warp_matches_reference(rng, storage, interleave, heads, wpb):
+def test_several_heads_per_warp_match_reference(rng, storage, interleave, heads, wpb, hpw):
     head_dim = 128 if storage == "float32" else 64
     row = fused.check_case(rng, tokens=3, heads=heads, head_dim=head_dim, rotary_dim=head_dim // 2,
                            storage=storage, interleave=interleave, warps_per_block=wpb,
-                           heads_per_warp=2)
+                           heads_per_warp=hpw)
     assert row.passed, row
 
 
@@ -144,7 +146,7 @@ def test_two_heads_per_warp_halves_the_warps():
     assert kmod.launch_config(p, 8, heads_per_warp=2) == ((7, 3), 256)
 
 
-@pytest.mark.parametrize("bad", [0, 3, True, 1.0])
+@pytest.mark.parametrize("bad", [0, 3, 8, True, 1.0])
 def test_heads_per_warp_must_be_one_or_two(rng, bad):
     qkv, kw = _inputs(rng)
     before = qkv.copy()

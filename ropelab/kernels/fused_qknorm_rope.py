@@ -63,6 +63,12 @@ STORAGES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
 # Index arithmetic is 32-bit (uint32): a buffer must hold fewer elements than this.
 MAX_ELEMENTS = 2**32 - 1
 
+HEADS_PER_WARP_CHOICES = (1, 2, 4)
+# Heads per warp by storage when the caller does not choose (see make_kernel's docstring).
+# Measured on the H200 (data/bench): bfloat16 flux_1024 68% of the copy with one head per warp,
+# 74% with two; float32 is at 94-95% with one head and gains nothing from more.
+HEADS_PER_WARP = {"float32": 1, "float16": 2, "bfloat16": 2}
+
 
 @cuda.jit(device=True, inline="always")
 def _load_plain(v):
@@ -87,17 +93,18 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector4: bool = F
     with 128-bit ``ld/st.global.v4.f32`` (:mod:`ropelab.kernels.vec`), which needs ``qkv`` to be
     16-byte aligned; the launcher picks it when it is.
 
-    ``heads_per_warp`` (1 or 2): a warp handles that many heads of one token, issuing all their
+    ``heads_per_warp`` (1, 2 or 4): a warp handles that many heads of one token, issuing all their
     loads before any arithmetic.  With 16-bit storage one head is only 256 bytes per warp: even a
     full SM does not keep enough bytes in flight to cover DRAM latency (Little's law), and the
-    kernel stalls below the copy rate.  Two heads per warp double the bytes in flight.
+    kernel stalls below the copy rate.  Two (four) heads per warp double (quadruple) the bytes in
+    flight, at the price of more registers per lane.
     """
     if head_dim not in HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {head_dim}")
     if vector4 and (storage != "float32" or head_dim % 128):
         raise ValueError("vector4 needs float32 storage and head_dim a multiple of 128")
-    if heads_per_warp not in (1, 2):
-        raise ValueError(f"heads_per_warp must be 1 or 2, got {heads_per_warp}")
+    if heads_per_warp not in HEADS_PER_WARP_CHOICES:
+        raise ValueError(f"heads_per_warp must be one of {HEADS_PER_WARP_CHOICES}, got {heads_per_warp}")
     E = head_dim // WARP  # elements per lane, even
     PAIRS = E // 2  # interleaved pairs per lane
     INV_HEAD_DIM = float32(1.0 / head_dim)  # a power of two: exact
@@ -216,7 +223,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector4: bool = F
 
     fused_qknorm_rope.__qualname__ = (f"fused_qknorm_rope_d{head_dim}_{'gptj' if interleave else 'neox'}"
                                       f"_{storage}{'_v4' if vector4 else ''}"
-                                      f"{'_h2' if HPW == 2 else ''}")
+                                      f"{f'_h{HPW}' if HPW > 1 else ''}")
     return fused_qknorm_rope
 
 
@@ -234,8 +241,6 @@ CENSUS_KERNELS = [(make_kernel(128, inter, st, st == "float32"), PTX_SIGNATURE[s
 CENSUS_KERNELS.append((make_kernel(128, True, "bfloat16", False, 2), PTX_SIGNATURE["bfloat16"]))
 
 
-# Heads per warp by storage when the caller does not choose (see make_kernel's docstring).
-HEADS_PER_WARP = {"float32": 1, "float16": 1, "bfloat16": 1}
 
 
 def pick_warps_per_block(head_groups: int) -> int:
