@@ -220,17 +220,20 @@ class FusedMap:
     token: np.ndarray
     warp: np.ndarray
     lane: np.ndarray
+    heads_per_warp: int = 1
 
     def summary(self) -> str:
         hq, hk, hv = self.heads
         return (f"qkv of {self.token.shape[0]} tokens x ({hq} Q + {hk} K + {hv} V heads) x "
                 f"{self.head_dim}: grid {self.grid[0]} x {self.grid[1]} blocks of {self.block_dim} "
                 f"threads ({self.block_dim // 32} warps); each lane holds "
-                f"{self.head_dim // 32} consecutive elements of one head")
+                f"{self.head_dim // 32} consecutive elements of "
+                + ("one head" if self.heads_per_warp == 1
+                   else f"each of its warp's {self.heads_per_warp} heads"))
 
 
 def _trace_fused_here(tokens: int, heads: list, head_dim: int, interleave: bool,
-                      rotary_dim, warps_per_block) -> dict:
+                      rotary_dim, warps_per_block, heads_per_warp: int = 1) -> dict:
     if not SIMULATED:
         raise RuntimeError("tracing needs the simulator in this process")
     from . import fused
@@ -252,28 +255,31 @@ def _trace_fused_here(tokens: int, heads: list, head_dim: int, interleave: bool,
                   _WatchedArray(weights.copy(), None, None),
                   _WatchedArray(np.arange(tokens, dtype=np.int32), None, None),
                   _WatchedArray(problem.inv_freq_f32(), None, None),
-                  warps_per_block=warps_per_block)
-    grid, threads = kernel.launch_config(problem, warps_per_block)
+                  warps_per_block=warps_per_block, heads_per_warp=heads_per_warp)
+    grid, threads = kernel.launch_config(problem, warps_per_block, heads_per_warp)
     return {"heads": list(heads), "head_dim": head_dim, "grid": list(grid), "block_dim": threads,
-            "who": who.tolist()}
+            "heads_per_warp": heads_per_warp, "who": who.tolist()}
 
 
 def trace_fused(tokens: int, heads=(2, 2, 1), head_dim: int = 64, *, interleave: bool = True,
-                rotary_dim: int | None = None, warps_per_block: int | None = None) -> FusedMap:
+                rotary_dim: int | None = None, warps_per_block: int | None = None,
+                heads_per_warp: int = 1) -> FusedMap:
     """Run the fused QK-norm + RoPE kernel on a small float32 ``qkv`` and record every writer.
 
-    ``heads`` is ``(heads_q, heads_k, heads_v)``.  Runs on the simulator (with ropelab's warp
+    ``heads`` is ``(heads_q, heads_k, heads_v)``.  ``heads_per_warp`` is passed to the launcher
+    explicitly (1: one warp per (token, head), the mapping the course draws first), so the map
+    does not follow the storage-dependent default.  Runs on the simulator (with ropelab's warp
     shuffle emulation); keep it to a few tokens and heads.
     """
     raw = _on_simulator("_trace_fused_here", [tokens, list(heads), head_dim, bool(interleave),
-                                              rotary_dim, warps_per_block])
+                                              rotary_dim, warps_per_block, int(heads_per_warp)])
     who = np.array(raw["who"]).reshape(tokens, sum(heads), head_dim, 4)
     warps_per = raw["block_dim"] // 32
     written = who[..., 0] >= 0
     warp = np.where(written, who[..., 1] * warps_per + who[..., 2] // 32, -1)
     lane = np.where(written, who[..., 2] % 32, -1)
     return FusedMap(tuple(raw["heads"]), head_dim, tuple(raw["grid"]), raw["block_dim"],
-                    who[..., 0], warp, lane)
+                    who[..., 0], warp, lane, raw["heads_per_warp"])
 
 
 def plot_fused_map(fmap: FusedMap, token: int = 0, ax=None):
@@ -433,6 +439,24 @@ def roof_gbps(record) -> float:
     if not rates:
         raise ValueError("the record has no copy rows to take a roof from")
     return max(rates)
+
+
+def bench_row(record, variant: str, shape: str, dtype: str = "float32") -> dict:
+    """The one row of ``variant`` on ``shape`` and ``dtype``; KeyError if the run has none.
+
+    Notebooks quote recorded numbers through this (``row["median_us"]``, ``row["gbps"]``)
+    instead of typing them into the prose.
+    """
+    found = [r for r in record["rows"] if r["variant"] == variant and r["shape"] == shape
+             and r.get("dtype", "float32") == dtype]
+    if len(found) != 1:
+        raise KeyError(f"{len(found)} rows for {variant} on {shape} {dtype} in the record")
+    return found[0]
+
+
+def share_of_roof(record, variant: str, shape: str, dtype: str = "float32") -> float:
+    """``gbps`` of one row over :func:`roof_gbps` (the fastest copy of the whole run)."""
+    return bench_row(record, variant, shape, dtype)["gbps"] / roof_gbps(record)
 
 
 def bench_table(record, variants, shapes=None, dtypes=("float32",)) -> str:
@@ -644,6 +668,22 @@ def plot_sincos_error(record, ax=None):
     ax.legend(fontsize=7)
     ax.figure.tight_layout()
     return ax
+
+
+def sincos_table(record) -> str:
+    """Worst absolute error of float32 sin and cos (the larger of the two) per decade of angle,
+    fast-math against precise, from a ``sincos_error`` record."""
+    worst = {}
+    for r in record["rows"]:
+        key = (r["angle_lo"], r["angle_hi"])
+        err = max(r["max_abs_err_sin"], r["max_abs_err_cos"])
+        worst.setdefault(key, {})[bool(r["fastmath"])] = err
+    head = f"{'angles (rad)':<22} {'fast-math':>10} {'precise':>10}"
+    lines = [head, "-" * len(head)]
+    for (lo, hi), by in sorted(worst.items()):
+        cells = [f"{by[fm]:>10.1e}" if fm in by else f"{'-':>10}" for fm in (True, False)]
+        lines.append(f"{f'[{lo:g}, {hi:g})':<22} " + " ".join(cells))
+    return "\n".join(lines)
 
 
 def plot_freq_drift(record, chunks=(1, 4, 16, 64), fastmath: bool = True, ax=None):

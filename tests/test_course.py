@@ -244,3 +244,34 @@ def test_fused_trace_gives_one_warp_per_token_and_head():
 def test_fused_trace_half_split_keeps_the_same_ownership():
     fmap = course.trace_fused(1, (1, 1, 0), 64, interleave=False)
     np.testing.assert_array_equal(fmap.lane[0, 1], np.arange(64) // 2)
+
+
+def test_bench_row_and_share_of_roof_read_one_row():
+    rec = _bench_record()
+    assert course.bench_row(rec, "flat", "8192x1024")["median_us"] == 32.0
+    assert course.share_of_roof(rec, "flat", "4096x512") == 0.5  # 1600 of 3200 GB/s
+    with pytest.raises(KeyError):
+        course.bench_row(rec, "block2d", "8192x1024")
+    with pytest.raises(KeyError):
+        course.bench_row(rec, "flat", "4096x512", dtype="bfloat16")
+
+
+def test_sincos_table_keeps_the_worse_of_sin_and_cos_per_decade():
+    sc = {"meta": META, "rows": [
+        {"fastmath": True, "angle_lo": 10.0, "angle_hi": 100.0, "max_abs_err_sin": 1e-5,
+         "max_abs_err_cos": 3e-5},
+        {"fastmath": False, "angle_lo": 10.0, "angle_hi": 100.0, "max_abs_err_sin": 8e-8,
+         "max_abs_err_cos": 2e-8},
+        {"fastmath": True, "angle_lo": 1.0, "angle_hi": 10.0, "max_abs_err_sin": 2e-6,
+         "max_abs_err_cos": 1e-6}]}
+    lines = course.sincos_table(sc).splitlines()[2:]
+    assert lines[0].split() == ["[1,", "10)", "2.0e-06", "-"]
+    assert lines[1].split() == ["[10,", "100)", "3.0e-05", "8.0e-08"]
+
+
+def test_fused_trace_with_two_heads_per_warp_shares_a_warp_between_heads():
+    fmap = course.trace_fused(1, (2, 2, 0), 64, heads_per_warp=2)
+    assert fmap.heads_per_warp == 2
+    assert [set(fmap.warp[0, h].tolist()) for h in range(4)] == [{0}, {0}, {1}, {1}]
+    np.testing.assert_array_equal(fmap.lane[0, 3], np.arange(64) // 2)
+    assert "each of its warp's 2 heads" in fmap.summary()
