@@ -9,16 +9,6 @@ from ropelab import RopeInputError, kernels
 VARIANTS = list(kernels.VARIANTS)
 
 
-@pytest.fixture
-def launches(monkeypatch):
-    """Count kernel launches, so each test can prove that none happened."""
-    calls = []
-    for module in kernels.VARIANTS.values():
-        real = module.launch
-        monkeypatch.setattr(module, "launch", lambda *a, _real=real, **k: (calls.append(1), _real(*a, **k)))
-    return calls
-
-
 def x32(*shape):
     return np.arange(np.prod(shape), dtype=np.float32).reshape(shape) / 7.0
 

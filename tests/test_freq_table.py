@@ -10,6 +10,7 @@ import pytest
 from numba import cuda
 
 import ropelab
+from reference_check import assert_matches_reference as check
 from ropelab import RopeInputError, reference
 from ropelab.kernels import freq_table
 from ropelab.problem import RopeProblem
@@ -19,13 +20,6 @@ from ropelab.tolerance import max_angle, rope_atol
 MODES = {"table": {}, "cache": {"cache": True, "max_positions": 1000}, "reduced": {"reduce_angle": True}}
 
 
-def check(x, got, pos, *, scaling=None, fastmath=True, **opts):
-    rd = opts.get("rotary_dim") or x.shape[-1]
-    freqs, att = resolve(scaling, rotary_dim=rd, base=1e4)
-    want = reference.rope(x, pos, freqs=freqs, attention_factor=att, **opts)
-    tol = rope_atol(float(np.abs(x).max()), max_angle(pos, freqs), fastmath=fastmath, attention_factor=att)
-    err = np.abs(got.astype(np.float64) - want).max()
-    assert err <= tol, f"max error {err:.3g} > tolerance {tol:.3g}"
 
 
 @pytest.mark.parametrize("mode", list(MODES))

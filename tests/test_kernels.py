@@ -7,25 +7,16 @@ formulas) and on a GPU when one is present (where it also checks float32 precisi
 import numpy as np
 import pytest
 
+from reference_check import assert_matches_reference as check
+
 import ropelab
 from ropelab import kernels, reference
-from ropelab.tolerance import max_angle, rope_atol
 
 VARIANTS = list(kernels.VARIANTS)
 # tokens x hidden: 1 and 3 tokens, 257 (not a multiple of any block), widths from one pair up
 # to 2048 (1024 pairs: the largest one-pass block2d row).  The simulator runs ~10^4 threads a
 # second, so the widest rows go with few tokens.
 SHAPES = [(1, 2), (3, 6), (257, 6), (1, 130), (3, 130), (257, 130), (1, 2048), (3, 2048)]
-
-
-def _compare(x, got, pos, fastmath=True, **opts):
-    want = reference.rope(x, pos, **opts)
-    freqs = opts.get("freqs")
-    if freqs is None:
-        freqs = reference.inv_freq(opts.get("rotary_dim") or x.shape[-1], opts.get("base", 1e4))
-    tol = rope_atol(float(np.abs(x).max()), max_angle(pos, freqs), fastmath=fastmath)
-    err = np.abs(got.astype(np.float64) - want).max()
-    assert err <= tol, f"max error {err:.3g} > tolerance {tol:.3g}"
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -35,14 +26,14 @@ def test_variant_matches_reference(rng, variant, tokens, hidden):
     pos = rng.integers(0, 4096, tokens).astype(np.int32)
     got = ropelab.rope(x, variant=variant, positions=pos)
     assert got.shape == x.shape and got.dtype == np.float32
-    _compare(x, got, pos)
+    check(x, got, pos)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_default_positions_are_row_numbers(rng, variant):
     x = rng.standard_normal((9, 10)).astype(np.float32)
     got = ropelab.rope(x, variant=variant)
-    _compare(x, got, np.arange(9))
+    check(x, got, np.arange(9))
     np.testing.assert_array_equal(got[0], x[0])  # position 0 is the identity
 
 
@@ -50,7 +41,7 @@ def test_default_positions_are_row_numbers(rng, variant):
 def test_precise_math_path_matches_reference(rng, variant):
     x = rng.standard_normal((5, 64)).astype(np.float32)
     pos = rng.integers(0, 2000, 5).astype(np.int32)
-    _compare(x, ropelab.rope(x, variant=variant, positions=pos, fastmath=False), pos, fastmath=False)
+    check(x, ropelab.rope(x, variant=variant, positions=pos, fastmath=False), pos, fastmath=False)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -59,7 +50,7 @@ def test_three_d_input_with_one_head(rng, variant):
     pos = rng.integers(0, 100, 4).astype(np.int32)
     got = ropelab.rope(x, variant=variant, positions=pos)
     assert got.shape == (4, 1, 18)
-    _compare(x, got, pos)
+    check(x, got, pos)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -109,7 +100,7 @@ def test_odd_block_sizes_and_wide_rows(rng, variant):
     x = rng.standard_normal((3, 70)).astype(np.float32)
     pos = rng.integers(0, 500, 3).astype(np.int32)
     for threads in (1, 33, 96):
-        _compare(x, ropelab.rope(x, variant=variant, positions=pos, threads_per_block=threads), pos)
+        check(x, ropelab.rope(x, variant=variant, positions=pos, threads_per_block=threads), pos)
 
 
 def test_block2d_rows_wider_than_one_block(rng):
@@ -120,7 +111,7 @@ def test_block2d_rows_wider_than_one_block(rng):
     from ropelab.problem import RopeProblem
 
     assert block2d.launch_config(RopeProblem(2, 1, 2200, 2200))[1] == 1024
-    _compare(x, ropelab.rope(x, variant="block2d", positions=pos), pos)
+    check(x, ropelab.rope(x, variant="block2d", positions=pos), pos)
 
 
 def test_pack4_uses_float4_only_when_rows_are_whole_quads_and_aligned(rng):
@@ -149,4 +140,4 @@ def test_pack4_both_kernels_match_reference(rng, vector):
     out = cuda.to_device(np.full(x.size, np.nan, np.float32))
     pack4.launch(RopeProblem(37, 1, 12, 12), cuda.to_device(x.reshape(-1)), out,
                  cuda.to_device(pos), threads_per_block=32, vector=vector)
-    _compare(x, out.copy_to_host().reshape(x.shape), pos)
+    check(x, out.copy_to_host().reshape(x.shape), pos)

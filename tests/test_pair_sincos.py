@@ -8,6 +8,7 @@ import pytest
 from numba import cuda
 
 import ropelab
+from reference_check import assert_matches_reference as check
 from ropelab import RopeInputError, reference
 from ropelab.kernels import pair_sincos
 from ropelab.kernels._jit import jitted
@@ -20,13 +21,6 @@ SCHEMES = [None, Linear(3.0), NTK(4.0), YaRN(4.0, 64), YaRN(16.0, 512, beta_fast
            Llama3(8.0, 1.0, 4.0, 64), Llama3(4.0, 2.0, 3.0, 200)]
 
 
-def check(x, got, pos, *, scaling=None, fastmath=True, **opts):
-    rd = opts.get("rotary_dim") or x.shape[-1]
-    freqs, att = resolve(scaling, rotary_dim=rd, base=1e4)
-    want = reference.rope(x, pos, freqs=freqs, attention_factor=att, **opts)
-    tol = rope_atol(float(np.abs(x).max()), max_angle(pos, freqs), fastmath=fastmath, attention_factor=att)
-    err = np.abs(got.astype(np.float64) - want).max()
-    assert err <= tol, f"max error {err:.3g} > tolerance {tol:.3g}"
 
 
 @pytest.mark.parametrize("scheme", SCHEMES, ids=repr)

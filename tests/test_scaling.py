@@ -141,15 +141,6 @@ def test_wrong_scaling_types():
         scaling.parse(4.0)
 
 
-@pytest.fixture
-def launches(monkeypatch):
-    calls = []
-    for module in kernels.VARIANTS.values():
-        real = module.launch
-        monkeypatch.setattr(module, "launch", lambda *a, _real=real, **k: (calls.append(1), _real(*a, **k)))
-    return calls
-
-
 @pytest.mark.parametrize("bad", [{"rope_type": "nope"}, {"rope_type": "yarn", "factor": 0.0,
                                                         "original_max_position_embeddings": 64}])
 def test_rope_refuses_bad_scaling_before_launch(launches, bad):
