@@ -459,6 +459,29 @@ def share_of_roof(record, variant: str, shape: str, dtype: str = "float32") -> f
     return bench_row(record, variant, shape, dtype)["gbps"] / roof_gbps(record)
 
 
+def copy_table(record, variants, shapes=None, dtypes=("bfloat16", "float32")) -> str:
+    """Median time of ``variants`` against the device copy of the *same shape's* bytes, timed in
+    the same run (the record's ``frac_of_copy``), per shape and dtype.
+
+    Use it where shapes are small enough that even a copy stays below the run's fastest copy
+    (the production shapes of the fused kernel): the share of that shape's own copy is then the
+    figure of merit.  Numbers come from the record file.
+    """
+    rows = [r for r in record["rows"] if r["variant"] in variants
+            and (shapes is None or r["shape"] in shapes) and r.get("dtype", "float32") in dtypes]
+    rows.sort(key=lambda r: (r["bytes_moved"], r["shape"], list(dtypes).index(r.get("dtype", "float32")),
+                             list(variants).index(r["variant"])))
+    head = (f"{'shape':<20} {'dtype':<9} {'MB moved':>8}  {'variant':<26} {'median us':>10} "
+            f"{'copy us':>8} {'of copy':>8}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        copy_us = r["bytes_moved"] / (r["copy_gbps"] * 1e3)
+        lines.append(f"{r['shape']:<20} {r.get('dtype', 'float32'):<9} {r['bytes_moved'] / 1e6:>8.0f}  "
+                     f"{r['variant']:<26} {r['median_us']:>10.1f} {copy_us:>8.1f} "
+                     f"{100 * r['frac_of_copy']:>7.1f}%")
+    return "\n".join(lines)
+
+
 def bench_table(record, variants, shapes=None, dtypes=("float32",)) -> str:
     """Median time, effective bandwidth and share of :func:`roof_gbps` of ``variants`` (in that
     order), per shape.  Numbers come from the record file, the same on every machine."""

@@ -275,3 +275,17 @@ def test_fused_trace_with_two_heads_per_warp_shares_a_warp_between_heads():
     assert [set(fmap.warp[0, h].tolist()) for h in range(4)] == [{0}, {0}, {1}, {1}]
     np.testing.assert_array_equal(fmap.lane[0, 3], np.arange(64) // 2)
     assert "each of its warp's 2 heads" in fmap.summary()
+
+
+def test_copy_table_divides_by_the_same_shapes_copy():
+    rows = [{"variant": v, "shape": "flux_1024", "dtype": dt, "bytes_moved": 100_000_000,
+             "median_us": t, "gbps": 1e5 / t, "copy_gbps": 4000.0 if dt == "float32" else 3000.0,
+             "frac_of_copy": (1e5 / t) / (4000.0 if dt == "float32" else 3000.0)}
+            for v, dt, t in (("fused_a", "bfloat16", 50.0), ("fused_a", "float32", 25.0),
+                             ("fused_b", "bfloat16", 40.0))]
+    lines = course.copy_table({"meta": META, "rows": rows}, ["fused_a", "fused_b"]).splitlines()[2:]
+    assert [ln.split()[1:4] for ln in lines] == [["bfloat16", "100", "fused_a"],
+                                                 ["bfloat16", "100", "fused_b"],
+                                                 ["float32", "100", "fused_a"]]
+    assert lines[0].split()[-3:] == ["50.0", "33.3", "66.7%"]
+    assert lines[2].split()[-3:] == ["25.0", "25.0", "100.0%"]
