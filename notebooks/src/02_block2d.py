@@ -143,9 +143,24 @@ for name in ("flat", "block2d"):
     print(f"{name:<9} {r['instructions']:>12} {r['int_divrem']:>8} {r['f64']:>8}  {r['sfu']}")
 
 # %% [markdown]
-# The integer division is gone, and the PTX is shorter by what it cost.  The special functions
-# (`lg2`, `ex2`, `sin`, `cos`) are untouched, and so are the memory accesses: the same floats
-# are read and written, in the same coalesced pattern.
+# The integer division is gone, yet the PTX is only a few instructions shorter: a PTX `div`
+# is one line that the assembler expands into a long sequence (and the 64-bit one into a
+# subroutine).  The machine code shows the real difference.  The SASS census recorded under
+# `data/census/` (the same PTX, assembled for the H200 and disassembled with `nvdisasm`;
+# static counts, not executed ones):
+
+# %%
+import json
+
+sass_census = json.loads((ptx.PACKAGE_DIR.parent / "data" / "census" / "census-sass.json").read_text())
+for name in ("flat", "block2d"):
+    r = ptx.row(sass_census, name, fastmath=True)
+    print(f"{name:<9} PTX {r['instructions']:>4}  SASS {r['sass_instructions']:>4}")
+
+# %% [markdown]
+# The special functions (`lg2`, `ex2`, `sin`, `cos`) are untouched, and so are the memory
+# accesses: the same floats are read and written, in the same coalesced pattern.  (Static
+# counts overstate what runs: a thread executes only one of the division's two paths.)
 #
 # ## Timing on an H200
 #
@@ -171,16 +186,32 @@ if bench is not None:
     print(course.relative_times(bench, "flat", ["block2d"]))
 
 # %% [markdown]
-# Set the two reductions side by side: the instructions the census removed, and the change
-# of time in the table above, shape by shape.  In the record the seed's shapes barely move,
-# and the 1 GB shape, where both kernels are furthest below the roof, moves most.
-#
-# Float32 RoPE moves 16 bytes per pair (8 read, 8 written) and spends a few dozen instructions
-# on them.  Where a kernel already waits on memory, fewer instructions change nothing; where it
-# is far from the roof, some of its time goes to issuing instructions and the savings show.
-# The small shapes are dominated by something else again (ramp-up, notebook 07), so they hide
-# the difference.  The last column of the table says how much time there was to win.
+# Set the two reductions side by side: the machine code lost more than half its instructions,
+# and the table above says `block2d` is *slower* than `flat` on every shape, not faster.  The
+# range, from the record:
 
+# %%
+if bench is not None:
+    ratios = [course.bench_row(bench, "block2d", s)["median_us"] / course.bench_row(bench, "flat", s)["median_us"]
+              for s in ("4096x512", "4096x1024", "8192x512", "8192x1024", "32768x4096")]
+    print(f"block2d takes {100 * (min(ratios) - 1):.0f} to {100 * (max(ratios) - 1):.0f} percent longer than flat")
+
+# %% [markdown]
+# So the division was not what limited `flat`.  Since its index math became unsigned
+# (notebook 01) it divides once per thread, and removing even that bought nothing: both
+# kernels sit below the copy for a reason other than their instruction count.  Notebook 03
+# finds it in the width of the loads.  Float32 RoPE moves 16 bytes per pair and spends a few
+# dozen instructions on them; where a kernel waits on memory, fewer instructions change
+# nothing.
+#
+# Why `block2d` loses is a question this record does not answer.  What differs between the
+# two launches is the block shape: `block2d` runs one block per token, with as many threads as
+# the row has pairs (up to 1024, looping beyond), where `flat` runs small blocks of 256 threads
+# over the whole array.  Large blocks are scheduled onto an SM all at once and leave it all at
+# once, and on the 1 GB shape each thread loops over two pairs.  Either could cost the few
+# percent measured; neither was isolated in this run, so treat them as hypotheses to test,
+# not as the explanation.
+#
 # %%
 # NBVAL_IGNORE_OUTPUT
 print(course.live_bench(["flat", "block2d"]))
@@ -191,8 +222,9 @@ print(course.live_bench(["flat", "block2d"]))
 # * Shaping the grid after the data (block = token, thread = pair) removes index arithmetic.
 # * It also couples the block size to the row: cap it at 1024 and loop, round it to warps, and
 #   watch narrow rows, which make blocks too small to fill an SM.
-# * On a memory-bound kernel, fewer instructions buy time only up to the copy roof; compare
-#   the census with the recorded times rather than assuming either way.
+# * On a memory-bound kernel, fewer instructions do not buy time by themselves: here half the
+#   machine code went away and the kernel got slower.  Compare the census with the recorded
+#   times rather than assuming either way.
 #
 # ## Exercises
 #
