@@ -148,23 +148,42 @@ if bench is not None:
     plt.show()
 
 # %% [markdown]
-# Two comparisons, each changing one thing:
-#
+# Two comparisons, each changing one thing.  Their range over the five shapes, and the 1 GB
+# shape as a share of the roof, from the record:
+
+# %%
+if bench is not None:
+    seed_and_big = ("4096x512", "4096x1024", "8192x512", "8192x1024", "32768x4096")
+
+    def time_ratio(a, b):
+        r = [course.bench_row(bench, a, s)["median_us"] / course.bench_row(bench, b, s)["median_us"]
+             for s in seed_and_big]
+        return f"{min(r):.2f} to {max(r):.2f}"
+
+    print("pack4_scalar / flat        :", time_ratio("pack4_scalar", "flat"))
+    print("pack4 / pack4_scalar       :", time_ratio("pack4", "pack4_scalar"))
+    for v in ("flat", "pack4_scalar", "pack4"):
+        print(f"{v:<13} on 32768x4096: {100 * course.share_of_roof(bench, v, '32768x4096'):5.1f}% of the roof")
+
+# %% [markdown]
 # * **More work per thread alone** (`pack4_scalar` against `flat`): the same accesses, half as
-#   many threads, fewer instructions per pair.  The times are within a few percent:
-#   sharing index arithmetic between two pairs bought nothing measurable.
+#   many threads, fewer instructions per pair.  It is *slower* on every shape: sharing index
+#   arithmetic between two pairs bought nothing.  This run does not isolate why it lost time
+#   (half as many threads each wait on four separate 4-byte loads is one candidate); it does
+#   show that fewer instructions per pair were not the lever.
 # * **Wider accesses alone** (`pack4` against `pack4_scalar`): the same threads and the same
-#   work split; only the load and store width changes.  In the record this is the change that
-#   moved the clock, on every shape, and it is what brings `pack4` close to the roof on the
-#   1 GB shape.
+#   work split; only the load and store width changes.  This is the change that moved the
+#   clock, on every shape, and on the 1 GB shape it takes the kernel from about 70 percent of
+#   the roof to within one percent of the copy.
 #
 # The traffic is identical in both comparisons: a warp's scalar loads of consecutive floats
 # are merged into the same memory transactions as its vector loads.  What the vector access
 # changes is how many bytes each instruction asks for.  To run at full bandwidth an H200 needs
-# many megabytes in flight at once; with 16 bytes per load instead of 4, each thread keeps four
-# times as many bytes in flight for the same number of outstanding instructions, so the scalar
-# kernel, not the memory, was the limit.  The usual expectation for memory-bound kernels is
-# that the load width barely matters; here the record says it was the change that mattered.
+# many megabytes in flight at once (Little's law: bandwidth times latency); with 16 bytes per
+# load instead of 4, each thread keeps four times as many bytes in flight for the same number
+# of outstanding instructions, so the scalar kernel, not the memory, was the limit.  The usual
+# expectation for memory-bound kernels is that the load width barely matters; here the record
+# says it was the change that mattered.
 #
 # ## Numba against CUDA C++
 #
@@ -191,11 +210,14 @@ if bench is not None:
     plt.show()
 
 # %% [markdown]
-# A ratio near 1.0 means Numba produced code as fast as nvcc's for the same algorithm.  With
-# the same vector accesses, `pack4` and its CUDA C++ twin are within about five percent on
-# every shape.  The scalar `flat` falls further behind its twin as the shape grows: there the
-# two compilers' code generation differs (index arithmetic, how `pow` and the special
-# functions are lowered), and at 1 GB the kernel is far enough from the roof for it to show.
+# A ratio near 1.0 means Numba produced code as fast as nvcc's for the same algorithm, and
+# both twins are there on every shape: `pack4` with its `float4` twin, and the scalar `flat`
+# with `cuda_flat`.  The scalar pair was not always level.  Before `flat` switched to unsigned
+# index math (`git show 2bd0a54`), Numba's signed division carried Python's floor semantics
+# and every array access a negative-index check, and the first recorded run had `flat` well
+# behind `cuda_flat` on the 1 GB shape (the run is kept under `data/history/`; notebook 07
+# explains what else was wrong with it).  With C's semantics, Numba's PTX and nvcc's run
+# equally fast.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -208,8 +230,9 @@ print(course.live_bench(["pack4_scalar", "pack4"]))
 #   instructions per pair (by half, with vector accesses); it does not share the per-pair
 #   transcendental functions.
 # * 128-bit accesses need alignment and whole vectors: keep a scalar path for the rest.
-# * On an operator that touches each byte once, the load width changes instructions, not
-#   bytes: judge it against the copy roof, with recorded times.
+# * On an operator that touches each byte once, the load width changes instructions and the
+#   bytes each one keeps in flight, not the bytes moved; on the H200 that was the step from the
+#   scalar kernels to the copy.  Judge it against the copy roof, with recorded times.
 # * Numba can emit the same vector instructions as CUDA C++ (with a small intrinsic), and the
 #   recorded twins show how close the two compilers come on one algorithm.
 #
