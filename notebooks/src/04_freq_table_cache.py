@@ -164,6 +164,20 @@ if sincos is not None:
     plt.show()
 
 # %% [markdown]
+# The same record as a table, the worse of `sin` and `cos` in each decade of angle:
+
+# %%
+if sincos is not None:
+    print(course.provenance(sincos))
+    print(course.sincos_table(sincos))
+
+# %% [markdown]
+# The fast-math error grows about tenfold per decade of angle above 10 radians: about
+# $10^{-3}$ below $10^4$ rad, about $10^{-2}$ between $10^4$ and $10^5$ rad (the positions of
+# a long context), and more than $10^{-1}$ beyond.  The precise `sinf`/`cosf` stay below
+# $10^{-7}$ at every angle: libdevice reduces the argument exactly before approximating.
+
+# %% [markdown]
 # Then every variant on real inputs (`[tokens, 128]`, standard normal), one token per sampled
 # position, with the error taken over whole power-of-two buckets of positions, relative to the
 # largest input value:
@@ -184,7 +198,9 @@ if precision is not None:
 # %% [markdown]
 # What to read in the chart: the fast-math kernels' error grows with the position; turning
 # fast-math off (`precise`) removes the sine's share of it but not the angle's; the cache is
-# flat, because its values were computed in float64 and rounded once.  The dashed line is
+# flat at the float32 rounding of its entries, because its values were computed in float64 and
+# rounded once; `reduce_angle` (below) is flat too, a little higher.  These two are the
+# accurate paths.  The dashed line is
 # half a bfloat16 ulp at 1.0: an error below it vanishes when activations are stored in
 # bfloat16, an error above it does not.
 #
@@ -213,12 +229,23 @@ if bench is not None:
     plt.show()
 
 # %% [markdown]
-# The record is blunt: `freq_table` is slower than `flat` on every shape, by a sixth to a
-# quarter.  Removing `pow` removed two special-function calls per pair, and the kernel still
-# lost time, because the `pow` was not what limited `flat`.  What `freq_table` added instead
-# (a slot per head with a pass-through branch, a second index computation to find the token
-# of a head, a load from the frequency table) costs issue slots on a kernel that was not at
-# the roof.  A cheaper operation is only a faster kernel when it was the bottleneck.
+# Time of `freq_table` relative to `flat` on each shape:
+
+# %%
+if bench is not None:
+    print(course.relative_times(bench, "flat", ["freq_table"]))
+
+# %% [markdown]
+# Level, on every shape.  Removing `pow` removed two special-function calls per pair and
+# saved no time, because the `pow` was not what limited `flat`.  What `freq_table` added (a
+# slot per head with a pass-through branch, a second index computation to find the token of a
+# head, a load from the frequency table) costs nothing measurable either.  Both kernels wait
+# on the same 4-byte loads (notebook 03).  A cheaper operation is only a faster kernel when it
+# was the bottleneck, which is why `freq_table` earns its place by precision and features
+# (heads, layouts, partial rotation, scaled frequencies), not by speed.
+#
+# It was not always so: in the first recorded run (`data/history/`), before both kernels'
+# index math became unsigned, `freq_table` was slower than `flat` by a sixth to a quarter.
 #
 # The benchmark times each variant in its default mode, the table; the cache and the fma
 # angle reduction are shown here for precision.
@@ -231,6 +258,8 @@ print(course.live_bench(["flat", "freq_table"]))
 # ## Takeaways
 #
 # * Anything that depends only on the pair index belongs in a table built once on the host.
+#   On the H200 it saved no time (`freq_table` is level with `flat`): removing work that is not
+#   the bottleneck never does.
 # * A cos/sin cache removes all transcendental math and is exact at every position, for
 #   `8 x positions x pairs` bytes of memory and two extra loads per pair.
 # * Long contexts break fast-math RoPE twice: the float32 angle is coarse, and `sin.approx`
