@@ -74,9 +74,23 @@ if overhead is not None:
     plt.show()
 
 # %% [markdown]
+# Side by side with the kernels they launch (the bench record's times at the seed's smallest
+# shape):
+
+# %%
+bench_record = course.recorded("bench")
+if overhead is not None and bench_record is not None:
+    per = {r["launcher"]: r["us_per_launch"] for r in overhead["rows"]}
+    for name in ("ropelab flat launch() 4096x512", "numba flat dispatcher call 4096x512",
+                 "cupy RawKernel cuda_flat 4096x512", "torch in-place add"):
+        print(f"{name:<38} {per[name]:>6.1f} us of host time per launch")
+    for v in ("flat", "cuda_flat"):
+        print(f"{v + ' kernel on 4096x512, GPU time':<38} {course.bench_row(bench_record, v, '4096x512')['median_us']:>6.1f} us")
+
+# %% [markdown]
 # A Numba launch costs tens of microseconds of Python before the GPU sees anything: more than
-# the whole kernel at the seed's sizes on an H200 (10 to 30 us).  CuPy and PyTorch launch for
-# much less.  So a wall-clock or event measurement around one Numba launch on an idle GPU
+# the whole kernel at the seed's sizes on an H200.  CuPy and PyTorch launch for a few
+# microseconds.  So a wall-clock or event measurement around one Numba launch on an idle GPU
 # times the launch, not the kernel; and the same kernel launched from CUDA C++ would look
 # several times faster.
 #
@@ -89,7 +103,8 @@ print(inspect.getsource(bench.Timer.time))
 
 # %% [markdown]
 # Before every timed launch it enqueues a fill kernel that writes a buffer at least four times
-# the L2 (512 MB on an H200, whose L2 is 60 MB).  That does two things:
+# the L2 (the record below says how large, and how large the H200's L2 is).  That does two
+# things:
 #
 # * it **evicts the L2**, so the timed kernel reads its input from memory, as it would inside
 #   a model where other layers ran in between;
@@ -101,40 +116,98 @@ print(inspect.getsource(bench.Timer.time))
 # driver, versions and date.  The method as recorded:
 
 # %%
-bench_record = course.recorded("bench")
 if bench_record is not None:
+    meta = bench_record["meta"]
     print(course.provenance(bench_record))
+    print(f"fill {meta['flush_bytes'] / 2**20:,.0f} MiB, L2 {meta['l2_bytes'] / 2**20:,.0f} MiB, "
+          f"{meta['sm_count']} SMs")
     print(bench_record["method"])
 
 # %% [markdown]
+# The second point is a claim, and the record checks it.  Each row stores `host_us`, the median
+# host time from just before the start event to just after the end event (enqueueing the
+# timed launch), and `fill_us`, how long one fill keeps the GPU busy.  If the host took longer
+# than the fill lasts, the GPU ran dry inside the events and the row timed the host; such a
+# row is marked `host_bound` (enqueueing took at least 80 percent of the fill).  In this run:
+
+# %%
+if bench_record is not None:
+    rows = bench_record["rows"]
+    fill = max(r["fill_us"] for r in rows)
+    slowest = max((r for r in rows if not r["host_bound"]), key=lambda r: r["host_us"])
+    print(f"one fill keeps the GPU busy for {fill:.0f} us")
+    print(f"slowest enqueue among the other rows: {slowest['host_us']:.0f} us ({slowest['variant']}, {slowest['shape']})")
+    for r in rows:
+        if r["host_bound"]:
+            print(f"host_bound: {r['variant']:<20} {r['shape']:<12} enqueue {r['host_us']:>9,.0f} us, "
+                  f"GPU time {r['median_us']:>9,.0f} us")
+
+# %% [markdown]
+# Only one baseline is host-bound: the seed's complex-number PyTorch reference, which computes
+# its angle table on the CPU and copies it to the GPU on every call.  Its "GPU time" includes
+# the GPU waiting for the host, which is part of what that implementation costs, but it is not
+# a kernel time.  Every other row timed GPU work: its enqueue took well under one fill.
+#
 # ## 4. The roof: a copy of the same bytes
 #
 # A RoPE kernel moves the same bytes as a copy and does a little arithmetic on the way, so the
 # copy's time is the floor under its time and the copy's bandwidth is its roof.  The record
-# times two copies of every shape, and they do not agree:
+# times two copies of every shape, PyTorch's and one issued by `ropelab` through the CUDA
+# driver (`cuMemcpyDtoDAsync`):
 
 # %%
-if bench_record is not None:
-    by = {(r["variant"], r["shape"]): r for r in bench_record["rows"] if r["dtype"] == "float32"}
-    print(f"{'shape':<12} {'MB':>6} {'torch copy us':>14} {'numba copy us':>14}")
+def copy_pair_table(record):
+    by = {(r["variant"], r["shape"]): r for r in record["rows"] if r["dtype"] == "float32"}
+    print(f"{'shape':<12} {'MB':>6} {'torch copy us':>14} {'ropelab copy us':>16} {'ratio':>6}")
     for shape in ("4096x512", "4096x1024", "8192x512", "8192x1024", "32768x4096"):
         t, n = by.get(("torch_copy", shape)), by.get(("copy_d2d", shape))
         if t and n:
-            print(f"{shape:<12} {t['bytes_moved'] / 1e6:>6.0f} {t['median_us']:>14.1f} {n['median_us']:>14.1f}")
+            print(f"{shape:<12} {t['bytes_moved'] / 1e6:>6.0f} {t['median_us']:>14.1f} "
+                  f"{n['median_us']:>16.1f} {n['median_us'] / t['median_us']:>6.2f}")
+
+
+if bench_record is not None:
+    copy_pair_table(bench_record)
 
 # %% [markdown]
-# The two copies move the same bytes and should take the same time.  This course's own
-# benchmark got it wrong once: its first version timed the Numba copy as a synchronous
-# memcpy, and on the small shapes that "copy" came out several times slower than PyTorch's,
-# and slower than RoPE kernels doing strictly more work.  The events were bracketing the
-# host's wait, not the copy.  (The benchmark now issues the copy asynchronously.)  The rule
-# the course follows: take the **fastest** copy measured in the run as the roof, and treat any
-# measurement that beats the roof, or loses to it absurdly, as a question about the
-# measurement before it is a claim about a kernel.
+# The two copies agree, as two copies of the same bytes should.  They did not in this
+# benchmark's first run on the H200, which is kept under `data/history/` with a note on what
+# was wrong with it.  The same table from that run:
+
+# %%
+import json
+
+from ropelab import records
+
+first_run = records.validate(json.loads(
+    (records.DATA_DIR / "history" / "bench-first-run-sync-copy-20261129.json").read_text()))
+print(course.provenance(first_run))
+copy_pair_table(first_run)
+flat_first = course.bench_row(first_run, "flat", "4096x512")
+print(f"flat on 4096x512 in that run: {flat_first['median_us']:.1f} us, "
+      f"{100 * flat_first['frac_of_copy']:,.0f}% of 'the copy'")
+
+# %% [markdown]
+# A kernel that reads and writes every byte and computes a sine on the way cannot be ten times
+# faster than copying the same bytes; that row is a question about the measurement, not a
+# claim about the kernel.  The first version issued its copy with Numba's `copy_to_device`
+# without a stream, which is the *synchronous* `cuMemcpyDtoD`: the host waited for it between
+# the two events, so the events bracketed a host round trip as well as the copy.  On the 1 GB
+# shape the copy itself is long enough to hide that wait, and the two copies agreed there;
+# on the small shapes the "copy" was several times slower than PyTorch's.  The fix calls
+# `cuMemcpyDtoDAsync` on the driver directly, with the device pointers looked up once, and
+# the host enqueue time is now recorded for every row (section 3).
+#
+# The rule the course follows: compare every kernel with a copy of the same bytes timed the
+# same way, check the copies against each other, and treat any measurement that beats the
+# roof, or loses to it absurdly, as a question about the measurement before it is a claim
+# about a kernel.  Notebooks 01 to 05 divide by the **fastest copy of the whole run** (the
+# 1 GB copy; the `of roof` column); notebook 06, whose shapes are small, divides by the copy
+# of **each shape's own bytes** (the record's `frac_of_copy`, valid again since the fix).
 #
 # Small shapes stay below the roof even for the best copy: at 17 MB the GPU spends a large
-# part of 10 us filling its 132 SMs and draining them.  That is why every comparison in this
-# course is read on the 1 GB shape first.
+# part of a 9 us copy filling its SMs and draining them.  That is why every comparison in
+# this course is read on the 1 GB shape first.
 #
 # ## 5. Every variant and baseline, on one chart
 
@@ -157,11 +230,12 @@ if bench_record is not None:
     plt.show()
 
 # %% [markdown]
-# Reading the final chart from the top: the Numba `pack4` kernel, its CUDA C++ twin and the
-# copy are together at the roof; the scalar kernels, Numba's and nvcc's, sit well below it;
-# `torch.compile` of the cached-table formula lands among the scalar kernels; the eager PyTorch
-# versions pay for several passes over memory (and the seed's complex reference for host work
-# on every call) and are one to more than two orders of magnitude away.
+# Reading the charts from the fastest: the Numba `pack4` kernel, its CUDA C++ twin and the
+# copies are together at the roof; `pair_sincos` comes next; `flat`, `freq_table` and their
+# CUDA C++ counterparts are level a little further down; `block2d`, `pack4_scalar` and
+# `torch.compile` of the cached-table formula below them.  The eager PyTorch versions pay for
+# several passes over memory (and the seed's complex reference for host work on every call)
+# and are one to more than two orders of magnitude away.
 #
 # On a GPU the next cell re-measures the launch overhead live; its output is not checked.
 
@@ -179,9 +253,11 @@ else:
 #   than DRAM is reading a cache.
 # * Evict the L2 before each timed launch, and time with events on a GPU kept busy, or the
 #   numbers describe the cache and the host.
-# * Know your launcher: tens of microseconds per Numba launch, a few for CuPy, about ten for
-#   PyTorch.  Amortize it (CUDA graphs, fewer launches) in production; exclude it when you
-#   compare kernels.
+# * Know your launcher: tens of microseconds per Numba launch, a few for CuPy and PyTorch.
+#   Amortize it (CUDA graphs, fewer launches) in production; exclude it when you compare
+#   kernels, and record the host's enqueue time to prove you did.
+# * Time two copies of the same bytes and check that they agree: this course's own first run
+#   had a "copy" ten times slower than a kernel, and the copy was what was wrong.
 # * Judge a kernel against the fastest copy of the same bytes, on a shape large enough for the
 #   copy to reach the roof, and distrust any measurement that beats that roof.
 #
