@@ -222,7 +222,7 @@ if bench is not None:
 # On the 1 GB shape `pair_sincos` is clearly faster than `flat`, the fastest kernel of the
 # course after `pack4`; on the seed's small shapes the two are level within a few percent,
 # either way.  It got there in two steps, both recorded.  The first version gave each thread
-# *consecutive* pairs, and the first recorded run (`data/history/`) found it several times
+# *consecutive* pairs, and the first recorded run (`data/history/`) found it two to four times
 # slower than `flat`, despite fewer special-function calls: neighbouring threads started
 # 8 floats (32 bytes) apart, so each load or store instruction of a warp touched 32 different
 # 32-byte sectors and used 4 bytes of each.  The kernel above hands out strided slots
