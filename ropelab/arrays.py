@@ -68,6 +68,19 @@ def inspect_array(obj, name: str) -> ArrayInfo:
     )
 
 
+def data_address(array) -> int:
+    """Address of element 0 of a device array (the simulator's fake ones: their host buffer).
+
+    Only the address, so launchers can check alignment on every call without building an
+    :class:`ArrayInfo`.
+    """
+    cai = getattr(array, "__cuda_array_interface__", None)
+    if cai is not None:
+        return int(cai["data"][0])
+    host = getattr(array, "_ary", array)  # the simulator keeps device data in an ndarray
+    return int(host.ctypes.data)
+
+
 def overlaps(a: ArrayInfo, b: ArrayInfo) -> bool:
     if a.on_device != b.on_device:
         return False

@@ -18,6 +18,7 @@ from . import bf16, reference
 from .arrays import ArrayInfo, inspect_array, overlaps, to_device_flat
 from .kernels import fused_qknorm_rope as _kernel
 from .problem import RopeInputError, check_base
+from .problem import check_rotary_dim as check_rope_rotary_dim
 from .tolerance import F32_EPS, rope_atol
 from .warp import install as _install_warp_emulation
 
@@ -160,15 +161,7 @@ def check_positions(info: ArrayInfo, tokens: int) -> None:
 
 
 def check_rotary_dim(rotary_dim, head_dim: int, interleave: bool) -> int:
-    if rotary_dim is None:
-        return head_dim
-    if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, (int, np.integer)):
-        raise TypeError(f"rotary_dim must be an int, got {type(rotary_dim).__name__}")
-    rotary_dim = int(rotary_dim)
-    if rotary_dim <= 0 or rotary_dim % 2:
-        _fail(f"rotary_dim must be a positive even number, got {rotary_dim}")
-    if rotary_dim > head_dim:
-        _fail(f"rotary_dim ({rotary_dim}) must not exceed head_dim ({head_dim})")
+    rotary_dim = check_rope_rotary_dim(rotary_dim, head_dim)  # the checks plain RoPE makes
     per_lane = head_dim // _kernel.WARP
     if not interleave and rotary_dim % (2 * per_lane):
         _fail(f"with interleave=False (NeoX) rotary_dim must be a multiple of 2 * head_dim / 32 = "

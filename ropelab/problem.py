@@ -106,7 +106,7 @@ def check_rotary_dim(rotary_dim, head_dim: int) -> int:
     if rotary_dim is None:
         return head_dim
     if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, (int, np.integer)):
-        _fail(f"rotary_dim must be an int, got {type(rotary_dim).__name__}")
+        raise TypeError(f"rotary_dim must be an int, got {type(rotary_dim).__name__}")
     rotary_dim = int(rotary_dim)
     if rotary_dim <= 0 or rotary_dim % 2:
         _fail(f"rotary_dim must be a positive even number, got {rotary_dim}")

@@ -52,6 +52,12 @@ def test_bad_input_raises_before_launch(launches, variant, label, kwargs, match)
         np.testing.assert_array_equal(x, before)
 
 
+def test_rotary_dim_of_the_wrong_type_is_a_type_error(launches):
+    with pytest.raises(TypeError, match="rotary_dim must be an int"):
+        ropelab.rope(x32(4, 8), rotary_dim=4.0)
+    assert launches == []
+
+
 def test_unknown_variant_lists_the_known_ones():
     with pytest.raises(ValueError, match="flat"):
         ropelab.rope(x32(2, 4), variant="nope")

@@ -48,6 +48,7 @@ from functools import cache
 import numpy as np
 from numba import cuda, float32, uint32
 
+from ..arrays import data_address
 from ..bf16 import load_bf16, pack2, store_bf16, unpack_high, unpack_low
 from ._jit import jitted
 from .vec import load_f32x4, store_f32x4
@@ -273,18 +274,10 @@ def scalar_args(problem):
             np.uint32(half_lanes), np.float32(problem.eps), np.float32(problem.attention_factor))
 
 
-def _address(array) -> int:
-    cai = getattr(array, "__cuda_array_interface__", None)
-    if cai is not None:
-        return int(cai["data"][0])
-    host = getattr(array, "_ary", array)  # the simulator's fake device array wraps an ndarray
-    return int(host.ctypes.data)
-
-
 def uses_vector4(problem, qkv) -> bool:
     """Whether the launch takes the 128-bit float32 path (float32, head_dim % 128, aligned)."""
     return (problem.storage == "float32" and problem.head_dim % 128 == 0
-            and _address(qkv) % 16 == 0)
+            and data_address(qkv) % 16 == 0)
 
 
 def launch(problem, qkv, q_weight, k_weight, positions, inv_freq, *, fastmath=True,

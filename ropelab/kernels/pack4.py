@@ -18,6 +18,7 @@ import math
 
 from numba import cuda, float32, uint64
 
+from ..arrays import data_address
 from ._jit import blocks_for, jitted
 from .rotate import rotate
 from .vec import load_f32x4, store_f32x4
@@ -66,15 +67,9 @@ KERNEL = rope_pack4
 PTX_SIGNATURE = "void(float32[::1], float32[::1], int32[::1], uint64, uint64, int64, float32)"
 
 
-def _address(array) -> int:
-    if hasattr(array, "_ary"):  # simulator device array
-        return array._ary.ctypes.data
-    return array.__cuda_array_interface__["data"][0]
-
-
 def can_vectorize(problem, x, out) -> bool:
     """float4 access is legal: whole quads per row and 16-byte aligned x and out."""
-    return problem.row % 4 == 0 and _address(x) % 16 == 0 and _address(out) % 16 == 0
+    return problem.row % 4 == 0 and data_address(x) % 16 == 0 and data_address(out) % 16 == 0
 
 
 def launch_config(problem, threads_per_block=None):
