@@ -34,7 +34,7 @@ class CheckRow:
 def cases_for(module):
     """Option sets worth checking for a variant: the seed form plus every feature it supports."""
     cases = [dict()]
-    feats = module.FEATURES
+    feats = module.features
     if "neox" in feats:
         cases.append(dict(interleave=False))
     if "partial" in feats:
@@ -48,7 +48,7 @@ def cases_for(module):
         cases.append(dict(scaling=Llama3(8.0, 1.0, 4.0, 64)))
         cases.append(dict(scaling=YaRN(4.0, 64)))
     # Variant-specific keyword options (e.g. freq_table's cos/sin cache) a module asks to check.
-    cases += [dict(variant_options=dict(o)) for o in getattr(module, "CHECK_OPTIONS", ())]
+    cases += [dict(variant_options=dict(o)) for o in module.check_options]
     return cases
 
 
