@@ -158,7 +158,9 @@ class RawDevice:
 # ---- fast metadata readers (GPU only) ----------------------------------------------------------
 
 def _torch_meta(t):
-    return t.data_ptr(), (t.shape, t.stride(), t.dtype, t.device)
+    # Contiguity instead of strides: validation demands C-contiguous arrays, whose strides the
+    # shape determines; get_device() is a C call where .device builds an object.
+    return t.data_ptr(), (t.shape, t.is_contiguous(), t.dtype, t.get_device())
 
 
 def _cupy_meta(a):

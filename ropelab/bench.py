@@ -721,13 +721,16 @@ def launch_overhead(launches: int = 2000, warmup: int = 100, progress: bool = Tr
     bound = bind(plan, ((n, 4), (n, 4), (tokens, 4)))
     ptrs = tuple(int(a.__cuda_array_interface__["data"][0]) for a in (x, out, pos))
     tx, tout, tpos = buf.user_arrays()
+    x2, out2 = x.reshape(tokens, hidden), out.reshape(tokens, hidden)
 
     cases = [
         ("numba empty kernel", 0, lambda: empty[1, 32]()),
         (f"ropelab.rope(flat) {type(tx).__module__.split('.')[0]} arrays {tokens}x{hidden}", 6,
          lambda: ropelab.rope(tx, variant="flat", positions=tpos, out=tout)),
         (f"ropelab.rope(flat) numba arrays {tokens}x{hidden}", 6,
-         lambda: ropelab.rope(x, variant="flat", positions=pos, out=out)),
+         lambda: ropelab.rope(x2, variant="flat", positions=pos, out=out2)),
+        (f"ropelab.rope(flat) check_positions=True (syncs) {tokens}x{hidden}", 6,
+         lambda: ropelab.rope(tx, variant="flat", positions=tpos, out=tout, check_positions=True)),
         (f"ropelab.rope(flat) positions=None, new out {tokens}x{hidden}", 6,
          lambda: ropelab.rope(tx, variant="flat")),
         (f"ropelab kernel path (bound launch) {tokens}x{hidden}", 6,

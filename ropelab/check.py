@@ -14,7 +14,7 @@ from .tolerance import max_angle, rope_atol
 
 # The simulator runs each CUDA thread as a Python thread (~10^4 per second): keep it small.
 SIM_SHAPES = [(1, 6), (7, 130), (3, 2048)]
-GPU_SHAPES = [(1, 6), (257, 130), (4096, 2048), (4099, 6144)]
+GPU_SHAPES = [(1, 6), (257, 130), (1031, 2050)]  # uneven sizes; the float64 judge runs on the host
 
 
 @dataclass

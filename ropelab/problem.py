@@ -168,7 +168,11 @@ def require_features(variant: str, supported: frozenset, problem: RopeProblem, a
 
 
 def check_threads(threads) -> int:
-    return check_int("threads_per_block", threads, minimum=1, maximum=MAX_THREADS_PER_BLOCK)
+    threads = check_int("threads_per_block", threads)
+    if not 1 <= threads <= MAX_THREADS_PER_BLOCK:
+        fail(f"threads_per_block must be in 1..{MAX_THREADS_PER_BLOCK} (CUDA's per-block limit), "
+             f"got {threads}")
+    return threads
 
 
 def census_problem(features=frozenset()) -> RopeProblem:

@@ -10,6 +10,7 @@ through it.
 """
 
 from . import block2d, flat, freq_table, fused_qknorm_rope, pack4, pack4_scalar, pair_sincos
+from ..errors import RopeInputError
 from ._launch import Plan, Variant, launch
 
 VARIANTS: dict[str, Variant] = {m.VARIANT.name: m.VARIANT for m in
@@ -28,7 +29,7 @@ def get(name) -> Variant:
     try:
         return VARIANTS[name]
     except KeyError:
-        raise ValueError(f"unknown variant {name!r}; choose one of {', '.join(VARIANTS)}") from None
+        raise RopeInputError(f"unknown variant {name!r}; choose one of {', '.join(VARIANTS)}") from None
 
 
 def variants_supporting(features) -> list[str]:
