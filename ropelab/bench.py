@@ -434,13 +434,15 @@ class Buffers:
     def user_arrays(self):
         """(x, out, positions) as a user holds them: PyTorch tensors over the same memory when
         PyTorch is installed (the review's case), else the numba device arrays."""
+        s = self.shape
+        plain = (self.x.reshape(s.tokens, s.hidden), self.out.reshape(s.tokens, s.hidden),
+                 self.positions)
         if SIMULATED:
-            return self.x, self.out, self.positions
+            return plain
         try:
             import torch
         except ImportError:
-            return self.x, self.out, self.positions
-        s = self.shape
+            return plain
         return (torch.as_tensor(self.x, device="cuda").view(s.tokens, s.hidden),
                 torch.as_tensor(self.out, device="cuda").view(s.tokens, s.hidden),
                 torch.as_tensor(self.positions, device="cuda"))
@@ -514,6 +516,10 @@ def _kernel_maker(variant, options: dict, fastmath: bool):
 
         problem = buf.problem()
         plan = variant.plan(problem, _resolved(options, problem.tokens), fastmath=fastmath)
+        if SIMULATED:  # the sweep's plumbing is tested on the simulator: no driver to bind to
+            from .kernels._launch import launch
+
+            return lambda: launch(plan, (buf.x, buf.out, buf.positions))
         n = problem.elements
         bound = bind(plan, ((n, 4), (n, 4), (problem.tokens, 4)))
         ptrs = tuple(int(a.__cuda_array_interface__["data"][0])
@@ -585,8 +591,16 @@ def _fused_maker(heads_per_warp, kernel: bool = False):
 
         info = inspect_array(qkv, "qkv")
         problem = fused.build_problem(info, **kw)
-        bound = bind(kmod.VARIANT.plan(problem, {}, aligned=info.ptr % 16 == 0),
-                     fused.caller_sizes(problem))
+        plan = kmod.VARIANT.plan(problem, {}, aligned=info.ptr % 16 == 0)
+        if SIMULATED:
+            from .arrays import device_view
+            from .kernels._launch import launch
+
+            words = np.uint32 if problem.storage == "bfloat16" else None
+            views = [device_view(qkv, info, words)] + [
+                device_view(a, inspect_array(a, "a")) for a in (wq, wk, pos)]
+            return lambda: launch(plan, views)
+        bound = bind(plan, fused.caller_sizes(problem))
         ptrs = tuple(_ptr(a) for a in (qkv, wq, wk, pos))
         return lambda: bound.fire(ptrs, 0)
     return make

@@ -288,8 +288,6 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
     for name, info in infos.items():
         if info.nbytes and overlaps(info, qkv_info):
             fail(f"{name} overlaps qkv; the kernel writes qkv while it reads {name}")
-        if info.on_device != qkv_info.on_device and qkv_info.on_device:
-            fail(f"qkv is a device array but {name} is not: pass {name} on the device too")
     options = {}
     if warps_per_block is not None:
         options["warps_per_block"] = check_int("warps_per_block", warps_per_block, minimum=1,
@@ -314,11 +312,14 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
         result = qkv_dev.copy_to_host().reshape(qkv_info.shape)
         qkv[:, :qk] = result[:, :qk]  # V columns are left as they were, not rewritten
         return qkv
+    small = []
+    for name, obj in (("q_weight", q_weight), ("k_weight", k_weight), ("positions", positions)):
+        # Host weights or positions with a device qkv: uploaded on each call (a synchronous
+        # copy, and no cached fast path); pass them on the device to avoid that.
+        small.append(device_view(obj, infos[name]) if infos[name].on_device
+                     else cuda.to_device(np.ascontiguousarray(obj)))
     if qkv_info.kind == "simulator" or SIMULATED:
-        views = [device_view(qkv, qkv_info, words)] + [
-            device_view(o, infos[n]) for n, o in (("q_weight", q_weight), ("k_weight", k_weight),
-                                                  ("positions", positions))]
-        launch(plan, views)
+        launch(plan, [device_view(qkv, qkv_info, words)] + small)
         return qkv
 
     register_fast_types()
@@ -327,10 +328,10 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
     call.span = qkv_info.nbytes
     call.small = tuple(infos[n].nbytes for n in ("q_weight", "k_weight", "positions"))
     call.current = streams.current_for(qkv_info.kind)
-    if key is not None:
+    if key is not None and all(i.on_device for i in infos.values()):
         calls.remember(key, call)
-    call.bound.fire((qkv_info.ptr, infos["q_weight"].ptr, infos["k_weight"].ptr,
-                     infos["positions"].ptr), handle if handle is not None else call.current(qkv))
+    ptrs = [int(a.__cuda_array_interface__["data"][0]) for a in small]
+    call.bound.fire((qkv_info.ptr, *ptrs), handle if handle is not None else call.current(qkv))
     return qkv
 
 

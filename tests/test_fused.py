@@ -146,13 +146,42 @@ def test_two_heads_per_warp_halves_the_warps():
     assert kmod.launch_config(p, 8, heads_per_warp=2) == ((7, 3), 256)
 
 
-@pytest.mark.parametrize("bad", [0, 3, 8, True, 1.0])
-def test_heads_per_warp_must_be_one_or_two(rng, bad):
+@pytest.mark.parametrize("bad, exc", [(0, ropelab.RopeInputError), (3, ropelab.RopeInputError),
+                                      (8, ropelab.RopeInputError), (True, TypeError),
+                                      (1.0, TypeError), ("2", TypeError)])
+def test_heads_per_warp_must_be_one_two_or_four(rng, launches, bad, exc):
     qkv, kw = _inputs(rng)
     before = qkv.copy()
-    with pytest.raises(ropelab.RopeInputError, match="heads_per_warp"):
+    with pytest.raises(exc, match="heads_per_warp"):
         ropelab.fused_qknorm_rope(qkv, heads_per_warp=bad, **kw)
     np.testing.assert_array_equal(qkv, before)
+    assert launches == []
+
+
+@pytest.mark.parametrize("field, value, exc, match", [
+    ("eps", "1e-6", TypeError, "eps must be a number"),
+    ("base", "10000", TypeError, "base must be a number"),
+    ("interleave", "False", TypeError, "interleave must be True or False"),
+    ("fastmath", None, TypeError, "fastmath must be True or False"),
+    ("num_heads_q", 2.0, TypeError, "num_heads_q must be an int"),
+    ("stream", "default", TypeError, "stream must be"),
+])
+def test_fused_wrong_types_are_refused_before_launch(rng, launches, field, value, exc, match):
+    qkv, kw = _inputs(rng)
+    before = qkv.copy()
+    kw[field] = value
+    with pytest.raises(exc, match=match):
+        ropelab.fused_qknorm_rope(qkv, **kw)
+    np.testing.assert_array_equal(qkv, before)
+    assert launches == []
+
+
+def test_read_only_qkv_is_refused_before_launch(rng, launches):
+    qkv, kw = _inputs(rng)
+    qkv.flags.writeable = False
+    with pytest.raises(ropelab.RopeInputError, match="read-only"):
+        ropelab.fused_qknorm_rope(qkv, **kw)
+    assert launches == []
 
 
 def _inputs(rng, storage="float32", tokens=3, heads=(2, 1, 2), d=64):
@@ -221,14 +250,14 @@ def _bad_cases(rng):
     yield "heads mismatch", dict(num_heads_v=1), ropelab.RopeInputError, r"rows have 320 elements but"
     yield "no q or k", dict(num_heads_q=0, num_heads_k=0, num_heads_v=5), ropelab.RopeInputError, "at least 1"
     yield "negative heads", dict(num_heads_k=-1, num_heads_v=3), ropelab.RopeInputError, "num_heads_k must be >= 0"
-    yield "eps nan", dict(eps=float("nan")), ropelab.RopeInputError, "eps must be a finite number"
-    yield "eps negative", dict(eps=-1.0), ropelab.RopeInputError, "eps must be a finite number >= 0"
+    yield "eps nan", dict(eps=float("nan")), ropelab.RopeInputError, "eps must be finite"
+    yield "eps negative", dict(eps=-1.0), ropelab.RopeInputError, "eps must be >= 0"
     yield "base", dict(base=1.0), ropelab.RopeInputError, "base must be"
     yield "yarn keys", dict(yarn=dict(factor=2.0, low=1.0)), ropelab.RopeInputError, r"yarn needs \['high'\]"
     yield "yarn order", dict(yarn=dict(factor=2.0, low=5.0, high=1.0)), ropelab.RopeInputError, "must not be below"
     yield "yarn type", dict(yarn=(2.0, 1.0, 5.0)), TypeError, "yarn must be None"
     yield "interleave type", dict(interleave="neox"), TypeError, "interleave must be True or False"
-    yield "warps per block", dict(warps_per_block=33), ropelab.RopeInputError, "at most 32"
+    yield "warps per block", dict(warps_per_block=33), ropelab.RopeInputError, "warps_per_block must be <= 32"
 
 
 @pytest.mark.parametrize("i", range(24))
@@ -271,11 +300,11 @@ def test_weights_inside_qkv_are_refused(rng):
 # ---- module shape, registry, shapes ----------------------------------------------------------------
 
 def test_module_follows_the_kernel_module_shape():
-    assert FUSED == {"fused_qknorm_rope": kmod}
+    assert FUSED == {"fused_qknorm_rope": kmod.VARIANT}
     assert "fused_qknorm_rope" not in ropelab.kernels.VARIANTS
-    for name in ("NAME", "SUMMARY", "KERNEL", "PTX_SIGNATURE", "launch_config", "launch"):
+    for name in ("NAME", "SUMMARY", "KERNEL", "VARIANT", "launch_config", "plan"):
         assert hasattr(kmod, name), name
-    assert set(kmod.PTX_SIGNATURE) == set(STORAGES)
+    assert set(kmod.CALLER) == set(STORAGES)
     p = fused.FusedProblem(7, 24, 24, 24, 128, 128, True, "bfloat16", 1e-6, 1e4)
     assert kmod.launch_config(p) == ((7, 6), 256)  # 48 heads in groups of 8 warps
     assert kmod.launch_config(p, warps_per_block=5) == ((7, 10), 160)
@@ -305,17 +334,24 @@ def test_bf16_inputs_are_exact_bfloat16():
 
 
 _PTX_PROBE = """
+import numpy as np
 import ropelab
 from numba import cuda
 from ropelab.kernels import fused_qknorm_rope as m
+from ropelab.problem import FusedProblem
+
+def plan(inter, st, aligned):
+    p = FusedProblem(1, 1, 1, 1, 128, 128, inter, st, 1e-6, 1e4, inv_freq=np.ones(64))
+    return m.plan(p, {"heads_per_warp": 1}, aligned=aligned)
+
 for inter, st in ((True, "bfloat16"), (False, "float32"), (True, "float16")):
-    ptx = cuda.compile_ptx(m.make_kernel(128, inter, st), m.PTX_SIGNATURE[st], cc=(9, 0),
-                           fastmath=True)[0]
+    pl = plan(inter, st, False)
+    ptx = cuda.compile_ptx(pl.kernel, pl.argtypes(), cc=(9, 0), fastmath=True)[0]
     body = ptx[ptx.index(".entry"):]
     print(st, inter, body.count("shfl.sync.bfly.b32"), body.count("shfl.sync.idx.b32"),
           body.count(".f64"), body.count("sin.approx"), body.count("div.s"), body.count("div.u"))
-ptx = cuda.compile_ptx(m.make_kernel(128, False, "float32", True), m.PTX_SIGNATURE["float32"],
-                       cc=(9, 0), fastmath=True)[0]
+pl = plan(False, "float32", True)
+ptx = cuda.compile_ptx(pl.kernel, pl.argtypes(), cc=(9, 0), fastmath=True)[0]
 print("vector4", ptx.count("ld.global.v4.f32"), ptx.count("st.global.v4.f32"), ptx.count(".f64"))
 """
 
@@ -353,23 +389,8 @@ def test_float32_vector_and_scalar_paths_agree(rng):
     shifted = flat[1:].reshape(qkv.shape)  # 4 bytes past a 16-byte boundary: scalar path
     problem = fused.build_problem(fused.inspect_array(qkv, "qkv"), num_heads_q=1, num_heads_k=1,
                                   num_heads_v=1, head_dim=128)
-    assert kmod.uses_vector4(problem, aligned.reshape(-1))
-    assert not kmod.uses_vector4(problem, shifted.reshape(-1))
+    assert kmod.plan(problem, {}, aligned=True).kernel.__qualname__.endswith("_v4")
+    assert not kmod.plan(problem, {}, aligned=False).kernel.__qualname__.endswith("_v4")
     ropelab.fused_qknorm_rope(aligned, **kw)
     ropelab.fused_qknorm_rope(shifted, **kw)
     np.testing.assert_array_equal(aligned.copy_to_host(), shifted.copy_to_host())
-
-
-def test_device_case_launches_without_validation_like_the_public_api(rng):
-    tiny = shapes.FusedShape("tiny", 2, 1, 1, 1, 64, 32)
-    case = fused.device_case(tiny, "bfloat16", interleave=False, seed=3)
-    # bfloat16 qkv is kept as uint32 words (two elements each), the form the kernel takes.
-    start = case.qkv.copy_to_host().view(np.uint16).reshape(2, 192)
-    case.launch()
-    # The same seed gives device_case's weights and positions back on the host.
-    _, wq, wk, pos = fused.random_inputs(np.random.default_rng(3), 2, (1, 1, 1), 64, "bfloat16")
-    kw = dict(num_heads_q=1, num_heads_k=1, num_heads_v=1, head_dim=64, rotary_dim=32,
-              interleave=False, q_weight=wq, k_weight=wk, positions=pos)
-    want = ropelab.fused_qknorm_rope(start.copy(), **kw)
-    np.testing.assert_array_equal(case.qkv.copy_to_host().view(np.uint16).reshape(2, 192), want)
-    assert case.qk_bytes == 2 * 2 * 2 * 64 * 2
