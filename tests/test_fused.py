@@ -515,3 +515,119 @@ def test_float32_vector_and_scalar_paths_agree(rng, monkeypatch):
     assert kernels_run == ["fused_qknorm_rope_d128_gptj_float32_v128",
                            "fused_qknorm_rope_d128_gptj_float32"]
     np.testing.assert_array_equal(aligned.copy_to_host(), shifted.copy_to_host())
+
+
+# ---- the cos/sin cache: the long-context path -------------------------------------------------------
+
+LONG = 2**17  # positions up to 131072, where float32 angles are off by ~1e-2 rad
+
+
+@pytest.mark.parametrize("storage, interleave, yarn", [
+    ("float32", True, None),
+    ("float32", False, dict(factor=8.0, low=3.0, high=11.0, attention_factor=1.3)),
+    ("bfloat16", True, dict(factor=4.0, low=2.0, high=9.0)),
+    ("float16", False, None),
+])
+def test_cache_matches_reference_at_long_positions(rng, storage, interleave, yarn):
+    row = fused.check_case(rng, tokens=3, heads=(1, 2, 1), head_dim=64, rotary_dim=32,
+                           storage=storage, interleave=interleave, yarn=yarn, max_position=LONG,
+                           cache=True)
+    assert row.passed, row
+    if storage == "float32":
+        # The budget does not grow with the position: a few 1e-6 of the normalized values.
+        assert row.tolerance < 5e-5, row
+
+
+def test_cache_tolerance_is_tight_enough_to_tell_the_sincos_path_apart(rng):
+    # At the same long positions the float32 angle of the sin/cos path is off by ~1e-3 rad:
+    # far outside the cache's budget, which is what the budget must be able to see.
+    kw = dict(tokens=3, heads=(1, 1, 1), head_dim=64, rotary_dim=64, storage="float32",
+              max_position=LONG)
+    sincos = fused.check_case(np.random.default_rng(1), **kw)
+    cached = fused.check_case(np.random.default_rng(1), cache=True, **kw)
+    assert cached.passed, cached
+    assert sincos.max_error > 10 * cached.tolerance, (sincos, cached)
+
+
+def _float32_tables(freq_bytes, max_positions):
+    """The planted error: cos/sin of float32 angles computed in float32, not in float64."""
+    freqs = np.frombuffer(freq_bytes, dtype=np.float64).astype(np.float32)
+    theta = np.outer(np.arange(max_positions, dtype=np.float32), freqs)  # rounded angles
+    return np.cos(theta), np.sin(theta)
+
+
+def test_cache_built_in_float32_fails_the_check(rng, monkeypatch):
+    monkeypatch.setattr(kmod, "cos_sin_tables", _float32_tables)
+    row = fused.check_case(rng, tokens=3, heads=(1, 1, 1), head_dim=64, rotary_dim=64,
+                           storage="float32", max_position=LONG, cache=True)
+    assert row.max_error > 10 * row.tolerance, row
+
+
+def test_cache_tables_hold_the_blended_frequencies_and_are_made_once():
+    p = _problem("bfloat16", head_dim=64, rotary_dim=32)
+    yarn = fused.build_problem(inspect_array(np.zeros((2, 192), np.uint16), "qkv"), num_heads_q=1,
+                               num_heads_k=1, num_heads_v=1, head_dim=64, rotary_dim=32,
+                               yarn=dict(factor=4.0, low=2.0, high=9.0))
+    opts = {"cache": True, "max_positions": 100}
+    a, b = kmod.VARIANT.plan(p, opts), kmod.VARIANT.plan(p, dict(opts))
+    assert a.tables[0] is b.tables[0] and a.tables[1] is b.tables[1]  # one device upload
+    y = kmod.VARIANT.plan(yarn, opts)
+    assert y.tables[0] is not a.tables[0]
+    theta = np.outer(np.arange(100, dtype=np.float64), yarn.inv_freq)
+    np.testing.assert_array_equal(y.tables[0], np.cos(theta).astype(np.float32))
+    np.testing.assert_array_equal(y.tables[1], np.sin(theta).astype(np.float32))
+    assert y.tables[0].shape == (100, 16) and y.errors and y.position_limit == 100
+
+
+@pytest.mark.parametrize("positions, match", [
+    ([0, 100, 3], "position 100 is out of range: the cos/sin cache holds positions 0 .. 99"),
+    ([0, -1, 3], "positions must be >= 0"),
+])
+def test_cache_refuses_host_positions_outside_the_table(rng, launches, positions, match):
+    qkv, kw = _inputs(rng)
+    kw["positions"] = np.array(positions, np.int32)
+    before = qkv.copy()
+    with pytest.raises(ropelab.RopeInputError, match=match):
+        ropelab.fused_qknorm_rope(qkv, cache=True, max_positions=100, **kw)
+    assert launches == []
+    np.testing.assert_array_equal(qkv, before)
+
+
+def test_cache_marks_device_positions_outside_the_table(rng):
+    ropelab.check_errors()  # clear anything an earlier test left
+    qkv, kw = _inputs(rng, "bfloat16", tokens=3, heads=(2, 1, 1))
+    kw["positions"] = np.array([7, 100, -5], np.int32)
+    dev = cuda.to_device(qkv)
+    ropelab.fused_qknorm_rope(dev, cache=True, max_positions=100, **_on_device(kw))
+    got = bf16.to_float32(dev.copy_to_host())
+    qk = 3 * 64
+    assert np.isfinite(got[0]).all()  # position 7 is in the table
+    assert np.isnan(got[1:, :qk]).all()  # 100 and -5 are not: their Q and K heads are NaN
+    np.testing.assert_array_equal(dev.copy_to_host()[:, qk:], qkv[:, qk:])  # V untouched
+    with pytest.raises(ropelab.RopeDeviceError, match="100|-5"):
+        ropelab.check_errors()
+    ropelab.check_errors()  # read and cleared
+    want = ropelab.fused_qknorm_rope(qkv[:1].copy(), cache=True, max_positions=100,
+                                     **{**kw, "positions": kw["positions"][:1]})
+    np.testing.assert_array_equal(dev.copy_to_host()[:1], want)
+
+
+def _cache_bad_cases():
+    yield dict(cache="yes", max_positions=10), TypeError, "cache must be True or False"
+    yield dict(max_positions=10), ropelab.RopeInputError, "pass cache=True with it"
+    yield dict(cache=True), ropelab.RopeInputError, "cache=True needs max_positions"
+    yield dict(cache=True, max_positions=0), ropelab.RopeInputError, "max_positions must be >= 1"
+    yield dict(cache=True, max_positions=10.0), TypeError, "max_positions must be an int"
+    yield dict(cache=True, max_positions=2**24), ropelab.RopeInputError, "exceeds 268435456"
+
+
+@pytest.mark.parametrize("i", range(6))
+@pytest.mark.parametrize("tokens", [3, 0])  # checked even when there is nothing to do
+def test_cache_options_are_checked_before_anything_runs(rng, launches, i, tokens):
+    change, exc, match = list(_cache_bad_cases())[i]
+    qkv, kw = _inputs(rng, tokens=tokens)
+    before = qkv.copy()
+    with pytest.raises(exc, match=match):
+        ropelab.fused_qknorm_rope(qkv, **change, **kw)
+    assert launches == []
+    np.testing.assert_array_equal(qkv, before)
