@@ -1,4 +1,4 @@
-"""Command line: ``python -m ropelab {info,check,census,bench,precision}``."""
+"""Command line: ``python -m ropelab {info,check,census,bench,precision,profile}``."""
 
 from __future__ import annotations
 
@@ -65,6 +65,20 @@ def _precision(args) -> int:
     return 0
 
 
+def _profile(args) -> int:
+    from .measure.profile import run_cli
+
+    return run_cli(args)
+
+
+def _add_profile(sub) -> None:
+    from .measure.profile import add_arguments
+
+    p = sub.add_parser("profile", help="Nsight Compute counters of every kernel, on the GPU; recorded")
+    add_arguments(p)
+    p.set_defaults(func=_profile)
+
+
 def _add_measuring(sub) -> None:
     p = sub.add_parser("census", help="PTX instruction census of every kernel (no GPU needed)")
     p.add_argument("--sass", action="store_true", help="also count SASS (nvJitLink + nvdisasm)")
@@ -106,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-position", type=int, default=131072, help="largest position (131072)")
     p.add_argument("--samples", type=int, default=128, help="positions per power-of-two bucket")
     p.set_defaults(func=_precision)
+    _add_profile(sub)
     return parser
 
 
