@@ -1,4 +1,4 @@
-"""Command line: ``python -m ropelab {info,check,census,bench,precision}``."""
+"""Command line: ``python -m ropelab {info,check,census,bench,precision,exercises}``."""
 
 from __future__ import annotations
 
@@ -53,6 +53,15 @@ def _precision(args) -> int:
     return 0
 
 
+def _exercises(args) -> int:
+    from .course import exercises, verify
+
+    if not args.verify:
+        print(exercises.listing())
+        return 0
+    return 0 if verify.run(save_census=args.save_census) else 1
+
+
 def _add_measuring(sub) -> None:
     p = sub.add_parser("census", help="PTX instruction census of every kernel (no GPU needed)")
     p.add_argument("--sass", action="store_true", help="also count SASS (nvJitLink + nvdisasm)")
@@ -94,6 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-position", type=int, default=131072, help="largest position (131072)")
     p.add_argument("--samples", type=int, default=128, help="positions per power-of-two bucket")
     p.set_defaults(func=_precision)
+    p = sub.add_parser("exercises", help="the course's kernel exercises; --verify grades the "
+                                         "solutions and recorded wrong attempts")
+    p.add_argument("--verify", action="store_true",
+                   help="solutions must pass, wrong attempts must be rejected with their message")
+    p.add_argument("--save-census", action="store_true",
+                   help="with --verify: write the census cache data/census/exercises.json")
+    p.set_defaults(func=_exercises)
     return parser
 
 

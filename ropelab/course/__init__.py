@@ -6,12 +6,15 @@ One module per concern:
 * :mod:`.plots`: charts of thread maps and of recorded GPU data;
 * :mod:`.tables`: tables and quoted numbers from the records under ``data/``;
 * :mod:`.checks`: the notebooks' PASS/FAIL line against the float64 reference;
-* :mod:`.display`: kernel source read from the package.
+* :mod:`.display`: kernel source read from the package;
+* :mod:`.exercises`: the kernel exercises and their grader (:mod:`.grading`, with the census of
+  a learner's kernel in :mod:`.kernel_census`; ``--verify`` in :mod:`.verify`).
 
 The names notebooks use are re-exported here, so ``from ropelab import course`` and
 ``course.trace_threads(...)`` keep working.
 """
 
+from . import exercises
 from .checks import Check, check
 from .display import source
 from .plots import (plot_all_variants, plot_freq_drift, plot_fused_map, plot_launch_overhead,
@@ -23,7 +26,7 @@ from .tracing import FusedMap, ThreadMap, trace_fused, trace_threads
 
 __all__ = [
     "COPY_ROWS", "Check", "FusedMap", "ThreadMap", "bench_row", "bench_table", "case_label",
-    "check", "copy_table", "drift_table", "live_bench", "plot_all_variants", "plot_freq_drift",
+    "check", "copy_table", "exercises", "drift_table", "live_bench", "plot_all_variants", "plot_freq_drift",
     "plot_fused_map", "plot_launch_overhead", "plot_precision", "plot_roof", "plot_sincos_error",
     "plot_thread_map", "precision_table", "provenance", "recorded", "relative_times",
     "roof_gbps", "share_of_roof", "sincos_table", "source", "trace_fused", "trace_threads",
