@@ -162,7 +162,8 @@ class Verdict:
 
 
 def _verdict(exercise: str, status: str, first: str, *more: str) -> Verdict:
-    head = first if status == "PASS" else f"{status}: {first}"
+    head = (first if status == "PASS" else f"{status} {first}" if first.startswith("at thread")
+            else f"{status}: {first}")
     return Verdict(exercise, status, [head, *[m for m in more if m]])
 
 

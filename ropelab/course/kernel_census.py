@@ -11,7 +11,8 @@ importable from a package, or another function from the same notebook, shipped t
 Counts are :func:`ropelab.ptx.count_ptx`'s, plus three that the exercises grade on
 (:func:`count_extras`).  Every result is cached under a key made of the kernel's code (its
 syntax tree: comments and blank lines do not matter), what it was shipped with, the signature,
-the compiler versions, and the source of ropelab's kernels.  The cache is read from
+the compiler versions, and (for ropelab's own kernels, or a kernel that calls one of ropelab's
+device functions) the source of ropelab's kernels.  The cache is read from
 ``data/census/exercises.json`` (committed, so CI and a fresh clone hit it) and then from the user
 cache; new results go to the user cache.
 """
@@ -234,11 +235,15 @@ def _kernels_digest() -> str:
 
 def job_key(job: dict, signature: str) -> str:
     """The cache key of compiling ``job`` with ``signature`` (fast-math, cc 9.0)."""
+    job = _normalized(job)
+    text = json.dumps(job, sort_keys=True)
+    # ropelab's kernel sources matter only to a job that uses them: a learner's kernel built
+    # from numba alone keeps its cached counts when a ropelab kernel changes.
+    kernels = _kernels_digest() if "ropelab" in text else None
     h = hashlib.sha256()
     h.update(json.dumps({"census": ptx.CENSUS_VERSION, "extras": EXTRAS_VERSION, "cc": ptx.CC,
-                         "versions": ptx._versions(), "kernels": _kernels_digest(),
-                         "job": _normalized(job), "signature": signature},
-                        sort_keys=True).encode())
+                         "versions": ptx._versions(), "kernels": kernels, "job": job,
+                         "signature": signature}, sort_keys=True).encode())
     return h.hexdigest()[:20]
 
 
