@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+from numba import cuda
 
+from .. import bench
 from ..target import SIMULATED
 from ..tolerance import rope_atol
 from . import kernel_census
@@ -210,8 +212,6 @@ def out_of_bounds_text(message: str) -> str:
 def launch(kernel, case: Case, arguments: tuple) -> np.ndarray:
     """Launch ``kernel`` on ``case`` by the contract ``arguments``; return ``out`` on the host
     with the :data:`SLACK` floats after it (IndexError propagates from the simulator)."""
-    from numba import cuda
-
     expected_size = case.expected.size
     out_buf = cuda.to_device(np.full(expected_size + SLACK, UNWRITTEN, dtype=np.float32))
     args = []
@@ -312,6 +312,9 @@ def grade(exercise, kernel) -> Verdict:
         try:
             got = launch(kernel, case, ex.arguments)
         except IndexError as exc:
+            if "out of bounds" not in str(exc):  # an invalid index, not a missing guard
+                return _verdict(ex.id, "error", f"{name} did not run [case {case.label}]: "
+                                f"IndexError: {str(exc).strip().splitlines()[0][:300]}")
             return _verdict(ex.id, "out of bounds", f"{out_of_bounds_text(str(exc))} "
                             f"[case {case.label}]", f"hint: {ex.bounds_hint}")
         except Exception as exc:  # a typing error, a crash: a verdict, never an exception
@@ -367,10 +370,6 @@ def grade(exercise, kernel) -> Verdict:
 def time_on_gpu(kernel, case: Case, arguments: tuple, repeats: int) -> str:
     """Median time of ``kernel`` on ``case`` and of a device-to-device copy of the bytes it
     moves, both cold (L2 evicted before each launch) with :class:`ropelab.bench.Timer`."""
-    from numba import cuda
-
-    from .. import bench
-
     timer = bench.Timer(repeats=repeats)
     args = []
     size = case.expected.size

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib
 import inspect
 import json
 import math
@@ -34,6 +35,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+from numba import cuda
 
 from .. import ptx
 
@@ -190,8 +192,15 @@ def _ship_function(fn, depth: int = 0, *, keep_decorator: bool = False) -> dict:
         source = function_source(fn)
     except (OSError, TypeError) as exc:
         raise CensusError(f"the source of {fn.__name__} is not available ({exc})") from None
+    names = _names_used(fn.__code__)
+    if keep_decorator:  # a helper's @cuda.jit(...) runs in the child: ship what it names too
+        tree = ast.parse(source)
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef):
+                for deco in node.decorator_list:
+                    names |= {n.id for n in ast.walk(deco) if isinstance(n, ast.Name)}
     shipped = [_ship_global(n, fn.__globals__[n], depth)
-               for n in sorted(_names_used(fn.__code__)) if n in fn.__globals__]
+               for n in sorted(names) if n in fn.__globals__]
     return {"source": source, "function": fn.__name__, "globals": shipped,
             "keep_decorator": keep_decorator}
 
@@ -266,8 +275,6 @@ def _rebuild_source(job: dict, counter: list):
 
 
 def _rebuild_global(g: dict, counter: list):
-    import importlib
-
     kind = g["kind"]
     if kind == "module":
         return importlib.import_module(g["module"])
@@ -283,9 +290,12 @@ def _rebuild_global(g: dict, counter: list):
 
 
 def _child() -> int:
-    """Read ``[{key, job, signature}]`` as JSON on stdin; print one JSON line per job."""
+    """Read ``[{key, job, signature}]`` as JSON on stdin; print one JSON line per job.
+
+    The child's ``cuda`` is the real compiler: its environment selects the GPU target before
+    ropelab (and so this module) is imported.
+    """
     tasks = json.loads(sys.stdin.read())
-    from numba import cuda  # here, not at the top: the parent imports this module on the simulator
     if cuda.compile_ptx is None:
         print(json.dumps({"error": "compile_ptx unavailable (simulator active in the child)"}))
         return 1

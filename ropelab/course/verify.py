@@ -34,8 +34,8 @@ class Outcome:
     expected: str  # what was required
 
 
-def solution_path(ex: Exercise, directory: Path = SOLUTIONS) -> Path:
-    return directory / f"{ex.notebook}.py"
+def solution_path(ex: Exercise, directory: Path | None = None) -> Path:
+    return (directory or SOLUTIONS) / f"{ex.notebook}.py"
 
 
 def load_solution(path: Path):
@@ -68,7 +68,7 @@ def _first(verdict) -> str:
     return str(verdict).splitlines()[0]
 
 
-def verify_exercise(ex: Exercise, directory: Path = SOLUTIONS) -> list[Outcome]:
+def verify_exercise(ex: Exercise, directory: Path | None = None) -> list[Outcome]:
     out = []
     path = solution_path(ex, directory)
     if not path.is_file():
@@ -99,7 +99,7 @@ def verify_exercise(ex: Exercise, directory: Path = SOLUTIONS) -> list[Outcome]:
     return out
 
 
-def run(*, save_census: bool = False, directory: Path = SOLUTIONS, stream=None) -> bool:
+def run(*, save_census: bool = False, directory: Path | None = None, stream=None) -> bool:
     """Verify every exercise, print one line per kernel; True when everything holds."""
     stream = stream or sys.stdout
     outcomes = []
