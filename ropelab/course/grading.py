@@ -319,7 +319,9 @@ def grade(exercise, kernel) -> Verdict:
                             f"[case {case.label}]", f"hint: {ex.bounds_hint}")
         except Exception as exc:  # a typing error, a crash: a verdict, never an exception
             first = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
-            return _verdict(ex.id, "error", f"{name} did not run [case {case.label}]: {first}")
+            return _verdict(ex.id, "error", f"{name} did not run [case {case.label}]: {first}",
+                            "" if SIMULATED else "hint: a GPU does not check indices; run the "
+                            "check on the simulator (ROPELAB_TARGET=simulator), which does")
         size = case.expected.size
         slack = got[size:]
         if not np.all(np.isnan(slack)):
