@@ -54,8 +54,15 @@ def _precision(args) -> int:
 
 
 def _exercises(args) -> int:
+    from . import SIMULATED
     from .course import exercises, verify
 
+    if args.time:
+        if SIMULATED:
+            print("ropelab exercises --time: no GPU in this process; nothing to time",
+                  file=sys.stderr)
+            return 2
+        return 0 if verify.time_solutions() else 1
     if not args.verify:
         print(exercises.listing())
         return 0
@@ -109,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="solutions must pass, wrong attempts must be rejected with their message")
     p.add_argument("--save-census", action="store_true",
                    help="with --verify: write the census cache data/census/exercises.json")
+    p.add_argument("--time", action="store_true",
+                   help="GPU only: grade every solution on the GPU, timed against a device copy")
     p.set_defaults(func=_exercises)
     return parser
 

@@ -45,6 +45,12 @@ def test_cli_lists_every_exercise_with_its_notebook(capsys):
         assert f"{ex.id:<24} notebooks/{ex.notebook}.ipynb" in text
 
 
+@SIM_ONLY
+def test_cli_time_refuses_on_the_simulator(capsys):
+    assert main(["exercises", "--time"]) == 2
+    assert "no GPU" in capsys.readouterr().err
+
+
 def test_verify_fails_when_a_solution_is_wrong_or_a_message_is_not_the_expected_one(tmp_path):
     ex = exercises.get("01-flat-index")
     original = verify.solution_path(ex).read_text()
@@ -240,3 +246,17 @@ def test_every_exercise_has_a_notebook_a_solution_and_uneven_cases():
             assert threads > 0 and case.tol > 0
         # Shapes that fill no whole number of blocks: a missing guard shows.
         assert any(c.expected.size % (2 * int(np.prod(c.block))) for c in cases)
+
+
+def test_verify_reruns_itself_on_the_simulator_from_a_gpu_process():
+    # What `--verify` does on a GPU host; here the child is a second simulator process.
+    assert verify._on_simulator(save_census=False)
+
+
+def test_time_solutions_grades_then_times_each_solution(monkeypatch, capsys):
+    monkeypatch.setattr(grading, "time_on_gpu",
+                        lambda kernel, case, arguments, repeats: f"timed {case.label}")
+    assert verify.time_solutions(repeats=3)
+    text = capsys.readouterr().out
+    assert text.count("ok   ") == len(exercises.EXERCISES)
+    assert "timed 4096x1024" in text and "timed 65536 rows of 64" in text

@@ -9,17 +9,23 @@ For every exercise:
   kernel) must be graded "not solved yet", as the stored notebook shows it.
 
 A grader that passes a wrong kernel, rejects a right one, or explains a mistake with the wrong
-words fails here, and the command exits non-zero.
+words fails here, and the command exits non-zero.  The recorded messages are the simulator's
+(only it checks every index), so on a GPU host :func:`run` re-runs itself on the simulator in a
+child process.  ``--time`` (:func:`time_solutions`) is the GPU's part: every solution graded on
+the GPU and timed against a device copy.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import linecache
+import os
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..target import SIMULATED
 from . import kernel_census
 from .exercises import EXERCISES, SOLUTIONS, Exercise
 from .grading import grade
@@ -99,8 +105,22 @@ def verify_exercise(ex: Exercise, directory: Path | None = None) -> list[Outcome
     return out
 
 
+def _on_simulator(save_census: bool) -> bool:
+    """Run ``python -m ropelab exercises --verify`` in a child forced onto the simulator."""
+    env = dict(os.environ, ROPELAB_TARGET="simulator", ROPELAB_QUIET="1")
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    cmd = [sys.executable, "-m", "ropelab", "exercises", "--verify"]
+    done = subprocess.run(cmd + (["--save-census"] if save_census else []), env=env, check=False,
+                          cwd=str(Path(__file__).resolve().parents[2]))
+    return done.returncode == 0
+
+
 def run(*, save_census: bool = False, directory: Path | None = None, stream=None) -> bool:
     """Verify every exercise, print one line per kernel; True when everything holds."""
+    if not SIMULATED and directory is None and stream is None:
+        print("on the simulator (it checks every index; the recorded messages are its own):",
+              flush=True)
+        return _on_simulator(save_census)
     stream = stream or sys.stdout
     outcomes = []
     for ex in EXERCISES.values():
@@ -117,3 +137,18 @@ def run(*, save_census: bool = False, directory: Path | None = None, stream=None
         print(f"census cache: {len(kernel_census.USED)} entries written to "
               f"{path.relative_to(path.parents[2])}", file=stream)
     return failed == 0
+
+
+def time_solutions(repeats: int = 20) -> bool:
+    """On a GPU: grade every solution there and time it against a device copy of its bytes.
+
+    True when every solution passes on the GPU (fast-math sin/cos, real float32 hardware).
+    """
+    ok = True
+    for ex in EXERCISES.values():
+        verdict = grade(ex, load_solution(solution_path(ex)).SOLUTION)
+        ok &= verdict.passed
+        print(f"{'ok  ' if verdict.passed else 'FAIL'} {ex.id:<24} {_first(verdict)[:100]}")
+        if verdict.passed:
+            print(f"     {verdict.timer(repeats)}", flush=True)
+    return ok
