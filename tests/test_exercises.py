@@ -112,8 +112,10 @@ def test_out_of_bounds_text_names_block_and_thread():
     msg = "tid=[5, 0, 0] ctaid=[2, 0, 0]: index 10 is out of bounds for axis 0 with size 10"
     assert grading.out_of_bounds_text(msg) == ("at thread (block 2, thread 5): index 10 is out of "
                                                "bounds for axis 0 with size 10")
-    two_d = "tid=[1, 3, 0] ctaid=[0, 2, 0]: index 4 ... (lane 1 failed; its warp-mates stopped waiting for it)"
-    assert grading.out_of_bounds_text(two_d) == "at thread (block (0, 2), thread (1, 3)): index 4 ..."
+    two_d = ("tid=[1, 3, 0] ctaid=[0, 2, 0]: index 4 ... (lane 1 failed; its warp-mates stopped "
+             "waiting for it)")
+    assert grading.out_of_bounds_text(two_d) == ("at thread (block (0, 2), thread (1, 3)): "
+                                                 "index 4 ...")
 
 
 @SIM_ONLY
@@ -135,7 +137,8 @@ def test_diagnosis_matches_only_the_wrong_floats_of_a_pair():
     expected = np.array([[1.0, 2.0, 3.0, 4.0]])
     sign = np.array([[1.0, -2.0, 3.0, 4.0]])
     case = grading.Case("1x4", {"x": np.zeros(4, np.float32)}, (1,), (1,), expected, 1e-6,
-                        locate=lambda e: f"pair {e // 2}", unit=lambda e: [e - e % 2, e - e % 2 + 1],
+                        locate=lambda e: f"pair {e // 2}",
+                        unit=lambda e: [e - e % 2, e - e % 2 + 1],
                         alternatives=[("a sign is flipped", sign)])
     got = np.array([1.0, -2.0, 3.0, 4.0], np.float32)  # first float right, second flipped
     assert grading.first_wrong(case, got) == 1
@@ -211,7 +214,8 @@ def test_a_kernel_is_shipped_with_its_helpers_and_its_census_is_cached(tmp_path,
 
     monkeypatch.setattr(kernel_census, "_compile_in_child", no_child)
     # Comments and the decorator's options do not change the key; the code does.
-    job2 = dict(job, source=job["source"].replace("@cuda.jit(fastmath=True)", "@cuda.jit") + "# note\n")
+    plain = job["source"].replace("@cuda.jit(fastmath=True)", "@cuda.jit")
+    job2 = dict(job, source=plain + "# note\n")
     assert kernel_census.census([(job2, sig)]) == [row]
     changed = dict(job, source=job["source"].replace("math.sin", "math.cos"))
     with pytest.raises(AssertionError, match="from the cache"):

@@ -58,8 +58,11 @@ class Exercise:
 
     @property
     def reference_label(self) -> str:
-        return f"ropelab's {self.reference[1]}" + ("" if self.reference[2] is None else
-                                                   f"({', '.join(map(repr, self.reference[2]))})")
+        module, name, factory_args = self.reference
+        if factory_args is None:
+            return f"ropelab's {name}"
+        # A kernel built by a factory: name it by its module and arguments.
+        return f"ropelab's {module.rsplit('.', 1)[-1]}({', '.join(map(repr, factory_args))})"
 
     def reference_job(self) -> dict:
         return kernel_census.ship_reference(*self.reference)
@@ -122,7 +125,7 @@ def _swapped_cos_sin(x, pos, freqs):
     return out
 
 
-def _rope_case(ex_id: str, tokens: int, hidden: int, rng, *, big: bool,
+def _rope_case(tokens: int, hidden: int, rng, *, big: bool,
                extra_alternatives: Callable | None = None) -> Case:
     """A [tokens, hidden] interleaved RoPE case: x, positions, reference and mistakes."""
     x = rng.standard_normal((tokens, hidden)).astype(np.float32)
@@ -166,7 +169,7 @@ def _rope_cases(ex_id: str, big: bool, fill: Callable, extra_alternatives=None) 
     rng = _rng(ex_id)
     cases = []
     for tokens, hidden in ((BIG_SHAPE,) if big else SMALL_SHAPES):
-        case = _rope_case(ex_id, tokens, hidden, rng, big=big, extra_alternatives=extra_alternatives)
+        case = _rope_case(tokens, hidden, rng, big=big, extra_alternatives=extra_alternatives)
         fill(case, tokens, hidden)
         cases.append(case)
     return cases

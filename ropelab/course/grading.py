@@ -120,7 +120,8 @@ def counter_value(row: dict, name: str):
 
 def _fmt_counter(value) -> str:
     if isinstance(value, dict):
-        return " ".join(f"{k}:{v}" for k, v in sorted(value.items(), key=lambda kv: int(kv[0]))) or "-"
+        by_width = sorted(value.items(), key=lambda kv: int(kv[0]))
+        return " ".join(f"{k}:{v}" for k, v in by_width) or "-"
     return str(value)
 
 

@@ -125,7 +125,8 @@ def python_function(kernel):
 
 
 def function_source(fn) -> str:
-    """``fn``'s source, dedented.  OSError/TypeError when Python kept none (``exec`` of a string)."""
+    """``fn``'s source, dedented; OSError/TypeError when Python kept none (``exec`` of a
+    string)."""
     return textwrap.dedent(inspect.getsource(fn))
 
 
@@ -177,7 +178,8 @@ def _ship_global(name: str, value, depth: int) -> dict:
         return {"kind": "import", "name": name, "module": home[0], "qualname": home[1]}
     fn = python_function(value)
     if fn is not None:  # a helper defined next to the kernel (a notebook cell): ship it too
-        return {"kind": "source", "name": name, **_ship_function(fn, depth + 1, keep_decorator=True)}
+        shipped = _ship_function(fn, depth + 1, keep_decorator=True)
+        return {"kind": "source", "name": name, **shipped}
     raise CensusError(f"the global {name!r} ({type(value).__name__}) cannot be shipped to the "
                       "compiler process: use modules, numbers and @cuda.jit functions only")
 
@@ -226,7 +228,7 @@ def _normalized(job: dict) -> dict:
     if "source" in out:
         tree = ast.parse(out["source"])
         for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not out.get("keep_decorator"):
+            if isinstance(node, ast.FunctionDef) and not out.get("keep_decorator"):
                 node.decorator_list = []
         out["source"] = ast.dump(tree)
     if "globals" in out:
