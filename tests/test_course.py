@@ -8,6 +8,7 @@ import pytest
 
 import ropelab
 from ropelab import course, kernels, reference
+from ropelab.course import tracing
 from ropelab.problem import RopeProblem
 
 SIM_ONLY = pytest.mark.skipif(not ropelab.SIMULATED, reason="in-process trace needs the simulator")
@@ -65,12 +66,12 @@ def test_trace_does_not_change_what_the_kernel_computes(rng):
     # The watched arrays are a recording layer only: the same launch on them gives the reference.
     problem = RopeProblem(3, 1, 10, 10)
     x = rng.standard_normal(30).astype(np.float32)
-    out = course._WatchedArray(np.zeros(30, np.float32), np.full((30, 4), -1), None)
+    out = tracing._WatchedArray(np.zeros(30, np.float32), np.full((30, 4), -1), None)
     if not ropelab.SIMULATED:
         pytest.skip("needs the simulator in this process")
     kernels.launch(kernels.get("flat").plan(problem),
-                   (course._WatchedArray(x, None, None), out,
-                    course._WatchedArray(np.arange(3, dtype=np.int32), None, None)))
+                   (tracing._WatchedArray(x, None, None), out,
+                    tracing._WatchedArray(np.arange(3, dtype=np.int32), None, None)))
     want = reference.rope(x.reshape(3, 10))
     assert np.abs(out.data.reshape(3, 10) - want).max() < 1e-5
 

@@ -302,39 +302,48 @@ else:
 #   they must (half-split), fetch the partner with a shuffle.
 # * In place on `qkv`: touch only Q and K, and test that V is bit-identical.
 #
-# ## Exercises
+# ## Exercise: the shuffle butterfly
 #
-# **1.** How many elements does each lane hold for `head_dim = 256`, and how many
-# interleaved pairs is that?  Give `(elements, pairs)`.
+# The kernel below RMS-normalizes rows of 64 floats with one warp per row: lane `l` holds
+# floats `2l` and `2l + 1` and adds their squares into `ss`.  Before the scale can be
+# computed, **every** lane needs the sum of the whole row.  Replace the `...` line with the
+# butterfly: `cuda.shfl_xor_sync(FULL_MASK, value, m)` returns `value` as held by lane
+# `lane ^ m`, so five steps with `m = 16, 8, 4, 2, 1`, each adding the partner's partial sum,
+# leave the total in all 32 lanes (step 3 above acts it out in NumPy).
+#
+# On the simulator, ropelab emulates the shuffles (every lane of the warp must reach each
+# one).  The grader runs 1 and 6 rows with 4 warps per block (so some warps have no row and
+# must not touch memory), compares with `reference.rms_norm`, and looks for shuffles in the
+# census.  Solution: `notebooks/solutions/06_fused_qknorm_rope.py`.
 
 # %%
-answer_1 = (256 // 32, 256 // 32 // 2)  # your answer here
+import math
+
+from numba import cuda, float32
+
+FULL_MASK = 0xFFFFFFFF  # every lane of the warp takes part
+
+
+@cuda.jit(fastmath=True)
+def my_rms_norm_warp(x, out, weight, rows, eps):
+    lane = cuda.threadIdx.x % 32
+    row = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32  # one warp, one row
+    if row < rows:  # the same for all 32 lanes of a warp, so the shuffles stay warp-uniform
+        first = row * 64 + lane * 2
+        a = x[first]
+        b = x[first + 1]
+        ss = a * a + b * b  # this lane's part of the row's sum of squares
+        ...  # write the butterfly: afterwards every lane's ss is the whole row's sum
+        scale = float32(1.0) / math.sqrt(ss / float32(64.0) + eps)
+        out[first] = a * scale * weight[lane * 2]
+        out[first + 1] = b * scale * weight[lane * 2 + 1]
 
 # %%
-fmap_256 = course.trace_fused(tokens=1, heads=(1, 0, 0), head_dim=256, heads_per_warp=1)
-elements = int((fmap_256.lane[0, 0] == 0).sum())
-assert answer_1 == (elements, elements // 2)
-print("exercise 1: correct,", answer_1[0], "elements,", answer_1[1], "pairs per lane")
+from ropelab.course import exercises
 
-# %% [markdown]
-# **2.** In the butterfly, which lane does lane 5 exchange with at the step with offset 4?
+verdict = exercises.check(my_rms_norm_warp, "06-shuffle-rms")
 
 # %%
-answer_2 = 5 ^ 4  # your answer here
-
-# %%
-assert answer_2 == lanes[5 ^ 4] == 1
-print("exercise 2: correct, lane", answer_2)
-
-# %% [markdown]
-# **3.** How many blocks does the kernel launch for `flux_1024` (4096 tokens, 24 Q and 24 K
-# heads), if a block holds 8 warps and each warp one head?
-
-# %%
-answer_3 = 4096 * (48 // 8)  # your answer here
-
-# %%
-grid, threads = fused_kernel.launch_config(shapes.PRODUCTION_SHAPES["flux_1024"], warps_per_block=8,
-                                           heads_per_warp=1)
-assert answer_3 == grid[0] * grid[1]
-print("exercise 3: correct,", answer_3, "blocks")
+# NBVAL_IGNORE_OUTPUT
+# On a GPU, a passing kernel is timed against a device copy of the same bytes.
+verdict.time()

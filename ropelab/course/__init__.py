@@ -1,0 +1,33 @@
+"""What the course notebooks need around the kernels; nothing here is a kernel.
+
+One module per concern:
+
+* :mod:`.tracing`: thread maps read off the real kernels under the simulator;
+* :mod:`.plots`: charts of thread maps and of recorded GPU data;
+* :mod:`.tables`: tables and quoted numbers from the records under ``data/``;
+* :mod:`.checks`: the notebooks' PASS/FAIL line against the float64 reference;
+* :mod:`.display`: kernel source read from the package;
+* :mod:`.exercises`: the kernel exercises and their grader (:mod:`.grading`, with the census of
+  a learner's kernel in :mod:`.kernel_census`; ``--verify`` in :mod:`.verify`).
+
+The names notebooks use are re-exported here, so ``from ropelab import course`` and
+``course.trace_threads(...)`` keep working.
+"""
+
+from . import exercises
+from .checks import Check, check
+from .display import source
+from .plots import (plot_all_variants, plot_freq_drift, plot_fused_map, plot_launch_overhead,
+                    plot_precision, plot_roof, plot_sincos_error, plot_thread_map)
+from .tables import (COPY_ROWS, bench_row, bench_table, case_label, copy_table, drift_table,
+                     live_bench, precision_table, provenance, recorded, relative_times, roof_gbps,
+                     share_of_roof, sincos_table)
+from .tracing import FusedMap, ThreadMap, trace_fused, trace_threads
+
+__all__ = [
+    "COPY_ROWS", "Check", "FusedMap", "ThreadMap", "bench_row", "bench_table", "case_label",
+    "check", "copy_table", "exercises", "drift_table", "live_bench", "plot_all_variants", "plot_freq_drift",
+    "plot_fused_map", "plot_launch_overhead", "plot_precision", "plot_roof", "plot_sincos_error",
+    "plot_thread_map", "precision_table", "provenance", "recorded", "relative_times",
+    "roof_gbps", "share_of_roof", "sincos_table", "source", "trace_fused", "trace_threads",
+]

@@ -1,0 +1,209 @@
+"""Tables and quoted numbers from the recorded GPU data under ``data/`` (and the live GPU
+measurement a notebook shows under an ignored output).  Every number here is read from a record
+file, so it is the same on every machine.
+"""
+
+from __future__ import annotations
+
+from ..target import SIMULATED
+
+
+def recorded(kind: str):
+    """The newest record of ``kind`` under ``data/`` (see :mod:`ropelab.records`), or None.
+
+    None is printed as a TODO line: the notebooks are meant to ship with recorded data, and a
+    missing record means the GPU run has not been committed yet.
+    """
+    from .. import records
+
+    try:
+        return records.load(kind)
+    except FileNotFoundError:
+        print(f"TODO(GPU data): no recorded {kind!r} run under data/{kind}/ yet; "
+              f"the chart appears once the GPU run is committed")
+        return None
+
+
+def provenance(record) -> str:
+    """One line saying where and how a record was measured."""
+    m = record["meta"]
+    return (f"recorded {m['date'][:10]} on {m['gpu']} (driver {m['driver']}), "
+            f"numba-cuda {m['numba_cuda']}")
+
+
+COPY_ROWS = ("torch_copy", "copy_d2d")  # device copies of the same bytes, when timed
+
+
+def roof_gbps(record) -> float:
+    """The fastest device copy in the record (GB/s): the bandwidth a RoPE kernel cannot beat.
+
+    RoPE reads and writes every byte once, like a copy.  The fastest copy of the run (usually
+    the largest shape, where launch and ramp-up costs vanish) is the roof for every row.
+    """
+    rates = [r["gbps"] for r in record["rows"] if r["variant"] in COPY_ROWS]
+    if not rates:
+        raise ValueError("the record has no copy rows to take a roof from")
+    return max(rates)
+
+
+def bench_row(record, variant: str, shape: str, dtype: str = "float32") -> dict:
+    """The one row of ``variant`` on ``shape`` and ``dtype``; KeyError if the run has none.
+
+    Notebooks quote recorded numbers through this (``row["median_us"]``, ``row["gbps"]``)
+    instead of typing them into the prose.
+    """
+    found = [r for r in record["rows"] if r["variant"] == variant and r["shape"] == shape
+             and r.get("dtype", "float32") == dtype]
+    if len(found) != 1:
+        raise KeyError(f"{len(found)} rows for {variant} on {shape} {dtype} in the record")
+    return found[0]
+
+
+def share_of_roof(record, variant: str, shape: str, dtype: str = "float32") -> float:
+    """``gbps`` of one row over :func:`roof_gbps` (the fastest copy of the whole run)."""
+    return bench_row(record, variant, shape, dtype)["gbps"] / roof_gbps(record)
+
+
+def copy_table(record, variants, shapes=None, dtypes=("bfloat16", "float32")) -> str:
+    """Median time of ``variants`` against the device copy of the *same shape's* bytes, timed in
+    the same run (the record's ``frac_of_copy``), per shape and dtype.
+
+    Use it where shapes are small enough that even a copy stays below the run's fastest copy
+    (the production shapes of the fused kernel): the share of that shape's own copy is then the
+    figure of merit.  Numbers come from the record file.
+    """
+    rows = [r for r in record["rows"] if r["variant"] in variants
+            and (shapes is None or r["shape"] in shapes) and r.get("dtype", "float32") in dtypes]
+    rows.sort(key=lambda r: (r["bytes_moved"], r["shape"], list(dtypes).index(r.get("dtype", "float32")),
+                             list(variants).index(r["variant"])))
+    head = (f"{'shape':<20} {'dtype':<9} {'MB moved':>8}  {'variant':<26} {'median us':>10} "
+            f"{'copy us':>8} {'of copy':>8}")
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        copy_us = r["bytes_moved"] / (r["copy_gbps"] * 1e3)
+        lines.append(f"{r['shape']:<20} {r.get('dtype', 'float32'):<9} {r['bytes_moved'] / 1e6:>8.0f}  "
+                     f"{r['variant']:<26} {r['median_us']:>10.1f} {copy_us:>8.1f} "
+                     f"{100 * r['frac_of_copy']:>7.1f}%")
+    return "\n".join(lines)
+
+
+def bench_table(record, variants, shapes=None, dtypes=("float32",)) -> str:
+    """Median time, effective bandwidth and share of :func:`roof_gbps` of ``variants`` (in that
+    order), per shape.  Numbers come from the record file, the same on every machine."""
+    roof = roof_gbps(record)
+    rows = [r for r in record["rows"] if r["variant"] in variants
+            and (shapes is None or r["shape"] in shapes) and r.get("dtype", "float32") in dtypes]
+    rows.sort(key=lambda r: (r["bytes_moved"], r["shape"], r.get("dtype", ""),
+                             list(variants).index(r["variant"])))
+    width = max([12] + [len(r["shape"]) + (0 if len(dtypes) == 1 else 9) for r in rows])
+    head = (f"{'shape':<{width}} {'MB moved':>8}  {'variant':<20} {'median us':>10} "
+            f"{'GB/s':>6} {'of roof':>8}")
+    lines = [f"roof: the fastest device copy in this run, {roof:,.0f} GB/s", head, "-" * len(head)]
+    for r in rows:
+        label = r["shape"] if len(dtypes) == 1 else f"{r['shape']} {r.get('dtype', '')}"
+        lines.append(f"{label:<{width}} {r['bytes_moved'] / 1e6:>8.0f}  {r['variant']:<20} "
+                     f"{r['median_us']:>10.1f} {r['gbps']:>6.0f} {100 * r['gbps'] / roof:>7.0f}%")
+    return "\n".join(lines)
+
+
+
+def live_bench(variants, shapes=((4096, 1024), (32768, 4096)), repeats: int = 20) -> str:
+    """Time ``variants`` (and a device copy) now, on this machine's GPU, with ropelab.bench.
+
+    On the simulator this returns a sentence instead: a simulated kernel has no meaningful
+    time.  Notebooks print the result in a cell whose output nbval ignores.
+    """
+    if SIMULATED:
+        return ("no GPU in this process: nothing is timed live (the simulator's times would "
+                "describe Python threads); the chart above is the recorded GPU run")
+    from .. import bench
+
+    timer = bench.Timer(repeats=repeats)
+    entries = bench.plan(list(variants), baselines=False)
+    result = bench.sweep([bench.plain_shape(t, h) for t, h in shapes], entries, timer=timer,
+                         progress=False)
+    return bench.format_rows(result.rows)
+
+
+def relative_times(record, baseline: str, variants) -> str:
+    """Median time of each of ``variants`` divided by ``baseline``'s, per float32 shape."""
+    rows = [r for r in record["rows"] if r.get("dtype", "float32") == "float32"]
+    by = {(r["variant"], r["shape"]): r["median_us"] for r in rows}
+    shapes = list(dict.fromkeys(r["shape"] for r in sorted(rows, key=lambda r: r["bytes_moved"])
+                                if r["variant"] == baseline))
+    head = f"{'shape':<12} " + " ".join(f"{v + ' / ' + baseline:>22}" for v in variants)
+    lines = [head, "-" * len(head)]
+    for s in shapes:
+        cells = []
+        for v in variants:
+            t = by.get((v, s))
+            cells.append(f"{t / by[(baseline, s)]:>22.2f}" if t is not None else f"{'-':>22}")
+        lines.append(f"{s:<12} " + " ".join(cells))
+    return "\n".join(lines)
+
+
+
+# Precision records (kinds "precision", "sincos_error", "freq_drift"; see ropelab.precision)
+
+
+def _case_rows(record, variant: str, options: str = "-", fastmath: bool = True,
+               scaling: str = "-") -> list[dict]:
+    rows = [r for r in record["rows"] if r["variant"] == variant and r["options"] == options
+            and bool(r["fastmath"]) == bool(fastmath) and r.get("scaling", "-") == scaling]
+    return sorted(rows, key=lambda r: r["pos_lo"])
+
+
+def case_label(variant: str, options: str = "-", fastmath: bool = True, scaling: str = "-") -> str:
+    parts = [variant] + ([options] if options != "-" else []) + ([scaling] if scaling != "-" else [])
+    return " ".join(parts) + ("" if fastmath else " (precise)")
+
+
+def precision_table(record, cases, limits=(4095, 32767, 131072)) -> str:
+    """Worst error relative to ``max|x|`` of each case over positions ``0 .. limit``.
+
+    ``cases`` are dicts with ``variant`` and optionally ``options``, ``fastmath``, ``scaling``
+    (as stored in the record).  Numbers come from the record file.
+    """
+    head = f"{'case':<34}" + "".join(f"{'pos <= ' + str(lim):>16}" for lim in limits)
+    lines = [head, "-" * len(head)]
+    for case in cases:
+        rows = _case_rows(record, **case)
+        cells = []
+        for lim in limits:
+            rel = [r["max_abs_err"] / r["max_abs_x"] for r in rows if r["pos_hi"] <= lim]
+            cells.append(f"{max(rel):>16.1e}" if rel else f"{'-':>16}")
+        lines.append(f"{case_label(**case):<34}" + "".join(cells))
+    return "\n".join(lines)
+
+
+
+def sincos_table(record) -> str:
+    """Worst absolute error of float32 sin and cos (the larger of the two) per decade of angle,
+    fast-math against precise, from a ``sincos_error`` record."""
+    worst = {}
+    for r in record["rows"]:
+        key = (r["angle_lo"], r["angle_hi"])
+        err = max(r["max_abs_err_sin"], r["max_abs_err_cos"])
+        worst.setdefault(key, {})[bool(r["fastmath"])] = err
+    head = f"{'angles (rad)':<22} {'fast-math':>10} {'precise':>10}"
+    lines = [head, "-" * len(head)]
+    for (lo, hi), by in sorted(worst.items()):
+        cells = [f"{by[fm]:>10.1e}" if fm in by else f"{'-':>10}" for fm in (True, False)]
+        lines.append(f"{f'[{lo:g}, {hi:g})':<22} " + " ".join(cells))
+    return "\n".join(lines)
+
+
+
+def drift_table(record, chunks=(1, 2, 4, 8, 16, 32, 64), fastmath: bool = True) -> str:
+    """Worst relative frequency error and worst angle error per chunk length, from the record."""
+    head = f"{'pairs/thread':>12} {'max rel. freq error':>20} {'max angle error (rad)':>22}"
+    lines = [head, "-" * len(head)]
+    for chunk in chunks:
+        rows = [r for r in record["rows"] if r["chunk"] == chunk and bool(r["fastmath"]) == fastmath]
+        if not rows:
+            continue
+        rel_key, ang_key = (("rel_err_pow", "angle_err_pow_rad") if chunk == 1 else
+                            ("rel_err_recurrence", "angle_err_recurrence_rad"))
+        lines.append(f"{chunk:>12} {max(r[rel_key] for r in rows):>20.1e} "
+                     f"{max(r[ang_key] for r in rows):>22.1e}")
+    return "\n".join(lines)
