@@ -151,3 +151,55 @@ def test_census_sass_shows_which_kernels_wait_for_the_position_first(census):
     assert first_wait["flat"] == first_wait["block2d_pos_in_loop"] == first_wait["block2d_no_loop"] == 3
     flight = {r["name"]: r["sass_schedule"]["max_loads_in_flight"] for r in census["rows"]}
     assert flight["pack4_scalar"] == 5 and flight["pack4_scalar_unhoisted"] == 3
+
+
+# --------------------------------------------------------------------------------------------
+# The timing harness, with a fake timer (times are never taken on the simulator)
+# --------------------------------------------------------------------------------------------
+
+class CountingTimer:
+    """Runs each launch once (it must work) and reports the call number as its time."""
+
+    fill_us = 100.0
+
+    def __init__(self):
+        self.calls = 0
+        self.last_host_us = []
+
+    def time(self, launch, repeats=None):
+        launch()
+        self.calls += 1
+        self.last_host_us = [10.0] * repeats
+        return [float(self.calls)] * repeats
+
+
+def test_timing_interleaves_entries_and_reports_ratios_to_the_reference():
+    from ropelab.measure import timing
+
+    timer = CountingTimer()
+    rows = timing.time_shape(2, 12, timer, rounds=2, repeats=3)
+    names = [r["entry"] for r in rows]
+    n = len(names)
+    assert names[0] == timing.COPY and set(names[1:]) == set(controls.KERNELS)  # 12 % 4 == 0: all apply
+    assert timer.calls == 2 * n
+    k = {name: i + 1 for i, name in enumerate(names)}  # call number in round 0; round 1 adds n
+    row = {r["entry"]: r for r in rows}
+    b2, fl = row["block2d"], k["flat"]
+    assert b2["reference"] == "flat"
+    assert b2["median_us"] == (k["block2d"] + k["block2d"] + n) / 2
+    assert b2["vs_reference"] == round((2 * k["block2d"] + n) / (2 * fl + n), 4)
+    assert b2["vs_reference_lo"] == round((k["block2d"] + n) / (fl + n), 4)
+    assert b2["vs_reference_hi"] == round(k["block2d"] / fl, 4)
+    assert row["copy_f32x4"]["reference"] == timing.COPY
+    assert row[timing.COPY]["vs_reference"] is None and row["flat"]["vs_reference"] is None
+    assert row["flat"]["host_bound"] is False and row["flat"]["repeats"] == 6
+    assert list(rows[0]) == list(timing.COLUMNS)
+
+
+def test_timing_cli_refuses_on_the_simulator(capsys):
+    if not __import__("ropelab").SIMULATED:
+        pytest.skip("on a GPU it times")
+    from ropelab.measure import timing
+
+    assert timing.main([]) == 2
+    assert "simulator" in capsys.readouterr().err

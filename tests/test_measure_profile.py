@@ -200,9 +200,14 @@ FAKE_NCU = textwrap.dedent("""\
     if "{mode}" == "unknown-metric" and "--metrics" in args:
         print("==ERROR== Failed to find metric dram__bytes_read.sum")
         sys.exit(1)
+    if "--query-metrics" in args:
+        sys.exit(1)
     plan_path, manifest = args[-2], args[-1]
     report = args[args.index("--export") + 1]
     plan = json.load(open(plan_path))
+    if "{mode}" == "fail-fused" and plan[0]["group"] == "fused":
+        print("==ERROR== The application returned an error code (1).")
+        sys.exit(1)
     open(report + ".plan", "w").write(json.dumps(plan))
     open(report, "w").write("fake report")
     with open(manifest, "w") as m:
@@ -231,6 +236,24 @@ def test_profile_group_runs_ncu_and_matches_every_case(tmp_path, mode, config):
     assert profile.ncu_version(_fake_ncu(tmp_path)) == "2099.1.0.0"
 
 
+def test_record_profile_saves_each_group_and_reports_a_failed_one(tmp_path, monkeypatch):
+    monkeypatch.setattr(records, "metadata", _gpu_meta)
+    monkeypatch.setattr(profile, "census_widths", lambda: ({}, {"ptx": "k"}))
+    logs = []
+    path = profile.record_profile(["controls", "fused"], ncu=_fake_ncu(tmp_path, "fail-fused"),
+                                  reports=tmp_path / "reports", out=tmp_path, log=logs.append)
+    assert path.parent == tmp_path / "profile"
+    rec = profile.load(tmp_path / "profile")
+    groups = rec["meta"]["groups"]
+    assert groups["controls"]["profiled"] == len(cases.plan(["controls"]))
+    assert groups["fused"]["profiled"] == 0 and "error code" in groups["fused"]["error"]
+    assert {r["group"] for r in rec["rows"]} == {"controls"}
+    assert rec["meta"]["clock_control"] == "none" and rec["meta"]["ncu"] == "2099.1.0.0"
+    assert rec["meta"]["census_keys"] == {"ptx": "k"}
+    assert len(list((tmp_path / "profile").glob("profile-*.json"))) == 1  # one file per run
+    assert any("error code" in line for line in logs)
+
+
 def _gpu_meta():
     return {"target": "gpu", "gpu": "NVIDIA H200", "compute_capability": "9.0",
             "driver": "580.1", "cuda_driver_api": "13.0", "numba": "0.68.0",
@@ -253,6 +276,8 @@ def test_record_is_saved_without_overwriting_and_renders_as_a_table(tmp_path):
     assert "81.2" in table.splitlines()[2]  # DRAM % of the flat row
     only = profile.profile_table(rec, "fused")
     assert "flat@" not in only and "fused_qknorm_rope[bfloat16" in only
+    again = store.save("profile", rows[:1], method="synthetic", meta=_gpu_meta(), replace=second)
+    assert again == second and len(json.loads(second.read_text())["rows"]) == 1
     with pytest.raises(records.RecordError):
         store.save("profile", rows, method="x", meta=dict(_gpu_meta(), target="simulator"),
                    directory=tmp_path)

@@ -53,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import cases as _cases
@@ -395,9 +396,18 @@ def _child_env() -> dict:
     return env
 
 
+class Terminated(Exception):
+    """SIGTERM arrived (an outer time limit): ncu and its child are gone, earlier groups kept."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def _run(cmd, timeout_s, env=None):
-    """(exit status or None on timeout, stdout + stderr).  On a timeout the whole process group
-    goes: ncu's child (the Python process holding the GPU) must not outlive it."""
+    """(exit status or None on timeout, stdout + stderr).  ncu runs in its own process group, and
+    the whole group goes on a timeout or any interruption: the Python process ncu launched holds
+    the GPU and must not outlive the run."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, start_new_session=True)
     try:
@@ -407,6 +417,10 @@ def _run(cmd, timeout_s, env=None):
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         return None, out
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
 
 
 def profile_group(ncu: str, group_cases: list[dict], reports: Path, *, metrics, timeout_s: float,
@@ -488,38 +502,61 @@ def record_profile(groups=_cases.GROUPS, *, only: str | None = None, ncu: str | 
     if not all_cases:
         raise ProfileError("no case matches")
     metrics, dropped = usable_metrics(available_metrics(exe))
-    widths, census_keys = census_widths()
+    # The census compiles (a few seconds per kernel when its cache is stale): in the background,
+    # while ncu profiles the first group.
+    pool = ThreadPoolExecutor(1)
+    census_job = pool.submit(census_widths)
+    pool.shutdown(wait=False)
     reports = Path(reports) if reports else records.DATA_DIR / KIND / "reports"
-    rows, status = [], {}
-    for group in _cases.GROUPS:
-        group_cases = [c for c in all_cases if c["group"] == group]
-        if not group_cases:
-            continue
-        t0 = time.perf_counter()
-        try:
-            pairs, config = profile_group(exe, group_cases, reports, metrics=metrics,
-                                          timeout_s=timeout_s, log=log)
-            rows += [summarize(c, r, widths) for c, r in pairs]
-            status[group] = {"cases": len(group_cases), "profiled": len(pairs), "config": config,
-                             "seconds": round(time.perf_counter() - t0, 1)}
-        except ProfileError as exc:
-            log(f"[{group}] {exc}")
-            status[group] = {"cases": len(group_cases), "profiled": 0, "error": str(exc)[:1500],
-                             "seconds": round(time.perf_counter() - t0, 1)}
-            if "ERR_NVGPUCTRPERM" in str(exc):
-                break
-    if not rows:
-        raise ProfileError("nothing was profiled: " + json.dumps(status))
     version = ncu_version(exe)
     meta.update(profile_version=PROFILE_VERSION, ncu=version, ncu_path=exe,
                 command=command or f"python -m ropelab profile --groups {','.join(groups)}"
                 + (f" --only {only}" if only else ""),
                 sections=list(SECTIONS), metrics=metrics, metrics_dropped=dropped,
                 clock_control="none", replay_mode="kernel", cache_control="all",
-                groups=status, census_keys=census_keys)
+                groups={}, census_keys=None)
     method = METHOD.format(ncu=version, sections=", ".join(SECTIONS))
     directory = Path(out) / KIND if out else None
-    return store.save(KIND, rows, method=method, meta=meta, directory=directory)
+    rows, path = [], None
+    try:  # an outer `timeout` sends SIGTERM: stop cleanly, keeping the groups already recorded
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread
+        previous = None
+    try:
+        for group in _cases.GROUPS:
+            group_cases = [c for c in all_cases if c["group"] == group]
+            if not group_cases:
+                continue
+            t0 = time.perf_counter()
+            status = {"cases": len(group_cases)}
+            try:
+                pairs, config = profile_group(exe, group_cases, reports, metrics=metrics,
+                                              timeout_s=timeout_s, log=log)
+                if meta["census_keys"] is None:
+                    try:
+                        widths, meta["census_keys"] = census_job.result()
+                    except Exception as exc:  # widths stay unknown; the counters are still good
+                        widths, meta["census_keys"] = {}, {"error": str(exc)[:300]}
+                rows += [summarize(c, r, widths) for c, r in pairs]
+                status.update(profiled=len(pairs), config=config)
+            except ProfileError as exc:
+                log(f"[{group}] {exc}")
+                status.update(profiled=0, error=str(exc)[:1500])
+            status["seconds"] = round(time.perf_counter() - t0, 1)
+            meta["groups"][group] = status
+            if rows:  # saved after every group, into this run's one file
+                path = store.save(KIND, rows, method=method, meta=meta, directory=directory,
+                                  replace=path)
+            if "ERR_NVGPUCTRPERM" in status.get("error", ""):
+                break
+    except Terminated:
+        log("terminated: the groups finished before are recorded")
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+    if path is None:
+        raise ProfileError("nothing was profiled: " + json.dumps(meta["groups"]))
+    return path
 
 
 # --------------------------------------------------------------------------------------------

@@ -33,8 +33,12 @@ def stem(kind: str, meta: dict) -> str:
 
 
 def save(kind: str, rows: list[dict], *, method: str, meta: dict,
-         directory: Path | str | None = None) -> Path:
-    """Validate and write one record; return the JSON path (never overwrites an existing one)."""
+         directory: Path | str | None = None, replace: Path | None = None) -> Path:
+    """Validate and write one record; return the JSON path.
+
+    A new name never overwrites an existing file; ``replace`` (a path this run's previous save
+    returned) rewrites that record instead, for runs that save partial results as they go.
+    """
     records.validate_meta(meta)
     if not rows:
         raise records.RecordError(f"no rows to record for {kind!r}")
@@ -43,12 +47,15 @@ def save(kind: str, rows: list[dict], *, method: str, meta: dict,
         if list(row) != columns:
             raise records.RecordError(f"row {i} has columns {list(row)}, expected {columns}")
     directory = Path(directory) if directory is not None else records.DATA_DIR / kind
+    if replace is not None:
+        directory, name = Path(replace).parent, Path(replace).stem
     directory.mkdir(parents=True, exist_ok=True)
-    base = stem(kind, meta)
-    name, n = base, 1
-    while (directory / f"{name}.json").exists():
-        n += 1
-        name = f"{base}-{n}"
+    if replace is None:
+        base = stem(kind, meta)
+        name, n = base, 1
+        while (directory / f"{name}.json").exists():
+            n += 1
+            name = f"{base}-{n}"
     record = {"schema": records.SCHEMA, "kind": kind, "meta": meta, "method": method,
               "columns": columns, "rows": rows}
     path = directory / f"{name}.json"
