@@ -6,7 +6,7 @@ none) before ``numba.cuda`` is imported; see :mod:`ropelab.target`.
 
 from .target import SIMULATED, TARGET, TargetError, describe, format_description  # noqa: I001  (must run first)
 
-from . import kernels, reference, scaling, warp
+from . import kernels, reference, scaling, sim
 from .api import rope
 from .fused import fused_qknorm_rope
 from .problem import RopeInputError, RopeProblem
@@ -24,7 +24,8 @@ __all__ = [
     "reference",
     "rope",
     "scaling",
+    "sim",
 ]
 __version__ = "0.1.0"
 
-warp.install()  # warp shuffles for the simulator (a no-op on a GPU); idempotent
+sim.install()  # warp shuffles and a once-rounded fma for the simulator (a no-op on a GPU)

@@ -239,7 +239,7 @@ def _trace_fused_here(tokens: int, heads: list, head_dim: int, interleave: bool,
     from . import fused
     from .arrays import inspect_array
     from .kernels import fused_qknorm_rope as kernel
-    from .warp import install
+    from .sim.warp import install
 
     install()
     hq, hk, hv = heads

@@ -20,7 +20,7 @@ from .kernels import fused_qknorm_rope as _kernel
 from .problem import RopeInputError, check_base
 from .problem import check_rotary_dim as check_rope_rotary_dim
 from .tolerance import F32_EPS, rope_atol
-from .warp import install as _install_warp_emulation
+from .sim.warp import install as _install_warp_emulation
 
 
 def _fail(msg: str):
