@@ -4,7 +4,7 @@
 none) before ``numba.cuda`` is imported; see :mod:`ropelab.target`.
 """
 
-from .target import SIMULATED, TARGET, TargetError, describe, format_description  # noqa: I001  (must run first)
+from .target import SIMULATED, TARGET, TargetError, announce, describe, format_description  # noqa: I001  (must run first)
 
 from . import kernels, reference, scaling, sim
 from .api import rope
@@ -29,3 +29,4 @@ __all__ = [
 __version__ = "0.1.0"
 
 sim.install()  # warp shuffles and a once-rounded fma for the simulator (a no-op on a GPU)
+announce(sim.ARITHMETIC)  # on the simulator only, once, unless ROPELAB_QUIET=1

@@ -13,7 +13,7 @@ from . import fma, warp
 
 # The one statement of what simulated arithmetic is (the banner and notebook 00 print this).
 ARITHMETIC = (
-    "On the Numba CUDA simulator a kernel's float32 arithmetic runs as NumPy float32: each "
+    "On the simulator, a kernel's float32 arithmetic runs as NumPy float32: each "
     "operation is rounded once, as IEEE float32. What differs from a GPU: math.sin, math.cos and "
     "math.pow are double-precision library calls rounded to float32 (more accurate than the "
     "GPU's); fastmath is ignored (no sin.approx, no flush to zero); the GPU compiler may fuse a "
