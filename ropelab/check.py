@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import kernels, reference
+from . import fused, kernels, reference
 from .api import rope
 from .scaling import Llama3, YaRN, resolve
 from .target import SIMULATED, TARGET
@@ -114,8 +114,6 @@ FUSED_SIM_CASES = [
 
 
 def run_fused_checks(seed: int = 0, fastmath: bool = True) -> list[CheckRow]:
-    from . import fused
-
     rng = np.random.default_rng(seed)
     if SIMULATED:
         results = [fused.check_case(rng, fastmath=fastmath, **case) for case in FUSED_SIM_CASES]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import cuda
 
-from . import bf16, reference
+from . import bf16, reference, scaling
 from .arrays import ArrayInfo, inspect_array, overlaps, to_device_flat
 from .kernels import fused_qknorm_rope as _kernel
 from .problem import RopeInputError, check_base
@@ -25,52 +25,6 @@ from .sim.warp import install as _install_warp_emulation
 
 def _fail(msg: str):
     raise RopeInputError(msg)
-
-
-@dataclass(frozen=True)
-class Yarn:
-    """YaRN in SGLang's ``fused_qknorm_rope`` parameterization.
-
-    ``low`` and ``high`` are pair indices bounding the linear ramp from the original frequency
-    (pairs below ``low``) to the frequency divided by ``factor`` (pairs above ``high``); see
-    :func:`ropelab.reference.yarn_blend_inv_freq`.  ``attention_factor`` multiplies the rotated
-    dims only.  ``ropelab.scaling.yarn_correction_range`` turns Hugging Face's ``beta_fast`` /
-    ``beta_slow`` into ``low`` / ``high``.
-    """
-
-    factor: float
-    low: float
-    high: float
-    attention_factor: float = 1.0
-
-    def __post_init__(self):
-        for name in ("factor", "low", "high", "attention_factor"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-                _fail(f"yarn.{name} must be a number, got {value!r}")
-            if not math.isfinite(float(value)):
-                _fail(f"yarn.{name} must be finite, got {value}")
-            object.__setattr__(self, name, float(value))
-        if self.factor <= 0:
-            _fail(f"yarn.factor must be > 0, got {self.factor}")
-        if self.high < self.low:
-            _fail(f"yarn.high ({self.high}) must not be below yarn.low ({self.low})")
-
-
-def as_yarn(yarn) -> Yarn | None:
-    """None, a :class:`Yarn`, or a mapping with its fields -> a validated ``Yarn`` or None."""
-    if yarn is None or isinstance(yarn, Yarn):
-        return yarn
-    if isinstance(yarn, dict):
-        unknown = set(yarn) - {"factor", "low", "high", "attention_factor"}
-        if unknown:
-            _fail(f"yarn has unknown keys {sorted(unknown)}; expected factor, low, high, "
-                  "attention_factor")
-        missing = {"factor", "low", "high"} - set(yarn)
-        if missing:
-            _fail(f"yarn needs {sorted(missing)}")
-        return Yarn(**yarn)
-    raise TypeError(f"yarn must be None, ropelab.fused.Yarn or a dict, got {type(yarn).__name__}")
 
 
 @dataclass(frozen=True)
@@ -200,12 +154,7 @@ def build_problem(qkv_info: ArrayInfo, *, num_heads_q, num_heads_k, num_heads_v,
     rotary_dim = check_rotary_dim(rotary_dim, head_dim, bool(interleave))
     eps = _finite("eps", eps, 0.0)
     base = check_base(base)
-    y = as_yarn(yarn)
-    if y is None:
-        freqs, att = reference.inv_freq(rotary_dim, base), 1.0
-    else:
-        freqs = reference.yarn_blend_inv_freq(rotary_dim, base, y.factor, y.low, y.high)
-        att = y.attention_factor
+    freqs, att = scaling.resolve(scaling.as_fused_yarn(yarn), rotary_dim=rotary_dim, base=base)
     return FusedProblem(tokens, hq, hk, hv, head_dim, rotary_dim, bool(interleave), storage, eps,
                         base, att, freqs)
 
@@ -245,8 +194,9 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
         normalized only.  Even; with ``interleave=False`` a multiple of ``head_dim / 16``.
     interleave : bool
         True: pairs ``(2i, 2i+1)`` (GPT-J); False: ``(i, i + rotary_dim/2)`` (NeoX).
-    yarn : :class:`Yarn` or dict(factor, low, high[, attention_factor]), optional
-        SGLang's YaRN frequency blend; ``attention_factor`` scales the rotated dims.
+    yarn : :class:`ropelab.scaling.YaRN` or dict(factor, low, high[, attention_factor]), optional
+        YaRN's frequency blend; the dict is SGLang's form (``YaRN.from_ramp``);
+        ``attention_factor`` scales the rotated dims.
     fastmath : bool
         Approximate sin/cos/sqrt/division (SGLang uses ``__sincosf`` too).
     warps_per_block : int, optional
@@ -372,9 +322,12 @@ def check_case(rng, *, tokens, heads, head_dim, rotary_dim, storage, interleave=
     hq, hk, hv = heads
     kw = dict(num_heads_q=hq, num_heads_k=hk, num_heads_v=hv, head_dim=head_dim, eps=eps,
               base=base, rotary_dim=rotary_dim, interleave=interleave)
-    y = as_yarn(yarn)
+    y = scaling.as_fused_yarn(yarn)
+    rd = rotary_dim or head_dim
+    freqs, att = scaling.resolve(y, rotary_dim=rd, base=base)
     want = reference.fused_qknorm_rope(decode(qkv, storage), q_weight=decode(wq, storage),
-                                       k_weight=decode(wk, storage), positions=pos, yarn=y, **kw)
+                                       k_weight=decode(wk, storage), positions=pos, freqs=freqs,
+                                       attention_factor=att, **kw)
     before = qkv.copy()
     got = fused_qknorm_rope(qkv, q_weight=wq, k_weight=wk, positions=pos, yarn=y,
                             fastmath=fastmath, warps_per_block=warps_per_block,
@@ -384,10 +337,6 @@ def check_case(rng, *, tokens, heads, head_dim, rotary_dim, storage, interleave=
     normed = reference.fused_qknorm_rope(decode(before, storage), q_weight=decode(wq, storage),
                                          k_weight=decode(wk, storage), positions=np.zeros_like(pos),
                                          **kw)
-    att = y.attention_factor if y else 1.0
-    rd = rotary_dim or head_dim
-    freqs = (reference.inv_freq(rd, base) if y is None else
-             reference.yarn_blend_inv_freq(rd, base, y.factor, y.low, y.high))
     angle = float(np.abs(pos).max()) * float(freqs.max())
     tol = tolerance(float(np.abs(normed[:, :qk]).max()), float(np.abs(want[:, :qk]).max()), angle,
                     storage, fastmath=fastmath, attention_factor=att)

@@ -43,6 +43,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda, float32, uint64
 
+from .. import scaling
+from ..freqs import ntk_base, yarn_ramp_bounds
 from ..problem import HEADS, INVERSE, NEOX, PARTIAL, SCALED, RopeInputError
 from ._jit import blocks_for, jitted
 from .freq_table import last_call_cache, quotient, shift_for
@@ -206,21 +208,16 @@ class FreqParams:
 
 def freq_params(scheme, rotary_dim: int, base: float) -> FreqParams:
     """Kernel parameters that reproduce ``scheme``'s frequencies (``scheme`` None: unscaled)."""
-    from .. import scaling  # late: scaling imports the problem module this package needs first
-
     step = -2.0 / rotary_dim
     if scheme is None:
         return FreqParams(1.0, base, step)
     if isinstance(scheme, scaling.Linear):
         return FreqParams(1.0 / scheme.factor, base, step)
     if isinstance(scheme, scaling.NTK):
-        return FreqParams(1.0, scaling.ntk_base(rotary_dim, base, scheme.factor), step)
+        return FreqParams(1.0, ntk_base(rotary_dim, base, scheme.factor), step)
     shrink = 1.0 - 1.0 / scheme.factor
     if isinstance(scheme, scaling.YaRN):
-        low, high = scaling.yarn_correction_range(rotary_dim, base, scheme.original_max_positions,
-                                                  scheme.beta_fast, scheme.beta_slow, scheme.truncate)
-        if low == high:
-            high = high + 0.001
+        low, high = yarn_ramp_bounds(*scheme.ramp(rotary_dim, base))
         return FreqParams(1.0, base, step, RAMP_ON_INDEX, 1.0 / (high - low), -low / (high - low), shrink)
     if isinstance(scheme, scaling.Llama3):
         span = scheme.high_freq_factor - scheme.low_freq_factor
@@ -239,8 +236,6 @@ class PairState:
 
 def prepare(problem, *, pairs_per_thread: int = PAIRS_PER_THREAD) -> PairState:
     """Check the options and derive the in-kernel frequency formula for ``problem``."""
-    from .. import scaling
-
     if isinstance(pairs_per_thread, (bool, np.bool_)) or not isinstance(pairs_per_thread, (int, np.integer)):
         raise RopeInputError(f"pairs_per_thread must be an int, got {type(pairs_per_thread).__name__}")
     if not 1 <= pairs_per_thread <= MAX_PAIRS_PER_THREAD:
