@@ -4,9 +4,9 @@
 none) before ``numba.cuda`` is imported; see :mod:`ropelab.target`.
 """
 
-from .target import SIMULATED, TARGET, TargetError, describe, format_description  # noqa: I001  (must run first)
+from .target import SIMULATED, TARGET, TargetError, announce, describe, format_description  # noqa: I001  (must run first)
 
-from . import kernels, reference, scaling, warp
+from . import kernels, reference, scaling, sim
 from .api import check_errors, rope
 from .errors import RopeDeviceError, RopeInputError
 from .fused import fused_qknorm_rope
@@ -27,7 +27,9 @@ __all__ = [
     "reference",
     "rope",
     "scaling",
+    "sim",
 ]
 __version__ = "0.1.0"
 
-warp.install()  # warp shuffles for the simulator (a no-op on a GPU); idempotent
+sim.install()  # warp shuffles and a once-rounded fma for the simulator (a no-op on a GPU)
+announce(sim.ARITHMETIC)  # on the simulator only, once, unless ROPELAB_QUIET=1

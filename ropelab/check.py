@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import kernels, reference
+from . import fused, kernels, reference
 from .api import rope
 from .scaling import Llama3, YaRN, resolve
 from .target import SIMULATED, TARGET
-from .tolerance import max_angle, rope_atol
+from .tolerance import Mode, max_angle, mode_for, rope_atol
 
 # The simulator runs each CUDA thread as a Python thread (~10^4 per second): keep it small.
 SIM_SHAPES = [(1, 6), (7, 130), (3, 2048)]
@@ -52,6 +52,15 @@ def cases_for(module):
     return cases
 
 
+def max_position_for(mode: Mode) -> int:
+    """Positions a check draws from: below 4096, or the whole range reduce_angle claims.
+
+    4096 fits the cos/sin cache the cache option builds (``freq_table.CHECK_OPTIONS``);
+    reduce_angle's accuracy is position independent up to 2**24, so its check says so there.
+    """
+    return Mode.REDUCED.max_position + 1 if mode is Mode.REDUCED else 4096
+
+
 def run_checks(variants=None, shapes=None, seed: int = 0, fastmath: bool = True) -> list[CheckRow]:
     shapes = shapes or (SIM_SHAPES if SIMULATED else GPU_SHAPES)
     rng = np.random.default_rng(seed)
@@ -72,15 +81,17 @@ def run_checks(variants=None, shapes=None, seed: int = 0, fastmath: bool = True)
                 variant_options = opts.pop("variant_options", {})
                 scaling = opts.pop("scaling", None)
                 shape = (tokens, hidden) if heads == 1 else (tokens, heads, hidden)
+                mode = mode_for(fastmath=fastmath, **variant_options)
                 x = rng.standard_normal(shape).astype(np.float32)
-                pos = rng.integers(0, 4096, tokens).astype(np.int32)
+                pos = rng.integers(0, max_position_for(mode), tokens).astype(np.int32)
                 got = rope(x, variant=name, positions=pos, fastmath=fastmath, scaling=scaling,
                            **opts, **variant_options)
                 rd = opts.get("rotary_dim", hidden)
                 freqs, att = resolve(scaling, rotary_dim=rd, base=reference.DEFAULT_BASE)
                 want = reference.rope(x, pos, freqs=freqs, attention_factor=att, **opts)
-                tol = rope_atol(float(np.abs(x).max()), max_angle(pos, freqs), fastmath=fastmath,
-                                attention_factor=att)
+                # Each accuracy mode is judged by its own error model (ropelab.tolerance).
+                tol = rope_atol(float(np.abs(x).max()), max_angle(pos, freqs), mode=mode,
+                                attention_factor=att, max_position=int(pos.max()))
                 shown = dict(opts, **variant_options)
                 if heads > 1:
                     shown["heads"] = heads
@@ -103,8 +114,6 @@ FUSED_SIM_CASES = [
 
 
 def run_fused_checks(seed: int = 0, fastmath: bool = True) -> list[CheckRow]:
-    from . import fused
-
     rng = np.random.default_rng(seed)
     if SIMULATED:
         results = [fused.check_case(rng, fastmath=fastmath, **case) for case in FUSED_SIM_CASES]

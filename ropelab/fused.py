@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda
 
-from . import bf16, calls, reference, streams
+from . import bf16, calls, reference, scaling, streams
 from .arrays import FAST_META, ArrayInfo, device_view, inspect_array, overlaps, register_fast_types
 from .kernels import fused_qknorm_rope as _kernel
 from .kernels._launch import bind, launch
@@ -23,54 +23,6 @@ from .problem import check_rotary_dim as check_rope_rotary_dim
 from .target import SIMULATED
 from .tolerance import F32_EPS, rope_atol
 from .validate import check_bool, check_float, check_int, fail
-
-_fail = fail  # the Yarn class below raises through this name
-
-
-@dataclass(frozen=True)
-class Yarn:
-    """YaRN in SGLang's ``fused_qknorm_rope`` parameterization.
-
-    ``low`` and ``high`` are pair indices bounding the linear ramp from the original frequency
-    (pairs below ``low``) to the frequency divided by ``factor`` (pairs above ``high``); see
-    :func:`ropelab.reference.yarn_blend_inv_freq`.  ``attention_factor`` multiplies the rotated
-    dims only.  ``ropelab.scaling.yarn_correction_range`` turns Hugging Face's ``beta_fast`` /
-    ``beta_slow`` into ``low`` / ``high``.
-    """
-
-    factor: float
-    low: float
-    high: float
-    attention_factor: float = 1.0
-
-    def __post_init__(self):
-        for name in ("factor", "low", "high", "attention_factor"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-                _fail(f"yarn.{name} must be a number, got {value!r}")
-            if not math.isfinite(float(value)):
-                _fail(f"yarn.{name} must be finite, got {value}")
-            object.__setattr__(self, name, float(value))
-        if self.factor <= 0:
-            _fail(f"yarn.factor must be > 0, got {self.factor}")
-        if self.high < self.low:
-            _fail(f"yarn.high ({self.high}) must not be below yarn.low ({self.low})")
-
-
-def as_yarn(yarn) -> Yarn | None:
-    """None, a :class:`Yarn`, or a mapping with its fields -> a validated ``Yarn`` or None."""
-    if yarn is None or isinstance(yarn, Yarn):
-        return yarn
-    if isinstance(yarn, dict):
-        unknown = set(yarn) - {"factor", "low", "high", "attention_factor"}
-        if unknown:
-            _fail(f"yarn has unknown keys {sorted(unknown)}; expected factor, low, high, "
-                  "attention_factor")
-        missing = {"factor", "low", "high"} - set(yarn)
-        if missing:
-            _fail(f"yarn needs {sorted(missing)}")
-        return Yarn(**yarn)
-    raise TypeError(f"yarn must be None, ropelab.fused.Yarn or a dict, got {type(yarn).__name__}")
 
 
 # ---- validation --------------------------------------------------------------------------------
@@ -89,48 +41,48 @@ def check_qkv(info: ArrayInfo, heads: tuple[int, int, int], head_dim: int) -> tu
         raise TypeError(f"qkv must be float32, float16, or uint16 holding bfloat16 bits; got "
                         f"{info.dtype}")
     if len(info.shape) != 2:
-        _fail(f"qkv must be 2-D [tokens, (heads_q + heads_k + heads_v) * head_dim], got shape "
+        fail(f"qkv must be 2-D [tokens, (heads_q + heads_k + heads_v) * head_dim], got shape "
               f"{info.shape}")
     if info.nbytes and not info.c_contiguous:  # NumPy gives empty arrays zero strides
-        _fail("qkv must be C-contiguous (rows [Q | K | V] back to back); pass a contiguous array")
+        fail("qkv must be C-contiguous (rows [Q | K | V] back to back); pass a contiguous array")
     tokens, width = info.shape
     hq, hk, hv = heads
     if width != (hq + hk + hv) * head_dim:
-        _fail(f"qkv rows have {width} elements but (num_heads_q + num_heads_k + num_heads_v) * "
+        fail(f"qkv rows have {width} elements but (num_heads_q + num_heads_k + num_heads_v) * "
               f"head_dim = ({hq} + {hk} + {hv}) * {head_dim} = {(hq + hk + hv) * head_dim}")
     if storage == "bfloat16" and info.ptr % 4 and info.on_device:
-        _fail("bfloat16 qkv must start at a 4-byte aligned address (the kernel moves two "
+        fail("bfloat16 qkv must start at a 4-byte aligned address (the kernel moves two "
               "elements per 32-bit word); a fresh tensor is aligned, an odd-offset slice is not")
     if tokens * width > _kernel.MAX_ELEMENTS:
-        _fail(f"qkv has {tokens * width} elements; the kernel's 32-bit indexing allows "
+        fail(f"qkv has {tokens * width} elements; the kernel's 32-bit indexing allows "
               f"{_kernel.MAX_ELEMENTS}")
     return tokens, storage
 
 
 def check_weight(name: str, info: ArrayInfo, head_dim: int, dtype: np.dtype) -> None:
     if info.shape != (head_dim,):
-        _fail(f"{name} must have shape ({head_dim},) (one weight per dim of a head), got {info.shape}")
+        fail(f"{name} must have shape ({head_dim},) (one weight per dim of a head), got {info.shape}")
     if info.dtype != dtype:
         raise TypeError(f"{name} must have the dtype of qkv ({dtype}), got {info.dtype}")
     if not info.c_contiguous:
-        _fail(f"{name} must be contiguous")
+        fail(f"{name} must be contiguous")
 
 
 def check_positions(info: ArrayInfo, tokens: int) -> None:
     if info.shape != (tokens,):
-        _fail(f"positions (SGLang's position_ids) must have shape ({tokens},), one per token; got "
+        fail(f"positions (SGLang's position_ids) must have shape ({tokens},), one per token; got "
               f"{info.shape}")
     if info.dtype != np.int32:
         raise TypeError(f"positions must be int32, got {info.dtype}")
     if info.nbytes and not info.c_contiguous:
-        _fail("positions must be contiguous")
+        fail("positions must be contiguous")
 
 
 def check_rotary_dim(rotary_dim, head_dim: int, interleave: bool) -> int:
     rotary_dim = check_rope_rotary_dim(rotary_dim, head_dim)  # the checks plain RoPE makes
     per_lane = head_dim // _kernel.WARP
     if not interleave and rotary_dim % (2 * per_lane):
-        _fail(f"with interleave=False (NeoX) rotary_dim must be a multiple of 2 * head_dim / 32 = "
+        fail(f"with interleave=False (NeoX) rotary_dim must be a multiple of 2 * head_dim / 32 = "
               f"{2 * per_lane} so that each half of the rotated dims fills whole lanes; got "
               f"{rotary_dim}")
     return rotary_dim
@@ -141,25 +93,20 @@ def build_problem(qkv_info: ArrayInfo, *, num_heads_q, num_heads_k, num_heads_v,
     """Check every scalar argument and ``qkv``'s metadata; return the problem."""
     head_dim = check_int("head_dim", head_dim, minimum=1)
     if head_dim not in _kernel.HEAD_DIMS:
-        _fail(f"head_dim {head_dim} is not supported: the kernel gives each of a warp's 32 lanes "
+        fail(f"head_dim {head_dim} is not supported: the kernel gives each of a warp's 32 lanes "
               f"head_dim / 32 elements and keeps interleaved pairs inside a lane, so head_dim must "
               f"be one of {', '.join(map(str, _kernel.HEAD_DIMS))}")
     hq = check_int("num_heads_q", num_heads_q, minimum=0)
     hk = check_int("num_heads_k", num_heads_k, minimum=0)
     hv = check_int("num_heads_v", num_heads_v, minimum=0)
     if hq + hk == 0:
-        _fail("num_heads_q + num_heads_k must be at least 1: there is nothing to normalize")
+        fail("num_heads_q + num_heads_k must be at least 1: there is nothing to normalize")
     interleave = check_bool("interleave", interleave)
     tokens, storage = check_qkv(qkv_info, (hq, hk, hv), head_dim)
     rotary_dim = check_rotary_dim(rotary_dim, head_dim, bool(interleave))
     eps = check_float("eps", eps, at_least=0.0)
     base = check_base(base)
-    y = as_yarn(yarn)
-    if y is None:
-        freqs, att = reference.inv_freq(rotary_dim, base), 1.0
-    else:
-        freqs = reference.yarn_blend_inv_freq(rotary_dim, base, y.factor, y.low, y.high)
-        att = y.attention_factor
+    freqs, att = scaling.resolve(scaling.as_fused_yarn(yarn), rotary_dim=rotary_dim, base=base)
     return FusedProblem(tokens, hq, hk, hv, head_dim, rotary_dim, bool(interleave), storage, eps,
                         base, att, freqs)
 
@@ -197,8 +144,9 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
         normalized only.  Even; with ``interleave=False`` a multiple of ``head_dim / 16``.
     interleave : bool
         True: pairs ``(2i, 2i+1)`` (GPT-J); False: ``(i, i + rotary_dim/2)`` (NeoX).
-    yarn : :class:`Yarn` or dict(factor, low, high[, attention_factor]), optional
-        SGLang's YaRN frequency blend; ``attention_factor`` scales the rotated dims.
+    yarn : :class:`ropelab.scaling.YaRN` or dict(factor, low, high[, attention_factor]), optional
+        YaRN's frequency blend; the dict is SGLang's form (``YaRN.from_ramp``);
+        ``attention_factor`` scales the rotated dims.
     fastmath : bool
         Approximate sin/cos/sqrt/division (SGLang uses ``__sincosf`` too).
     warps_per_block : int, optional
@@ -437,9 +385,12 @@ def check_case(rng, *, tokens, heads, head_dim, rotary_dim, storage, interleave=
     hq, hk, hv = heads
     kw = dict(num_heads_q=hq, num_heads_k=hk, num_heads_v=hv, head_dim=head_dim, eps=eps,
               base=base, rotary_dim=rotary_dim, interleave=interleave)
-    y = as_yarn(yarn)
+    y = scaling.as_fused_yarn(yarn)
+    rd = rotary_dim or head_dim
+    freqs, att = scaling.resolve(y, rotary_dim=rd, base=base)
     want = reference.fused_qknorm_rope(decode(qkv, storage), q_weight=decode(wq, storage),
-                                       k_weight=decode(wk, storage), positions=pos, yarn=y, **kw)
+                                       k_weight=decode(wk, storage), positions=pos, freqs=freqs,
+                                       attention_factor=att, **kw)
     before = qkv.copy()
     cached = dict(cache=True, max_positions=max_position) if cache else {}
     got = fused_qknorm_rope(qkv, q_weight=wq, k_weight=wk, positions=pos, yarn=y,
@@ -450,10 +401,6 @@ def check_case(rng, *, tokens, heads, head_dim, rotary_dim, storage, interleave=
     normed = reference.fused_qknorm_rope(decode(before, storage), q_weight=decode(wq, storage),
                                          k_weight=decode(wk, storage), positions=np.zeros_like(pos),
                                          **kw)
-    att = y.attention_factor if y else 1.0
-    rd = rotary_dim or head_dim
-    freqs = (reference.inv_freq(rd, base) if y is None else
-             reference.yarn_blend_inv_freq(rd, base, y.factor, y.low, y.high))
     angle = float(np.abs(pos).max()) * float(freqs.max())
     tol = tolerance(float(np.abs(normed[:, :qk]).max()), float(np.abs(want[:, :qk]).max()), angle,
                     storage, fastmath=fastmath, attention_factor=att, cache=cache)

@@ -6,15 +6,17 @@ One frozen dataclass per scheme, validated when it is built (bad parameters rais
 
 * :class:`Linear` -- position interpolation (kaiokendev; Chen et al. 2023).
 * :class:`NTK` -- "NTK-aware" base scaling (bloc97).
-* :class:`YaRN` -- NTK-by-parts interpolation plus an attention factor (Peng et al. 2023).
+* :class:`YaRN` -- NTK-by-parts interpolation plus an attention factor (Peng et al. 2023), in
+  Hugging Face's form or, through :meth:`YaRN.from_ramp`, SGLang's (the fused kernel's ``yarn``).
 * :class:`Llama3` -- Llama 3.1's piecewise rescaling by wavelength.
 
 ``ropelab.rope(x, scaling=...)`` takes one of these objects, or a Hugging Face style dict such as
 ``{"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}`` (the older
 key ``"type"`` works too).  Unknown scheme names and unknown keys are refused.
 
-All frequencies are computed here in float64 on the host, ``[rotary_dim // 2]`` long, pair ``i``
-rotating by ``position * freqs[i]``.  The kernels receive them already scaled (as a table, or as
+This module holds the user-facing objects and their validation; the float64 formulas they
+evaluate, ``[rotary_dim // 2]`` frequencies with pair ``i`` rotating by ``position * freqs[i]``,
+live in :mod:`ropelab.freqs`.  The kernels receive them already scaled (as a table, or as
 the parameters of the same formula evaluated in-kernel, see ``ropelab.kernels.pair_sincos``).
 """
 
@@ -25,14 +27,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Module imports, not names: this module is loaded while ``problem`` and ``reference`` may still
-# be initialising (``reference`` re-exports the functions below).
-from . import problem as _problem
-from . import reference as _reference
+# The formulas (pure NumPy); callers reach some through this module (scaling.yarn_correction_range).
+from .freqs import (  # noqa: F401
+    inv_freq,
+    linear_inv_freq,
+    llama3_inv_freq,
+    ntk_base,
+    ntk_inv_freq,
+    yarn_blend_inv_freq,
+    yarn_correction_range,
+    yarn_inv_freq,
+    yarn_mscale,
+)
+from .problem import RopeInputError
 
 
 def _fail(msg: str):
-    raise _problem.RopeInputError(msg)
+    raise RopeInputError(msg)
 
 
 def _number(name: str, value, *, low=None, low_open=True, scheme: str) -> float:
@@ -52,109 +63,6 @@ def _positive_int(name: str, value, *, scheme: str) -> int:
     if value <= 0:
         _fail(f"{scheme}: {name} must be a positive int, got {value}")
     return int(value)
-
-
-# --------------------------------------------------------------------------------------------
-# The formulas, as plain float64 functions (re-exported by ropelab.reference).
-# --------------------------------------------------------------------------------------------
-
-def linear_inv_freq(rotary_dim: int, base: float, factor: float) -> np.ndarray:
-    """Position interpolation: ``inv_freq / factor``.
-
-    Follows Hugging Face ``_compute_linear_scaling_rope_parameters`` (which divides the
-    frequencies rather than the positions; the two are the same product) and vLLM's
-    ``LinearScalingRotaryEmbedding``.
-    """
-    return _reference.inv_freq(rotary_dim, base) / factor
-
-
-def ntk_base(rotary_dim: int, base: float, factor: float) -> float:
-    """The NTK-aware base ``base * factor ** (d / (d - 2))`` with ``d = rotary_dim``.
-
-    The exponent makes the lowest frequency exactly ``1 / factor`` of its old value while the
-    highest (pair 0, frequency 1) is unchanged.
-    """
-    return base * factor ** (rotary_dim / (rotary_dim - 2))
-
-
-def ntk_inv_freq(rotary_dim: int, base: float, factor: float) -> np.ndarray:
-    """NTK-aware scaling: the default frequencies of the larger base :func:`ntk_base`.
-
-    This is bloc97's static formula, the one Hugging Face's ``_compute_dynamic_ntk_parameters``
-    applies with a length-dependent factor ``factor * seq_len / max_pos - (factor - 1)`` in
-    place of ``factor`` (static NTK = dynamic NTK frozen at that effective factor).  vLLM's
-    ``NTKScalingRotaryEmbedding`` ("fixed NTK", kexue.fm/archives/9706) is a different formula
-    (base times factor, then every frequency divided by ``factor ** (2 / d)``) and is not this.
-    """
-    return _reference.inv_freq(rotary_dim, ntk_base(rotary_dim, base, factor))
-
-
-def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
-    """YaRN's ``0.1 * mscale * ln(factor) + 1`` (1 for ``factor <= 1``)."""
-    return 1.0 if factor <= 1.0 else 0.1 * mscale * math.log(factor) + 1.0
-
-
-def yarn_correction_range(rotary_dim: int, base: float, original_max_positions: int,
-                          beta_fast: float, beta_slow: float, truncate: bool = True) -> tuple[float, float]:
-    """Pair indices ``(low, high)`` between which YaRN ramps from extrapolation to interpolation.
-
-    Pair ``i`` completes ``original_max_positions * freq_i / (2 pi)`` turns over the original
-    context; ``low`` is the (fractional) index at which that count falls to ``beta_fast`` turns
-    and ``high`` where it falls to ``beta_slow``.  Floored / ceiled when ``truncate`` and clamped
-    to ``[0, rotary_dim - 1]``, as Hugging Face and vLLM do.
-    """
-    def dim_for(turns: float) -> float:
-        return (rotary_dim * math.log(original_max_positions / (turns * 2 * math.pi))
-                / (2 * math.log(base)))
-
-    low, high = dim_for(beta_fast), dim_for(beta_slow)
-    if truncate:
-        low, high = math.floor(low), math.ceil(high)
-    return max(low, 0), min(high, rotary_dim - 1)
-
-
-def yarn_ramp(rotary_dim: int, low: float, high: float) -> np.ndarray:
-    """Interpolation weight per pair: 0 below ``low``, 1 above ``high``, linear between."""
-    if low == high:
-        high = high + 0.001  # the reference implementations' guard against 0/0
-    i = np.arange(rotary_dim // 2, dtype=np.float64)
-    return np.clip((i - low) / (high - low), 0.0, 1.0)
-
-
-def yarn_inv_freq(rotary_dim: int, base: float, factor: float, original_max_positions: int,
-                  beta_fast: float = 32.0, beta_slow: float = 1.0, truncate: bool = True) -> np.ndarray:
-    """YaRN ("NTK-by-parts") frequencies.
-
-    Follows Hugging Face ``_compute_yarn_parameters`` (and vLLM's ``YaRNScalingRotaryEmbedding``,
-    which has the same ramp): with ``w_i = yarn_ramp(...)[i]``,
-    ``freq_i = inv_freq_i * (1 - w_i) + (inv_freq_i / factor) * w_i``.  Fast-turning pairs
-    (``w = 0``) keep their frequency; slow ones (``w = 1``) are interpolated by ``factor``.
-    """
-    low, high = yarn_correction_range(rotary_dim, base, original_max_positions, beta_fast,
-                                      beta_slow, truncate)
-    w = yarn_ramp(rotary_dim, low, high)
-    f = _reference.inv_freq(rotary_dim, base)
-    return f * (1.0 - w) + (f / factor) * w
-
-
-def llama3_inv_freq(rotary_dim: int, base: float, factor: float, low_freq_factor: float,
-                    high_freq_factor: float, original_max_positions: int) -> np.ndarray:
-    """Llama 3.1 frequencies.
-
-    Follows Hugging Face ``_compute_llama3_parameters`` (vLLM's ``Llama3RotaryEmbedding`` is the
-    same): with wavelength ``L_i = 2 pi / inv_freq_i`` and ``L0 = original_max_positions``,
-    pairs with ``L_i < L0 / high_freq_factor`` keep their frequency, pairs with
-    ``L_i > L0 / low_freq_factor`` are divided by ``factor``, and in between
-    ``s = (L0 / L_i - low_freq_factor) / (high_freq_factor - low_freq_factor)`` blends
-    ``(1 - s) * inv_freq / factor + s * inv_freq``.
-    """
-    f = _reference.inv_freq(rotary_dim, base)
-    wavelen = 2 * math.pi / f
-    s = (original_max_positions / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
-    out = np.where(wavelen > original_max_positions / low_freq_factor, f / factor, f)
-    medium = (wavelen >= original_max_positions / high_freq_factor) & \
-             (wavelen <= original_max_positions / low_freq_factor)
-    return np.where(medium, (1.0 - s) * f / factor + s * f, out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,35 +102,48 @@ class NTK:
 
 @dataclass(frozen=True)
 class YaRN:
-    """YaRN: ``factor`` (>= 1), the pre-training context ``original_max_positions``, the ramp
-    bounds ``beta_fast > beta_slow > 0`` (in turns over the original context), and the
-    attention factor that multiplies cos and sin.
+    """YaRN: frequencies ramped from kept (fast pairs) to divided by ``factor`` (slow pairs), and
+    an attention factor that multiplies cos and sin.
 
-    ``attention_factor=None`` means ``yarn_mscale(factor, mscale) / yarn_mscale(factor,
-    mscale_all_dim)`` when both DeepSeek-style ``mscale`` and ``mscale_all_dim`` are given, else
-    ``0.1 ln(factor) + 1``, exactly as Hugging Face ``_compute_yarn_parameters`` decides it.
+    Two ways to say where the ramp lies, one class:
+
+    * Hugging Face's: the pre-training context ``original_max_positions`` and the ramp bounds
+      ``beta_fast > beta_slow > 0`` in turns over it (default 32 and 1), turned into pair
+      indices by :func:`ropelab.freqs.yarn_correction_range` for each ``rotary_dim`` and base;
+    * SGLang's (``fused_qknorm_rope``): the pair indices ``low <= high`` themselves, built with
+      :meth:`from_ramp`.
+
+    ``factor >= 1`` in both.  ``attention_factor`` (> 0) multiplies cos and sin;
+    ``None`` means ``yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim)`` when both
+    DeepSeek-style ``mscale`` and ``mscale_all_dim`` are given, else ``0.1 ln(factor) + 1``,
+    exactly as Hugging Face ``_compute_yarn_parameters`` decides it (:meth:`from_ramp` defaults
+    it to 1, as SGLang does).
     """
 
     factor: float
-    original_max_positions: int
-    beta_fast: float = 32.0
-    beta_slow: float = 1.0
+    original_max_positions: int | None = None
+    beta_fast: float | None = None
+    beta_slow: float | None = None
     attention_factor: float | None = None
     mscale: float | None = None
     mscale_all_dim: float | None = None
     truncate: bool = True
+    low: float | None = None
+    high: float | None = None
+
+    @classmethod
+    def from_ramp(cls, factor: float, low: float, high: float, attention_factor: float = 1.0) -> YaRN:
+        """YaRN in SGLang's ``fused_qknorm_rope`` parameterization: ramp bounds as pair indices."""
+        return cls(factor, attention_factor=attention_factor, low=low, high=high)
 
     def __post_init__(self):
         s = "yarn"
         set_ = object.__setattr__
         set_(self, "factor", _number("factor", self.factor, low=1.0, low_open=False, scheme=s))
-        set_(self, "original_max_positions",
-             _positive_int("original_max_positions", self.original_max_positions, scheme=s))
-        set_(self, "beta_fast", _number("beta_fast", self.beta_fast, low=0.0, scheme=s))
-        set_(self, "beta_slow", _number("beta_slow", self.beta_slow, low=0.0, scheme=s))
-        if self.beta_fast <= self.beta_slow:
-            _fail(f"yarn: beta_fast ({self.beta_fast:g}) must be greater than beta_slow "
-                  f"({self.beta_slow:g}): the ramp runs from fast-turning to slow-turning pairs")
+        if self.low is not None or self.high is not None:
+            self._check_ramp_form()
+        else:
+            self._check_hugging_face_form()
         if self.attention_factor is not None:
             set_(self, "attention_factor",
                  _number("attention_factor", self.attention_factor, low=0.0, scheme=s))
@@ -232,6 +153,46 @@ class YaRN:
         if not isinstance(self.truncate, bool):
             _fail(f"yarn: truncate must be True or False, got {self.truncate!r}")
 
+    def _check_hugging_face_form(self):
+        s = "yarn"
+        set_ = object.__setattr__
+        if self.original_max_positions is None:
+            _fail("yarn needs original_max_positions (Hugging Face's form) or the ramp's pair "
+                  "bounds low and high (SGLang's form, YaRN.from_ramp)")
+        set_(self, "original_max_positions",
+             _positive_int("original_max_positions", self.original_max_positions, scheme=s))
+        set_(self, "beta_fast", _number("beta_fast", 32.0 if self.beta_fast is None else self.beta_fast,
+                                        low=0.0, scheme=s))
+        set_(self, "beta_slow", _number("beta_slow", 1.0 if self.beta_slow is None else self.beta_slow,
+                                        low=0.0, scheme=s))
+        if self.beta_fast <= self.beta_slow:
+            _fail(f"yarn: beta_fast ({self.beta_fast:g}) must be greater than beta_slow "
+                  f"({self.beta_slow:g}): the ramp runs from fast-turning to slow-turning pairs")
+
+    def _check_ramp_form(self):
+        s = "yarn"
+        set_ = object.__setattr__
+        if self.low is None or self.high is None:
+            _fail(f"yarn needs {sorted(k for k in ('low', 'high') if getattr(self, k) is None)} "
+                  "with the other ramp bound")
+        given = [k for k in ("original_max_positions", "beta_fast", "beta_slow")
+                 if getattr(self, k) is not None]
+        if given:
+            _fail(f"yarn: give the ramp as low/high or as original_max_positions/beta_fast/"
+                  f"beta_slow, not both (got low, high and {', '.join(given)})")
+        set_(self, "low", _number("low", self.low, scheme=s))
+        set_(self, "high", _number("high", self.high, scheme=s))
+        if self.high < self.low:
+            _fail(f"yarn: high ({self.high:g}) must not be below low ({self.low:g})")
+
+    def ramp(self, rotary_dim: int, base: float) -> tuple[float, float]:
+        """The ramp's pair bounds ``(low, high)`` for this ``rotary_dim`` and base (unguarded;
+        :func:`ropelab.freqs.yarn_ramp_bounds` makes them safe to divide by)."""
+        if self.low is not None:
+            return self.low, self.high
+        return yarn_correction_range(rotary_dim, base, self.original_max_positions, self.beta_fast,
+                                     self.beta_slow, self.truncate)
+
     def resolved_attention_factor(self) -> float:
         if self.attention_factor is not None:
             return self.attention_factor
@@ -240,9 +201,29 @@ class YaRN:
         return yarn_mscale(self.factor)
 
     def compute(self, rotary_dim: int, base: float) -> tuple[np.ndarray, float]:
-        freqs = yarn_inv_freq(rotary_dim, base, self.factor, self.original_max_positions,
-                              self.beta_fast, self.beta_slow, self.truncate)
-        return freqs, self.resolved_attention_factor()
+        low, high = self.ramp(rotary_dim, base)
+        return yarn_blend_inv_freq(rotary_dim, base, self.factor, low, high), self.resolved_attention_factor()
+
+
+_RAMP_KEYS = ("factor", "low", "high", "attention_factor")
+
+
+def as_fused_yarn(yarn) -> YaRN | None:
+    """What ``fused_qknorm_rope(yarn=...)`` takes: None, a :class:`YaRN`, or SGLang's mapping
+    ``{"factor", "low", "high"[, "attention_factor"]}`` (-> :meth:`YaRN.from_ramp`)."""
+    if yarn is None or isinstance(yarn, YaRN):
+        return yarn
+    if isinstance(yarn, dict):
+        unknown = set(yarn) - set(_RAMP_KEYS)
+        if unknown:
+            _fail(f"yarn has unknown keys {sorted(unknown)}; expected factor, low, high, "
+                  "attention_factor")
+        missing = {"factor", "low", "high"} - set(yarn)
+        if missing:
+            _fail(f"yarn needs {sorted(missing)}")
+        return YaRN.from_ramp(**yarn)
+    raise TypeError(f"yarn must be None, ropelab.scaling.YaRN or a dict with factor, low, high "
+                    f"[, attention_factor]; got {type(yarn).__name__}")
 
 
 @dataclass(frozen=True)
@@ -320,7 +301,7 @@ def from_dict(config: dict):
         return cls(**kwargs)
     except TypeError as exc:  # a required key is missing
         missing = [k for k, f in keys.items() if f not in kwargs]
-        raise _problem.RopeInputError(f"{name}: missing key(s) among {missing}: {exc}") from None
+        raise RopeInputError(f"{name}: missing key(s) among {missing}: {exc}") from None
 
 
 def parse(scaling):
@@ -340,7 +321,7 @@ def resolve(scaling, *, rotary_dim: int, base: float) -> tuple[np.ndarray, float
     """``(freqs, attention_factor)`` for ``scaling``: float64 ``[rotary_dim // 2]`` and a float."""
     scheme = parse(scaling)
     if scheme is None:
-        return _reference.inv_freq(rotary_dim, base), 1.0
+        return inv_freq(rotary_dim, base), 1.0
     freqs, attention_factor = scheme.compute(rotary_dim, base)
     freqs = np.asarray(freqs, dtype=np.float64)
     if not (np.all(np.isfinite(freqs)) and np.all(freqs > 0)):

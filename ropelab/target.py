@@ -9,8 +9,9 @@ Rules, in order:
 1. ``ROPELAB_TARGET=gpu`` or ``ROPELAB_TARGET=simulator`` forces the choice.
 2. Otherwise ``NUMBA_ENABLE_CUDASIM`` set by the user (``1`` or ``0``) is respected.
 3. Otherwise the CUDA driver is asked, through ``ctypes``, whether it can see a device.  No
-   device (or no driver) means the simulator, and ropelab says so once on stderr
-   (``ROPELAB_QUIET=1`` silences that line; :func:`describe` always tells).
+   device (or no driver) means the simulator, and ``import ropelab`` says so once on stderr
+   with what simulated numbers are worth (:func:`announce`; ``ROPELAB_QUIET=1`` silences it;
+   :func:`describe` always tells).
 """
 
 from __future__ import annotations
@@ -126,12 +127,22 @@ def select() -> tuple[str, str]:
 TARGET, REASON = select()
 SIMULATED = TARGET == SIMULATOR
 
-if SIMULATED and os.environ.get("ROPELAB_QUIET", "") not in ("1", "true", "yes"):
-    print(
-        f"ropelab: running kernels on the Numba CUDA simulator ({REASON}). "
-        "Results are exact-ish (the simulator computes in float64) and never timed.",
-        file=sys.stderr,
-    )
+_announced = False
+
+
+def announce(arithmetic: str) -> None:
+    """Say once on stderr that kernels run on the simulator, and what its numbers are worth.
+
+    ``arithmetic`` is :data:`ropelab.sim.ARITHMETIC` (``import ropelab`` passes it; this module
+    must not import the shims, which need the target chosen first).  Nothing on a GPU, nothing
+    with ``ROPELAB_QUIET=1``, nothing the second time.
+    """
+    global _announced
+    if not SIMULATED or _announced or os.environ.get("ROPELAB_QUIET", "") in ("1", "true", "yes"):
+        return
+    _announced = True
+    print(f"ropelab: running kernels on the Numba CUDA simulator ({REASON}); never timed. "
+          f"{arithmetic}", file=sys.stderr)
 
 
 def _version(dist: str) -> str | None:

@@ -17,7 +17,6 @@ from ropelab.kernels._device import NO_SHIFT
 from ropelab.kernels._launch import launch
 from ropelab.problem import RopeProblem
 from ropelab.scaling import Llama3, YaRN, resolve
-from ropelab.tolerance import max_angle, rope_atol
 
 MODES = {"table": {}, "cache": {"cache": True, "max_positions": 1000}, "reduced": {"reduce_angle": True}}
 
@@ -37,7 +36,7 @@ def test_modes_layouts_schemes_with_heads(rng, mode, opts):
     pos = rng.integers(0, 1000, 5).astype(np.int32)
     got = ropelab.rope(x, variant="freq_table", positions=pos, **opts, **MODES[mode])
     assert got.shape == x.shape
-    check(x, got, pos, **opts)
+    check(x, got, pos, variant_options=MODES[mode], **opts)  # each mode its own error model
 
 
 @pytest.mark.parametrize("mode", list(MODES))
@@ -46,7 +45,7 @@ def test_two_d_input_and_precise_math(rng, mode):
     pos = rng.integers(0, 1000, 7).astype(np.int32)
     got = ropelab.rope(x, variant="freq_table", positions=pos, fastmath=False, rotary_dim=14,
                        **MODES[mode])
-    check(x, got, pos, fastmath=False, rotary_dim=14)
+    check(x, got, pos, fastmath=False, rotary_dim=14, variant_options=MODES[mode])
 
 
 def test_every_element_is_written_and_the_tail_passes_through(rng):
@@ -94,7 +93,8 @@ def _wrapped(a):
 
 
 def test_angle_reduction_algorithm_is_accurate_at_long_context():
-    # The simulator's fma rounds like a*b+c, so this checks the algorithm on the host instead.
+    # The algorithm in NumPy, apart from the kernel: the kernel itself meets the same claim on
+    # the simulator (its cuda.fma is the once-rounded shim) in test_tolerance.py.
     freqs = reference.inv_freq(128)
     hi, lo = freq_table.turns_tables(freqs)
     worst_reduced = worst_naive = 0.0
@@ -141,7 +141,7 @@ def test_the_last_cached_position_is_accepted(rng):
     x = rng.standard_normal((2, 8)).astype(np.float32)
     pos = np.array([0, 7], np.int32)
     got = ropelab.rope(x, variant="freq_table", positions=pos, cache=True, max_positions=8)
-    check(x, got, pos)
+    check(x, got, pos, variant_options=dict(cache=True))
 
 
 @pytest.mark.parametrize("mode", list(MODES))
@@ -154,7 +154,7 @@ def test_power_of_two_head_sizes_take_the_shift_path(rng, mode, heads):
     assert [int(a) for a in args[:4]] == [heads, {3: NO_SHIFT, 4: 2}[heads], 8, 3]
     got = ropelab.rope(x, variant="freq_table", positions=pos, rotary_dim=12, interleave=False,
                        **MODES[mode])
-    check(x, got, pos, rotary_dim=12, interleave=False)
+    check(x, got, pos, rotary_dim=12, interleave=False, variant_options=MODES[mode])
     np.testing.assert_array_equal(got[..., 12:], x[..., 12:])
 
 

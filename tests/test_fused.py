@@ -1,7 +1,7 @@
 """Fused QK-RMSNorm + RoPE: the float64 reference, the kernel against it, and input checking.
 
 On the simulator (no GPU) the kernel runs one Python thread per CUDA thread with the warp
-shuffles of ropelab.warp, so shapes stay tiny: 3-5 tokens, 1-3 heads of each kind.  The grid is
+shuffles of ropelab.sim.warp, so shapes stay tiny: 3-5 tokens, 1-3 heads of each kind.  The grid is
 (tokens, head groups): the partial block is the last head group, so head counts that are not a
 multiple of the warps per block are what exercises the tail.  Budget: about 40 s on 2 cores.
 """

@@ -1,6 +1,7 @@
-"""Scaling schemes: values worked out by hand from each formula, HF-style dicts, bad parameters.
+"""Scaling schemes: values worked out by hand from each formula, HF-style dicts, bad parameters,
+YaRN's two forms (Hugging Face's and SGLang's ramp bounds) in one class.
 
-No kernels run here except in the last tests (one tiny launch each); budget: about 2 s.
+Few kernels run here (one tiny launch each); budget: about 3 s.
 """
 
 import math
@@ -9,8 +10,17 @@ import numpy as np
 import pytest
 
 import ropelab
-from ropelab import RopeInputError, kernels, reference, scaling
+from ropelab import RopeInputError, reference, scaling
+from ropelab.kernels import fused_qknorm_rope as fused_kernel
+from ropelab.kernels import pair_sincos
 from ropelab.scaling import NTK, Linear, Llama3, YaRN, resolve
+from test_freqs import llama3_by_hand, yarn_by_hand
+
+
+@pytest.fixture
+def launch_counter(launches):
+    """Launches of any kernel (the conftest's counter covers the one launch path)."""
+    return launches
 
 
 def test_linear_divides_every_frequency():
@@ -69,14 +79,96 @@ def test_llama3_by_hand():
     assert att == 1.0
 
 
-def test_reference_reexports_the_formulas():
-    np.testing.assert_array_equal(reference.yarn_inv_freq(64, 1e4, 4.0, 2048),
-                                  resolve(YaRN(4.0, 2048), rotary_dim=64, base=1e4)[0])
-    np.testing.assert_array_equal(reference.llama3_inv_freq(64, 5e5, 8.0, 1.0, 4.0, 8192),
-                                  resolve(Llama3(8.0, 1.0, 4.0, 8192), rotary_dim=64, base=5e5)[0])
-    np.testing.assert_array_equal(reference.linear_inv_freq(16, 1e4, 3.0), reference.inv_freq(16) / 3.0)
-    np.testing.assert_array_equal(reference.ntk_inv_freq(16, 1e4, 2.0),
-                                  reference.inv_freq(16, 1e4 * 2.0 ** (16 / 14)))
+def test_schemes_give_the_published_formulas():
+    # Against plain-Python versions of Hugging Face's definitions (tests/test_freqs.py), not
+    # against ropelab's own functions: this fails if a scheme or a formula drifts.
+    np.testing.assert_allclose(resolve(YaRN(4.0, 2048), rotary_dim=64, base=1e4)[0],
+                               yarn_by_hand(64, 1e4, 4.0, 2048), rtol=1e-13, atol=0)
+    np.testing.assert_allclose(resolve(Llama3(8.0, 1.0, 4.0, 8192), rotary_dim=64, base=5e5)[0],
+                               llama3_by_hand(64, 5e5, 8.0, 1.0, 4.0, 8192), rtol=1e-13, atol=0)
+    np.testing.assert_allclose(resolve(Linear(3.0), rotary_dim=16, base=1e4)[0],
+                               [1e4 ** (-2 * i / 16) / 3.0 for i in range(8)], rtol=1e-14)
+    # NTK: base 1e4 * 2 ** (16 / 14); the last frequency is exactly half the default one.
+    ntk = resolve(NTK(2.0), rotary_dim=16, base=1e4)[0]
+    np.testing.assert_allclose(ntk, [(1e4 * 2.0 ** (16 / 14)) ** (-2 * i / 16) for i in range(8)],
+                               rtol=1e-13)
+    assert ntk[-1] == pytest.approx(1e4 ** (-14 / 16) / 2.0, rel=1e-13)
+
+
+# ---- YaRN's two forms ---------------------------------------------------------------------------
+
+def test_yarn_from_ramp_is_the_hugging_face_yarn_with_the_same_bounds():
+    low, high = scaling.yarn_correction_range(64, 1e4, 2048, 32.0, 1.0)
+    hf = YaRN(4.0, 2048, attention_factor=1.25)
+    ramp = YaRN.from_ramp(4.0, low, high, attention_factor=1.25)
+    assert ramp.ramp(64, 1e4) == hf.ramp(64, 1e4) == (low, high)
+    np.testing.assert_array_equal(resolve(ramp, rotary_dim=64, base=1e4)[0],
+                                  resolve(hf, rotary_dim=64, base=1e4)[0])
+    assert resolve(ramp, rotary_dim=64, base=1e4)[1] == 1.25
+    # SGLang's form by hand: rotary_dim 8, base 1e4 (f = 1, 0.1, 0.01, 0.001), ramp 1 .. 3.
+    freqs, att = resolve(YaRN.from_ramp(2.0, 1.0, 3.0), rotary_dim=8, base=1e4)
+    np.testing.assert_allclose(freqs, [1.0, 0.1, 0.5 * 0.01 + 0.5 * 0.01 / 2, 0.001 / 2], rtol=1e-14)
+    assert att == 1.0  # SGLang's default: no attention scaling unless given
+
+
+def test_yarn_step_when_the_bounds_meet():
+    # low == high: high moves up by 0.001 (the one guard, ropelab.freqs.yarn_ramp_bounds), so
+    # pairs up to low keep their frequency and the ones after it are divided by the factor.
+    freqs, _ = resolve(YaRN.from_ramp(4.0, 2.0, 2.0), rotary_dim=8, base=1e4)
+    np.testing.assert_allclose(freqs, [1.0, 0.1, 0.01, 0.001 / 4], rtol=1e-14)
+
+
+@pytest.mark.parametrize("build, match", [
+    (lambda: YaRN(4.0), "original_max_positions .* or the ramp's pair bounds"),
+    (lambda: YaRN.from_ramp(4.0, 5.0, 1.0), "high .* must not be below low"),
+    (lambda: YaRN(4.0, low=1.0), r"needs \['high'\]"),
+    (lambda: YaRN(4.0, 2048, low=1.0, high=3.0), "not both"),
+    (lambda: YaRN(4.0, beta_fast=8.0, low=1.0, high=3.0), "not both"),
+    (lambda: YaRN.from_ramp(4.0, 1.0, float("inf")), "finite"),
+    (lambda: YaRN.from_ramp(0.5, 1.0, 3.0), "factor must be >= 1"),
+    (lambda: YaRN.from_ramp(4.0, 1.0, 3.0, attention_factor=0.0), "attention_factor must be > 0"),
+    (lambda: YaRN.from_ramp(4.0, 1.0, 3.0, attention_factor=-1.2), "attention_factor must be > 0"),
+    (lambda: scaling.as_fused_yarn(dict(factor=2.0, low=1.0)), r"yarn needs \['high'\]"),
+    (lambda: scaling.as_fused_yarn(dict(factor=2.0, low=1.0, high=3.0, mscale=1.0)), "unknown keys"),
+    (lambda: scaling.as_fused_yarn(dict(factor=2.0, low=1.0, high=3.0, attention_factor=0)),
+     "attention_factor must be > 0"),
+])
+def test_yarn_refuses_bad_parameters(build, match):
+    with pytest.raises(RopeInputError, match=match):
+        build()
+
+
+def test_fused_yarn_takes_the_dict_or_the_class():
+    assert scaling.as_fused_yarn(None) is None
+    assert scaling.as_fused_yarn(dict(factor=2.0, low=1.0, high=3.0)) == YaRN.from_ramp(2.0, 1.0, 3.0)
+    hf = YaRN(4.0, 4096)
+    assert scaling.as_fused_yarn(hf) is hf
+    with pytest.raises(TypeError, match="yarn must be None"):
+        scaling.as_fused_yarn((2.0, 1.0, 3.0))
+
+
+def test_fused_kernel_takes_a_yarn_object_like_its_dict(rng):
+    qkv = rng.standard_normal((2, 3 * 64)).astype(np.float32)
+    weights = np.ones(64, np.float32)
+    kw = dict(num_heads_q=1, num_heads_k=1, num_heads_v=1, head_dim=64, q_weight=weights,
+              k_weight=weights, positions=np.array([3, 900], np.int32))
+    as_dict = ropelab.fused_qknorm_rope(qkv.copy(), yarn=dict(factor=4.0, low=2.0, high=9.0,
+                                                              attention_factor=1.2), **kw)
+    as_object = ropelab.fused_qknorm_rope(qkv.copy(), yarn=YaRN.from_ramp(4.0, 2.0, 9.0, 1.2), **kw)
+    np.testing.assert_array_equal(as_dict, as_object)
+    plain = ropelab.fused_qknorm_rope(qkv.copy(), **kw)
+    assert np.abs(as_object - plain).max() > 0.1  # the YaRN parameters did reach the kernel
+
+
+def test_fused_kernel_refuses_a_non_positive_attention_factor_before_launch(launch_counter):
+    qkv = np.ones((2, 3 * 64), np.float32)
+    before = qkv.copy()
+    with pytest.raises(RopeInputError, match="attention_factor must be > 0"):
+        ropelab.fused_qknorm_rope(qkv, num_heads_q=1, num_heads_k=1, num_heads_v=1, head_dim=64,
+                                  q_weight=np.ones(64, np.float32), k_weight=np.ones(64, np.float32),
+                                  positions=np.zeros(2, np.int32),
+                                  yarn=dict(factor=2.0, low=1.0, high=3.0, attention_factor=0.0))
+    assert launch_counter == [] and np.array_equal(qkv, before)
 
 
 def test_hugging_face_dicts():
@@ -166,3 +258,13 @@ def test_a_dict_reaches_the_kernel(rng):
     assert att > 1.2
     np.testing.assert_allclose(got, want, atol=1e-4)
     assert np.abs(got - reference.rope(x, pos)).max() > 1e-2  # the scaling did something
+
+
+@pytest.mark.parametrize("scheme", [YaRN.from_ramp(4.0, 2.0, 2.0), YaRN.from_ramp(8.0, 1.5, 6.25, 1.1),
+                                    YaRN(4.0, 64), Llama3(8.0, 1.0, 4.0, 64), NTK(4.0), Linear(3.0), None])
+def test_pair_sincos_in_kernel_formula_reproduces_every_scheme(scheme):
+    # pair_sincos evaluates the frequencies in the kernel from a few parameters (including
+    # YaRN's guarded ramp bounds); in float64 they must be the scheme's frequencies.
+    params = pair_sincos.freq_params(scheme, 16, 1e4)
+    np.testing.assert_allclose(params.freqs(8), resolve(scheme, rotary_dim=16, base=1e4)[0],
+                               rtol=1e-12, atol=0)

@@ -39,6 +39,9 @@ def test_notice_is_printed_once_and_can_be_silenced():
     code = "import ropelab, importlib; import ropelab.target; print('ok')"
     r = run(code, ROPELAB_TARGET="simulator")
     assert r.stderr.count("Numba CUDA simulator") == 1
+    # The banner carries the one statement of what simulated numbers are worth.
+    assert ropelab.sim.ARITHMETIC in r.stderr
+    assert "float64" not in r.stderr  # it once claimed "the simulator computes in float64"
     r = run(code, ROPELAB_TARGET="simulator", ROPELAB_QUIET="1")
     assert r.stderr == "" and r.stdout.strip() == "ok"
 

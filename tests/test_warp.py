@@ -1,4 +1,4 @@
-"""Warp shuffles: the simulator emulation in ropelab.warp (and, on a GPU, the real instructions).
+"""Warp shuffles: the simulator emulation in ropelab.sim.warp (and, on a GPU, the real instructions).
 
 The kernels below state what each shuffle must return; the expectations are computed in NumPy
 from the lane arithmetic, so the same tests check the hardware when a GPU is present.
@@ -10,7 +10,7 @@ import pytest
 from numba import cuda, int32
 
 import ropelab
-from ropelab import warp
+from ropelab.sim import warp
 
 sim_only = pytest.mark.skipif(not ropelab.SIMULATED, reason="tests the simulator's emulation")
 FULL = 0xFFFFFFFF

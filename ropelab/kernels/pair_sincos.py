@@ -43,6 +43,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda, float32, uint64
 
+from .. import scaling
+from ..freqs import ntk_base, yarn_ramp_bounds
 from ..problem import HEADS, INVERSE, NEOX, PARTIAL, SCALED, RopeInputError
 from ..validate import check_int
 from ._device import quotient, rotate, shift_for
@@ -201,21 +203,16 @@ class FreqParams:
 
 def freq_params(scheme, rotary_dim: int, base: float) -> FreqParams:
     """Kernel parameters that reproduce ``scheme``'s frequencies (``scheme`` None: unscaled)."""
-    from .. import scaling  # late: scaling imports the problem module this package needs first
-
     step = -2.0 / rotary_dim
     if scheme is None:
         return FreqParams(1.0, base, step)
     if isinstance(scheme, scaling.Linear):
         return FreqParams(1.0 / scheme.factor, base, step)
     if isinstance(scheme, scaling.NTK):
-        return FreqParams(1.0, scaling.ntk_base(rotary_dim, base, scheme.factor), step)
+        return FreqParams(1.0, ntk_base(rotary_dim, base, scheme.factor), step)
     shrink = 1.0 - 1.0 / scheme.factor
     if isinstance(scheme, scaling.YaRN):
-        low, high = scaling.yarn_correction_range(rotary_dim, base, scheme.original_max_positions,
-                                                  scheme.beta_fast, scheme.beta_slow, scheme.truncate)
-        if low == high:
-            high = high + 0.001
+        low, high = yarn_ramp_bounds(*scheme.ramp(rotary_dim, base))
         return FreqParams(1.0, base, step, RAMP_ON_INDEX, 1.0 / (high - low), -low / (high - low), shrink)
     if isinstance(scheme, scaling.Llama3):
         span = scheme.high_freq_factor - scheme.low_freq_factor
@@ -230,8 +227,6 @@ OPTIONS = {"pairs_per_thread": PAIRS_PER_THREAD}
 
 def formula_for(problem) -> FreqParams:
     """The in-kernel frequency formula for ``problem``, proven equal to its frequencies."""
-    from .. import scaling
-
     params = freq_params(scaling.parse(problem.scaling), problem.rotary_dim, problem.base)
     # The kernel evaluates a formula, not the table the reference uses: prove they agree.
     if not np.allclose(params.freqs(problem.n_pairs), problem.freqs, rtol=1e-9, atol=0.0):

@@ -63,7 +63,7 @@ def plain_cases() -> list[dict]:
 
     cases = []
     for shape in plain_shapes():
-        for name, module in kernels.VARIANTS.items():
+        for name, module in kernels.MODULES.items():
             for opts in _variant_options(module, shape.tokens):
                 label = _options_label(opts)
                 cases.append({

@@ -48,8 +48,9 @@ from numba import cuda, float32, uint64
 
 from .. import ptx as _ptx
 from ..kernels import block2d, flat, pack4
-from ..kernels._jit import blocks_for, jitted
-from ..kernels.rotate import rotate
+from ..kernels._launch import Plan, blocks_for, launch
+from ..problem import census_problem
+from ..kernels._device import rotate
 from ..kernels.vec import load_f32x4, store_f32x4
 from ..problem import MAX_THREADS_PER_BLOCK, WARP
 from . import order
@@ -305,10 +306,15 @@ KERNELS = {e.name: e for e in (
 _REFERENCE_MODULES = {"flat": flat, "block2d": block2d, "pack4": pack4, "pack4_scalar": pack4}
 
 
+def _ropelab_signature(module) -> str:
+    """The argument types ropelab's own launch passes to the module's kernel (from its plan)."""
+    return module.VARIANT.plan(census_problem(module.VARIANT.features)).signature()
+
+
 def signature_drift() -> list[str]:
     """References whose ropelab kernel no longer takes the arguments this module passes."""
     return [name for name, module in _REFERENCE_MODULES.items()
-            if module.PTX_SIGNATURE != KERNELS[name].signature]
+            if _ropelab_signature(module) != KERNELS[name].signature]
 
 
 def applies(name: str, tokens: int, hidden: int) -> bool:
@@ -322,14 +328,18 @@ def make_launch(name: str, tokens: int, hidden: int, x, out, positions, *, fastm
     e = KERNELS[name]
     if name in _REFERENCE_MODULES and name in signature_drift():
         raise RuntimeError(f"ropelab's {name} kernel now has the signature "
-                           f"{_REFERENCE_MODULES[name].PTX_SIGNATURE}; update "
+                           f"{_ropelab_signature(_REFERENCE_MODULES[name])}; update "
                            f"ropelab.measure.controls to launch it")
     if not applies(name, tokens, hidden):
         raise ValueError(f"{name} needs hidden % 4 == 0, got {hidden}")
     grid, threads, scalars = e.config(tokens, hidden)
-    kernel = jitted(e.fn, fastmath)[grid, threads, stream]
-    args = (x, out, *scalars) if e.copy_only else (x, out, positions, *scalars)
-    return lambda: kernel(*args)
+    f32, i32 = np.dtype(np.float32), np.dtype(np.int32)
+    # Through ropelab's one launch path, like every other timed kernel: the rows compare kernels,
+    # not launchers.
+    plan = Plan(e.fn, fastmath, grid, threads, (f32, f32) if e.copy_only else (f32, f32, i32),
+                scalars=tuple(np.int64(v) if type(v) is int else v for v in scalars))
+    arrays = (x, out) if e.copy_only else (x, out, positions)
+    return lambda: launch(plan, arrays, stream)
 
 
 # --------------------------------------------------------------------------------------------

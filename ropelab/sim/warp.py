@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 import time
 
-from .target import SIMULATED
+from ..target import SIMULATED
 
 WARP = 32
 FULL_MASK = 0xFFFFFFFF

@@ -1,0 +1,31 @@
+"""Shims that make the Numba CUDA simulator compute what ropelab's kernels compute on a GPU.
+
+* :mod:`ropelab.sim.warp`: warp shuffles (the simulator has none);
+* :mod:`ropelab.sim.fma`: a correctly rounded ``cuda.fma`` (the simulator's rounds twice).
+
+``import ropelab`` calls :func:`install`; on a GPU it does nothing.  :data:`ARITHMETIC` says what
+the simulator's numbers are worth; the start-up banner and the notebooks print it.
+"""
+
+from __future__ import annotations
+
+from . import fma, warp
+
+# The one statement of what simulated arithmetic is (the banner and notebook 00 print this).
+ARITHMETIC = (
+    "On the simulator, a kernel's float32 arithmetic runs as NumPy float32: each "
+    "operation is rounded once, as IEEE float32. What differs from a GPU: math.sin, math.cos and "
+    "math.pow are double-precision library calls rounded to float32 (more accurate than the "
+    "GPU's); fastmath is ignored (no sin.approx, no flush to zero); the GPU compiler may fuse a "
+    "multiply and an add into one fma (one rounding fewer) where the simulator rounds both; an "
+    "explicit cuda.fma is rounded once on both (ropelab's shim). So the simulator checks a "
+    "kernel's logic and its float32 rounding; fast-math error and speed come from a GPU."
+)
+
+
+def install() -> dict:
+    """Install every simulator shim (idempotent; a no-op on a GPU).
+
+    Returns what was installed: ``{"warp": names of the shuffles added, "fma": True/False}``.
+    """
+    return {"warp": warp.install(), "fma": fma.install()}
