@@ -7,16 +7,19 @@ none) before ``numba.cuda`` is imported; see :mod:`ropelab.target`.
 from .target import SIMULATED, TARGET, TargetError, describe, format_description  # noqa: I001  (must run first)
 
 from . import kernels, reference, scaling, warp
-from .api import rope
+from .api import check_errors, rope
+from .errors import RopeDeviceError, RopeInputError
 from .fused import fused_qknorm_rope
-from .problem import RopeInputError, RopeProblem
+from .problem import RopeProblem
 
 __all__ = [
     "SIMULATED",
     "TARGET",
+    "RopeDeviceError",
     "RopeInputError",
     "RopeProblem",
     "TargetError",
+    "check_errors",
     "describe",
     "format_description",
     "fused_qknorm_rope",

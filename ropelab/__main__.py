@@ -13,9 +13,21 @@ def _info(args) -> int:
     return 0
 
 
+# Exit statuses: 0 ok, 1 a check failed, 2 the command itself was used wrongly (argparse's
+# convention), so scripts can tell "the kernels are wrong" from "the call was wrong".
+USAGE_ERROR = 2
+
+
 def _check(args) -> int:
+    from . import kernels
     from .check import format_rows, run_checks
 
+    known = set(kernels.VARIANTS) | set(kernels.FUSED)
+    unknown = [v for v in (args.variant or []) if v not in known]
+    if unknown:
+        print(f"ropelab check: unknown variant {', '.join(map(repr, unknown))}; choose from "
+              f"{', '.join(sorted(known))}", file=sys.stderr)
+        return USAGE_ERROR
     rows = run_checks(variants=args.variant or None, fastmath=not args.precise)
     print(format_rows(rows))
     return 0 if all(r.passed for r in rows) else 1

@@ -48,7 +48,8 @@ MIN_REPEATS = 5
 # The seed's benchmark shapes ([tokens, hidden], float32, one head), one shape that moves more
 # than 1 GB, and the production shapes of the fused QK-norm + RoPE kernel (SGLang PR 21654).
 SEED_SHAPES = [(4096, 512), (4096, 1024), (8192, 512), (8192, 1024)]
-BIG_SHAPES = [(32768, 4096)]  # 512 MiB in, 512 MiB out: 1.07 GB moved
+BIG_SHAPES = [(32768, 4096)]
+OVERHEAD_SHAPE = (64, 512)  # host launch cost: a kernel far shorter than its launch  # 512 MiB in, 512 MiB out: 1.07 GB moved
 PRODUCTION_SHAPES = [  # (label, tokens, q heads, k heads, head_dim)
     ("flux_1024", 4096, 24, 24, 128),
     ("qwen_image_1024", 4096, 32, 32, 128),
@@ -430,6 +431,20 @@ class Buffers:
         s = self.shape
         return RopeProblem(tokens=s.tokens, heads=1, head_dim=s.hidden, rotary_dim=s.hidden)
 
+    def user_arrays(self):
+        """(x, out, positions) as a user holds them: PyTorch tensors over the same memory when
+        PyTorch is installed (the review's case), else the numba device arrays."""
+        if SIMULATED:
+            return self.x, self.out, self.positions
+        try:
+            import torch
+        except ImportError:
+            return self.x, self.out, self.positions
+        s = self.shape
+        return (torch.as_tensor(self.x, device="cuda").view(s.tokens, s.hidden),
+                torch.as_tensor(self.out, device="cuda").view(s.tokens, s.hidden),
+                torch.as_tensor(self.positions, device="cuda"))
+
 
 @dataclass
 class Entry:
@@ -443,82 +458,142 @@ class Entry:
     group: int = 0  # run order: 0 ropelab + copy + CUDA C++, 1 eager PyTorch, 2 torch.compile
 
 
+# Variant options timed besides the defaults (issue: the cos/sin cache, the vLLM / FlashInfer
+# method, had never been timed); max_positions=None means "the shape's token count".
+EXTRA_OPTIONS = {"freq_table": ({"cache": True, "max_positions": None},)}
+
+
+def _options_label(options: dict) -> str:
+    return ":cache" if options.get("cache") else ""
+
+
 def _variant_entries(names=None, precise: bool = False) -> list[Entry]:
+    """Two rows per variant (and option set): the public call and the kernel alone.
+
+    ``<name>`` times ``ropelab.rope(x, variant=name, positions=pos, out=out)`` exactly as a user
+    calls it, on PyTorch tensors when PyTorch is installed.  ``<name>:kernel`` fires the same
+    compiled, pre-packed launch with fixed pointers: the GPU work of the call and nothing else.
+    Their difference is what the public path costs on the GPU's timeline.
+    """
     from . import kernels
 
     entries = []
-    for name, module in kernels.VARIANTS.items():
+    for name, variant in kernels.VARIANTS.items():
         if names and name not in names:
             continue
-        for fm in ((True, False) if precise else (True,)):
-            label = name if fm else f"{name}:precise"
-            entries.append(Entry(label, "numba", _variant_maker(module, fm), fastmath=fm))
+        for options in ({},) + EXTRA_OPTIONS.get(name, ()):
+            for fm in ((True, False) if precise else (True,)):
+                label = name + _options_label(options) + ("" if fm else ":precise")
+                entries.append(Entry(label, "ropelab", _public_maker(name, options, fm),
+                                     fastmath=fm))
+                entries.append(Entry(label + ":kernel", "kernel",
+                                     _kernel_maker(variant, options, fm), fastmath=fm))
     return entries
 
 
-def _variant_maker(module, fastmath):
+def _resolved(options: dict, tokens: int) -> dict:
+    return {k: (tokens if v is None and k == "max_positions" else v) for k, v in options.items()}
+
+
+def _public_maker(name: str, options: dict, fastmath: bool):
     def make(buf: Buffers):
+        import ropelab
+
+        x, out, pos = buf.user_arrays()
+        opts = _resolved(options, buf.shape.tokens)
+        call = lambda: ropelab.rope(x, variant=name, positions=pos, out=out,  # noqa: E731
+                                    fastmath=fastmath, **opts)
+        call()  # validates and compiles once; every timed call takes the cached path
+        return call
+    return make
+
+
+def _kernel_maker(variant, options: dict, fastmath: bool):
+    def make(buf: Buffers):
+        from .kernels._launch import bind
+
         problem = buf.problem()
-        kwargs = {"fastmath": fastmath}
-        prepare = getattr(module, "prepare", None)
-        if prepare is not None:
-            kwargs["state"] = prepare(problem)
-        return lambda: module.launch(problem, buf.x, buf.out, buf.positions, **kwargs)
+        plan = variant.plan(problem, _resolved(options, problem.tokens), fastmath=fastmath)
+        n = problem.elements
+        bound = bind(plan, ((n, 4), (n, 4), (problem.tokens, 4)))
+        ptrs = tuple(int(a.__cuda_array_interface__["data"][0])
+                     for a in (buf.x, buf.out, buf.positions))
+        return lambda: bound.fire(ptrs, 0)
     return make
 
 
 def _fused_entries(names=None) -> list[Entry]:
-    """Fused kernels registered in ``kernels.FUSED``.
+    """The fused kernel through ``ropelab.fused_qknorm_rope`` (at its default and at each
+    heads-per-warp setting), and its kernel alone."""
+    from .kernels import fused_qknorm_rope as kmod
 
-    A module may provide ``bench_launcher(shape) -> launch()``; otherwise the launcher is built
-    here for the ``launch(problem, qkv, q_weight, k_weight, positions, inv_freq)`` signature of
-    ``fused_qknorm_rope``, with inputs from :func:`ropelab.fused.random_inputs`.
-    """
-    from . import kernels
-
-    fused = getattr(kernels, "FUSED", None) or {}
-    entries = []
-    for name, module in fused.items():
-        if names and name not in names:
-            continue
-        hook = getattr(module, "bench_launcher", None)
-
-        def make(buf: Buffers, module=module, hook=hook):
-            if not buf.shape.fused:
-                return None
-            return hook(buf.shape) if hook is not None else _fused_launcher(module, buf.shape)
-
-        entries.append(Entry(name, "numba_fused", make, fastmath=True, fused=True))
-        if hook is None and name == "fused_qknorm_rope":
-            # The same kernel at each heads-per-warp setting (more bytes in flight per warp).
-            for hpw in module.HEADS_PER_WARP_CHOICES:
-                def make_h(buf: Buffers, module=module, hpw=hpw):
-                    return _fused_launcher(module, buf.shape, heads_per_warp=hpw) if buf.shape.fused else None
-
-                entries.append(Entry(f"{name}_{hpw}head{'s' if hpw > 1 else ''}", "numba_fused",
-                                     make_h, fastmath=True, fused=True))
+    if names and "fused_qknorm_rope" not in names:
+        return []
+    entries = [Entry("fused_qknorm_rope", "ropelab_fused", _fused_maker(None), fastmath=True,
+                     fused=True),
+               Entry("fused_qknorm_rope:kernel", "kernel_fused", _fused_maker(None, kernel=True),
+                     fastmath=True, fused=True)]
+    for hpw in kmod.HEADS_PER_WARP_CHOICES:
+        entries.append(Entry(f"fused_qknorm_rope_{hpw}head{'s' if hpw > 1 else ''}",
+                             "ropelab_fused", _fused_maker(hpw), fastmath=True, fused=True))
     return entries
 
 
-def _fused_launcher(module, shape: Shape, heads_per_warp=None):
+def fused_user_arrays(shape: Shape, seed: int = 0):
+    """(qkv, q_weight, k_weight, positions) on the device as a PyTorch user holds them
+    (``torch.bfloat16`` for bfloat16) when PyTorch is installed, else numba arrays (bfloat16
+    as uint16 bit patterns)."""
     from . import fused
-    from .arrays import inspect_array
 
-    fused._install_warp_emulation()  # a no-op on a GPU
     heads = (shape.heads_q, shape.heads_k, shape.heads_v or 0)
-    qkv, wq, wk, pos = fused.random_inputs(np.random.default_rng(0), shape.tokens, heads,
-                                           shape.head_dim, shape.dtype)
-    qkv_dev = cuda.to_device(qkv)
-    problem = fused.build_problem(inspect_array(qkv_dev, "qkv"), num_heads_q=heads[0],
-                                  num_heads_k=heads[1], num_heads_v=heads[2],
-                                  head_dim=shape.head_dim, rotary_dim=shape.rotary_dim)
-    small = [cuda.to_device(a) for a in (wq, wk, pos)]
-    freq = cuda.to_device(problem.inv_freq_f32())
-    flat = qkv_dev.reshape(-1)
-    if shape.dtype == "bfloat16":  # the kernel's uint32 view, made once rather than per launch
-        flat = flat.view(np.uint32)
-    # In place, so every repeat re-normalizes the previous output: values stay O(weight).
-    return lambda: module.launch(problem, flat, *small, freq, heads_per_warp=heads_per_warp)
+    host = fused.random_inputs(np.random.default_rng(seed), shape.tokens, heads, shape.head_dim,
+                               shape.dtype)
+    try:
+        import torch
+    except ImportError:
+        return tuple(cuda.to_device(a) for a in host)
+    dev = [torch.from_numpy(np.ascontiguousarray(a)).cuda() for a in host]
+    if shape.dtype == "bfloat16":
+        dev[:3] = [t.view(torch.bfloat16) for t in dev[:3]]
+    return tuple(dev)
+
+
+def _fused_kwargs(shape: Shape) -> dict:
+    return dict(num_heads_q=shape.heads_q, num_heads_k=shape.heads_k,
+                num_heads_v=shape.heads_v or 0, head_dim=shape.head_dim,
+                rotary_dim=shape.rotary_dim)
+
+
+def _fused_maker(heads_per_warp, kernel: bool = False):
+    def make(buf: Buffers):
+        import ropelab
+
+        if not buf.shape.fused:
+            return None
+        qkv, wq, wk, pos = fused_user_arrays(buf.shape)
+        kw = _fused_kwargs(buf.shape)
+        # In place, so every repeat re-normalizes the previous output: values stay O(weight).
+        call = lambda: ropelab.fused_qknorm_rope(qkv, q_weight=wq, k_weight=wk,  # noqa: E731
+                                                 positions=pos, heads_per_warp=heads_per_warp, **kw)
+        call()
+        if not kernel:
+            return call
+        from . import fused
+        from .arrays import inspect_array
+        from .kernels import fused_qknorm_rope as kmod
+        from .kernels._launch import bind
+
+        info = inspect_array(qkv, "qkv")
+        problem = fused.build_problem(info, **kw)
+        bound = bind(kmod.VARIANT.plan(problem, {}, aligned=info.ptr % 16 == 0),
+                     fused.caller_sizes(problem))
+        ptrs = tuple(_ptr(a) for a in (qkv, wq, wk, pos))
+        return lambda: bound.fire(ptrs, 0)
+    return make
+
+
+def _ptr(a) -> int:
+    return a.data_ptr() if hasattr(a, "data_ptr") else int(a.__cuda_array_interface__["data"][0])
 
 
 def _copy_entry() -> Entry:
@@ -627,31 +702,49 @@ def launch_overhead(launches: int = 2000, warmup: int = 100, progress: bool = Tr
     is shorter than its host launch cost, so the queue never fills and the host never waits.
     """
     require_gpu()
-    from . import baselines as bl
-    from . import kernels
-    from .kernels._jit import jitted
-    from .problem import RopeProblem
+    import ropelab
 
-    tokens, hidden = SEED_SHAPES[0]
-    rng = np.random.default_rng(0)
-    x = cuda.to_device(rng.standard_normal(tokens * hidden, dtype=np.float32))
-    out = cuda.device_array_like(x)
-    pos = cuda.to_device(np.arange(tokens, dtype=np.int32))
-    problem = RopeProblem(tokens=tokens, heads=1, head_dim=hidden, rotary_dim=hidden)
+    from . import baselines as bl
+    from .kernels import flat
+    from .kernels._launch import bind, jitted
+
+    # A small shape: each kernel runs shorter than the host needs to launch it, so the launch
+    # queue never fills and the wall clock measures the host, not the GPU.
+    tokens, hidden = OVERHEAD_SHAPE
+    buf = Buffers(plain_shape(tokens, hidden))
+    x, out, pos = buf.x, buf.out, buf.positions
+    problem = buf.problem()
     empty = cuda.jit(_empty)
-    flat = kernels.get("flat")
-    blocks, threads = flat.launch_config(problem)
+    plan = flat.VARIANT.plan(problem)
     flat_kernel = jitted(flat.KERNEL, True)
+    n = problem.elements
+    bound = bind(plan, ((n, 4), (n, 4), (tokens, 4)))
+    ptrs = tuple(int(a.__cuda_array_interface__["data"][0]) for a in (x, out, pos))
+    tx, tout, tpos = buf.user_arrays()
+    x2, out2 = x.reshape(tokens, hidden), out.reshape(tokens, hidden)
 
     cases = [
         ("numba empty kernel", 0, lambda: empty[1, 32]()),
-        (f"ropelab flat launch() {tokens}x{hidden}", 6,
-         lambda: flat.launch(problem, x, out, pos)),
+        (f"ropelab.rope(flat) {type(tx).__module__.split('.')[0]} arrays {tokens}x{hidden}", 6,
+         lambda: ropelab.rope(tx, variant="flat", positions=tpos, out=tout)),
+        (f"ropelab.rope(flat) numba arrays {tokens}x{hidden}", 6,
+         lambda: ropelab.rope(x2, variant="flat", positions=pos, out=out2)),
+        (f"ropelab.rope(flat) check_positions=True (syncs) {tokens}x{hidden}", 6,
+         lambda: ropelab.rope(tx, variant="flat", positions=tpos, out=tout, check_positions=True)),
+        (f"ropelab.rope(flat) positions=None, new out {tokens}x{hidden}", 6,
+         lambda: ropelab.rope(tx, variant="flat")),
+        (f"ropelab kernel path (bound launch) {tokens}x{hidden}", 6,
+         lambda: bound.fire(ptrs, 0)),
+        (f"numba flat dispatcher call {tokens}x{hidden}", 6,
+         lambda: flat_kernel[plan.grid, plan.block](x, out, pos, *plan.scalars)),
     ]
-    n_pairs = problem.n_pairs
-    base = np.float32(problem.base)
-    cases.append((f"numba flat dispatcher call {tokens}x{hidden}", 6,
-                  lambda: flat_kernel[blocks, threads](x, out, pos, n_pairs, tokens * n_pairs, base)))
+    fshape = Shape("fused_64x(24+24+24)x128", 64, heads_q=24, heads_k=24, head_dim=128,
+                   dtype="bfloat16", heads_v=24, rotary_dim=128)
+    qkv, wq, wk, fpos = fused_user_arrays(fshape)
+    kw = _fused_kwargs(fshape)
+    cases.append((f"ropelab.fused_qknorm_rope {fshape.label} {fshape.dtype}", 12,
+                  lambda: ropelab.fused_qknorm_rope(qkv, q_weight=wq, k_weight=wk, positions=fpos,
+                                                    **kw)))
     cases += bl.overhead_cases(x, out, pos, tokens, hidden)
 
     from tqdm import tqdm

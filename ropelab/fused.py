@@ -9,22 +9,22 @@ data moves or any kernel runs; a bad call raises :class:`ropelab.RopeInputError`
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from numba import cuda
 
-from . import bf16, reference
-from .arrays import ArrayInfo, inspect_array, overlaps, to_device_flat
+from . import bf16, calls, reference, streams
+from .arrays import FAST_META, ArrayInfo, device_view, inspect_array, overlaps, register_fast_types
 from .kernels import fused_qknorm_rope as _kernel
-from .problem import RopeInputError, check_base
+from .kernels._launch import bind, launch
+from .problem import FusedProblem, check_base
 from .problem import check_rotary_dim as check_rope_rotary_dim
+from .target import SIMULATED
 from .tolerance import F32_EPS, rope_atol
-from .warp import install as _install_warp_emulation
+from .validate import check_bool, check_float, check_int, fail
 
-
-def _fail(msg: str):
-    raise RopeInputError(msg)
+_fail = fail  # the Yarn class below raises through this name
 
 
 @dataclass(frozen=True)
@@ -73,41 +73,7 @@ def as_yarn(yarn) -> Yarn | None:
     raise TypeError(f"yarn must be None, ropelab.fused.Yarn or a dict, got {type(yarn).__name__}")
 
 
-@dataclass(frozen=True)
-class FusedProblem:
-    """One validated ``fused_qknorm_rope`` call: plain numbers and the float64 frequencies."""
-
-    tokens: int
-    heads_q: int
-    heads_k: int
-    heads_v: int
-    head_dim: int
-    rotary_dim: int
-    interleave: bool
-    storage: str  # "float32", "float16" or "bfloat16"
-    eps: float
-    base: float
-    attention_factor: float = 1.0
-    inv_freq: np.ndarray = field(default=None, repr=False, compare=False)  # float64 [rotary_dim/2]
-
-    @property
-    def row(self) -> int:
-        return (self.heads_q + self.heads_k + self.heads_v) * self.head_dim
-
-    def inv_freq_f32(self) -> np.ndarray:
-        """The kernel's frequency table: the float64 frequencies rounded once to float32."""
-        return self.inv_freq.astype(np.float32)
-
-
 # ---- validation --------------------------------------------------------------------------------
-
-def _int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if int(value) < minimum:
-        _fail(f"{name} must be >= {minimum}, got {int(value)}")
-    return int(value)
-
 
 def _storage_of(dtype: np.dtype) -> str | None:
     for name, dt in _kernel.STORAGES.items():
@@ -170,35 +136,23 @@ def check_rotary_dim(rotary_dim, head_dim: int, interleave: bool) -> int:
     return rotary_dim
 
 
-def _finite(name: str, value, minimum: float | None = None) -> float:
-    try:
-        value = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a number, got {value!r}") from None
-    if not math.isfinite(value) or (minimum is not None and value < minimum):
-        _fail(f"{name} must be a finite number{f' >= {minimum}' if minimum is not None else ''}, "
-              f"got {value}")
-    return value
-
-
 def build_problem(qkv_info: ArrayInfo, *, num_heads_q, num_heads_k, num_heads_v, head_dim,
                   eps=1e-6, base=10000.0, rotary_dim=None, interleave=True, yarn=None) -> FusedProblem:
     """Check every scalar argument and ``qkv``'s metadata; return the problem."""
-    head_dim = _int("head_dim", head_dim, 1)
+    head_dim = check_int("head_dim", head_dim, minimum=1)
     if head_dim not in _kernel.HEAD_DIMS:
         _fail(f"head_dim {head_dim} is not supported: the kernel gives each of a warp's 32 lanes "
               f"head_dim / 32 elements and keeps interleaved pairs inside a lane, so head_dim must "
               f"be one of {', '.join(map(str, _kernel.HEAD_DIMS))}")
-    hq = _int("num_heads_q", num_heads_q, 0)
-    hk = _int("num_heads_k", num_heads_k, 0)
-    hv = _int("num_heads_v", num_heads_v, 0)
+    hq = check_int("num_heads_q", num_heads_q, minimum=0)
+    hk = check_int("num_heads_k", num_heads_k, minimum=0)
+    hv = check_int("num_heads_v", num_heads_v, minimum=0)
     if hq + hk == 0:
         _fail("num_heads_q + num_heads_k must be at least 1: there is nothing to normalize")
-    if not isinstance(interleave, (bool, np.bool_)):
-        raise TypeError(f"interleave must be True or False, got {interleave!r}")
+    interleave = check_bool("interleave", interleave)
     tokens, storage = check_qkv(qkv_info, (hq, hk, hv), head_dim)
     rotary_dim = check_rotary_dim(rotary_dim, head_dim, bool(interleave))
-    eps = _finite("eps", eps, 0.0)
+    eps = check_float("eps", eps, at_least=0.0)
     base = check_base(base)
     y = as_yarn(yarn)
     if y is None:
@@ -210,32 +164,27 @@ def build_problem(qkv_info: ArrayInfo, *, num_heads_q, num_heads_k, num_heads_v,
                         base, att, freqs)
 
 
-def _small_on_device(obj, info: ArrayInfo):
-    """A device copy/view of a small argument (weights, positions), host or device."""
-    return to_device_flat(obj, info)
-
-
-# ---- the public function -----------------------------------------------------------------------
-
 def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_weight,
                       positions, eps=1e-6, base=10000.0, rotary_dim=None, interleave=True,
-                      yarn=None, fastmath=True, warps_per_block=None, heads_per_warp=None):
+                      yarn=None, fastmath=True, warps_per_block=None, heads_per_warp=None,
+                      stream=None):
     """RMSNorm every Q and K head of ``qkv``, then rotate it (RoPE), in place; return ``qkv``.
 
     Parameters
     ----------
     qkv : ``[tokens, (num_heads_q + num_heads_k + num_heads_v) * head_dim]``, C-contiguous
-        Each row is ``[Q heads | K heads | V heads]``.  float32, float16, or ``uint16`` holding
-        bfloat16 bit patterns (e.g. ``torch_tensor.view(torch.uint16)``; see
-        :mod:`ropelab.bf16`).  A NumPy array (copied to the GPU, and its Q and K columns copied
-        back) or a device array with ``__cuda_array_interface__`` (numba, CuPy, PyTorch),
+        Each row is ``[Q heads | K heads | V heads]``.  float32, float16 or bfloat16: a PyTorch
+        ``torch.bfloat16`` tensor as it is, or ``uint16`` bit patterns from any other library
+        (see :mod:`ropelab.bf16`).  A NumPy array (copied to the GPU, and its Q and K columns
+        copied back) or a device array (PyTorch, CuPy, numba, ``__cuda_array_interface__``),
         modified where it lies.  V is neither changed nor written.
     num_heads_q, num_heads_k, num_heads_v, head_dim : int
         ``head_dim`` one of 64, 128, ..., 512 (multiples of 64).
     q_weight, k_weight : ``[head_dim]``, same dtype as ``qkv``
         RMSNorm weights, one vector for all Q heads and one for all K heads.
     positions : int32 ``[tokens]``
-        SGLang's ``position_ids``: any int32 values (negative ones rotate backwards).
+        SGLang's ``position_ids``: any int32 values (negative ones rotate backwards).  Never
+        read on the host.
     eps : float
         Added to ``mean(x**2)`` inside the square root (>= 0).
     base : float
@@ -253,17 +202,83 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
         Override the block size in warps (1 .. 32).
     heads_per_warp : int, optional
         1 (the course's mapping: one warp per token and head), 2 or 4 (a warp loads that many
-        heads before computing: more bytes in flight, which 16-bit storage needs to approach the
-        copy rate).  Default: ``kernels.fused_qknorm_rope.HEADS_PER_WARP[storage]`` (2 for 16-bit
-        storage, 1 for float32, from the H200 measurements).
+        heads before computing).  Default: ``kernels.fused_qknorm_rope.HEADS_PER_WARP[storage]``.
+    stream : optional
+        As for :func:`ropelab.rope`: default PyTorch's / CuPy's current stream for their arrays,
+        else stream 0.  No synchronization on device arrays; capturable in a CUDA graph after a
+        warm-up call.
 
-    Raises :class:`ropelab.RopeInputError` / ``TypeError`` before anything runs on bad input.
+    Raises ``TypeError`` / :class:`ropelab.RopeInputError` before anything runs on bad input;
+    ``qkv`` is then untouched.
+
+    Examples
+    --------
+    >>> import numpy as np, ropelab
+    >>> qkv = np.ones((1, 3 * 64), np.float32)
+    >>> w = np.ones(64, np.float32)
+    >>> out = ropelab.fused_qknorm_rope(qkv, num_heads_q=1, num_heads_k=1, num_heads_v=1,
+    ...     head_dim=64, q_weight=w, k_weight=w, positions=np.zeros(1, np.int32))
+    >>> bool(np.allclose(out, 1.0, atol=1e-3))  # RMS of ones is 1, position 0 does not rotate
+    True
     """
-    _install_warp_emulation()  # no-op on a GPU and after the first call
+    meta = FAST_META.get(type(qkv))
+    if meta is not None:
+        mq, mk, mp = (FAST_META.get(type(a)) for a in (q_weight, k_weight, positions))
+        if mq is not None and mk is not None and mp is not None:
+            qp, qk = meta(qkv)
+            wqp, wqk = mq(q_weight)
+            wkp, wkk = mk(k_weight)
+            pp, pk = mp(positions)
+            key = (type(qkv), qk, wqk, wkk, pk, qp % 16 == 0,
+                   calls.typed((num_heads_q, num_heads_k, num_heads_v, head_dim, eps, base,
+                                rotary_dim, interleave, yarn, fastmath, warps_per_block,
+                                heads_per_warp)))
+            entry = calls.lookup(key)
+            if entry is not None:
+                return entry.run(qkv, qp, wqp, wkp, pp, stream)
+            return _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight,
+                              k_weight, positions, eps, base, rotary_dim, interleave, yarn,
+                              fastmath, warps_per_block, heads_per_warp, stream)
+    return _validated(qkv, None, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight,
+                      k_weight, positions, eps, base, rotary_dim, interleave, yarn, fastmath,
+                      warps_per_block, heads_per_warp, stream)
+
+
+def caller_sizes(problem: FusedProblem) -> tuple:
+    """(elements, itemsize) of qkv, q_weight, k_weight, positions as the kernel sees them
+    (bfloat16 qkv as uint32 words of two elements)."""
+    item = 4 if problem.storage == "float32" else 2
+    words = (problem.tokens * problem.row * item // 4, 4) if problem.storage == "bfloat16" else \
+        (problem.tokens * problem.row, item)
+    return (words, (problem.head_dim, item), (problem.head_dim, item), (problem.tokens, 4))
+
+
+class _Call:
+    """A validated fused call shape on device arrays: launch again on new pointers."""
+
+    __slots__ = ("bound", "span", "small", "current")
+
+    def run(self, qkv, qp, wqp, wkp, pp, stream):
+        end = qp + self.span
+        for name, p, n in zip(("q_weight", "k_weight", "positions"), (wqp, wkp, pp), self.small):
+            if p < end and qp < p + n:
+                fail(f"{name} overlaps qkv; the kernel writes qkv while it reads {name}")
+        handle = self.current(qkv) if stream is None else streams.resolve(stream)
+        self.bound.fire((qp, wqp, wkp, pp), handle)
+        return qkv
+
+
+def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_weight,
+               positions, eps, base, rotary_dim, interleave, yarn, fastmath, warps_per_block,
+               heads_per_warp, stream):
+    fastmath = check_bool("fastmath", fastmath)
+    handle = streams.resolve(stream) if stream is not None else None
     qkv_info = inspect_array(qkv, "qkv")
     problem = build_problem(qkv_info, num_heads_q=num_heads_q, num_heads_k=num_heads_k,
                             num_heads_v=num_heads_v, head_dim=head_dim, eps=eps, base=base,
                             rotary_dim=rotary_dim, interleave=interleave, yarn=yarn)
+    if qkv_info.readonly:
+        fail("qkv is read-only; the kernel normalizes and rotates it in place")
     infos = {}
     for name, obj in (("q_weight", q_weight), ("k_weight", k_weight)):
         infos[name] = inspect_array(obj, name)
@@ -272,30 +287,50 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
     check_positions(infos["positions"], problem.tokens)
     for name, info in infos.items():
         if info.nbytes and overlaps(info, qkv_info):
-            _fail(f"{name} overlaps qkv; the kernel writes qkv while it reads {name}")
-    if not isinstance(fastmath, (bool, np.bool_)):
-        raise TypeError(f"fastmath must be True or False, got {fastmath!r}")
+            fail(f"{name} overlaps qkv; the kernel writes qkv while it reads {name}")
+        if info.on_device != qkv_info.on_device and qkv_info.on_device:
+            fail(f"qkv is a device array but {name} is not: pass {name} on the device too")
+    options = {}
     if warps_per_block is not None:
-        warps_per_block = _int("warps_per_block", warps_per_block, 1)
-        if warps_per_block > 32:
-            _fail(f"warps_per_block must be at most 32 (1024 threads), got {warps_per_block}")
-    if heads_per_warp is not None and (isinstance(heads_per_warp, bool)
-                                       or not isinstance(heads_per_warp, (int, np.integer))
-                                       or heads_per_warp not in _kernel.HEADS_PER_WARP_CHOICES):
-        _fail(f"heads_per_warp must be one of {_kernel.HEADS_PER_WARP_CHOICES}, got {heads_per_warp!r}")
+        options["warps_per_block"] = check_int("warps_per_block", warps_per_block, minimum=1,
+                                               maximum=32)
+    if heads_per_warp is not None:
+        hpw = check_int("heads_per_warp", heads_per_warp)
+        if hpw not in _kernel.HEADS_PER_WARP_CHOICES:
+            fail(f"heads_per_warp must be one of {_kernel.HEADS_PER_WARP_CHOICES}, got {hpw}")
+        options["heads_per_warp"] = hpw
     if problem.tokens == 0:
         return qkv
+    plan = _kernel.VARIANT.plan(problem, options, fastmath=fastmath,
+                                aligned=not qkv_info.on_device or qkv_info.ptr % 16 == 0)
+    words = np.dtype(np.uint32) if problem.storage == "bfloat16" else None
 
-    qkv_dev = to_device_flat(qkv, qkv_info)
-    args = [_small_on_device(o, infos[n]) for n, o in
-            (("q_weight", q_weight), ("k_weight", k_weight), ("positions", positions))]
-    freq_dev = cuda.to_device(problem.inv_freq_f32())
-    _kernel.launch(problem, qkv_dev, *args, freq_dev, fastmath=bool(fastmath),
-                   warps_per_block=warps_per_block, heads_per_warp=heads_per_warp)
-    if not qkv_info.on_device:
+    if not qkv_info.on_device:  # NumPy in: copy in, launch, copy the Q and K columns back
+        qkv_dev = cuda.to_device(np.ascontiguousarray(qkv).reshape(-1))
+        small = [cuda.to_device(np.ascontiguousarray(a)) for a in (q_weight, k_weight)]
+        pos = cuda.to_device(np.ascontiguousarray(positions))
+        launch(plan, (qkv_dev.view(words) if words else qkv_dev, *small, pos))
         qk = (problem.heads_q + problem.heads_k) * problem.head_dim
         result = qkv_dev.copy_to_host().reshape(qkv_info.shape)
         qkv[:, :qk] = result[:, :qk]  # V columns are left as they were, not rewritten
+        return qkv
+    if qkv_info.kind == "simulator" or SIMULATED:
+        views = [device_view(qkv, qkv_info, words)] + [
+            device_view(o, infos[n]) for n, o in (("q_weight", q_weight), ("k_weight", k_weight),
+                                                  ("positions", positions))]
+        launch(plan, views)
+        return qkv
+
+    register_fast_types()
+    call = _Call()
+    call.bound = bind(plan, caller_sizes(problem))
+    call.span = qkv_info.nbytes
+    call.small = tuple(infos[n].nbytes for n in ("q_weight", "k_weight", "positions"))
+    call.current = streams.current_for(qkv_info.kind)
+    if key is not None:
+        calls.remember(key, call)
+    call.bound.fire((qkv_info.ptr, infos["q_weight"].ptr, infos["k_weight"].ptr,
+                     infos["positions"].ptr), handle if handle is not None else call.current(qkv))
     return qkv
 
 
@@ -418,46 +453,3 @@ def check_production(shapes=None, storages=("bfloat16", "float16", "float32"), l
                                        storage=storage, interleave=inter, fastmath=fastmath,
                                        name=shape.name))
     return rows
-
-
-@dataclass
-class DeviceCase:
-    """Device inputs for timing the kernel alone: ``case.launch()`` runs it with no validation.
-
-    Built by :func:`device_case`; ``qk_bytes`` is what the kernel must move (Q and K read and
-    written once), the number a bandwidth figure divides by.  Each launch normalizes and rotates
-    ``qkv`` again in place: fine for timing, not for checking results (use :func:`check_case`).
-    """
-
-    problem: FusedProblem
-    qkv: object  # flat; bfloat16 as uint32 words of two elements (the kernel's view)
-    q_weight: object
-    k_weight: object
-    positions: object
-    inv_freq: object
-    qk_bytes: int
-
-    def launch(self, *, fastmath: bool = True, warps_per_block=None, stream=0,
-               heads_per_warp=None) -> None:
-        _kernel.launch(self.problem, self.qkv, self.q_weight, self.k_weight, self.positions,
-                       self.inv_freq, fastmath=fastmath, warps_per_block=warps_per_block,
-                       stream=stream, heads_per_warp=heads_per_warp)
-
-
-def device_case(shape, storage: str = "bfloat16", *, interleave: bool = True, yarn=None,
-                seed: int = 0, eps: float = 1e-6, base: float = 10000.0) -> DeviceCase:
-    """Random inputs of a :class:`ropelab.shapes.FusedShape` on the device, validated once."""
-    rng = np.random.default_rng(seed)
-    heads = (shape.heads_q, shape.heads_k, shape.heads_v)
-    qkv, wq, wk, pos = random_inputs(rng, shape.tokens, heads, shape.head_dim, storage)
-    problem = build_problem(inspect_array(qkv, "qkv"), num_heads_q=shape.heads_q,
-                            num_heads_k=shape.heads_k, num_heads_v=shape.heads_v,
-                            head_dim=shape.head_dim, eps=eps, base=base,
-                            rotary_dim=shape.rotary_dim, interleave=interleave, yarn=yarn)
-    itemsize = _kernel.STORAGES[storage].itemsize
-    flat = cuda.to_device(qkv.reshape(-1))
-    if storage == "bfloat16":  # view once here rather than in every timed launch
-        flat = flat.view(np.uint32)
-    return DeviceCase(problem, flat, cuda.to_device(wq), cuda.to_device(wk),
-                      cuda.to_device(pos), cuda.to_device(problem.inv_freq_f32()),
-                      2 * shape.tokens * (shape.heads_q + shape.heads_k) * shape.head_dim * itemsize)

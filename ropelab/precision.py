@@ -33,7 +33,7 @@ from numba import cuda
 
 from . import kernels, records, reference
 from .api import rope
-from .kernels._jit import blocks_for, jitted
+from .kernels._launch import Plan, blocks_for, launch
 from .kernels import pair_sincos
 from .scaling import Llama3, parse, resolve
 
@@ -141,7 +141,7 @@ def default_cases() -> list[tuple[str, dict, object]]:
         cases.append((name, {}, None))
         if name == "freq_table":
             cases += [(name, {"cache": True}, None), (name, {"reduce_angle": True}, None)]
-        if "scaled" in module.FEATURES and name in ("freq_table", "pair_sincos"):
+        if "scaled" in module.features and name in ("freq_table", "pair_sincos"):
             cases.append((name, {}, Llama3(8.0, 1.0, 4.0, 8192)))
     return cases
 
@@ -208,7 +208,9 @@ def sincos_error(*, max_exponent: int = 6, per_decade: int = 4096, fastmath: boo
     d_a = cuda.to_device(angles)
     d_s = cuda.device_array_like(d_a)
     d_c = cuda.device_array_like(d_a)
-    jitted(sincos_kernel, fastmath)[blocks_for(angles.size, 256), 256](d_a, d_s, d_c)
+    f32 = np.dtype(np.float32)
+    launch(Plan(sincos_kernel, fastmath, blocks_for(angles.size, 256), 256, (f32, f32, f32)),
+           (d_a, d_s, d_c))
     a64 = angles.astype(np.float64)
     es = np.abs(d_s.copy_to_host() - np.sin(a64))
     ec = np.abs(d_c.copy_to_host() - np.cos(a64))
@@ -236,7 +238,6 @@ def freq_drift(*, rotary_dim: int = 128, base: float = reference.DEFAULT_BASE,
     params = pair_sincos.freq_params(parse(scaling), rotary_dim, base)
     n_pairs = rotary_dim // 2
     exact = params.freq_scale * params.freq_base ** (params.exponent_step * np.arange(n_pairs))
-    kernel = jitted(pair_sincos.DRIFT_KERNEL, fastmath)
     rows = []
     for chunk in chunks:
         d_pow = cuda.device_array(n_pairs, np.float32)
@@ -244,7 +245,9 @@ def freq_drift(*, rotary_dim: int = 128, base: float = reference.DEFAULT_BASE,
         # stride (threads per head), freq_scale, freq_base, exponent_step, ratio ** stride
         args = pair_sincos.drift_args(params, n_pairs, int(chunk))
         stride = int(args[0])
-        kernel[blocks_for(n_pairs, 64), 64](d_pow, d_rec, n_pairs, *args)
+        f32 = np.dtype(np.float32)
+        launch(Plan(pair_sincos.DRIFT_KERNEL, fastmath, blocks_for(n_pairs, 64), 64, (f32, f32),
+                    scalars=(np.int64(n_pairs), *args)), (d_pow, d_rec))
         p, r = d_pow.copy_to_host().astype(np.float64), d_rec.copy_to_host().astype(np.float64)
         for j in range(n_pairs):
             rel_p = abs(p[j] - exact[j]) / exact[j]

@@ -12,6 +12,8 @@ import numpy as np
 
 from . import reference
 from .arrays import ArrayInfo
+from .errors import RopeInputError
+from .validate import check_float, check_int, fail
 
 # CUDA's per-block thread limit on every GPU since compute capability 2.0.
 MAX_THREADS_PER_BLOCK = 1024
@@ -23,10 +25,6 @@ PARTIAL = "partial"  # rotary_dim < head_dim
 NEOX = "neox"  # half-split pairs (interleave=False)
 INVERSE = "inverse"  # rotate by -angle
 SCALED = "scaled"  # frequencies other than base ** (-2i/d), or an attention factor != 1
-
-
-class RopeInputError(ValueError):
-    """Bad input to a ropelab function, detected before any kernel ran."""
 
 
 @dataclass(frozen=True)
@@ -76,28 +74,24 @@ class RopeProblem:
         return used
 
 
-def _fail(msg: str):
-    raise RopeInputError(msg)
-
-
 def check_x(info: ArrayInfo, dtypes=(np.float32,)) -> tuple[int, int, int]:
     """Return (tokens, heads, head_dim) of a valid ``x`` or raise."""
     if info.dtype not in [np.dtype(d) for d in dtypes]:
-        _fail(f"x must have dtype {' or '.join(np.dtype(d).name for d in dtypes)}, got {info.dtype}")
+        fail(f"x must have dtype {' or '.join(np.dtype(d).name for d in dtypes)}, got {info.dtype}")
     if len(info.shape) == 2:
         tokens, head_dim = info.shape
         heads = 1
     elif len(info.shape) == 3:
         tokens, heads, head_dim = info.shape
     else:
-        _fail(f"x must be [tokens, hidden] or [tokens, heads, head_dim], got ndim {len(info.shape)} "
+        fail(f"x must be [tokens, hidden] or [tokens, heads, head_dim], got ndim {len(info.shape)} "
               f"(shape {info.shape})")
     if tokens == 0 or heads == 0 or head_dim == 0:
-        _fail(f"x must not be empty, got shape {info.shape}")
+        fail(f"x must not be empty, got shape {info.shape}")
     if head_dim % 2:
-        _fail(f"the last dimension of x (head_dim or hidden) must be even to form pairs, got {head_dim}")
+        fail(f"the last dimension of x (head_dim or hidden) must be even to form pairs, got {head_dim}")
     if not info.c_contiguous:
-        _fail("x must be C-contiguous (the kernels index it as one flat row-major buffer); "
+        fail("x must be C-contiguous (the kernels index it as one flat row-major buffer); "
               "pass np.ascontiguousarray(x) or x.contiguous()")
     return tokens, heads, head_dim
 
@@ -105,82 +99,116 @@ def check_x(info: ArrayInfo, dtypes=(np.float32,)) -> tuple[int, int, int]:
 def check_rotary_dim(rotary_dim, head_dim: int) -> int:
     if rotary_dim is None:
         return head_dim
-    if isinstance(rotary_dim, bool) or not isinstance(rotary_dim, (int, np.integer)):
-        raise TypeError(f"rotary_dim must be an int, got {type(rotary_dim).__name__}")
-    rotary_dim = int(rotary_dim)
+    rotary_dim = check_int("rotary_dim", rotary_dim)
     if rotary_dim <= 0 or rotary_dim % 2:
-        _fail(f"rotary_dim must be a positive even number, got {rotary_dim}")
+        fail(f"rotary_dim must be a positive even number, got {rotary_dim}")
     if rotary_dim > head_dim:
-        _fail(f"rotary_dim ({rotary_dim}) must not exceed head_dim ({head_dim})")
+        fail(f"rotary_dim ({rotary_dim}) must not exceed head_dim ({head_dim})")
     return rotary_dim
 
 
 def check_base(base) -> float:
-    try:
-        base = float(base)
-    except (TypeError, ValueError):
-        _fail(f"base must be a number, got {base!r}")
-    if not np.isfinite(base) or base <= 1.0:
-        _fail(f"base must be a finite number > 1, got {base}")
-    return base
+    return check_float("base", base, above=1.0)
 
 
 def check_out(out_info: ArrayInfo, x_info: ArrayInfo) -> None:
     if out_info.shape != x_info.shape:
-        _fail(f"out must have the shape of x {x_info.shape}, got {out_info.shape}")
+        fail(f"out must have the shape of x {x_info.shape}, got {out_info.shape}")
     if out_info.dtype != x_info.dtype:
-        _fail(f"out must have the dtype of x ({x_info.dtype}), got {out_info.dtype}")
+        fail(f"out must have the dtype of x ({x_info.dtype}), got {out_info.dtype}")
     if not out_info.c_contiguous:
-        _fail("out must be C-contiguous")
+        fail("out must be C-contiguous")
     if out_info.on_device != x_info.on_device:
-        _fail("x and out must both be host (NumPy) arrays or both be device arrays")
+        fail("x and out must both be host (NumPy) arrays or both be device arrays")
 
 
 def check_positions_info(info: ArrayInfo, tokens: int) -> None:
     if info.shape != (tokens,):
-        _fail(f"positions must have shape ({tokens},) (one per token), got {info.shape}")
+        fail(f"positions must have shape ({tokens},) (one per token), got {info.shape}")
     if info.dtype.kind not in "iu":
-        _fail(f"positions must be integers (int32), got {info.dtype}")
+        fail(f"positions must be integers (int32), got {info.dtype}")
     if info.on_device and info.dtype != np.int32:
-        _fail(f"device positions must be int32, got {info.dtype}")
+        fail(f"device positions must be int32, got {info.dtype}")
 
 
-def check_position_values(values: np.ndarray, limit: int | None = None) -> None:
-    """Host-side value checks: non-negative, fits int32, below ``limit`` if one is given."""
+def check_position_values(values: np.ndarray, limit: int | None = None, reason: str = "") -> None:
+    """Host-side value checks: non-negative, fits int32, below ``limit`` if one is given.
+
+    ``reason`` says why the limit exists (it is the plan's ``limit_reason``).
+    """
     if values.size == 0:
         return
     lo, hi = int(values.min()), int(values.max())
     if lo < 0:
-        _fail(f"positions must be >= 0, got a minimum of {lo}")
+        fail(f"positions must be >= 0, got a minimum of {lo}")
     if hi > np.iinfo(np.int32).max:
-        _fail(f"positions must fit in int32, got a maximum of {hi}")
+        fail(f"positions must fit in int32, got a maximum of {hi}")
     if limit is not None and hi >= limit:
-        _fail(f"position {hi} is beyond the cos/sin cache of {limit} positions")
+        fail(f"position {hi} is out of range: {reason or f'positions must be below {limit}'}")
 
 
-def require_features(variant: str, supported: frozenset, problem: RopeProblem) -> None:
+WORDING = {
+    HEADS: "more than one head per token",
+    PARTIAL: "partial rotary (rotary_dim < head_dim)",
+    NEOX: "the half-split NeoX layout (interleave=False)",
+    INVERSE: "the inverse rotation",
+    SCALED: "frequency scaling or an attention factor",
+}
+
+
+def require_features(variant: str, supported: frozenset, problem: RopeProblem, alternatives) -> None:
+    """Refuse a call that needs a feature ``variant`` lacks; ``alternatives(features)`` lists the
+    variants that have them (for the message)."""
     missing = problem.features() - set(supported)
     if missing:
-        wording = {
-            HEADS: "more than one head per token",
-            PARTIAL: "partial rotary (rotary_dim < head_dim)",
-            NEOX: "the half-split NeoX layout (interleave=False)",
-            INVERSE: "the inverse rotation",
-            SCALED: "frequency scaling or an attention factor",
-        }
-        from .kernels import variants_supporting  # late import: kernels import this module
-
-        alt = variants_supporting(problem.features())
+        alt = alternatives(problem.features())
         hint = f"; variants that do: {', '.join(alt)}" if alt else ""
-        _fail(f"variant '{variant}' does not support "
-              f"{', '.join(wording[m] for m in sorted(missing))}{hint}")
+        fail(f"variant '{variant}' does not support "
+             f"{', '.join(WORDING[m] for m in sorted(missing))}{hint}")
 
 
-def check_threads(threads: int) -> int:
-    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
-        _fail(f"threads_per_block must be an int, got {type(threads).__name__}")
-    threads = int(threads)
-    if threads <= 0 or threads > MAX_THREADS_PER_BLOCK:
-        _fail(f"threads_per_block must be in 1..{MAX_THREADS_PER_BLOCK} (CUDA's per-block limit), "
-              f"got {threads}")
+def check_threads(threads) -> int:
+    threads = check_int("threads_per_block", threads)
+    if not 1 <= threads <= MAX_THREADS_PER_BLOCK:
+        fail(f"threads_per_block must be in 1..{MAX_THREADS_PER_BLOCK} (CUDA's per-block limit), "
+             f"got {threads}")
     return threads
+
+
+def census_problem(features=frozenset()) -> RopeProblem:
+    """A representative problem for the PTX census: only its argument types matter, so it uses
+    every feature the variant supports (multi-head, so shifts and divisions are both compiled)."""
+    heads = 2 if HEADS in features else 1
+    return RopeProblem(tokens=4096, heads=heads, head_dim=128, rotary_dim=128)
+
+
+@dataclass(frozen=True)
+class FusedProblem:
+    """One validated ``fused_qknorm_rope`` call: plain numbers and the float64 frequencies."""
+
+    tokens: int
+    heads_q: int
+    heads_k: int
+    heads_v: int
+    head_dim: int
+    rotary_dim: int
+    interleave: bool
+    storage: str  # "float32", "float16" or "bfloat16"
+    eps: float
+    base: float
+    attention_factor: float = 1.0
+    inv_freq: np.ndarray = field(default=None, repr=False, compare=False)  # float64 [rotary_dim/2]
+
+    @property
+    def row(self) -> int:
+        return (self.heads_q + self.heads_k + self.heads_v) * self.head_dim
+
+    @property
+    def qk_bytes(self) -> int:
+        """Bytes the kernel must move: Q and K read once and written once (V untouched)."""
+        itemsize = 4 if self.storage == "float32" else 2
+        return 2 * self.tokens * (self.heads_q + self.heads_k) * self.head_dim * itemsize
+
+    def inv_freq_f32(self) -> np.ndarray:
+        """The kernel's frequency table: the float64 frequencies rounded once to float32."""
+        return self.inv_freq.astype(np.float32)

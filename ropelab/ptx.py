@@ -1,7 +1,7 @@
 """Instruction census of every registered kernel, from PTX compiled without a GPU.
 
-``census()`` compiles each kernel's ``KERNEL`` with its ``PTX_SIGNATURE`` for compute capability
-9.0 (the H200), once with fast-math and once without, and counts what the compiler emitted.
+``census()`` compiles each variant's kernels with the argument types their launch plans pass
+(:meth:`ropelab.kernels.Variant.census_plans`) for compute capability 9.0 (the H200), once with fast-math and once without, and counts what the compiler emitted.
 The numbers are deterministic for pinned numba / numba-cuda / NVVM versions, so notebooks can
 print them and nbval can check them.
 
@@ -180,67 +180,30 @@ def count_sass(sass: str) -> dict:
 # --------------------------------------------------------------------------------------------
 
 def _registries():
-    """(registry name, {name: module}) for every kernel registry that imports."""
+    """(registry name, {name: Variant}) for every kernel registry."""
     from . import kernels
 
-    found = [("VARIANTS", dict(kernels.VARIANTS))]
-    fused = getattr(kernels, "FUSED", None)
-    if isinstance(fused, dict):
-        found.append(("FUSED", {k: v for k, v in fused.items() if v not in found[0][1].values()}))
-    return found
-
-
-def _default_fastmath(module) -> bool:
-    launch = getattr(module, "launch", None)
-    try:
-        param = inspect.signature(launch).parameters.get("fastmath")
-    except (TypeError, ValueError):
-        param = None
-    if param is not None and isinstance(param.default, bool):
-        return param.default
-    return True
-
-
-def _kernel_pairs(module) -> list[tuple]:
-    """(function, signature) pairs of a module: every ``<P>KERNEL`` with a ``<P>PTX_SIGNATURE``.
-
-    ``KERNEL``/``PTX_SIGNATURE`` is the main kernel; prefixed pairs (``CACHE_KERNEL`` /
-    ``CACHE_PTX_SIGNATURE``, ...) are the module's other kernels.  A signature may be a dict
-    keyed by storage dtype; then the entries whose key appears in the kernel's qualified name
-    are used (all of them if none does).  ``CENSUS_KERNELS = [(fn, sig), ...]`` overrides.
-    """
-    explicit = getattr(module, "CENSUS_KERNELS", None)
-    if explicit is not None:
-        return list(explicit)
-    pairs = []
-    for attr in sorted(vars(module)):
-        if not attr.endswith("KERNEL") or attr.endswith("_KERNELS"):
-            continue
-        prefix = attr[: -len("KERNEL")]
-        fn = getattr(module, attr)
-        sig = getattr(module, prefix + "PTX_SIGNATURE", None)
-        if sig is None or not callable(fn):
-            continue
-        if isinstance(sig, dict):
-            name = getattr(fn, "__qualname__", "")
-            keys = [k for k in sig if k in name] or list(sig)
-            pairs += [(fn, sig[k]) for k in keys]
-        else:
-            pairs.append((fn, sig))
-    main = [p for p in pairs if p[0] is getattr(module, "KERNEL", None)]
-    return main + [p for p in pairs if p not in main]
+    return [("VARIANTS", dict(kernels.VARIANTS)), ("FUSED", dict(kernels.FUSED))]
 
 
 def targets() -> list[dict]:
-    """One entry per kernel to compile: registry, variant, kernel name, function, signature."""
-    out = []
-    for registry, modules in _registries():
-        for name, module in modules.items():
-            for fn, sig in _kernel_pairs(module):
-                out.append({"registry": registry, "variant": name,
-                            "kernel": getattr(fn, "__qualname__", fn.__name__).split(".")[-1],
-                            "fn": fn, "signature": sig,
-                            "default_fastmath": _default_fastmath(module)})
+    """One entry per kernel to compile: registry, variant, kernel name, function, argument types.
+
+    The argument types come from the variant's own :class:`~ropelab.kernels._launch.Plan` (the
+    one :func:`~ropelab.kernels._launch.launch` passes), so the census compiles exactly what
+    runs.  Every shipped kernel is built with fast-math on by default.
+    """
+    out, seen = [], set()
+    for registry, variants in _registries():
+        for name, variant in variants.items():
+            for plan in variant.census_plans():
+                kernel = getattr(plan.kernel, "__qualname__", plan.kernel.__name__).split(".")[-1]
+                if (name, kernel) in seen:
+                    continue
+                seen.add((name, kernel))
+                out.append({"registry": registry, "variant": name, "kernel": kernel,
+                            "fn": plan.kernel, "signature": plan.argtypes(),
+                            "default_fastmath": True})
     return out
 
 
@@ -263,7 +226,7 @@ def cache_key(sass: bool = False) -> str:
     for path in sorted((PACKAGE_DIR / "kernels").rglob("*.py")):
         h.update(path.relative_to(PACKAGE_DIR).as_posix().encode())
         h.update(path.read_bytes())
-    for helper in ("problem.py", "ptx.py"):
+    for helper in ("problem.py", "ptx.py", "bf16.py"):
         h.update((PACKAGE_DIR / helper).read_bytes())
     return h.hexdigest()[:16]
 

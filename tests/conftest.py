@@ -9,7 +9,6 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import ropelab  # noqa: E402,F401  (selects the target before anything imports numba.cuda)
-from ropelab import kernels  # noqa: E402
 
 
 @pytest.fixture
@@ -21,9 +20,18 @@ def rng(request):
 
 @pytest.fixture
 def launches(monkeypatch):
-    """Count kernel launches, so each test can prove that none happened."""
+    """Count kernel launches, so each test can prove that none happened.
+
+    Every launch goes through ropelab.kernels._launch: the simulator's dispatcher call or a
+    bound cuLaunchKernel on a GPU; both are wrapped.
+    """
+    from ropelab.kernels import _launch
+
     calls = []
-    for module in kernels.VARIANTS.values():
-        real = module.launch
-        monkeypatch.setattr(module, "launch", lambda *a, _real=real, **k: (calls.append(1), _real(*a, **k)))
+    real_sim = _launch._launch_simulated
+    real_fire = _launch.Bound.fire
+    monkeypatch.setattr(_launch, "_launch_simulated",
+                        lambda *a, **k: (calls.append(1), real_sim(*a, **k)))
+    monkeypatch.setattr(_launch.Bound, "fire",
+                        lambda self, *a, **k: (calls.append(1), real_fire(self, *a, **k)))
     return calls

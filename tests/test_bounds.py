@@ -11,7 +11,7 @@ from numba import cuda
 
 import ropelab
 from ropelab import kernels
-from ropelab.kernels._jit import jitted
+from ropelab.kernels._launch import jitted
 from ropelab.problem import RopeProblem
 
 pytestmark = pytest.mark.skipif(not ropelab.SIMULATED, reason="uses the simulator's bounds checks")
@@ -37,13 +37,12 @@ def test_the_simulator_catches_an_unguarded_kernel():
 @pytest.mark.parametrize("head_dim", [10, 12])  # 12: whole quads, so pack4 takes float4
 def test_guards_hold_when_the_grid_overshoots(variant, threads, head_dim):
     problem = RopeProblem(tokens=3, heads=1, head_dim=head_dim, rotary_dim=head_dim)
-    module = kernels.get(variant)
-    blocks, t = module.launch_config(problem, threads)
-    assert blocks * t > problem.tokens * problem.n_pairs or variant == "block2d"
+    plan = kernels.get(variant).plan(problem, threads=threads)
+    assert plan.grid[0] * plan.block[0] > problem.tokens * problem.n_pairs or variant == "block2d"
     rng = np.random.default_rng(1)
     host = rng.standard_normal(problem.elements).astype(np.float32)
     x = cuda.to_device(host)
     out = cuda.to_device(np.full(problem.elements, np.nan, np.float32))
     pos = cuda.to_device(np.array([0, 5, 9], np.int32))
-    kernels.launch_variant(module, problem, x, out, pos, threads_per_block=threads)  # IndexError if unguarded
+    kernels.launch(plan, (x, out, pos))  # IndexError if unguarded
     assert np.isfinite(out.copy_to_host()).all(), "every output element must be written"

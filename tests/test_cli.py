@@ -18,12 +18,13 @@ def test_info_names_the_target():
     assert "numba-cuda" in r.stdout
 
 
-def test_check_prints_every_variant_with_pass():
+def test_check_prints_every_variant_with_pass(capsys):
     from ropelab import kernels
+    from ropelab.__main__ import main
 
-    r = ropelab_cli("check")
-    assert r.returncode == 0, r.stdout + r.stderr
-    lines = r.stdout.splitlines()
+    # In process: a subprocess would only add a second interpreter start and numba import.
+    assert main(["check"]) == 0
+    lines = capsys.readouterr().out.splitlines()
     assert lines[0].split()[:2] == ["variant", "target"]
     for name in kernels.VARIANTS:
         rows = [line for line in lines if line.startswith(name + " ")]
@@ -43,3 +44,11 @@ def test_check_fails_loudly_when_a_kernel_is_wrong(monkeypatch):
 
 def test_bad_subcommand_exits_nonzero():
     assert ropelab_cli("frobnicate").returncode != 0
+
+
+def test_check_with_an_unknown_variant_is_a_one_line_usage_error(capsys):
+    from ropelab.__main__ import USAGE_ERROR, main
+
+    assert main(["check", "--variant", "nope"]) == USAGE_ERROR != 1  # 1 means "a check failed"
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown variant 'nope'" in err and "flat" in err

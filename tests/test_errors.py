@@ -59,7 +59,7 @@ def test_rotary_dim_of_the_wrong_type_is_a_type_error(launches):
 
 
 def test_unknown_variant_lists_the_known_ones():
-    with pytest.raises(ValueError, match="flat"):
+    with pytest.raises(RopeInputError, match="flat"):
         ropelab.rope(x32(2, 4), variant="nope")
 
 
@@ -70,7 +70,7 @@ def test_partial_overlap_of_out_and_x_is_refused(launches):
     assert launches == []
 
 
-@pytest.mark.parametrize("variant", [v for v, m in kernels.VARIANTS.items() if not m.FEATURES])
+@pytest.mark.parametrize("variant", [v for v, m in kernels.VARIANTS.items() if not m.features])
 @pytest.mark.parametrize("kwargs, what", [
     (dict(interleave=False), "NeoX"),
     (dict(rotary_dim=4), "partial"),
@@ -82,7 +82,7 @@ def test_seed_variants_name_what_they_do_not_support(launches, variant, kwargs, 
     assert launches == []
 
 
-@pytest.mark.parametrize("variant", [v for v, m in kernels.VARIANTS.items() if "heads" not in m.FEATURES])
+@pytest.mark.parametrize("variant", [v for v, m in kernels.VARIANTS.items() if "heads" not in m.features])
 def test_multi_head_input_needs_a_variant_that_supports_heads(launches, variant):
     with pytest.raises(RopeInputError, match="more than one head"):
         ropelab.rope(x32(4, 2, 8), variant=variant)
@@ -96,11 +96,101 @@ def test_device_positions_must_be_int32():
         ropelab.rope(x32(4, 8), positions=cuda.to_device(np.arange(4, dtype=np.int64)))
 
 
-def test_device_positions_are_checked_for_negatives():
+def test_device_positions_are_not_read_on_the_host_unless_asked():
+    """Reading device positions is a synchronization: by default a kernel without a position
+    limit computes what the math says (a negative position rotates backwards)."""
     from numba import cuda
 
+    from ropelab import reference
+
+    x = cuda.to_device(x32(4, 8))
+    pos = np.array([0, -1, 2, 3], np.int32)
+    got = ropelab.rope(x, positions=cuda.to_device(pos)).copy_to_host()
+    np.testing.assert_allclose(got, reference.rope(x32(4, 8), pos), atol=1e-5)
     with pytest.raises(RopeInputError, match=">= 0"):
-        ropelab.rope(x32(4, 8), positions=cuda.to_device(np.array([0, -1, 2, 3], np.int32)))
+        ropelab.rope(x, positions=cuda.to_device(pos), check_positions=True)
+
+
+def test_out_of_range_device_positions_of_a_limited_mode_are_flagged(launches):
+    """The cos/sin cache cannot serve a position past its end: the kernel writes NaN for that
+    token and records the position; check_errors() raises and clears it."""
+    from numba import cuda
+
+    ropelab.check_errors()
+    pos = cuda.to_device(np.array([0, 1, 99, 3], np.int32))
+    out = ropelab.rope(cuda.to_device(x32(4, 8)), variant="freq_table", positions=pos, cache=True,
+                       max_positions=16).copy_to_host()
+    assert np.isnan(out[2]).all() and np.isfinite(np.delete(out, 2, axis=0)).all()
+    with pytest.raises(ropelab.RopeDeviceError, match="99"):
+        ropelab.check_errors()
+    ropelab.check_errors()  # read and cleared: nothing left
+
+
+def test_reduce_angle_refuses_host_positions_past_two_to_the_24(launches):
+    pos = np.array([0, 1, 2**24 + 1, 3], np.int64)
+    with pytest.raises(RopeInputError, match="2\\*\\*24"):
+        ropelab.rope(x32(4, 8), variant="freq_table", positions=pos, reduce_angle=True)
+    assert launches == []
+
+
+# Silent accepts an adversarial run found; each must be a clear error before any launch.
+TYPE_CASES = [
+    (dict(interleave="False"), TypeError, "interleave must be True or False"),
+    (dict(interleave=None), TypeError, "interleave must be True or False"),
+    (dict(inverse="no"), TypeError, "inverse must be True or False"),
+    (dict(fastmath="no"), TypeError, "fastmath must be True or False"),
+    (dict(check_positions=1), TypeError, "check_positions must be True or False"),
+    (dict(base="10000"), TypeError, "base must be a number"),
+    (dict(base=True), TypeError, "base must be a number"),
+    (dict(rotary_dim=4.0), TypeError, "rotary_dim must be an int"),
+    (dict(threads_per_block=256.0), TypeError, "threads_per_block must be an int"),
+    (dict(stream="0"), TypeError, "stream must be"),
+    (dict(stream=True), TypeError, "stream must be"),
+    (dict(variant=None), TypeError, "variant must be a string"),
+    (dict(variant="pair_sincos", chunk=4), TypeError,
+     "variant 'pair_sincos' has no option chunk; its options .*pairs_per_thread=4"),
+    (dict(variant="flat", cache=True), TypeError, "variant 'flat' takes no options"),
+    (dict(variant="freq_table", cache=True, max_positions=10.0), TypeError,
+     "max_positions must be an int"),
+    (dict(variant="freq_table", cache="yes", max_positions=10), TypeError,
+     "cache must be True or False"),
+    (dict(variant="pair_sincos", pairs_per_thread=2.0), TypeError, "pairs_per_thread must be an int"),
+]
+
+
+@pytest.mark.parametrize("kwargs, exc, match", TYPE_CASES, ids=[str(c[0]) for c in TYPE_CASES])
+def test_wrong_types_are_refused_before_launch(launches, kwargs, exc, match):
+    x = x32(4, 8)
+    before = x.copy()
+    with pytest.raises(exc, match=match):
+        ropelab.rope(x, **kwargs)
+    assert launches == []
+    np.testing.assert_array_equal(x, before)
+
+
+def test_read_only_out_is_refused_before_launch(launches):
+    x = x32(4, 8)
+    out = np.zeros_like(x)
+    out.flags.writeable = False
+    with pytest.raises(RopeInputError, match="read-only"):
+        ropelab.rope(x, out=out)
+    x.flags.writeable = False
+    with pytest.raises(RopeInputError, match="read-only"):
+        ropelab.rope(x, out=x)  # in place on a read-only x
+    assert launches == []
+    assert not out.any()
+
+
+def test_out_overlapping_positions_is_refused(launches):
+    from numba import cuda
+
+    buf = cuda.to_device(np.zeros(4 * 8 + 4, np.float32))
+    x = cuda.to_device(x32(4, 8))
+    out = buf[:32].reshape(4, 8)
+    pos = buf[30:34].view(np.int32)
+    with pytest.raises(RopeInputError, match="overlaps positions"):
+        ropelab.rope(x, out=out, positions=pos)
+    assert launches == []
 
 
 def test_mixing_host_and_device_arrays_is_refused():

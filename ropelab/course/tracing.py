@@ -140,11 +140,10 @@ def _trace_here(variant: str, tokens: int, hidden: int, threads_per_block: int |
             return self.data[i]
 
     positions = _Positions(np.arange(tokens, dtype=np.int32), None, None)
-    kernels.launch_variant(module, problem, _WatchedArray(x, None, None), out, positions,
-                           threads_per_block=threads_per_block, **options)
-    if not dims:  # a kernel that reads no position: fall back to what the launcher says
-        grid, block = module.launch_config(problem, threads_per_block)
-        dims = {"grid": _normalize_dims(grid), "block": _normalize_dims(block)}
+    plan = module.plan(problem, options, threads=threads_per_block)
+    kernels.launch(plan, (_WatchedArray(x, None, None), out, positions))
+    if not dims:  # a kernel that reads no position: fall back to what the plan says
+        dims = {"grid": _normalize_dims(plan.grid), "block": _normalize_dims(plan.block)}
     return {
         "variant": variant, "tokens": tokens, "row": problem.row,
         "grid": list(_normalize_dims(tuple(dims["grid"]))),
@@ -223,9 +222,6 @@ def _trace_fused_here(tokens: int, heads: list, head_dim: int, interleave: bool,
     from .. import fused
     from ..arrays import inspect_array
     from ..kernels import fused_qknorm_rope as kernel
-    from ..warp import install
-
-    install()
     hq, hk, hv = heads
     qkv = np.random.default_rng(0).standard_normal((tokens, (hq + hk + hv) * head_dim))
     qkv = qkv.astype(np.float32)
@@ -235,11 +231,11 @@ def _trace_fused_here(tokens: int, heads: list, head_dim: int, interleave: bool,
     who = np.full((qkv.size, 4), -1, dtype=np.int64)
     buf = _WatchedArray(qkv.ravel().copy(), who, None)
     weights = np.ones(head_dim, np.float32)
-    kernel.launch(problem, buf, _WatchedArray(weights, None, None),
-                  _WatchedArray(weights.copy(), None, None),
-                  _WatchedArray(np.arange(tokens, dtype=np.int32), None, None),
-                  _WatchedArray(problem.inv_freq_f32(), None, None),
-                  warps_per_block=warps_per_block, heads_per_warp=heads_per_warp)
+    plan = kernel.VARIANT.plan(problem, {"warps_per_block": warps_per_block,
+                                         "heads_per_warp": heads_per_warp})
+    kernels.launch(plan, (buf, _WatchedArray(weights, None, None),
+                          _WatchedArray(weights.copy(), None, None),
+                          _WatchedArray(np.arange(tokens, dtype=np.int32), None, None)))
     grid, threads = kernel.launch_config(problem, warps_per_block, heads_per_warp)
     return {"heads": list(heads), "head_dim": head_dim, "grid": list(grid), "block_dim": threads,
             "heads_per_warp": heads_per_warp, "who": who.tolist()}

@@ -1,51 +1,39 @@
-"""The RoPE kernel variants, one module each, in course order.
+"""The RoPE kernel variants, one module each, in course order, and their registry.
 
-Every variant module exposes the same names:
-
-``NAME``, ``SUMMARY``
-    Registry key and a one-line description.
-``FEATURES``
-    The optional features it implements (see :mod:`ropelab.problem`: heads, partial, neox,
-    inverse, scaled).  The public API refuses a call that needs one it lacks.
-``KERNEL``, ``PTX_SIGNATURE``
-    The plain Python kernel function (notebooks show it with ``inspect.getsource``) and the
-    argument types its launcher passes (the PTX census compiles exactly that).
-``launch_config(problem, threads_per_block=None) -> (blocks, threads)``
-``launch(problem, x, out, positions, *, fastmath=True, threads_per_block=None, stream=0)``
-    Launch on flat 1-D device arrays; no validation (the public API has done it).
+Each variant module holds its device code, a ``launch_config(problem, threads_per_block=None)``
+(the launch geometry, which notebooks show) and a :class:`~ropelab.kernels._launch.Variant`
+record ``VARIANT`` that declares its name, summary, features, options and how to build its
+:class:`~ropelab.kernels._launch.Plan`.  Nothing launches a kernel except
+:func:`ropelab.kernels._launch.launch` (and the :class:`~ropelab.kernels._launch.Bound` it
+caches): the public API, the benchmark, the census, the checks and the notebooks' tracer all go
+through it.
 """
 
-from . import block2d, flat, freq_table, pack4, pack4_scalar, pair_sincos
+from . import block2d, flat, freq_table, fused_qknorm_rope, pack4, pack4_scalar, pair_sincos
+from ..errors import RopeInputError
+from ._launch import Plan, Variant, launch
 
-VARIANTS = {m.NAME: m for m in (flat, block2d, pack4, pack4_scalar, freq_table, pair_sincos)}
+VARIANTS: dict[str, Variant] = {m.VARIANT.name: m.VARIANT for m in
+                                (flat, block2d, pack4, pack4_scalar, freq_table, pair_sincos)}
+MODULES = {m.VARIANT.name: m for m in (flat, block2d, pack4, pack4_scalar, freq_table, pair_sincos)}
 
-# A different operation from plain RoPE (QK-RMSNorm + RoPE in place on packed qkv), with its own
-# launcher signature: kept apart so that code looping over VARIANTS never calls it.
-from . import fused_qknorm_rope  # noqa: E402
-
-FUSED = {fused_qknorm_rope.NAME: fused_qknorm_rope}
+# A different operation (QK-RMSNorm + RoPE in place on packed qkv) with its own problem type:
+# kept apart so that code looping over VARIANTS never calls it.
+FUSED: dict[str, Variant] = {fused_qknorm_rope.VARIANT.name: fused_qknorm_rope.VARIANT}
 
 
-def get(name: str):
+def get(name) -> Variant:
+    """The variant called ``name``, or a clear error listing the ones that exist."""
+    if not isinstance(name, str):
+        raise TypeError(f"variant must be a string, got {type(name).__name__} {name!r}")
     try:
         return VARIANTS[name]
     except KeyError:
-        raise ValueError(
-            f"unknown variant {name!r}; choose one of {', '.join(VARIANTS)}"
-        ) from None
-
-
-def launch_variant(module, problem, x, out, positions, *, fastmath=True, threads_per_block=None,
-                   stream=0, **options):
-    """Prepare (tables, caches) if the variant needs it, then launch; no validation here."""
-    kwargs = dict(fastmath=fastmath, threads_per_block=threads_per_block, stream=stream)
-    prepare = getattr(module, "prepare", None)
-    if prepare is not None:
-        kwargs["state"] = prepare(problem, **options)
-    elif options:
-        raise TypeError(f"variant '{module.NAME}' takes no options, got {sorted(options)}")
-    module.launch(problem, x, out, positions, **kwargs)
+        raise RopeInputError(f"unknown variant {name!r}; choose one of {', '.join(VARIANTS)}") from None
 
 
 def variants_supporting(features) -> list[str]:
-    return [n for n, m in VARIANTS.items() if set(features) <= m.FEATURES]
+    return [n for n, v in VARIANTS.items() if set(features) <= v.features]
+
+
+__all__ = ["FUSED", "MODULES", "Plan", "VARIANTS", "Variant", "get", "launch", "variants_supporting"]

@@ -10,11 +10,12 @@ per block raises :class:`~ropelab.problem.RopeInputError` before launch.
 
 import math
 
+import numpy as np
 from numba import cuda, float32, uint64
 
-from ..problem import WARP, MAX_THREADS_PER_BLOCK
-from .rotate import rotate
-from ._jit import jitted
+from ..problem import MAX_THREADS_PER_BLOCK, WARP
+from ._launch import ROPE_ARRAYS, Plan, Variant
+from ._device import rotate
 
 NAME = "block2d"
 SUMMARY = "one block per token, threadIdx.x = pair (stride loop past 1024 threads); no div/mod"
@@ -37,10 +38,10 @@ def rope_block2d(x, out, positions, n_pairs, base):
 
 
 KERNEL = rope_block2d
-PTX_SIGNATURE = "void(float32[::1], float32[::1], int32[::1], uint64, float32)"
 
 
 def launch_config(problem, threads_per_block=None):
+    """(blocks, threads): one block per token; one thread per pair up to CUDA's 1024 limit."""
     if threads_per_block is None:
         # One thread per pair as in the seed, rounded up to whole warps, capped at the limit.
         threads = min(-(-problem.n_pairs // WARP) * WARP, MAX_THREADS_PER_BLOCK)
@@ -49,8 +50,10 @@ def launch_config(problem, threads_per_block=None):
     return problem.tokens, threads
 
 
-def launch(problem, x, out, positions, *, fastmath=True, threads_per_block=None, stream=0):
-    blocks, threads = launch_config(problem, threads_per_block)
-    jitted(rope_block2d, fastmath)[blocks, threads, stream](
-        x, out, positions, uint64(problem.n_pairs), float32(problem.base)
-    )
+def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan:
+    blocks, threads = launch_config(problem, threads)
+    return Plan(rope_block2d, fastmath, blocks, threads, ROPE_ARRAYS,
+                scalars=(np.uint64(problem.n_pairs), np.float32(problem.base)))
+
+
+VARIANT = Variant(NAME, SUMMARY, FEATURES, plan, KERNEL)

@@ -8,10 +8,11 @@ past the end whenever ``tokens * hidden / 2`` is not a multiple of 256).
 
 import math
 
+import numpy as np
 from numba import cuda, float32, uint64
 
-from ._jit import blocks_for, jitted
-from .rotate import rotate
+from ._launch import ROPE_ARRAYS, Plan, Variant, blocks_for
+from ._device import rotate
 
 NAME = "flat"
 SUMMARY = "1-D grid, one thread per pair; token and pair from idx // n_pairs and idx % n_pairs"
@@ -41,20 +42,22 @@ def rope_flat(x, out, positions, n_pairs, total_pairs, base):
 
 
 KERNEL = rope_flat
-# Argument types as the launcher passes them; the PTX census compiles exactly this.
-PTX_SIGNATURE = "void(float32[::1], float32[::1], int32[::1], uint64, int64, float32)"
 
 
 def launch_config(problem, threads_per_block=None):
+    """(blocks, threads): one thread per pair, 256 threads per block unless told otherwise."""
     threads = threads_per_block or THREADS
     total = problem.tokens * problem.n_pairs
     return blocks_for(total, threads), threads
 
 
-def launch(problem, x, out, positions, *, fastmath=True, threads_per_block=None, stream=0):
-    blocks, threads = launch_config(problem, threads_per_block)
-    kernel = jitted(rope_flat, fastmath)
-    kernel[blocks, threads, stream](
-        x, out, positions, uint64(problem.n_pairs), problem.tokens * problem.n_pairs,
-        float32(problem.base),
-    )
+def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan:
+    blocks, threads = launch_config(problem, threads)
+    # uint64 n_pairs keeps the index math unsigned; the total stays int64 because it is
+    # compared with the signed cuda.grid(1).
+    return Plan(rope_flat, fastmath, blocks, threads, ROPE_ARRAYS,
+                scalars=(np.uint64(problem.n_pairs), np.int64(problem.tokens * problem.n_pairs),
+                         np.float32(problem.base)))
+
+
+VARIANT = Variant(NAME, SUMMARY, FEATURES, plan, KERNEL)

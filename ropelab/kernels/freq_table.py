@@ -34,48 +34,26 @@ the two float32 scales applied to cos and sin.
 """
 
 import math
-from dataclasses import dataclass
-from functools import lru_cache, wraps
+from functools import lru_cache
 
 import numpy as np
 from numba import cuda, float32, int64, uint64
 
-from ..problem import HEADS, INVERSE, NEOX, PARTIAL, SCALED, RopeInputError
-from ._jit import blocks_for, jitted
-from .rotate import rotate
+from ..problem import HEADS, INVERSE, NEOX, PARTIAL, SCALED
+from ..validate import check_bool, check_int, fail
+from ._device import quotient, rotate, shift_for
+from ._launch import ROPE_ARRAYS, Plan, Variant, blocks_for
 
 NAME = "freq_table"
 SUMMARY = "inverse-frequency table (no pow per thread), or a float64-built cos/sin cache, or turns + fma angle reduction"
 FEATURES = frozenset({HEADS, PARTIAL, NEOX, INVERSE, SCALED})
 THREADS = 256
 TWO_PI = 2.0 * math.pi
+# reduce_angle's documented limit: every |position| <= 2**24 is exact in float32; past it
+# float32(position) rounds (by 1 at 2**24 + 1), an error no angle reduction can undo.
+REDUCE_LIMIT = 2**24
 # The largest cache accepted (positions x pairs), 2**28 entries = 2 GiB for cos + sin.
 MAX_CACHE_ENTRIES = 2**28
-
-
-# Sentinel shift: "the divisor is not a power of two, divide".
-NO_SHIFT = 64
-
-
-def shift_for(d: int) -> int:
-    """``log2(d)`` when ``d`` is a power of two, else :data:`NO_SHIFT` (host side, for :func:`quotient`)."""
-    d = int(d)
-    return d.bit_length() - 1 if d > 0 and d & (d - 1) == 0 else NO_SHIFT
-
-
-@cuda.jit(device=True, inline="always")
-def quotient(n, d, shift):
-    """``n // d`` for unsigned ``n``, ``d``, with ``shift = shift_for(d)``.
-
-    Every operand is uint64 on purpose (see ``flat.py``): a signed ``//`` in Numba is a floor
-    division with sign fix-ups.  Head sizes and head counts are nearly always powers of two;
-    the host then passes ``log2(d)`` and the thread pays one shift instead of a division (tens
-    of instructions even on the 32-bit path).  The branch is uniform across the grid, so it
-    costs no divergence; other divisors take the division.
-    """
-    if shift < uint64(NO_SHIFT):
-        return n >> shift
-    return n // d
 
 
 def rope_freq_table(x, out, positions, inv_freq, heads, heads_shift, half_dim, half_shift, n_pairs,
@@ -100,8 +78,9 @@ def rope_freq_table(x, out, positions, inv_freq, heads, heads_shift, half_dim, h
             out[a + uint64(1)] = x[a + uint64(1)]
 
 
-def rope_cos_sin_cache(x, out, positions, cos_cache, sin_cache, heads, heads_shift, half_dim,
-                       half_shift, n_pairs, total_slots, step, partner, cos_scale, sin_scale):
+def rope_cos_sin_cache(x, out, positions, cos_cache, sin_cache, errors, heads, heads_shift,
+                       half_dim, half_shift, n_pairs, total_slots, step, partner, cos_scale,
+                       sin_scale):
     idx = cuda.grid(1)
     if idx < total_slots:
         i = uint64(idx)
@@ -111,11 +90,19 @@ def rope_cos_sin_cache(x, out, positions, cos_cache, sin_cache, heads, heads_shi
         if j < n_pairs:
             a = first + j * step
             b = a + partner
-            # Positions were checked non-negative on the host: unsigned row index, no wrap-around.
-            pos = uint64(positions[quotient(head_row, heads, heads_shift)])
-            c = cos_cache[pos, j] * cos_scale
-            s = sin_cache[pos, j] * sin_scale
-            out[a], out[b] = rotate(x[a], x[b], c, s)
+            p = positions[quotient(head_row, heads, heads_shift)]
+            # A negative position wraps to a huge unsigned row, so one compare checks both ends.
+            pos = uint64(p)
+            if pos < uint64(cos_cache.shape[0]):
+                c = cos_cache[pos, j] * cos_scale
+                s = sin_cache[pos, j] * sin_scale
+                out[a], out[b] = rotate(x[a], x[b], c, s)
+            else:
+                # Device positions are not read on the host (that would be a synchronization):
+                # an out-of-range one poisons its pair and is reported by ropelab.check_errors().
+                errors[0] = p
+                out[a] = math.nan
+                out[b] = math.nan
         else:
             a = first + j + j
             out[a] = x[a]
@@ -136,7 +123,7 @@ def reduced_angle(pos, turns_hi, turns_lo):
     return frac * float32(TWO_PI)
 
 
-def rope_reduced_angle(x, out, positions, turns_hi, turns_lo, heads, heads_shift, half_dim,
+def rope_reduced_angle(x, out, positions, turns_hi, turns_lo, errors, heads, heads_shift, half_dim,
                        half_shift, n_pairs, total_slots, step, partner, cos_scale, sin_scale):
     idx = cuda.grid(1)
     if idx < total_slots:
@@ -147,11 +134,17 @@ def rope_reduced_angle(x, out, positions, turns_hi, turns_lo, heads, heads_shift
         if j < n_pairs:
             a = first + j * step
             b = a + partner
-            pos = float32(positions[quotient(head_row, heads, heads_shift)])
-            angle = reduced_angle(pos, turns_hi[j], turns_lo[j])
-            c = math.cos(angle) * cos_scale
-            s = math.sin(angle) * sin_scale
-            out[a], out[b] = rotate(x[a], x[b], c, s)
+            p = positions[quotient(head_row, heads, heads_shift)]
+            if -REDUCE_LIMIT <= p <= REDUCE_LIMIT:
+                pos = float32(p)  # exact: |p| <= 2**24
+                angle = reduced_angle(pos, turns_hi[j], turns_lo[j])
+                c = math.cos(angle) * cos_scale
+                s = math.sin(angle) * sin_scale
+                out[a], out[b] = rotate(x[a], x[b], c, s)
+            else:  # float32(p) would round the position itself: flag it (see the cache kernel)
+                errors[0] = p
+                out[a] = math.nan
+                out[b] = math.nan
         else:
             a = first + j + j
             out[a] = x[a]
@@ -159,15 +152,8 @@ def rope_reduced_angle(x, out, positions, turns_hi, turns_lo, heads, heads_shift
 
 
 KERNEL = rope_freq_table
-# Argument types exactly as scalar_args() passes them (the census compiles these).
-_INTS = "uint64, uint64, uint64, uint64, uint64, int64, uint64, uint64, float32, float32"
-PTX_SIGNATURE = f"void(float32[::1], float32[::1], int32[::1], float32[::1], {_INTS})"
 CACHE_KERNEL = rope_cos_sin_cache
-CACHE_PTX_SIGNATURE = (f"void(float32[::1], float32[::1], int32[::1], float32[:, ::1], "
-                       f"float32[:, ::1], {_INTS})")
 REDUCED_KERNEL = rope_reduced_angle
-REDUCED_PTX_SIGNATURE = (f"void(float32[::1], float32[::1], int32[::1], float32[::1], "
-                         f"float32[::1], {_INTS})")
 
 
 # --------------------------------------------------------------------------------------------
@@ -192,63 +178,46 @@ def turns_tables(freqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return hi, lo
 
 
-@dataclass(frozen=True)
-class TableState:
-    """Device tables for one problem's frequencies.
+@lru_cache(maxsize=8)
+def host_tables(mode: str, freq_bytes: bytes, max_positions: int | None) -> tuple:
+    """The float32 tables of one mode, built once per frequencies (keyed by their bytes).
 
-    ``mode`` is ``"table"``, ``"cache"`` or ``"reduced"``; ``max_positions`` is the cache length
-    (None when positions are unbounded), which the public API checks positions against.
+    Returning the same arrays for the same key lets :func:`ropelab.kernels._launch.device_table`
+    upload each only once (a 131072-position cache of 64 pairs is 64 MiB).
     """
-
-    mode: str
-    tables: tuple
-    max_positions: int | None = None
-
-
-@lru_cache(maxsize=4)
-def _device_state(mode: str, freq_bytes: bytes, max_positions: int | None) -> TableState:
-    # Keyed by the frequencies' bytes: repeated calls with the same scheme reuse the upload
-    # (a 131072-position cache of 64 pairs is 64 MiB).
     freqs = np.frombuffer(freq_bytes, dtype=np.float64)
     if mode == "cache":
-        host = cos_sin_cache(freqs, max_positions)
-    elif mode == "reduced":
-        host = turns_tables(freqs)
-    else:
-        host = (freqs.astype(np.float32),)
-    return TableState(mode, tuple(cuda.to_device(t) for t in host), max_positions)
+        return cos_sin_cache(freqs, max_positions)
+    if mode == "reduced":
+        return turns_tables(freqs)
+    return (freqs.astype(np.float32),)
 
 
-def prepare(problem, *, cache: bool = False, max_positions: int | None = None,
-            reduce_angle: bool = False) -> TableState:
-    """Check this variant's options and build (or reuse) its device tables.
+OPTIONS = {"cache": False, "max_positions": None, "reduce_angle": False}
+
+
+def mode_of(problem, options: dict) -> tuple[str, int | None]:
+    """Check this variant's options; return (mode, max_positions).
 
     ``cache=True`` needs ``max_positions`` (the number of cached positions, 0 .. N-1).
     ``reduce_angle=True`` selects the fma angle-reduction path.  The two exclude each other.
     """
-    for name, value in (("cache", cache), ("reduce_angle", reduce_angle)):
-        if not isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"{name} must be True or False, got {value!r}")
+    cache = check_bool("cache", options.get("cache", False))
+    reduce_angle = check_bool("reduce_angle", options.get("reduce_angle", False))
+    max_positions = options.get("max_positions")
     if cache and reduce_angle:
-        raise RopeInputError("choose cache=True or reduce_angle=True, not both: the cache has no "
-                             "angles to reduce")
+        fail("choose cache=True or reduce_angle=True, not both: the cache has no angles to reduce")
     if not cache:
         if max_positions is not None:
-            raise RopeInputError("max_positions is the length of the cos/sin cache; pass cache=True "
-                                 "with it")
-        return _device_state("reduced" if reduce_angle else "table", problem.freqs.tobytes(), None)
+            fail("max_positions is the length of the cos/sin cache; pass cache=True with it")
+        return ("reduced" if reduce_angle else "table"), None
     if max_positions is None:
-        raise RopeInputError("cache=True needs max_positions=N, the number of positions (0 .. N-1) "
-                             "to tabulate")
-    if isinstance(max_positions, (bool, np.bool_)) or not isinstance(max_positions, (int, np.integer)):
-        raise RopeInputError(f"max_positions must be an int, got {type(max_positions).__name__}")
-    max_positions = int(max_positions)
-    if max_positions <= 0:
-        raise RopeInputError(f"max_positions must be positive, got {max_positions}")
+        fail("cache=True needs max_positions=N, the number of positions (0 .. N-1) to tabulate")
+    max_positions = check_int("max_positions", max_positions, minimum=1)
     if max_positions * problem.n_pairs > MAX_CACHE_ENTRIES:
-        raise RopeInputError(f"a cos/sin cache of {max_positions} x {problem.n_pairs} entries exceeds "
-                             f"{MAX_CACHE_ENTRIES}; use reduce_angle=True for long contexts")
-    return _device_state("cache", problem.freqs.tobytes(), max_positions)
+        fail(f"a cos/sin cache of {max_positions} x {problem.n_pairs} entries exceeds "
+             f"{MAX_CACHE_ENTRIES}; use reduce_angle=True for long contexts")
+    return "cache", max_positions
 
 
 # Keyword options `python -m ropelab check` runs besides the defaults (positions there are < 4096).
@@ -256,57 +225,47 @@ CHECK_OPTIONS = (dict(cache=True, max_positions=4096), dict(reduce_angle=True))
 
 
 def launch_config(problem, threads_per_block=None):
+    """(blocks, threads): one thread per slot (``head_dim / 2`` slots per head)."""
     threads = threads_per_block or THREADS
     slots = problem.tokens * problem.heads * (problem.head_dim // 2)
     return blocks_for(slots, threads), threads
 
 
-def last_call_cache(fn):
-    """Remember ``fn``'s result for its last arguments, compared by identity.
-
-    For launchers' argument tuples: they are a pure function of frozen objects (the problem,
-    the prepared state), and building one costs tens of microseconds of host time (scalar
-    conversions, a float64 ``pow``), which timed launches of small shapes would see as GPU time
-    (the launch is still being prepared on the host when the GPU goes idle).
-    """
-    memo = [((), None)]
-
-    @wraps(fn)
-    def cached(*args):
-        last_args, value = memo[0]
-        if len(last_args) == len(args) and all(a is b for a, b in zip(last_args, args)):
-            return value
-        value = fn(*args)
-        memo[0] = (args, value)  # one atomic store: a racing reader sees the old or the new pair
-        return value
-
-    return cached
-
-
-@last_call_cache
-def scalar_args(problem):
+def scalar_args(problem) -> tuple:
     """The integer and float arguments every mode shares, in kernel order.
 
     Index arguments are unsigned 64-bit so the kernels' index arithmetic stays unsigned (a
     Python int would type as int64, and int64 mixed with uint64 computes in float64);
     ``total_slots`` stays int64 because it is compared with the signed ``cuda.grid(1)``.
-    NumPy's scalar types are what numba's ``uint64(...)``/``float32(...)`` return on the host,
-    at a quarter of the cost.
     """
     half_dim = problem.head_dim // 2
     step, partner = (2, 1) if problem.interleave else (1, problem.n_pairs)
     af = problem.attention_factor
     u = np.uint64
     return (u(problem.heads), u(shift_for(problem.heads)), u(half_dim), u(shift_for(half_dim)),
-            u(problem.n_pairs), problem.tokens * problem.heads * half_dim, u(step), u(partner),
-            np.float32(af), np.float32(-af if problem.inverse else af))
+            u(problem.n_pairs), np.int64(problem.tokens * problem.heads * half_dim), u(step),
+            u(partner), np.float32(af), np.float32(-af if problem.inverse else af))
 
 
 _KERNELS = {"table": rope_freq_table, "cache": rope_cos_sin_cache, "reduced": rope_reduced_angle}
+_LIMITS = {
+    "table": (None, ""),
+    "reduced": (REDUCE_LIMIT + 1, "reduce_angle=True is accurate for |position| <= 2**24 "
+                                  "(float32 holds every such position exactly)"),
+}
 
 
-def launch(problem, x, out, positions, *, fastmath=True, threads_per_block=None, stream=0, state=None):
-    state = state if state is not None else prepare(problem)
-    blocks, threads = launch_config(problem, threads_per_block)
-    kernel = jitted(_KERNELS[state.mode], fastmath)
-    kernel[blocks, threads, stream](x, out, positions, *state.tables, *scalar_args(problem))
+def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan:
+    mode, max_positions = mode_of(problem, options)
+    blocks, threads = launch_config(problem, threads)
+    limit, reason = _LIMITS.get(mode, (max_positions, f"the cos/sin cache holds positions 0 .. "
+                                                      f"{(max_positions or 0) - 1}"))
+    return Plan(_KERNELS[mode], fastmath, blocks, threads, ROPE_ARRAYS,
+                tables=host_tables(mode, problem.freqs.tobytes(), max_positions),
+                scalars=scalar_args(problem), errors=mode != "table", position_limit=limit,
+                limit_reason=reason)
+
+
+VARIANT = Variant(NAME, SUMMARY, FEATURES, plan, KERNEL, options=OPTIONS,
+                  census_options=({}, dict(cache=True, max_positions=16), dict(reduce_angle=True)),
+                  check_options=CHECK_OPTIONS)

@@ -43,21 +43,20 @@ lane holds must be a compile-time constant for them to stay in registers.
 from __future__ import annotations
 
 import math
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 from numba import cuda, float32, uint32
 
-from ..arrays import data_address
 from ..bf16 import load_bf16, pack2, store_bf16, unpack_high, unpack_low
-from ._jit import jitted
+from ..problem import FusedProblem
+from ._device import FULL_MASK, WARP
+from ._launch import Plan, Variant
 from .vec import load_f32x4, store_f32x4
 
 NAME = "fused_qknorm_rope"
 SUMMARY = ("QK-RMSNorm + RoPE in place on packed qkv: warp per (token, head), shuffle-reduced "
            "sum of squares, one sin/cos per pair, NeoX partners by shuffle")
-WARP = 32
-FULL_MASK = 0xFFFFFFFF
 HEAD_DIMS = tuple(range(64, 513, 64))  # E = head_dim / 32 must be even (pairs stay in a lane)
 STORAGES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
             "bfloat16": np.dtype(np.uint16)}
@@ -230,18 +229,6 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector4: bool = F
 
 # The kernel the course shows: SGLang's production case (head_dim 128, interleaved, bfloat16).
 KERNEL = make_kernel(128, True, "bfloat16")
-_SCALARS = "uint32, uint32, uint32, uint32, uint32, float32, float32"
-PTX_SIGNATURE = {
-    storage: f"void({t}[::1], {t}[::1], {t}[::1], int32[::1], float32[::1], {_SCALARS})"
-    for storage, t in (("float32", "float32"), ("float16", "float16"), ("bfloat16", "uint16"))
-}
-PTX_SIGNATURE["bfloat16"] = PTX_SIGNATURE["bfloat16"].replace("uint16", "uint32", 1)  # packed qkv
-# What the PTX census compiles: the production head size in both layouts, bf16 and float32.
-CENSUS_KERNELS = [(make_kernel(128, inter, st, st == "float32"), PTX_SIGNATURE[st])
-                  for st in ("bfloat16", "float32") for inter in (True, False)]
-CENSUS_KERNELS.append((make_kernel(128, True, "bfloat16", False, 2), PTX_SIGNATURE["bfloat16"]))
-
-
 
 
 def pick_warps_per_block(head_groups: int) -> int:
@@ -264,8 +251,8 @@ def launch_config(problem, warps_per_block=None, heads_per_warp=1):
     return (problem.tokens, (groups + wpb - 1) // wpb), wpb * WARP
 
 
-def scalar_args(problem):
-    """The scalar kernel arguments after the five arrays, typed as in ``PTX_SIGNATURE``."""
+def scalar_args(problem) -> tuple:
+    """The scalar kernel arguments after the arrays, typed as the kernel wants them."""
     n_pairs = problem.rotary_dim // 2
     e = problem.head_dim // WARP
     half_lanes = 0 if problem.interleave else n_pairs // e
@@ -274,31 +261,44 @@ def scalar_args(problem):
             np.uint32(half_lanes), np.float32(problem.eps), np.float32(problem.attention_factor))
 
 
-def uses_vector4(problem, qkv) -> bool:
-    """Whether the launch takes the 128-bit float32 path (float32, head_dim % 128, aligned)."""
-    return (problem.storage == "float32" and problem.head_dim % 128 == 0
-            and data_address(qkv) % 16 == 0)
+# The caller's arrays as the kernel sees them: qkv, q_weight, k_weight, positions.  bfloat16 qkv
+# (uint16 bit patterns) is passed as uint32 words of two elements: half the loads and stores.
+CALLER = {
+    "float32": (np.dtype(np.float32), np.dtype(np.float32), np.dtype(np.float32), np.dtype(np.int32)),
+    "float16": (np.dtype(np.float16), np.dtype(np.float16), np.dtype(np.float16), np.dtype(np.int32)),
+    "bfloat16": (np.dtype(np.uint32), np.dtype(np.uint16), np.dtype(np.uint16), np.dtype(np.int32)),
+}
+OPTIONS = {"warps_per_block": None, "heads_per_warp": None}
 
 
-def launch(problem, qkv, q_weight, k_weight, positions, inv_freq, *, fastmath=True,
-           warps_per_block=None, stream=0, heads_per_warp=None):
-    """Launch on device arrays; no validation (``ropelab.fused_qknorm_rope`` does it first).
+@lru_cache(maxsize=16)
+def _freq_table(freq_bytes: bytes) -> np.ndarray:
+    """float32 frequencies, one array per distinct set (so the device copy is made once)."""
+    return np.frombuffer(freq_bytes, dtype=np.float64).astype(np.float32)
 
-    ``qkv`` is the flat 1-D (or 2-D C-contiguous) device buffer, ``q_weight``/``k_weight``
-    ``[head_dim]`` in the storage dtype, ``positions`` int32 ``[tokens]`` and ``inv_freq``
-    float32 ``[rotary_dim / 2]`` (``problem.inv_freq_f32()``).  Modifies ``qkv`` in place.
-    bfloat16 ``qkv`` (uint16) is reinterpreted as uint32 words here, which needs its address to
-    be a multiple of 4 (the public API checks it).
-    """
-    if problem.tokens == 0:
-        return
-    if problem.storage == "bfloat16" and qkv.dtype != np.uint32:
-        # Building a view costs tens of microseconds of host time: callers that launch the
-        # same buffer many times (the benchmark) pass the uint32 view directly.
-        qkv = qkv.reshape(-1).view(np.uint32)
-    hpw = heads_per_warp or HEADS_PER_WARP[problem.storage]
-    grid, threads = launch_config(problem, warps_per_block, hpw)
-    fn = make_kernel(problem.head_dim, problem.interleave, problem.storage,
-                     uses_vector4(problem, qkv), hpw)
-    jitted(fn, fastmath)[grid, threads, stream](
-        qkv, q_weight, k_weight, positions, inv_freq, *scalar_args(problem))
+
+def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan:
+    """``threads`` is unused (the block is ``warps_per_block`` warps); ``aligned``: qkv starts on
+    a 16-byte boundary (float32's 128-bit path needs it)."""
+    hpw = options.get("heads_per_warp") or HEADS_PER_WARP[problem.storage]
+    grid, block = launch_config(problem, options.get("warps_per_block"), hpw)
+    vector4 = problem.storage == "float32" and problem.head_dim % 128 == 0 and aligned
+    fn = make_kernel(problem.head_dim, problem.interleave, problem.storage, vector4, hpw)
+    return Plan(fn, fastmath, grid, block, CALLER[problem.storage],
+                tables=(_freq_table(problem.inv_freq.tobytes()),), scalars=scalar_args(problem))
+
+
+def census_plans() -> list[Plan]:
+    """What the PTX census compiles: the production head size in both layouts, bfloat16 and
+    float32 at their default heads per warp, and bfloat16 with one head per warp (the course's
+    mapping)."""
+    out = []
+    for storage, hpw in (("bfloat16", None), ("float32", None), ("bfloat16", 1)):
+        for inter in ((True, False) if hpw is None else (True,)):
+            p = FusedProblem(1, 1, 1, 1, 128, 128, inter, storage, 1e-6, 10000.0,
+                             inv_freq=np.ones(64))
+            out.append(plan(p, {"heads_per_warp": hpw}))
+    return out
+
+
+VARIANT = Variant(NAME, SUMMARY, frozenset(), plan, KERNEL, options=OPTIONS, census=census_plans)

@@ -16,11 +16,11 @@ and two sin/cos: packing saves index math and load instructions, not transcenden
 
 import math
 
+import numpy as np
 from numba import cuda, float32, uint64
 
-from ..arrays import data_address
-from ._jit import blocks_for, jitted
-from .rotate import rotate
+from ._launch import ROPE_ARRAYS, Plan, Variant, blocks_for
+from ._device import rotate
 from .vec import load_f32x4, store_f32x4
 
 NAME = "pack4"
@@ -64,29 +64,28 @@ def rope_pack4_scalar(x, out, positions, n_pairs, quads_per_row, total_quads, ba
 
 
 KERNEL = rope_pack4
-PTX_SIGNATURE = "void(float32[::1], float32[::1], int32[::1], uint64, uint64, int64, float32)"
-
-
-def can_vectorize(problem, x, out) -> bool:
-    """float4 access is legal: whole quads per row and 16-byte aligned x and out."""
-    return problem.row % 4 == 0 and data_address(x) % 16 == 0 and data_address(out) % 16 == 0
 
 
 def launch_config(problem, threads_per_block=None):
+    """(blocks, threads): one thread per two adjacent pairs (a quad of floats)."""
     threads = threads_per_block or THREADS
     quads_per_row = (problem.n_pairs + 1) // 2
     return blocks_for(problem.tokens * quads_per_row, threads), threads
 
 
-def launch(problem, x, out, positions, *, fastmath=True, threads_per_block=None, stream=0,
-           vector=None):
-    blocks, threads = launch_config(problem, threads_per_block)
+def plan_kernel(problem, kernel, *, fastmath=True, threads=None) -> Plan:
+    blocks, threads = launch_config(problem, threads)
     quads_per_row = (problem.n_pairs + 1) // 2
-    if vector is None:
-        vector = can_vectorize(problem, x, out)
-    kernel = rope_pack4 if vector else rope_pack4_scalar
-    jitted(kernel, fastmath)[blocks, threads, stream](
-        x, out, positions, uint64(problem.n_pairs), uint64(quads_per_row),
-        problem.tokens * quads_per_row,
-        float32(problem.base),
-    )
+    return Plan(kernel, fastmath, blocks, threads, ROPE_ARRAYS,
+                scalars=(np.uint64(problem.n_pairs), np.uint64(quads_per_row),
+                         np.int64(problem.tokens * quads_per_row), np.float32(problem.base)))
+
+
+def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan:
+    """float4 access when it is legal: whole quads per row and 16-byte aligned arrays."""
+    vector = aligned and problem.row % 4 == 0
+    return plan_kernel(problem, rope_pack4 if vector else rope_pack4_scalar, fastmath=fastmath,
+                       threads=threads)
+
+
+VARIANT = Variant(NAME, SUMMARY, FEATURES, plan, KERNEL)

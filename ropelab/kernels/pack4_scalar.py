@@ -6,15 +6,17 @@ wider access alone buys on a memory-bound operator.
 """
 
 from . import pack4
+from ._launch import Variant
 
 NAME = "pack4_scalar"
 SUMMARY = "pack4 with four scalar 32-bit loads/stores per thread (tail path for odd pair counts)"
 FEATURES = pack4.FEATURES
 KERNEL = pack4.rope_pack4_scalar
-PTX_SIGNATURE = pack4.PTX_SIGNATURE
 launch_config = pack4.launch_config
 
 
-def launch(problem, x, out, positions, *, fastmath=True, threads_per_block=None, stream=0):
-    pack4.launch(problem, x, out, positions, fastmath=fastmath, threads_per_block=threads_per_block,
-                 stream=stream, vector=False)
+def plan(problem, options, *, fastmath=True, threads=None, aligned=True):
+    return pack4.plan_kernel(problem, pack4.rope_pack4_scalar, fastmath=fastmath, threads=threads)
+
+
+VARIANT = Variant(NAME, SUMMARY, FEATURES, plan, KERNEL)

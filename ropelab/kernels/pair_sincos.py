@@ -44,9 +44,9 @@ import numpy as np
 from numba import cuda, float32, uint64
 
 from ..problem import HEADS, INVERSE, NEOX, PARTIAL, SCALED, RopeInputError
-from ._jit import blocks_for, jitted
-from .freq_table import last_call_cache, quotient, shift_for
-from .rotate import rotate
+from ..validate import check_int
+from ._device import quotient, rotate, shift_for
+from ._launch import ROPE_ARRAYS, Plan, Variant, blocks_for
 
 NAME = "pair_sincos"
 SUMMARY = ("chunk of pairs per thread, strided for coalescing: one pow + ratio recurrence, one sin/cos "
@@ -147,12 +147,7 @@ def freq_drift_kernel(pow_out, rec_out, n_pairs, stride, freq_scale, freq_base, 
 
 
 KERNEL = rope_pair_sincos
-# Argument types exactly as launch() passes them (the census compiles these).
-PTX_SIGNATURE = ("void(float32[::1], float32[::1], int32[::1], uint64, uint64, uint64, uint64, uint64, "
-                 "uint64, int64, uint64, uint64, float32, float32, float32, float32, int64, float32, "
-                 "float32, float32, float32, float32)")
 DRIFT_KERNEL = freq_drift_kernel
-DRIFT_PTX_SIGNATURE = "void(float32[::1], float32[::1], int64, uint64, float32, float32, float32, float32)"
 
 
 # --------------------------------------------------------------------------------------------
@@ -200,7 +195,7 @@ class FreqParams:
         """
         f32 = np.float32  # the type numba's float32(...) returns on the host, built faster
         return (f32(self.freq_scale), f32(self.freq_base), f32(self.exponent_step),
-                f32(self.stride_ratio(stride)), self.ramp_mode, f32(self.ramp_a), f32(self.ramp_b),
+                f32(self.stride_ratio(stride)), np.int64(self.ramp_mode), f32(self.ramp_a), f32(self.ramp_b),
                 f32(self.shrink))
 
 
@@ -230,26 +225,18 @@ def freq_params(scheme, rotary_dim: int, base: float) -> FreqParams:
     raise RopeInputError(f"pair_sincos has no in-kernel formula for {scheme!r}")
 
 
-@dataclass(frozen=True)
-class PairState:
-    chunk: int
-    params: FreqParams
-    max_positions: None = None  # no table: any position is accepted
+OPTIONS = {"pairs_per_thread": PAIRS_PER_THREAD}
 
 
-def prepare(problem, *, pairs_per_thread: int = PAIRS_PER_THREAD) -> PairState:
-    """Check the options and derive the in-kernel frequency formula for ``problem``."""
+def formula_for(problem) -> FreqParams:
+    """The in-kernel frequency formula for ``problem``, proven equal to its frequencies."""
     from .. import scaling
 
-    if isinstance(pairs_per_thread, (bool, np.bool_)) or not isinstance(pairs_per_thread, (int, np.integer)):
-        raise RopeInputError(f"pairs_per_thread must be an int, got {type(pairs_per_thread).__name__}")
-    if not 1 <= pairs_per_thread <= MAX_PAIRS_PER_THREAD:
-        raise RopeInputError(f"pairs_per_thread must be in 1..{MAX_PAIRS_PER_THREAD}, got {pairs_per_thread}")
     params = freq_params(scaling.parse(problem.scaling), problem.rotary_dim, problem.base)
     # The kernel evaluates a formula, not the table the reference uses: prove they agree.
     if not np.allclose(params.freqs(problem.n_pairs), problem.freqs, rtol=1e-9, atol=0.0):
         raise RuntimeError(f"pair_sincos: in-kernel frequencies disagree with {problem.scaling!r}")
-    return PairState(int(pairs_per_thread), params)
+    return params
 
 
 # Keyword options `python -m ropelab check` runs besides the defaults.
@@ -270,37 +257,41 @@ def drift_args(params: FreqParams, n_pairs: int, chunk: int) -> tuple:
     stride_ratio)``.  Pair ``j`` then takes ``j // stride`` recurrence steps, as in the kernel.
     """
     stride = threads_per_head(n_pairs, chunk)
-    return (uint64(stride),) + params.kernel_args(stride)[:4]
+    return (np.uint64(stride),) + params.kernel_args(stride)[:4]
 
 
 def launch_config(problem, threads_per_block=None, chunk=PAIRS_PER_THREAD):
+    """(blocks, threads): ``threads_per_head`` threads for each (token, head)."""
     threads = threads_per_block or THREADS
     per_head = threads_per_head(problem.head_dim // 2, chunk)
     return blocks_for(problem.tokens * problem.heads * per_head, threads), threads
 
 
-@last_call_cache
-def launch_args(problem, state: PairState) -> tuple:
+def launch_args(problem, chunk: int, params: FreqParams) -> tuple:
     """The kernel's arguments after ``(x, out, positions)``, in order, typed as the kernel wants.
 
     Index arguments are unsigned 64-bit so the kernel's index math stays unsigned (a Python int
     types as int64, and int64 mixed with uint64 computes in float64); ``total_threads`` stays
-    int64 because it is compared with the signed ``cuda.grid(1)``.  Cached for the last
-    ``(problem, state)``: see :func:`ropelab.kernels.freq_table.last_call_cache`.
+    int64 because it is compared with the signed ``cuda.grid(1)``.
     """
     half_dim = problem.head_dim // 2
-    stride = threads_per_head(half_dim, state.chunk)
+    stride = threads_per_head(half_dim, chunk)
     step, partner = (2, 1) if problem.interleave else (1, problem.n_pairs)
     af = problem.attention_factor
     u = np.uint64
     return (u(problem.heads), u(shift_for(problem.heads)), u(half_dim), u(problem.n_pairs),
-            u(stride), u(shift_for(stride)), problem.tokens * problem.heads * stride, u(step),
-            u(partner), *state.params.kernel_args(stride), np.float32(af),
+            u(stride), u(shift_for(stride)), np.int64(problem.tokens * problem.heads * stride),
+            u(step), u(partner), *params.kernel_args(stride), np.float32(af),
             np.float32(-af if problem.inverse else af))
 
 
-def launch(problem, x, out, positions, *, fastmath=True, threads_per_block=None, stream=0, state=None):
-    state = state if state is not None else prepare(problem)
-    blocks, threads = launch_config(problem, threads_per_block, state.chunk)
-    jitted(rope_pair_sincos, fastmath)[blocks, threads, stream](x, out, positions,
-                                                                *launch_args(problem, state))
+def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan:
+    chunk = check_int("pairs_per_thread", options.get("pairs_per_thread", PAIRS_PER_THREAD),
+                      minimum=1, maximum=MAX_PAIRS_PER_THREAD)
+    blocks, threads = launch_config(problem, threads, chunk)
+    return Plan(rope_pair_sincos, fastmath, blocks, threads, ROPE_ARRAYS,
+                scalars=launch_args(problem, chunk, formula_for(problem)))
+
+
+VARIANT = Variant(NAME, SUMMARY, FEATURES, plan, KERNEL, options=OPTIONS,
+                  check_options=CHECK_OPTIONS)

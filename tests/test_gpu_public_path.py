@@ -1,0 +1,123 @@
+"""The public path on a real GPU, called as a PyTorch user calls it (skipped without a GPU).
+
+Run on a GPU host with ``python -m pytest tests/test_gpu_public_path.py``; scripts/gpu_session.sh
+does, and records the output.  What is checked:
+
+* every variant on torch tensors equals the NumPy path (same kernel) and the float64 reference;
+* the second call takes the cached path (no validation, no synchronization) and still checks
+  overlap on the new pointers;
+* ``stream=`` and PyTorch's current stream are honoured;
+* ``ropelab.rope`` and ``ropelab.fused_qknorm_rope`` captured in a ``torch.cuda.CUDAGraph``
+  replay to the eager result;
+* out-of-range device positions of a limited mode are flagged, not read on the host.
+"""
+
+import numpy as np
+import pytest
+
+import ropelab
+from ropelab import reference
+
+pytestmark = pytest.mark.skipif(ropelab.SIMULATED, reason="needs a GPU")
+torch = pytest.importorskip("torch") if not ropelab.SIMULATED else None
+
+
+def _tensors(tokens=257, hidden=1024, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((tokens, hidden)).astype(np.float32)
+    pos = rng.integers(0, 4096, tokens).astype(np.int32)
+    return x, pos, torch.from_numpy(x).cuda(), torch.from_numpy(pos).cuda()
+
+
+@pytest.mark.parametrize("variant", list(ropelab.kernels.VARIANTS))
+def test_torch_tensors_match_numpy_and_reference(variant):
+    x, pos, tx, tpos = _tensors()
+    want = ropelab.rope(x, variant=variant, positions=pos)
+    tout = torch.empty_like(tx)
+    for _ in range(3):  # the first call validates, the next ones take the cached path
+        got = ropelab.rope(tx, variant=variant, positions=tpos, out=tout)
+        assert got is tout
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(got.cpu().numpy(), want)
+    assert np.abs(want - reference.rope(x, pos)).max() < 1e-2
+    fresh = ropelab.rope(tx, variant=variant, positions=tpos)  # out=None: a new tensor
+    assert isinstance(fresh, torch.Tensor) and fresh.shape == tx.shape
+    np.testing.assert_array_equal(fresh.cpu().numpy(), want)
+
+
+def test_cached_path_still_refuses_overlap_on_new_pointers():
+    _, _, tx, tpos = _tensors(tokens=64, hidden=512)
+    buf = torch.empty(64 * 512 + 256, device="cuda")
+    a, b = buf[:64 * 512].view(64, 512), buf[256:].view(64, 512)
+    a.copy_(tx)
+    ropelab.rope(a, positions=tpos, out=torch.empty_like(a))  # caches the call shape
+    with pytest.raises(ropelab.RopeInputError, match="overlaps"):
+        ropelab.rope(a, positions=tpos, out=b)
+
+
+def test_stream_argument_and_current_stream():
+    x, pos, tx, tpos = _tensors()
+    want = ropelab.rope(x, variant="pack4", positions=pos)
+    s = torch.cuda.Stream()
+    out1, out2 = torch.empty_like(tx), torch.empty_like(tx)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(s):  # default: torch's current stream
+        ropelab.rope(tx, variant="pack4", positions=tpos, out=out1)
+    ropelab.rope(tx, variant="pack4", positions=tpos, out=out2, stream=s)  # explicit
+    s.synchronize()
+    np.testing.assert_array_equal(out1.cpu().numpy(), want)
+    np.testing.assert_array_equal(out2.cpu().numpy(), want)
+
+
+def test_cuda_graph_capture_replays_eager_result():
+    x, pos, tx, tpos = _tensors()
+    out = torch.empty_like(tx)
+    ropelab.rope(tx, variant="pair_sincos", positions=tpos, out=out)  # warm-up outside capture
+    eager = out.clone()
+    out.zero_()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        ropelab.rope(tx, variant="pair_sincos", positions=tpos, out=out)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager)
+
+
+def test_fused_graph_capture_and_bfloat16_tensors():
+    from ropelab import fused
+
+    rng = np.random.default_rng(1)
+    qkv, wq, wk, pos = fused.random_inputs(rng, 64, (4, 2, 2), 128, "bfloat16")
+    to = lambda a: torch.from_numpy(np.ascontiguousarray(a)).cuda()  # noqa: E731
+    tq, twq, twk, tpos = to(qkv).view(torch.bfloat16), to(wq).view(torch.bfloat16), \
+        to(wk).view(torch.bfloat16), to(pos)
+    kw = dict(num_heads_q=4, num_heads_k=2, num_heads_v=2, head_dim=128)
+    want = ropelab.fused_qknorm_rope(qkv.copy(), q_weight=wq, k_weight=wk, positions=pos, **kw)
+    start = tq.clone()
+    ropelab.fused_qknorm_rope(tq, q_weight=twq, k_weight=twk, positions=tpos, **kw)  # warm-up
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(tq.view(torch.uint16).cpu().numpy(), want)
+    tq.copy_(start)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        ropelab.fused_qknorm_rope(tq, q_weight=twq, k_weight=twk, positions=tpos, **kw)
+    tq.copy_(start)
+    g.replay()
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(tq.view(torch.uint16).cpu().numpy(), want)
+
+
+def test_out_of_range_device_positions_are_flagged_not_read():
+    x, pos, tx, tpos = _tensors(tokens=16, hidden=64)
+    ropelab.check_errors()  # clear anything earlier tests left
+    bad = tpos.clone()
+    bad[3] = 5000  # past the cache of 4096 positions
+    out = ropelab.rope(tx, variant="freq_table", positions=bad, cache=True, max_positions=4096)
+    host = out.cpu().numpy()
+    assert np.isnan(host[3]).all() and not np.isnan(np.delete(host, 3, axis=0)).any()
+    with pytest.raises(ropelab.RopeDeviceError, match="5000"):
+        ropelab.check_errors()
+    ropelab.check_errors()  # cleared
+    with pytest.raises(ropelab.RopeInputError, match="5000"):
+        ropelab.rope(tx, variant="freq_table", positions=bad, cache=True, max_positions=4096,
+                     check_positions=True)
