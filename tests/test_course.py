@@ -69,8 +69,9 @@ def test_trace_does_not_change_what_the_kernel_computes(rng):
     out = tracing._WatchedArray(np.zeros(30, np.float32), np.full((30, 4), -1), None)
     if not ropelab.SIMULATED:
         pytest.skip("needs the simulator in this process")
-    kernels.get("flat").launch(problem, tracing._WatchedArray(x, None, None), out,
-                               tracing._WatchedArray(np.arange(3, dtype=np.int32), None, None))
+    kernels.launch(kernels.get("flat").plan(problem),
+                   (tracing._WatchedArray(x, None, None), out,
+                    tracing._WatchedArray(np.arange(3, dtype=np.int32), None, None)))
     want = reference.rope(x.reshape(3, 10))
     assert np.abs(out.data.reshape(3, 10) - want).max() < 1e-5
 
@@ -115,7 +116,7 @@ def test_plot_thread_map_labels_every_float():
 
 
 def test_source_is_the_kernel_text():
-    text = course.source(kernels.get("flat").KERNEL)
+    text = course.source(kernels.get("flat").kernel)
     assert text.startswith("def rope_flat(") and "cuda.grid(1)" in text
 
 
