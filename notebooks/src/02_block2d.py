@@ -211,7 +211,7 @@ if bench is not None:
 # once, and on the 1 GB shape each thread loops over two pairs.  Either could cost the few
 # percent measured; neither was isolated in this run, so treat them as hypotheses to test,
 # not as the explanation.
-#
+
 # %%
 # NBVAL_IGNORE_OUTPUT
 print(course.live_bench(["flat", "block2d"]))
