@@ -13,7 +13,7 @@ The names notebooks use are re-exported here, so ``from ropelab import course`` 
 """
 
 from .checks import Check, check
-from .display import source
+from .display import excerpt, source
 from .plots import (plot_all_variants, plot_freq_drift, plot_fused_map, plot_launch_overhead,
                     plot_precision, plot_roof, plot_sincos_error, plot_thread_map)
 from .tables import (COPY_ROWS, bench_row, bench_table, case_label, copy_table, drift_table,
@@ -23,7 +23,7 @@ from .tracing import FusedMap, ThreadMap, trace_fused, trace_threads
 
 __all__ = [
     "COPY_ROWS", "Check", "FusedMap", "ThreadMap", "bench_row", "bench_table", "case_label",
-    "check", "copy_table", "drift_table", "live_bench", "plot_all_variants", "plot_freq_drift",
+    "check", "copy_table", "excerpt", "drift_table", "live_bench", "plot_all_variants", "plot_freq_drift",
     "plot_fused_map", "plot_launch_overhead", "plot_precision", "plot_roof", "plot_sincos_error",
     "plot_thread_map", "precision_table", "provenance", "recorded", "relative_times",
     "roof_gbps", "share_of_roof", "sincos_table", "source", "trace_fused", "trace_threads",

@@ -119,6 +119,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector4: bool = F
     load = _LOAD[storage]
     store = _STORE[storage]
 
+    # ex: begin fused_kernel
     def fused_qknorm_rope(qkv, q_weight, k_weight, positions, inv_freq, heads_q, heads_qk,
                           heads_total, n_pairs, half_lanes, eps, attention_factor):
         tid = uint32(cuda.threadIdx.x)
@@ -166,6 +167,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector4: bool = F
             head = head0 + uint32(h)
             if head < heads_qk:
                 ss = sums[h]
+                # ex: begin fused_butterfly
                 # Butterfly: after the five steps every lane holds the sum over all 32 lanes.
                 ss += cuda.shfl_xor_sync(FULL_MASK, ss, 16)
                 ss += cuda.shfl_xor_sync(FULL_MASK, ss, 8)
@@ -173,10 +175,12 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector4: bool = F
                 ss += cuda.shfl_xor_sync(FULL_MASK, ss, 2)
                 ss += cuda.shfl_xor_sync(FULL_MASK, ss, 1)
                 scale = float32(1.0) / math.sqrt(ss * INV_HEAD_DIM + eps)
+                # ex: end fused_butterfly
                 weight = q_weight if head < heads_q else k_weight
                 for i in range(E):
                     vals[h * E + i] = vals[h * E + i] * scale * load(weight[lane * uint32(E) + uint32(i)])
 
+                # ex: begin fused_rope_gptj
                 if INTERLEAVE:
                     for j in range(PAIRS):
                         pair = lane * uint32(PAIRS) + uint32(j)
@@ -188,6 +192,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector4: bool = F
                             x1 = vals[h * E + 2 * j + 1]
                             vals[h * E + 2 * j] = x0 * c - x1 * s
                             vals[h * E + 2 * j + 1] = x0 * s + x1 * c
+                # ex: end fused_rope_gptj
                 else:
                     # Lanes [0, n) hold first halves of pairs, [n, 2n) the second halves, n = half_lanes.
                     first_half = lane < half_lanes
@@ -220,6 +225,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector4: bool = F
                 else:
                     for i in range(E):
                         qkv[first + uint32(i)] = store(vals[h * E + i])
+    # ex: end fused_kernel
 
     fused_qknorm_rope.__qualname__ = (f"fused_qknorm_rope_d{head_dim}_{'gptj' if interleave else 'neox'}"
                                       f"_{storage}{'_v4' if vector4 else ''}"

@@ -25,6 +25,7 @@ else:
     from numba import types
     from numba.cuda.extending import intrinsic
 
+    # ex: begin vec4_load
     def _vector_pointer(context, builder, array_type, array, index):
         data = context.make_array(array_type)(context, builder, value=array).data
         element = builder.gep(data, [index])
@@ -47,6 +48,7 @@ else:
             return context.make_tuple(builder, sig.return_type, lanes)
 
         return sig, codegen
+    # ex: end vec4_load
 
     @intrinsic
     def store_f32x4(typingctx, array, index, a, b, c, d):
