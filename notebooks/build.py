@@ -114,7 +114,10 @@ def execute(nb, timeout: int = 600):
     from nbclient import NotebookClient
 
     env_before = dict(os.environ)
-    os.environ.update(ROPELAB_TARGET="simulator", ROPELAB_QUIET="1", MPLBACKEND="module://matplotlib_inline.backend_inline")
+    # The kernel imports ropelab from this checkout, even where another copy is installed.
+    path = os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))
+    os.environ.update(ROPELAB_TARGET="simulator", ROPELAB_QUIET="1", PYTHONPATH=path,
+                      MPLBACKEND="module://matplotlib_inline.backend_inline")
     try:
         client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                                 resources={"metadata": {"path": str(HERE)}})

@@ -6,7 +6,8 @@ One module per concern:
 * :mod:`.plots`: charts of thread maps and of recorded GPU data;
 * :mod:`.tables`: tables and quoted numbers from the records under ``data/``;
 * :mod:`.checks`: the notebooks' PASS/FAIL line against the float64 reference;
-* :mod:`.display`: kernel source read from the package.
+* :mod:`.display`: kernel source read from the package, whole or by marked region;
+* :mod:`.primer`: the pictures and numbers of notebook 00's CUDA primer.
 
 The names notebooks use are re-exported here, so ``from ropelab import course`` and
 ``course.trace_threads(...)`` keep working.
@@ -14,6 +15,8 @@ The names notebooks use are re-exported here, so ``from ropelab import course`` 
 
 from .checks import Check, check
 from .display import excerpt, source
+from .primer import (paper_budget, plot_compile_pipeline, plot_execution_model,
+                     sectors_touched)
 from .plots import (plot_all_variants, plot_freq_drift, plot_fused_map, plot_launch_overhead,
                     plot_precision, plot_roof, plot_sincos_error, plot_thread_map)
 from .tables import (COPY_ROWS, bench_row, bench_table, case_label, copy_table, drift_table,
@@ -22,9 +25,11 @@ from .tables import (COPY_ROWS, bench_row, bench_table, case_label, copy_table, 
 from .tracing import FusedMap, ThreadMap, trace_fused, trace_threads
 
 __all__ = [
-    "COPY_ROWS", "Check", "FusedMap", "ThreadMap", "bench_row", "bench_table", "case_label",
-    "check", "copy_table", "excerpt", "drift_table", "live_bench", "plot_all_variants", "plot_freq_drift",
-    "plot_fused_map", "plot_launch_overhead", "plot_precision", "plot_roof", "plot_sincos_error",
+    "bench_row", "bench_table", "case_label", "check", "Check", "COPY_ROWS", "copy_table",
+    "drift_table", "excerpt", "FusedMap", "live_bench", "paper_budget", "plot_all_variants",
+    "plot_compile_pipeline", "plot_execution_model", "plot_freq_drift", "plot_fused_map",
+    "plot_launch_overhead", "plot_precision", "plot_roof", "plot_sincos_error",
     "plot_thread_map", "precision_table", "provenance", "recorded", "relative_times",
-    "roof_gbps", "share_of_roof", "sincos_table", "source", "trace_fused", "trace_threads",
+    "roof_gbps", "sectors_touched", "share_of_roof", "sincos_table", "source", "ThreadMap",
+    "trace_fused", "trace_threads",
 ]
