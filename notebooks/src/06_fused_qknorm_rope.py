@@ -26,8 +26,6 @@ import os
 
 os.environ["ROPELAB_QUIET"] = "1"
 
-import inspect
-
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -50,11 +48,14 @@ print(ropelab.format_description())
 # ## The kernel
 #
 # One kernel is generated per head size, layout and storage dtype, because the number of
-# elements a lane keeps in registers must be a compile-time constant.  The factory and the
-# kernel it returns:
+# elements a lane keeps in registers must be a compile-time constant.  The factory
+# `make_kernel` fixes those constants (`E` elements per lane, `HPW` heads per warp, `SLOTS`,
+# `INTERLEAVE`, `PACKED`, `VEC4`) in Python, and the kernel it returns reads them as plain
+# names: Numba compiles them in as constants, and a branch on one of them disappears from the
+# builds where it is false.  The kernel function:
 
 # %%
-print(inspect.getsource(fused_kernel.make_kernel))
+print(course.excerpt(fused_kernel, "fused_kernel"))
 
 # %% [markdown]
 # Reading it top to bottom:
@@ -77,7 +78,13 @@ print(inspect.getsource(fused_kernel.make_kernel))
 #    live in different lanes: one `shfl_sync` per element fetches the partner.
 # 6. **Store** back where the values came from.
 #
-# The butterfly of step 3, acted out by NumPy on 32 integers (exact, so the check is exact):
+# Step 3 in the kernel:
+
+# %%
+print(course.excerpt(fused_kernel, "fused_butterfly"))
+
+# %% [markdown]
+# The same butterfly acted out by NumPy on 32 integers (exact, so the check is exact):
 
 # %%
 partial = np.arange(32) ** 2  # each lane's own sum of squares
@@ -254,13 +261,32 @@ if bench is not None:
 print("default heads per warp by storage:", fused_kernel.HEADS_PER_WARP)
 
 # %% [markdown]
+# Are these differences real?  Each median comes from one run, and a second run would not give
+# exactly the same numbers.  This record has a built-in way to see how much they move: the
+# default row `fused_qknorm_rope` launches exactly the same kernel as one of the explicit rows
+# (one head per warp for float32, two for bfloat16), timed separately in the same run.  The
+# largest gap between such twins is the smallest difference the run can resolve, its noise
+# floor; a spread between settings below it says nothing.
+
+# %%
+if bench is not None:
+    for storage in ("float32", "bfloat16"):
+        default_row = hpw_rows[fused_kernel.HEADS_PER_WARP_CHOICES.index(fused_kernel.HEADS_PER_WARP[storage])]
+        print(course.noise_table(bench, hpw_rows, ("fused_qknorm_rope", default_row),
+                                 shapes=production, dtype=storage))
+        print()
+
+# %% [markdown]
 # What the record says, and what it does not:
 #
-# * **bfloat16: two heads per warp help**, by five to six points of the copy on every
-#   production shape; four heads are slightly worse than two.  So the kernel defaults to two
-#   for 16-bit storage.
-# * **float32 gains nothing**: a float32 head, moved with 128-bit loads, is already 512 bytes
-#   per warp, and more heads per warp are slightly slower.  The default stays one.
+# * **bfloat16: two heads per warp help**, by several times the noise floor on every production
+#   shape (about 8 to 9 percent of the time); four heads are slightly slower than two.  So the
+#   kernel defaults to two for 16-bit storage.
+# * **float32: no setting is measurably better.**  A float32 head, moved with 128-bit loads,
+#   is already 512 bytes per warp.  The three settings differ by about as much as the same
+#   setting timed twice: within the noise floor on two shapes and less than a point above it
+#   on the other two.  One head per warp is fastest or level everywhere, by margins this run
+#   barely resolves, so the default stays one: the simplest kernel, not a proven winner.
 # * **The rest of the gap is not explained by this run.**  The project's target is 80 percent
 #   of the copy on `flux_1024` and `qwen_image_1024` in bfloat16, and two heads per warp get
 #   to the low seventies.  If bytes in flight were the whole story, four heads would have
@@ -298,6 +324,8 @@ else:
 # * Count the bytes a warp keeps in flight (Little's law): a bfloat16 head is only 256 bytes,
 #   and two heads per warp recover part of the difference to the copy; the record does not
 #   explain the rest.
+# * Before calling one setting faster, compare the difference with the gap between two
+#   timings of the same kernel: for float32 heads per warp, it was not larger.
 # * Shape the thread's share of data so that pairs never straddle lanes (interleaved); when
 #   they must (half-split), fetch the partner with a shuffle.
 # * In place on `qkv`: touch only Q and K, and test that V is bit-identical.

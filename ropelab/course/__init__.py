@@ -20,16 +20,18 @@ from .primer import (paper_budget, plot_compile_pipeline, plot_execution_model,
 from .plots import (plot_all_variants, plot_freq_drift, plot_fused_map, plot_launch_overhead,
                     plot_precision, plot_roof, plot_sincos_error, plot_thread_map)
 from .tables import (COPY_ROWS, bench_row, bench_table, case_label, copy_table, drift_table,
-                     live_bench, precision_table, provenance, recorded, relative_times, roof_gbps,
-                     share_of_roof, sincos_table)
+                     live_bench, noise_table, precision_table, provenance, recorded,
+                     relative_times, repeat_gaps, roof_gbps, run_to_run, share_of_roof,
+                     sincos_table, spread)
 from .tracing import FusedMap, ThreadMap, trace_fused, trace_threads
 
 __all__ = [
     "bench_row", "bench_table", "case_label", "check", "Check", "COPY_ROWS", "copy_table",
-    "drift_table", "excerpt", "FusedMap", "live_bench", "paper_budget", "plot_all_variants",
-    "plot_compile_pipeline", "plot_execution_model", "plot_freq_drift", "plot_fused_map",
-    "plot_launch_overhead", "plot_precision", "plot_roof", "plot_sincos_error",
-    "plot_thread_map", "precision_table", "provenance", "recorded", "relative_times",
-    "roof_gbps", "sectors_touched", "share_of_roof", "sincos_table", "source", "ThreadMap",
-    "trace_fused", "trace_threads",
+    "drift_table", "excerpt", "FusedMap", "live_bench", "noise_table", "paper_budget",
+    "plot_all_variants", "plot_compile_pipeline", "plot_execution_model", "plot_freq_drift",
+    "plot_fused_map", "plot_launch_overhead", "plot_precision", "plot_roof",
+    "plot_sincos_error", "plot_thread_map", "precision_table", "provenance", "recorded",
+    "relative_times", "repeat_gaps", "roof_gbps", "run_to_run", "sectors_touched",
+    "share_of_roof", "sincos_table", "source", "spread", "ThreadMap", "trace_fused",
+    "trace_threads",
 ]
