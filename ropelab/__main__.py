@@ -1,4 +1,4 @@
-"""Command line: ``python -m ropelab {info,check,census,bench,precision}``."""
+"""Command line: ``python -m ropelab {info,check,census,bench,precision,profile,exercises}``."""
 
 from __future__ import annotations
 
@@ -65,6 +65,36 @@ def _precision(args) -> int:
     return 0
 
 
+def _profile(args) -> int:
+    from .measure.profile import run_cli
+
+    return run_cli(args)
+
+
+def _add_profile(sub) -> None:
+    from .measure.profile import add_arguments
+
+    p = sub.add_parser("profile", help="Nsight Compute counters of every kernel, on the GPU; recorded")
+    add_arguments(p)
+    p.set_defaults(func=_profile)
+
+
+def _exercises(args) -> int:
+    from . import SIMULATED
+    from .course import exercises, verify
+
+    if args.time:
+        if SIMULATED:
+            print("ropelab exercises --time: no GPU in this process; nothing to time",
+                  file=sys.stderr)
+            return 2
+        return 0 if verify.time_solutions() else 1
+    if not args.verify:
+        print(exercises.listing())
+        return 0
+    return 0 if verify.run(save_census=args.save_census) else 1
+
+
 def _add_measuring(sub) -> None:
     p = sub.add_parser("census", help="PTX instruction census of every kernel (no GPU needed)")
     p.add_argument("--sass", action="store_true", help="also count SASS (nvJitLink + nvdisasm)")
@@ -106,6 +136,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-position", type=int, default=131072, help="largest position (131072)")
     p.add_argument("--samples", type=int, default=128, help="positions per power-of-two bucket")
     p.set_defaults(func=_precision)
+    _add_profile(sub)
+    p = sub.add_parser("exercises", help="the course's kernel exercises; --verify grades the "
+                                         "solutions and recorded wrong attempts")
+    p.add_argument("--verify", action="store_true",
+                   help="solutions must pass, wrong attempts must be rejected with their message")
+    p.add_argument("--save-census", action="store_true",
+                   help="with --verify: write the census cache data/census/exercises.json")
+    p.add_argument("--time", action="store_true",
+                   help="GPU only: grade every solution on the GPU, timed against a device copy")
+    p.set_defaults(func=_exercises)
     return parser
 
 

@@ -9,6 +9,9 @@
 * ``torch_cached``: eager PyTorch with cos/sin tables ``[tokens, hidden/2]`` built once and
   kept on the GPU; each call is the rotation alone.
 * ``torch_compile``: ``torch.compile`` of ``torch_cached``'s rotation (one fused Triton kernel).
+* ``cuda_fused``, ``cuda_fused_neox``: :data:`FUSED_TWIN_SOURCE`, the CUDA C++ twin of the fused
+  QK-RMSNorm + RoPE kernel at its default mapping (GPT-J and NeoX pairs), on the production
+  shapes; :func:`check_twin` compares it with the float64 reference on the GPU.
 * ``cuda_flat``, ``cuda_flat_i32``, ``cuda_float4``: CUDA C++ compiled by NVRTC through CuPy
   (``RawModule``, ``--use_fast_math`` like the seed).  ``cuda_flat`` is the twin of ropelab's
   ``flat``: same index types (int64, as numba's ``cuda.grid(1)``), same float32 formulas, a
@@ -81,9 +84,251 @@ extern "C" __global__ void rope_float4_i64(const float* x, float* out, const int
 extern "C" __global__ void empty_kernel() {}
 """
 
+# The CUDA C++ twin of ropelab's fused QK-RMSNorm + RoPE (ropelab.kernels.fused_qknorm_rope at
+# its default mapping), written to compare numba's code generation with nvcc-style C++ on the
+# same algorithm: a group of G lanes per (token, head) -- 32 for float32, 16 (two heads per
+# warp) for bfloat16 and float16 --, each lane moving its E = HEAD_DIM / G elements with 128-bit
+# accesses (64-bit when a lane holds 8 bytes), a shuffle butterfly inside the group for the sum
+# of squares, the float32 inverse-frequency table, one __sincosf per pair (GPT-J) or per slot
+# with the partner fetched by __shfl_sync (NeoX).  Same grid and block as the numba kernel
+# (blockIdx.x the token, blockIdx.y * warps_per_block + warp the warp) and the same scalar
+# arguments.  16-bit conversions are written out (bf16: integer round to nearest even; fp16:
+# the cvt instructions), so the source needs no CUDA header and compiles with bare NVRTC.
+# qkv, q_weight and k_weight must start on 16-byte boundaries (fresh allocations do).
+FUSED_TWIN_SOURCE = r"""
+#define FULL_MASK 0xffffffffu
+
+struct F32 {  // one float per 32-bit word
+    static constexpr int PER_WORD = 1;
+    static __device__ __forceinline__ void unpack(unsigned w, float* v) { v[0] = __uint_as_float(w); }
+    static __device__ __forceinline__ unsigned pack(const float* v) { return __float_as_uint(v[0]); }
+};
+
+struct Bf16 {  // two bfloat16 per word, element 2k in the low half
+    static constexpr int PER_WORD = 2;
+    static __device__ __forceinline__ unsigned bits(float x) {
+        unsigned b = __float_as_uint(x);
+        if ((b & 0x7fffffffu) > 0x7f800000u) return (b >> 16) | 0x40u;  // NaN stays a quiet NaN
+        return (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;                  // round to nearest even
+    }
+    static __device__ __forceinline__ void unpack(unsigned w, float* v) {
+        v[0] = __uint_as_float(w << 16);
+        v[1] = __uint_as_float(w & 0xffff0000u);
+    }
+    static __device__ __forceinline__ unsigned pack(const float* v) {
+        return bits(v[0]) | (bits(v[1]) << 16);
+    }
+};
+
+struct Half {  // two float16 per word
+    static constexpr int PER_WORD = 2;
+    static __device__ __forceinline__ float to_float(unsigned short h) {
+        float f;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+        return f;
+    }
+    static __device__ __forceinline__ unsigned short bits(float f) {
+        unsigned short h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+        return h;
+    }
+    static __device__ __forceinline__ void unpack(unsigned w, float* v) {
+        v[0] = to_float((unsigned short)(w & 0xffffu));
+        v[1] = to_float((unsigned short)(w >> 16));
+    }
+    static __device__ __forceinline__ unsigned pack(const float* v) {
+        return (unsigned)bits(v[0]) | ((unsigned)bits(v[1]) << 16);
+    }
+};
+
+// A lane's WORDS consecutive 32-bit words, with the widest accesses that divide them.
+template <int WORDS>
+__device__ __forceinline__ void load_words(const void* p, unsigned* w) {
+    if constexpr (WORDS % 4 == 0) {
+#pragma unroll
+        for (int k = 0; k < WORDS / 4; ++k) {
+            uint4 u = reinterpret_cast<const uint4*>(p)[k];
+            w[4 * k] = u.x; w[4 * k + 1] = u.y; w[4 * k + 2] = u.z; w[4 * k + 3] = u.w;
+        }
+    } else if constexpr (WORDS % 2 == 0) {
+#pragma unroll
+        for (int k = 0; k < WORDS / 2; ++k) {
+            uint2 u = reinterpret_cast<const uint2*>(p)[k];
+            w[2 * k] = u.x; w[2 * k + 1] = u.y;
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < WORDS; ++k) w[k] = reinterpret_cast<const unsigned*>(p)[k];
+    }
+}
+
+template <int WORDS>
+__device__ __forceinline__ void store_words(void* p, const unsigned* w) {
+    if constexpr (WORDS % 4 == 0) {
+#pragma unroll
+        for (int k = 0; k < WORDS / 4; ++k)
+            reinterpret_cast<uint4*>(p)[k] = make_uint4(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3]);
+    } else if constexpr (WORDS % 2 == 0) {
+#pragma unroll
+        for (int k = 0; k < WORDS / 2; ++k)
+            reinterpret_cast<uint2*>(p)[k] = make_uint2(w[2 * k], w[2 * k + 1]);
+    } else {
+#pragma unroll
+        for (int k = 0; k < WORDS; ++k) reinterpret_cast<unsigned*>(p)[k] = w[k];
+    }
+}
+
+// S: storage (F32, Bf16, Half); ITEM: its size in bytes; G: lanes per head (32 or 16).
+template <typename S, int ITEM, int HEAD_DIM, int G, bool INTERLEAVE>
+__global__ void fused_qknorm_rope_twin(char* qkv, const char* q_weight, const char* k_weight,
+                                       const int* positions, const float* inv_freq,
+                                       unsigned heads_q, unsigned heads_qk, unsigned heads_total,
+                                       unsigned n_pairs, unsigned half_lanes, float eps,
+                                       float attention_factor) {
+    constexpr int E = HEAD_DIM / G;          // elements per lane
+    constexpr int WORDS = E / S::PER_WORD;   // 32-bit words per lane
+    constexpr int HEADS_PER_WARP = 32 / G;
+    const unsigned lane = threadIdx.x & 31u;
+    const unsigned sub = lane & (G - 1);     // lane within its head's group
+    const unsigned group = lane / G;
+    const unsigned warp = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const unsigned head0 = warp * HEADS_PER_WARP;
+    if (head0 >= heads_qk) return;           // warp-uniform
+    const unsigned token = blockIdx.x;
+    const unsigned head = head0 + group;
+    const bool valid = head < heads_qk;      // a half warp past the last head still shuffles
+    const size_t first = ((size_t)token * heads_total + head) * HEAD_DIM + sub * E;
+
+    unsigned w[WORDS];
+    float v[E];
+    if (valid) {
+        load_words<WORDS>(qkv + first * ITEM, w);
+    } else {
+#pragma unroll
+        for (int k = 0; k < WORDS; ++k) w[k] = 0u;
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int k = 0; k < WORDS; ++k) {
+        S::unpack(w[k], v + k * S::PER_WORD);
+    }
+#pragma unroll
+    for (int i = 0; i < E; ++i) ss += v[i] * v[i];
+#pragma unroll
+    for (int m = G / 2; m >= 1; m >>= 1) ss += __shfl_xor_sync(FULL_MASK, ss, m);
+    const float scale = 1.0f / sqrtf(ss * (1.0f / HEAD_DIM) + eps);
+
+    const char* weight = head < heads_q ? q_weight : k_weight;
+    unsigned ww[WORDS];
+    float wt[E];
+    load_words<WORDS>(weight + (size_t)sub * E * ITEM, ww);
+#pragma unroll
+    for (int k = 0; k < WORDS; ++k) S::unpack(ww[k], wt + k * S::PER_WORD);
+#pragma unroll
+    for (int i = 0; i < E; ++i) v[i] = v[i] * scale * wt[i];
+
+    const float pos = (float)positions[token];
+    if (INTERLEAVE) {
+#pragma unroll
+        for (int j = 0; j < E / 2; ++j) {
+            const unsigned pair = sub * (E / 2) + j;
+            if (pair < n_pairs) {
+                float s, c;
+                __sincosf(pos * inv_freq[pair], &s, &c);
+                c *= attention_factor;
+                s *= attention_factor;
+                const float x0 = v[2 * j], x1 = v[2 * j + 1];
+                v[2 * j] = x0 * c - x1 * s;
+                v[2 * j + 1] = x0 * s + x1 * c;
+            }
+        }
+    } else {
+        const bool first_half = sub < half_lanes;
+        const bool rotated = sub < 2 * half_lanes;
+        const unsigned partner = first_half ? lane + half_lanes : rotated ? lane - half_lanes : lane;
+        const unsigned pair0 = first_half ? sub * E : rotated ? (sub - half_lanes) * E : 0u;
+        const float sign = first_half ? -1.0f : rotated ? 1.0f : 0.0f;
+#pragma unroll
+        for (int i = 0; i < E; ++i) {
+            const float other = __shfl_sync(FULL_MASK, v[i], partner);
+            if (rotated) {
+                float s, c;
+                __sincosf(pos * inv_freq[pair0 + i], &s, &c);
+                v[i] = v[i] * (c * attention_factor) + sign * other * (s * attention_factor);
+            }
+        }
+    }
+
+    if (valid) {
+#pragma unroll
+        for (int k = 0; k < WORDS; ++k) w[k] = S::pack(v + k * S::PER_WORD);
+        store_words<WORDS>(qkv + first * ITEM, w);
+    }
+}
+"""
+
+# storage -> (C++ storage type, bytes per element, lanes per head at the default mapping)
+FUSED_TWIN_STORAGE = {"float32": ("F32", 4, 32), "bfloat16": ("Bf16", 2, 16),
+                      "float16": ("Half", 2, 16)}
+
+
+def fused_twin_name(storage: str, head_dim: int, interleave: bool) -> str:
+    """The template instantiation of the twin for one case (a CuPy/NVRTC name expression)."""
+    kind, item, lanes = FUSED_TWIN_STORAGE[storage]
+    return (f"fused_qknorm_rope_twin<{kind}, {item}, {head_dim}, {lanes}, "
+            f"{'true' if interleave else 'false'}>")
+
+
+def fused_twin_names(head_dims=(64, 128, 256)) -> list[str]:
+    return [fused_twin_name(st, d, inter) for st in FUSED_TWIN_STORAGE for d in head_dims
+            for inter in (True, False)]
+
+
+def compile_fused_twin_ptx(names=None, arch: str = "compute_90") -> dict:
+    """{name expression: PTX} through NVRTC (cuda-bindings), no GPU needed: a compile check of
+    :data:`FUSED_TWIN_SOURCE` with the options CuPy uses for it."""
+    from cuda.bindings import nvrtc
+
+    names = list(names or fused_twin_names())
+
+    def ok(result):
+        err, *rest = result
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            raise RuntimeError(f"NVRTC: {err}")
+        return rest[0] if len(rest) == 1 else rest
+
+    prog = ok(nvrtc.nvrtcCreateProgram(FUSED_TWIN_SOURCE.encode(), b"fused_twin.cu", 0, [], []))
+    try:
+        for n in names:
+            ok(nvrtc.nvrtcAddNameExpression(prog, n.encode()))
+        opts = [o.encode() for o in NVRTC_OPTIONS] + [f"--gpu-architecture={arch}".encode()]
+        err, = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            size = ok(nvrtc.nvrtcGetProgramLogSize(prog))
+            log = b" " * size
+            ok(nvrtc.nvrtcGetProgramLog(prog, log))
+            raise RuntimeError(f"NVRTC could not compile the fused twin:\n{log.decode(errors='replace')}")
+        size = ok(nvrtc.nvrtcGetPTXSize(prog))
+        ptx = b" " * size
+        ok(nvrtc.nvrtcGetPTX(prog, ptx))
+        ptx = ptx.decode().rstrip("\x00")
+        lowered = {n: ok(nvrtc.nvrtcGetLoweredName(prog, n.encode())).decode() for n in names}
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    return {n: _ptx_entry(ptx, lowered[n]) for n in names}
+
+
+def _ptx_entry(ptx: str, mangled: str) -> str:
+    """The body of one ``.entry`` of a PTX module."""
+    start = ptx.index(f".entry {mangled}(")
+    nxt = ptx.find(".entry ", start + 1)
+    return ptx[start:nxt if nxt >= 0 else len(ptx)]
+
+
 NVRTC_OPTIONS = ("--use_fast_math", "-std=c++17")
 THREADS = 256
-TWINS = {"flat": "cuda_flat", "pack4": "cuda_float4"}  # numba variant -> CUDA C++ twin
+TWINS = {"flat": "cuda_flat", "pack4": "cuda_float4",  # numba variant -> CUDA C++ twin
+         "fused_qknorm_rope": "cuda_fused"}
 
 
 def _optional(name: str):
@@ -220,6 +465,112 @@ def _make_cuda(kernel: str):
     return make
 
 
+_TWIN_FUNCTIONS = {}
+
+
+def _twin_function(name: str):
+    """The compiled twin for one name expression (one small NVRTC module each, made once)."""
+    if name not in _TWIN_FUNCTIONS:
+        import cupy
+
+        mod = cupy.RawModule(code=FUSED_TWIN_SOURCE, options=NVRTC_OPTIONS, name_expressions=[name])
+        _TWIN_FUNCTIONS[name] = mod.get_function(name)
+    return _TWIN_FUNCTIONS[name]
+
+
+class TwinCase:
+    """The twin on one set of random inputs, on the GPU: ``launch()`` runs it in place.
+
+    Inputs are :func:`ropelab.fused.random_inputs` (as the numba rows of the bench use), held as
+    CuPy arrays (bfloat16 as uint16 bits); grid, block and scalar arguments are the numba
+    kernel's own (:mod:`ropelab.kernels.fused_qknorm_rope`) at the twin's lanes per head.
+    """
+
+    def __init__(self, tokens, heads, head_dim, rotary_dim, storage, interleave, seed=0,
+                 max_position=4096):
+        import cupy
+
+        from . import fused
+        from .arrays import inspect_array
+        from .kernels import fused_qknorm_rope as kmod
+
+        hq, hk, hv = heads
+        rng = np.random.default_rng(seed)
+        self.host = fused.random_inputs(rng, tokens, heads, head_dim, storage, max_position)
+        self.problem = fused.build_problem(inspect_array(self.host[0], "qkv"), num_heads_q=hq,
+                                           num_heads_k=hk, num_heads_v=hv, head_dim=head_dim,
+                                           rotary_dim=rotary_dim, interleave=interleave)
+        lanes = FUSED_TWIN_STORAGE[storage][2]
+        if not kmod.neox_fits(self.problem, lanes):
+            raise ValueError(f"the twin needs rotary_dim a multiple of {2 * head_dim // lanes} "
+                             f"for NeoX; got {rotary_dim}")
+        self.qkv, self.q_weight, self.k_weight, self.positions = (cupy.asarray(a) for a in self.host)
+        self.inv_freq = cupy.asarray(self.problem.inv_freq.astype(np.float32))
+        self.fn = _twin_function(fused_twin_name(storage, head_dim, interleave))
+        self.grid, self.block = kmod.launch_config(self.problem, None, 32 // lanes)
+        self.args = (self.qkv, self.q_weight, self.k_weight, self.positions, self.inv_freq,
+                     *kmod.scalar_args(self.problem, lanes))
+
+    def launch(self):
+        self.fn(self.grid, (self.block,), self.args)
+
+
+def _make_cuda_fused(interleave: bool):
+    def make(buf):
+        s = buf.shape
+        if not s.fused:
+            return None
+        case = TwinCase(s.tokens, (s.heads_q, s.heads_k, s.heads_v or 0), s.head_dim,
+                        s.rotary_dim, s.dtype, interleave)
+        case.launch()  # compiles once, outside the timed region
+        return case.launch
+    return make
+
+
+def check_twin(shapes=None, storages=("bfloat16", "float16", "float32"),
+               layouts=(True, False), seed: int = 0) -> list:
+    """The CUDA C++ twin against the float64 reference, with the fused kernel's tolerance
+    (:func:`ropelab.fused.tolerance`, fast-math); needs a GPU and CuPy.
+
+    ``shapes``: :class:`ropelab.shapes.FusedShape` values (default: the production shapes).
+    Returns :class:`ropelab.fused.FusedCheck` rows (``passed`` says if each is within budget).
+    """
+    from . import fused, reference
+    from .shapes import PRODUCTION_SHAPES
+    from .target import SIMULATED
+
+    if SIMULATED or not available()["cupy"]:
+        raise RuntimeError("check_twin needs a GPU and CuPy (pip install -e '.[baselines]')")
+    rows = []
+    for shape in shapes or PRODUCTION_SHAPES.values():
+        heads = (shape.heads_q, shape.heads_k, shape.heads_v)
+        for storage in storages:
+            for inter in layouts:
+                case = TwinCase(shape.tokens, heads, shape.head_dim, shape.rotary_dim, storage,
+                                inter, seed=seed)
+                qkv, wq, wk, pos = case.host
+                kw = dict(num_heads_q=heads[0], num_heads_k=heads[1], num_heads_v=heads[2],
+                          head_dim=shape.head_dim, rotary_dim=shape.rotary_dim, interleave=inter)
+                dq, dwq, dwk = (fused.decode(a, storage) for a in (qkv, wq, wk))
+                want = reference.fused_qknorm_rope(dq, q_weight=dwq, k_weight=dwk, positions=pos,
+                                                   **kw)
+                normed = reference.fused_qknorm_rope(dq, q_weight=dwq, k_weight=dwk,
+                                                     positions=np.zeros_like(pos), **kw)
+                case.launch()
+                got = case.qkv.get()
+                qk = (heads[0] + heads[1]) * shape.head_dim
+                angle = float(np.abs(pos).max()) * float(case.problem.inv_freq.max())
+                tol = fused.tolerance(float(np.abs(normed[:, :qk]).max()),
+                                      float(np.abs(want[:, :qk]).max()), angle, storage,
+                                      fastmath=True)
+                err = float(np.abs(fused.decode(got, storage)[:, :qk] - want[:, :qk]).max())
+                v_same = bool(np.array_equal(got[:, qk:].view(np.uint8), qkv[:, qk:].view(np.uint8)))
+                rows.append(fused.FusedCheck(f"cuda_fused {shape.name}", storage,
+                                             f"{'gptj' if inter else 'neox'},rot={shape.rotary_dim}",
+                                             err, tol, v_same))
+    return rows
+
+
 def entries() -> list:
     """Bench entries for the baselines whose packages import here."""
     from .bench import Entry
@@ -229,7 +580,11 @@ def entries() -> list:
     if have["cupy"]:
         out += [Entry("cuda_flat", "cuda_cpp", _make_cuda("rope_flat_i64"), fastmath=True),
                 Entry("cuda_flat_i32", "cuda_cpp", _make_cuda("rope_flat_i32"), fastmath=True),
-                Entry("cuda_float4", "cuda_cpp", _make_cuda("rope_float4_i64"), fastmath=True)]
+                Entry("cuda_float4", "cuda_cpp", _make_cuda("rope_float4_i64"), fastmath=True),
+                Entry("cuda_fused", "cuda_cpp", _make_cuda_fused(True), fastmath=True,
+                      fused=True),
+                Entry("cuda_fused_neox", "cuda_cpp", _make_cuda_fused(False),
+                      fastmath=True, fused=True)]
     if have["torch"]:
         out += [Entry("torch_copy", "torch", _make_torch_copy, group=1),
                 Entry("torch_cached", "torch", _make_torch_cached, group=1),

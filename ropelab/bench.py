@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import cuda
 
+from .shapes import PRODUCTION_SHAPES, ROPE_SHAPES, qk_bytes, rope_bytes  # noqa: F401 (re-exported)
 from .target import SIMULATED
 
 # At least this much, and at least 4x the L2.  1 GiB keeps the H200 busy for ~300 us, longer than
@@ -45,17 +46,12 @@ DEFAULT_WARMUP = 5
 ENTRY_SECONDS = 2.0  # a slow baseline gets fewer repeats so one row takes about this long
 MIN_REPEATS = 5
 
-# The seed's benchmark shapes ([tokens, hidden], float32, one head), one shape that moves more
-# than 1 GB, and the production shapes of the fused QK-norm + RoPE kernel (SGLang PR 21654).
-SEED_SHAPES = [(4096, 512), (4096, 1024), (8192, 512), (8192, 1024)]
-BIG_SHAPES = [(32768, 4096)]
+# The shapes come from ropelab.shapes (the one registry): the seed's [tokens, hidden] sizes, one
+# that moves more than 1 GB, and the production shapes of the fused kernel (SGLang PR 21654).
+SEED_SHAPES = [(s.tokens, s.hidden) for n, s in ROPE_SHAPES.items() if n.startswith("seed_")]
+BIG_SHAPES = [(s.tokens, s.hidden) for n, s in ROPE_SHAPES.items() if n.startswith("large_")]
 OVERHEAD_SHAPE = (64, 512)  # host launch cost: a kernel far shorter than its launch  # 512 MiB in, 512 MiB out: 1.07 GB moved
-PRODUCTION_SHAPES = [  # (label, tokens, q heads, k heads, head_dim)
-    ("flux_1024", 4096, 24, 24, 128),
-    ("qwen_image_1024", 4096, 32, 32, 128),
-    ("zimage_1024", 4096, 30, 30, 128),
-]
-FUSED_DTYPES = ("bfloat16", "float32")
+FUSED_DTYPES = ("bfloat16", "float16", "float32")
 
 COLUMNS = ("variant", "family", "shape", "tokens", "hidden", "heads_q", "heads_k", "head_dim",
            "dtype", "fastmath", "bytes_moved", "median_us", "p20_us", "p80_us", "repeats",
@@ -123,16 +119,6 @@ def repeats_for(seconds_per_call: float, repeats: int = DEFAULT_REPEATS,
     if seconds_per_call <= 0:
         return repeats
     return max(minimum, min(repeats, int(budget_s / seconds_per_call)))
-
-
-def rope_bytes(tokens: int, hidden: int, itemsize: int = 4, position_itemsize: int = 4) -> int:
-    """Minimum traffic of plain RoPE on [tokens, hidden]: x read, out written, positions read."""
-    return 2 * tokens * hidden * itemsize + tokens * position_itemsize
-
-
-def qk_bytes(tokens: int, heads_q: int, heads_k: int, head_dim: int, itemsize: int) -> int:
-    """Fused QK-norm + RoPE: Q and K read and written (positions and norm weights negligible)."""
-    return 2 * tokens * (heads_q + heads_k) * head_dim * itemsize
 
 
 def flush_bytes(l2_bytes: int) -> int:
@@ -220,20 +206,10 @@ def shapes_for(groups) -> list[Shape]:
     if "big" in groups:
         out += [plain_shape(t, h) for t, h in BIG_SHAPES]
     if "production" in groups:
-        out += [Shape(label, t, heads_q=hq, heads_k=hk, head_dim=d, dtype=dt, heads_v=hv,
-                      rotary_dim=rd)
-                for label, t, hq, hk, hv, d, rd in _production() for dt in FUSED_DTYPES]
+        out += [Shape(p.name, p.tokens, heads_q=p.heads_q, heads_k=p.heads_k, head_dim=p.head_dim,
+                      dtype=dt, heads_v=p.heads_v, rotary_dim=p.rotary_dim)
+                for p in PRODUCTION_SHAPES.values() for dt in FUSED_DTYPES]
     return out
-
-
-def _production():
-    """(label, tokens, hq, hk, hv, head_dim, rotary_dim): ropelab.shapes when present."""
-    try:
-        from .shapes import PRODUCTION_SHAPES as named
-    except ImportError:
-        return [(label, t, hq, hk, hk, d, d) for label, t, hq, hk, d in PRODUCTION_SHAPES]
-    return [(s.name, s.tokens, s.heads_q, s.heads_k, s.heads_v, s.head_dim, s.rotary_dim)
-            for s in named.values()]
 
 
 def make_row(name: str, family: str, shape: Shape, fastmath, timing: dict) -> dict:
@@ -434,13 +410,15 @@ class Buffers:
     def user_arrays(self):
         """(x, out, positions) as a user holds them: PyTorch tensors over the same memory when
         PyTorch is installed (the review's case), else the numba device arrays."""
+        s = self.shape
+        plain = (self.x.reshape(s.tokens, s.hidden), self.out.reshape(s.tokens, s.hidden),
+                 self.positions)
         if SIMULATED:
-            return self.x, self.out, self.positions
+            return plain
         try:
             import torch
         except ImportError:
-            return self.x, self.out, self.positions
-        s = self.shape
+            return plain
         return (torch.as_tensor(self.x, device="cuda").view(s.tokens, s.hidden),
                 torch.as_tensor(self.out, device="cuda").view(s.tokens, s.hidden),
                 torch.as_tensor(self.positions, device="cuda"))
@@ -514,6 +492,10 @@ def _kernel_maker(variant, options: dict, fastmath: bool):
 
         problem = buf.problem()
         plan = variant.plan(problem, _resolved(options, problem.tokens), fastmath=fastmath)
+        if SIMULATED:  # the sweep's plumbing is tested on the simulator: no driver to bind to
+            from .kernels._launch import launch
+
+            return lambda: launch(plan, (buf.x, buf.out, buf.positions))
         n = problem.elements
         bound = bind(plan, ((n, 4), (n, 4), (problem.tokens, 4)))
         ptrs = tuple(int(a.__cuda_array_interface__["data"][0])
@@ -585,8 +567,16 @@ def _fused_maker(heads_per_warp, kernel: bool = False):
 
         info = inspect_array(qkv, "qkv")
         problem = fused.build_problem(info, **kw)
-        bound = bind(kmod.VARIANT.plan(problem, {}, aligned=info.ptr % 16 == 0),
-                     fused.caller_sizes(problem))
+        plan = kmod.VARIANT.plan(problem, {}, aligned=info.ptr % 16 == 0)
+        if SIMULATED:
+            from .arrays import device_view
+            from .kernels._launch import launch
+
+            words = np.uint32 if problem.storage == "bfloat16" else None
+            views = [device_view(qkv, info, words)] + [
+                device_view(a, inspect_array(a, "a")) for a in (wq, wk, pos)]
+            return lambda: launch(plan, views)
+        bound = bind(plan, fused.caller_sizes(problem))
         ptrs = tuple(_ptr(a) for a in (qkv, wq, wk, pos))
         return lambda: bound.fire(ptrs, 0)
     return make

@@ -18,7 +18,7 @@ from . import bf16, calls, reference, streams
 from .arrays import FAST_META, ArrayInfo, device_view, inspect_array, overlaps, register_fast_types
 from .kernels import fused_qknorm_rope as _kernel
 from .kernels._launch import bind, launch
-from .problem import FusedProblem, check_base
+from .problem import FusedProblem, check_base, check_position_values
 from .problem import check_rotary_dim as check_rope_rotary_dim
 from .target import SIMULATED
 from .tolerance import F32_EPS, rope_atol
@@ -167,7 +167,7 @@ def build_problem(qkv_info: ArrayInfo, *, num_heads_q, num_heads_k, num_heads_v,
 def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_weight,
                       positions, eps=1e-6, base=10000.0, rotary_dim=None, interleave=True,
                       yarn=None, fastmath=True, warps_per_block=None, heads_per_warp=None,
-                      stream=None):
+                      cache=False, max_positions=None, stream=None):
     """RMSNorm every Q and K head of ``qkv``, then rotate it (RoPE), in place; return ``qkv``.
 
     Parameters
@@ -183,8 +183,11 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
     q_weight, k_weight : ``[head_dim]``, same dtype as ``qkv``
         RMSNorm weights, one vector for all Q heads and one for all K heads.
     positions : int32 ``[tokens]``
-        SGLang's ``position_ids``: any int32 values (negative ones rotate backwards).  Never
-        read on the host.
+        SGLang's ``position_ids``: any int32 values (negative ones rotate backwards).  Device
+        positions are never read on the host.  With ``cache=True`` they must lie in
+        ``[0, max_positions)``: NumPy positions outside are refused before anything runs; a
+        device position outside makes the kernel write that token's Q and K heads as NaN and
+        record the position for :func:`ropelab.check_errors`.
     eps : float
         Added to ``mean(x**2)`` inside the square root (>= 0).
     base : float
@@ -202,7 +205,14 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
         Override the block size in warps (1 .. 32).
     heads_per_warp : int, optional
         1 (the course's mapping: one warp per token and head), 2 or 4 (a warp loads that many
-        heads before computing).  Default: ``kernels.fused_qknorm_rope.HEADS_PER_WARP[storage]``.
+        heads before computing).  Default: ``kernels.fused_qknorm_rope.HEADS_PER_WARP[storage]``:
+        two for 16-bit storage, each head on half a warp with 128-bit accesses.
+    cache, max_positions : bool, int
+        The long-context path: ``cache=True`` reads cos/sin from float32 tables
+        ``[max_positions, rotary_dim / 2]`` computed in float64 on the host (YaRN included) and
+        kept on the device across calls, instead of computing ``sin``/``cos`` of a float32
+        angle (whose error grows with the position).  Accurate to float32 rounding at every
+        position below ``max_positions``.
     stream : optional
         As for :func:`ropelab.rope`: default PyTorch's / CuPy's current stream for their arrays,
         else stream 0.  No synchronization on device arrays; capturable in a CUDA graph after a
@@ -229,19 +239,20 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
             wqp, wqk = mq(q_weight)
             wkp, wkk = mk(k_weight)
             pp, pk = mp(positions)
-            key = (type(qkv), qk, wqk, wkk, pk, qp % 16 == 0,
+            key = (type(qkv), qk, wqk, wkk, pk, (qp | wqp | wkp) % 16 == 0,
                    calls.typed((num_heads_q, num_heads_k, num_heads_v, head_dim, eps, base,
                                 rotary_dim, interleave, yarn, fastmath, warps_per_block,
-                                heads_per_warp)))
+                                heads_per_warp, cache, max_positions)))
             entry = calls.lookup(key)
             if entry is not None:
                 return entry.run(qkv, qp, wqp, wkp, pp, stream)
             return _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight,
                               k_weight, positions, eps, base, rotary_dim, interleave, yarn,
-                              fastmath, warps_per_block, heads_per_warp, stream)
+                              fastmath, warps_per_block, heads_per_warp, cache, max_positions,
+                              stream)
     return _validated(qkv, None, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight,
                       k_weight, positions, eps, base, rotary_dim, interleave, yarn, fastmath,
-                      warps_per_block, heads_per_warp, stream)
+                      warps_per_block, heads_per_warp, cache, max_positions, stream)
 
 
 def caller_sizes(problem: FusedProblem) -> tuple:
@@ -270,7 +281,7 @@ class _Call:
 
 def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_weight,
                positions, eps, base, rotary_dim, interleave, yarn, fastmath, warps_per_block,
-               heads_per_warp, stream):
+               heads_per_warp, cache, max_positions, stream):
     fastmath = check_bool("fastmath", fastmath)
     handle = streams.resolve(stream) if stream is not None else None
     qkv_info = inspect_array(qkv, "qkv")
@@ -288,8 +299,6 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
     for name, info in infos.items():
         if info.nbytes and overlaps(info, qkv_info):
             fail(f"{name} overlaps qkv; the kernel writes qkv while it reads {name}")
-        if info.on_device != qkv_info.on_device and qkv_info.on_device:
-            fail(f"qkv is a device array but {name} is not: pass {name} on the device too")
     options = {}
     if warps_per_block is not None:
         options["warps_per_block"] = check_int("warps_per_block", warps_per_block, minimum=1,
@@ -299,10 +308,18 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
         if hpw not in _kernel.HEADS_PER_WARP_CHOICES:
             fail(f"heads_per_warp must be one of {_kernel.HEADS_PER_WARP_CHOICES}, got {hpw}")
         options["heads_per_warp"] = hpw
+    if cache is not False or max_positions is not None:
+        options.update(cache=cache, max_positions=max_positions)
+        _kernel.cache_options(problem, options)  # checked even when there are no tokens
     if problem.tokens == 0:
         return qkv
-    plan = _kernel.VARIANT.plan(problem, options, fastmath=fastmath,
-                                aligned=not qkv_info.on_device or qkv_info.ptr % 16 == 0)
+    # Vector accesses need qkv and both weights on 16-byte boundaries (host arrays are copied
+    # to fresh, aligned device buffers).
+    aligned = not qkv_info.on_device or all(i.ptr % 16 == 0 for i in (
+        qkv_info, infos["q_weight"], infos["k_weight"]))
+    plan = _kernel.VARIANT.plan(problem, options, fastmath=fastmath, aligned=aligned)
+    if plan.position_limit is not None and not infos["positions"].on_device:
+        check_position_values(np.asarray(positions), plan.position_limit, plan.limit_reason)
     words = np.dtype(np.uint32) if problem.storage == "bfloat16" else None
 
     if not qkv_info.on_device:  # NumPy in: copy in, launch, copy the Q and K columns back
@@ -314,11 +331,14 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
         result = qkv_dev.copy_to_host().reshape(qkv_info.shape)
         qkv[:, :qk] = result[:, :qk]  # V columns are left as they were, not rewritten
         return qkv
+    small = []
+    for name, obj in (("q_weight", q_weight), ("k_weight", k_weight), ("positions", positions)):
+        # Host weights or positions with a device qkv: uploaded on each call (a synchronous
+        # copy, and no cached fast path); pass them on the device to avoid that.
+        small.append(device_view(obj, infos[name]) if infos[name].on_device
+                     else cuda.to_device(np.ascontiguousarray(obj)))
     if qkv_info.kind == "simulator" or SIMULATED:
-        views = [device_view(qkv, qkv_info, words)] + [
-            device_view(o, infos[n]) for n, o in (("q_weight", q_weight), ("k_weight", k_weight),
-                                                  ("positions", positions))]
-        launch(plan, views)
+        launch(plan, [device_view(qkv, qkv_info, words)] + small)
         return qkv
 
     register_fast_types()
@@ -327,10 +347,10 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
     call.span = qkv_info.nbytes
     call.small = tuple(infos[n].nbytes for n in ("q_weight", "k_weight", "positions"))
     call.current = streams.current_for(qkv_info.kind)
-    if key is not None:
+    if key is not None and all(i.on_device for i in infos.values()):
         calls.remember(key, call)
-    call.bound.fire((qkv_info.ptr, infos["q_weight"].ptr, infos["k_weight"].ptr,
-                     infos["positions"].ptr), handle if handle is not None else call.current(qkv))
+    ptrs = [int(a.__cuda_array_interface__["data"][0]) for a in small]
+    call.bound.fire((qkv_info.ptr, *ptrs), handle if handle is not None else call.current(qkv))
     return qkv
 
 
@@ -340,7 +360,7 @@ STORAGE_UNIT = {"float32": 0.0, "float16": 2.0**-11, "bfloat16": 2.0**-8}
 
 
 def tolerance(normed_max: float, out_max: float, angle: float, storage: str, *, fastmath: bool,
-              attention_factor: float = 1.0) -> float:
+              attention_factor: float = 1.0, cache: bool = False) -> float:
     """Absolute tolerance for one output element of the fused kernel.
 
     ``normed_max`` is max |RMSNorm output| (before rotation), ``out_max`` max |final output| and
@@ -349,12 +369,19 @@ def tolerance(normed_max: float, out_max: float, angle: float, storage: str, *, 
     * the norm: float32 sum of up to 512 squares, a square root and a division, then two
       products, a few dozen ulps relative (``32 * 2**-24``); fast-math ``sqrt.approx`` and
       ``div.approx`` add about ``2**-21``;
-    * the rotation: :func:`ropelab.tolerance.rope_atol` on the normalized values;
+    * the rotation: :func:`ropelab.tolerance.rope_atol` on the normalized values; with the
+      cos/sin cache (``cache=True``) no angle is formed on the device, so the budget does not
+      grow with it: cos and sin rounded once to float32 (``2**-24`` each, ``sqrt(2)`` of the
+      value together), the product with the attention factor and the rotation's two products
+      and sum, ``8 * 2**-24`` of the value;
     * the final rounding to the storage dtype: half an ulp, at most ``2**-8`` (bfloat16) or
       ``2**-11`` (float16) of the value.
     """
     norm = normed_max * max(abs(attention_factor), 1.0) * (32 * F32_EPS + (2.0**-21 if fastmath else 0.0))
-    rot = rope_atol(normed_max, angle, fastmath=fastmath, attention_factor=attention_factor)
+    if cache:
+        rot = normed_max * max(abs(attention_factor), 1.0) * (8 + math.sqrt(2)) * F32_EPS
+    else:
+        rot = rope_atol(normed_max, angle, fastmath=fastmath, attention_factor=attention_factor)
     return norm + rot + out_max * STORAGE_UNIT[storage]
 
 
@@ -401,8 +428,11 @@ class FusedCheck:
 
 def check_case(rng, *, tokens, heads, head_dim, rotary_dim, storage, interleave=True, yarn=None,
                fastmath=True, name="", eps=1e-6, base=10000.0, max_position=4096,
-               warps_per_block=None, heads_per_warp=None) -> FusedCheck:
-    """Run the kernel once on random inputs and compare with the float64 reference."""
+               warps_per_block=None, heads_per_warp=None, cache=False) -> FusedCheck:
+    """Run the kernel once on random inputs and compare with the float64 reference.
+
+    Positions are drawn from ``[0, max_position)``; ``cache=True`` runs the cos/sin cache path
+    with ``max_positions=max_position``."""
     qkv, wq, wk, pos = random_inputs(rng, tokens, heads, head_dim, storage, max_position)
     hq, hk, hv = heads
     kw = dict(num_heads_q=hq, num_heads_k=hk, num_heads_v=hv, head_dim=head_dim, eps=eps,
@@ -411,9 +441,10 @@ def check_case(rng, *, tokens, heads, head_dim, rotary_dim, storage, interleave=
     want = reference.fused_qknorm_rope(decode(qkv, storage), q_weight=decode(wq, storage),
                                        k_weight=decode(wk, storage), positions=pos, yarn=y, **kw)
     before = qkv.copy()
+    cached = dict(cache=True, max_positions=max_position) if cache else {}
     got = fused_qknorm_rope(qkv, q_weight=wq, k_weight=wk, positions=pos, yarn=y,
                             fastmath=fastmath, warps_per_block=warps_per_block,
-                            heads_per_warp=heads_per_warp, **kw)
+                            heads_per_warp=heads_per_warp, **cached, **kw)
     qk = (hq + hk) * head_dim
     v_same = bool(np.array_equal(before[:, qk:].view(np.uint8), got[:, qk:].view(np.uint8)))
     normed = reference.fused_qknorm_rope(decode(before, storage), q_weight=decode(wq, storage),
@@ -425,9 +456,10 @@ def check_case(rng, *, tokens, heads, head_dim, rotary_dim, storage, interleave=
              reference.yarn_blend_inv_freq(rd, base, y.factor, y.low, y.high))
     angle = float(np.abs(pos).max()) * float(freqs.max())
     tol = tolerance(float(np.abs(normed[:, :qk]).max()), float(np.abs(want[:, :qk]).max()), angle,
-                    storage, fastmath=fastmath, attention_factor=att)
+                    storage, fastmath=fastmath, attention_factor=att, cache=cache)
     err = float(np.abs(decode(got, storage)[:, :qk] - want[:, :qk]).max())
-    opts = [("gptj" if interleave else "neox"), f"rot={rd}"] + ([f"yarn={y.factor:g}"] if y else [])
+    opts = ([("gptj" if interleave else "neox"), f"rot={rd}"] + ([f"yarn={y.factor:g}"] if y else [])
+            + ([f"cache={max_position}"] if cache else []))
     return FusedCheck(name or f"{tokens}x({hq}+{hk}+{hv})x{head_dim}", storage, ",".join(opts), err, tol, v_same)
 
 

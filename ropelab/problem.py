@@ -203,12 +203,6 @@ class FusedProblem:
     def row(self) -> int:
         return (self.heads_q + self.heads_k + self.heads_v) * self.head_dim
 
-    @property
-    def qk_bytes(self) -> int:
-        """Bytes the kernel must move: Q and K read once and written once (V untouched)."""
-        itemsize = 4 if self.storage == "float32" else 2
-        return 2 * self.tokens * (self.heads_q + self.heads_k) * self.head_dim * itemsize
-
     def inv_freq_f32(self) -> np.ndarray:
         """The kernel's frequency table: the float64 frequencies rounded once to float32."""
         return self.inv_freq.astype(np.float32)

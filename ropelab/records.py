@@ -53,7 +53,10 @@ def save(kind: str, rows: list[dict], *, method: str, meta: dict | None = None,
     columns = list(rows[0])
     directory = Path(directory) if directory is not None else DATA_DIR / kind
     directory.mkdir(parents=True, exist_ok=True)
-    stem = f"{kind}-{_slug(meta['gpu'])}-{meta['date'][:10].replace('-', '')}"
+    # The date and time of the run (not just the day): two runs on one day keep two records, while
+    # the saves of one run (the bench saves after each group) update the same file.
+    stamp = re.sub(r"[^0-9T]", "", meta["date"])[:15]  # 2026-12-01T06:52:10Z -> 20261201T065210
+    stem = f"{kind}-{_slug(meta['gpu'])}-{stamp}"
     path = directory / f"{stem}.json"
     record = {"schema": SCHEMA, "kind": kind, "meta": meta, "method": method, "columns": columns,
               "rows": rows}

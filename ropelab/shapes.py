@@ -12,6 +12,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def rope_bytes(tokens: int, hidden: int, itemsize: int = 4, position_itemsize: int = 4) -> int:
+    """The least traffic of plain RoPE on ``[tokens, hidden]``: x read, out written, positions
+    read once.  The one byte count every GB/s figure of plain RoPE divides by."""
+    return 2 * tokens * hidden * itemsize + tokens * position_itemsize
+
+
+def qk_bytes(tokens: int, heads_q: int, heads_k: int, head_dim: int, itemsize: int) -> int:
+    """The least traffic of fused QK-norm + RoPE: Q and K read and written once (V untouched;
+    positions and norm weights are negligible beside them)."""
+    return 2 * tokens * (heads_q + heads_k) * head_dim * itemsize
+
+
 @dataclass(frozen=True)
 class FusedShape:
     """One ``fused_qknorm_rope`` problem: ``qkv`` is ``[tokens, (heads_q+heads_k+heads_v)*head_dim]``."""
@@ -30,8 +42,8 @@ class FusedShape:
         return (self.heads_q + self.heads_k + self.heads_v) * self.head_dim
 
     def qk_bytes(self, itemsize: int) -> int:
-        """Bytes the kernel must move: Q and K read once and written once (V untouched)."""
-        return 2 * self.tokens * (self.heads_q + self.heads_k) * self.head_dim * itemsize
+        """Bytes the kernel must move (:func:`qk_bytes`)."""
+        return qk_bytes(self.tokens, self.heads_q, self.heads_k, self.head_dim, itemsize)
 
 
 FLUX_1024 = FusedShape("flux_1024", 4096, 24, 24, 24, 128, 128)
@@ -51,8 +63,8 @@ class RopeShape:
     hidden: int
 
     def bytes_moved(self, itemsize: int = 4) -> int:
-        """Read once and written once."""
-        return 2 * self.tokens * self.hidden * itemsize
+        """Read once and written once, positions read once (:func:`rope_bytes`)."""
+        return rope_bytes(self.tokens, self.hidden, itemsize)
 
 
 SEED_4096x512 = RopeShape("seed_4096x512", 4096, 512)

@@ -121,7 +121,14 @@ def test_sweep_times_every_variant_against_the_same_copy():
     result = bench.sweep([shape], entries, timer=timer, progress=False)
     assert not result.skipped, result.skipped
     names = [r["variant"] for r in result.rows]
-    assert names == ["copy_d2d"] + list(kernels.VARIANTS)
+    # Each variant twice: the public call (as a user calls it) and the kernel alone; the cos/sin
+    # cache of freq_table too.
+    want = ["copy_d2d"]
+    for v in kernels.VARIANTS:
+        for label in [v] + ([v + ":cache"] if v == "freq_table" else []):
+            want += [label, label + ":kernel"]
+    assert names == want
+    assert [r["family"] for r in result.rows[1:3]] == ["ropelab", "kernel"]
     copy = result.rows[0]
     assert copy["frac_of_copy"] == pytest.approx(1.0)
     for r in result.rows[1:]:
@@ -137,7 +144,9 @@ def test_sweep_launchers_compute_rope_on_premade_device_arrays():
     shape = bench.Shape("tiny", 3, hidden=10)
     buf = bench.Buffers(shape)
     want = reference.rope(buf.x.copy_to_host().reshape(3, 10), np.arange(3))
-    for entry in bench._variant_entries():
+    entries = bench._variant_entries()
+    assert len(entries) == 2 * len(kernels.VARIANTS) + 2
+    for entry in entries:
         buf.out.copy_to_device(np.zeros(30, np.float32))
         entry.make(buf)()
         got = buf.out.copy_to_host().reshape(3, 10)
@@ -189,11 +198,12 @@ def test_fused_entry_runs_the_fused_kernel_on_a_tiny_qkv():
     result = bench.sweep([shape], [bench._copy_entry()] + bench._fused_entries(), timer=timer,
                          progress=False)
     assert not result.skipped, result.skipped
-    fused_rows = [r for r in result.rows if r["family"] == "numba_fused"]
-    # Each registered fused kernel (its default launch), plus fused_qknorm_rope at every
+    fused_rows = [r for r in result.rows if r["family"] in ("ropelab_fused", "kernel_fused")]
+    # The public call at its default, the kernel alone, and the public call at every
     # heads-per-warp setting.
-    assert [r["variant"] for r in fused_rows] == list(kernels.FUSED) + [
-        "fused_qknorm_rope_1head", "fused_qknorm_rope_2heads", "fused_qknorm_rope_4heads"]
+    assert [r["variant"] for r in fused_rows] == [
+        "fused_qknorm_rope", "fused_qknorm_rope:kernel", "fused_qknorm_rope_1head",
+        "fused_qknorm_rope_2heads", "fused_qknorm_rope_4heads"]
     assert fused_rows[0]["bytes_moved"] == bench.qk_bytes(2, 1, 1, 64, 4)
     assert fused_rows[0]["frac_of_copy"] == pytest.approx(2 / 3, abs=1e-3)
 

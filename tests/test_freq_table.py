@@ -13,6 +13,8 @@ import ropelab
 from reference_check import assert_matches_reference as check
 from ropelab import RopeInputError, reference
 from ropelab.kernels import freq_table
+from ropelab.kernels._device import NO_SHIFT
+from ropelab.kernels._launch import launch
 from ropelab.problem import RopeProblem
 from ropelab.scaling import Llama3, YaRN, resolve
 from ropelab.tolerance import max_angle, rope_atol
@@ -52,9 +54,8 @@ def test_every_element_is_written_and_the_tail_passes_through(rng):
     host = rng.standard_normal(problem.elements).astype(np.float32)
     for mode, options in MODES.items():
         out = cuda.to_device(np.full(problem.elements, np.nan, np.float32))
-        state = freq_table.prepare(problem, **options)
-        freq_table.launch(problem, cuda.to_device(host), out, cuda.to_device(np.array([1, 0, 999], np.int32)),
-                          threads_per_block=32, state=state)
+        plan = freq_table.VARIANT.plan(problem, options, threads=32)
+        launch(plan, (cuda.to_device(host), out, cuda.to_device(np.array([1, 0, 999], np.int32))))
         got = out.copy_to_host().reshape(3, 2, 10)
         assert np.isfinite(got).all(), mode
         np.testing.assert_array_equal(got[..., 4:], host.reshape(3, 2, 10)[..., 4:])
@@ -63,11 +64,12 @@ def test_every_element_is_written_and_the_tail_passes_through(rng):
 def test_tables_hold_the_scaled_float64_frequencies():
     freqs, att = resolve(YaRN(4.0, 256), rotary_dim=32, base=1e4)
     problem = RopeProblem(2, 1, 32, 32, freqs=freqs, attention_factor=att, scaling=YaRN(4.0, 256))
-    table = freq_table.prepare(problem)
-    np.testing.assert_array_equal(table.tables[0].copy_to_host(), freqs.astype(np.float32))
-    assert table.max_positions is None
-    cache = freq_table.prepare(problem, cache=True, max_positions=50)
-    cos, sin = (t.copy_to_host() for t in cache.tables)
+    table = freq_table.VARIANT.plan(problem)
+    np.testing.assert_array_equal(table.tables[0], freqs.astype(np.float32))
+    assert table.position_limit is None and not table.errors
+    cache = freq_table.VARIANT.plan(problem, {"cache": True, "max_positions": 50})
+    assert cache.position_limit == 50 and cache.errors
+    cos, sin = cache.tables
     assert cos.shape == sin.shape == (50, 16) and cos.dtype == np.float32
     theta = np.outer(np.arange(50), freqs)
     np.testing.assert_array_equal(cos, np.cos(theta).astype(np.float32))
@@ -109,32 +111,30 @@ def test_angle_reduction_algorithm_is_accurate_at_long_context():
 @pytest.mark.parametrize("kwargs, match", [
     (dict(cache=True), "needs max_positions"),
     (dict(max_positions=10), "pass cache=True"),
-    (dict(cache=True, max_positions=0), "positive"),
+    (dict(cache=True, max_positions=0), ">= 1"),
     (dict(cache=True, max_positions=10.0), "int"),
     (dict(cache=True, max_positions=10, reduce_angle=True), "not both"),
     (dict(cache=True, max_positions=2**30), "reduce_angle"),
-    (dict(cache=True, max_positions=8, positions=np.array([0, 1, 8], np.int32)), "beyond the cos/sin cache of 8"),
-    (dict(cache=True, max_positions=2), "beyond the cos/sin cache of 2"),  # default positions 0..2
+    (dict(cache=True, max_positions=8, positions=np.array([0, 1, 8], np.int32)), "position 8 is out of range: the cos/sin cache holds positions 0 .. 7"),
+    (dict(cache=True, max_positions=2), "position 2 is out of range: the cos/sin cache holds positions 0 .. 1"),  # default positions 0..2
 ])
-def test_bad_options_raise_before_launch(monkeypatch, kwargs, match):
-    calls = []
-    monkeypatch.setattr(freq_table, "launch", lambda *a, **k: calls.append(1))
-    with pytest.raises(RopeInputError, match=match):
+def test_bad_options_raise_before_launch(launches, kwargs, match):
+    with pytest.raises((RopeInputError, TypeError), match=match):
         ropelab.rope(np.ones((3, 8), np.float32), variant="freq_table", **kwargs)
-    assert calls == []
+    assert launches == []
 
 
-def test_device_positions_beyond_the_cache_are_refused(monkeypatch):
-    calls = []
-    monkeypatch.setattr(freq_table, "launch", lambda *a, **k: calls.append(1))
-    with pytest.raises(RopeInputError, match="beyond"):
+def test_device_positions_beyond_the_cache_are_refused_when_checked(launches):
+    # check_positions=True: the opt-in synchronous check (the default flags them on the device).
+    with pytest.raises(RopeInputError, match="out of range"):
         ropelab.rope(cuda.to_device(np.ones((3, 8), np.float32)), variant="freq_table", cache=True,
-                     max_positions=4, positions=cuda.to_device(np.array([0, 4, 1], np.int32)))
+                     max_positions=4, positions=cuda.to_device(np.array([0, 4, 1], np.int32)),
+                     check_positions=True)
     with pytest.raises(TypeError, match="cache must be True or False"):
         ropelab.rope(np.ones((3, 8), np.float32), variant="freq_table", cache="yes")
     with pytest.raises(TypeError):
         ropelab.rope(np.ones((3, 8), np.float32), variant="freq_table", cahce=True)
-    assert calls == []
+    assert launches == []
 
 
 def test_the_last_cached_position_is_accepted(rng):
@@ -151,19 +151,17 @@ def test_power_of_two_head_sizes_take_the_shift_path(rng, mode, heads):
     x = rng.standard_normal((3, heads, 16)).astype(np.float32)
     pos = rng.integers(0, 1000, 3).astype(np.int32)
     args = freq_table.scalar_args(RopeProblem(3, heads, 16, 12, interleave=False))
-    assert [int(a) for a in args[:4]] == [heads, {3: freq_table.NO_SHIFT, 4: 2}[heads], 8, 3]
+    assert [int(a) for a in args[:4]] == [heads, {3: NO_SHIFT, 4: 2}[heads], 8, 3]
     got = ropelab.rope(x, variant="freq_table", positions=pos, rotary_dim=12, interleave=False,
                        **MODES[mode])
     check(x, got, pos, rotary_dim=12, interleave=False)
     np.testing.assert_array_equal(got[..., 12:], x[..., 12:])
 
 
-def test_scalar_args_are_cached_per_problem_object_only():
+def test_scalar_args_are_typed_as_the_kernel_wants():
     a = RopeProblem(3, 2, 16, 16)
     b = RopeProblem(5, 2, 16, 16)  # equal in all but tokens: a different total_slots
     first = freq_table.scalar_args(a)
-    assert freq_table.scalar_args(a) is first
-    other = freq_table.scalar_args(b)
-    assert other is not first and other[5] == 5 * 2 * 8 and first[5] == 3 * 2 * 8
-    assert freq_table.scalar_args(a) == first  # recomputed after b, same values
-    assert all(type(v) in (np.uint64, np.float32, int) for v in first)
+    assert freq_table.scalar_args(b)[5] == 5 * 2 * 8 and first[5] == 3 * 2 * 8
+    # uint64 index math, int64 for the bound compared with the signed cuda.grid(1), float32 scales
+    assert [type(v) for v in first] == [np.uint64] * 5 + [np.int64] + [np.uint64] * 2 + [np.float32] * 2

@@ -6,6 +6,7 @@ shuffles of ropelab.warp, so shapes stay tiny: 3-5 tokens, 1-3 heads of each kin
 multiple of the warps per block are what exercises the tail.  Budget: about 40 s on 2 cores.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -139,6 +140,105 @@ def test_several_heads_per_warp_match_reference(rng, storage, interleave, heads,
     assert row.passed, row
 
 
+# ---- the 16-bit fast path: half a warp per head, 64/128-bit accesses ------------------------------
+
+def _problem(storage, head_dim=128, rotary_dim=None, interleave=True, heads=(1, 1, 1)):
+    hq, hk, hv = heads
+    qkv = np.zeros((2, (hq + hk + hv) * head_dim), kmod.STORAGES[storage])
+    return fused.build_problem(inspect_array(qkv, "qkv"), num_heads_q=hq, num_heads_k=hk,
+                               num_heads_v=hv, head_dim=head_dim, rotary_dim=rotary_dim,
+                               interleave=interleave)
+
+
+@pytest.mark.parametrize("storage, head_dim, rotary_dim, interleave, options, suffix", [
+    # The public call's defaults: 16-bit storage on half warps with the widest access that fits.
+    ("bfloat16", 128, None, True, {}, "_v128_h2_g16"),
+    ("float16", 128, None, False, {}, "_v128_h2_g16"),
+    ("bfloat16", 64, None, True, {}, "_v64_h2_g16"),  # 4 elements a lane: 64-bit
+    ("bfloat16", 192, None, True, {}, "_v64_h2_g16"),  # 12 elements: 24 bytes, 64-bit steps
+    ("float32", 128, None, True, {}, "_v128"),  # float32 keeps a warp per head
+    ("bfloat16", 128, None, True, {"heads_per_warp": 1}, "_v64"),
+    ("bfloat16", 128, None, True, {"heads_per_warp": 4}, "_v128_h4_g16"),
+    ("bfloat16", 128, None, True, {"lanes_per_head": 32}, "_v64_h2"),  # a whole warp, two rounds
+    ("float32", 128, None, True, {"heads_per_warp": 2, "lanes_per_head": 16}, "_v128_h2_g16"),
+    # NeoX: 24 rotated dims do not fill whole 8-element lanes, so the plan keeps 32 lanes.
+    ("bfloat16", 128, 24, False, {}, "_v64_h2"),
+])
+def test_plan_picks_lanes_and_access_width(storage, head_dim, rotary_dim, interleave, options,
+                                           suffix):
+    p = _problem(storage, head_dim, rotary_dim, interleave)
+    name = kmod.VARIANT.plan(p, options).kernel.__qualname__
+    layout = "gptj" if interleave else "neox"
+    assert name == f"fused_qknorm_rope_d{head_dim}_{layout}_{storage}{suffix}"
+
+
+def test_unaligned_buffers_take_the_word_path():
+    p = _problem("bfloat16")
+    assert kmod.VARIANT.plan(p, {}, aligned=False).kernel.__qualname__ == \
+        "fused_qknorm_rope_d128_gptj_bfloat16_h2_g16"
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"lanes_per_head": 8}, "lanes_per_head must be one of"),
+    ({"lanes_per_head": 16, "heads_per_warp": 1}, "needs heads_per_warp >= 2"),
+    ({"lanes_per_head": 16.0}, "lanes_per_head"),
+])
+def test_lanes_per_head_option_is_checked(options, match):
+    with pytest.raises((ropelab.RopeInputError, TypeError), match=match):
+        kmod.VARIANT.plan(_problem("bfloat16"), options)
+
+
+def test_lanes_per_head_16_refuses_a_neox_split_it_cannot_hold():
+    with pytest.raises(ropelab.RopeInputError, match="multiple of 16; got 24"):
+        kmod.VARIANT.plan(_problem("bfloat16", rotary_dim=24, interleave=False),
+                          {"lanes_per_head": 16})
+
+
+@pytest.mark.parametrize("storage, interleave, heads, head_dim, rotary_dim, yarn, hpw, lanes", [
+    ("bfloat16", True, (3, 2, 1), 128, 128, None, None, None),   # 5 heads: a half warp idles
+    ("float16", False, (2, 1, 2), 128, 64, None, None, None),    # NeoX partners inside a half
+    ("bfloat16", False, (1, 1, 0), 64, 32, dict(factor=4.0, low=2.0, high=9.0,
+                                                 attention_factor=1.2), None, None),
+    ("float16", True, (1, 2, 1), 192, 150, None, None, None),    # partial rotary, 64-bit steps
+    ("bfloat16", True, (3, 3, 1), 64, 64, None, 4, None),        # two heads per half warp
+    ("float16", False, (2, 3, 1), 64, 64, None, 4, None),        # 5 of 8 slots real
+    ("bfloat16", True, (2, 1, 1), 128, 96, None, 1, None),       # a warp per head, 64-bit
+    ("float32", False, (2, 1, 1), 128, 64, None, 2, 16),         # float32 on half warps
+])
+def test_half_warp_and_vector_paths_match_reference(rng, storage, interleave, heads, head_dim,
+                                                    rotary_dim, yarn, hpw, lanes, monkeypatch):
+    if lanes is not None:  # not a public option: change the storage's default for this test
+        monkeypatch.setitem(kmod.LANES_PER_HEAD, storage, lanes)
+    row = fused.check_case(rng, tokens=2, heads=heads, head_dim=head_dim, rotary_dim=rotary_dim,
+                           storage=storage, interleave=interleave, yarn=yarn, heads_per_warp=hpw)
+    assert row.passed, row
+
+
+@pytest.mark.parametrize("storage", ["bfloat16", "float16"])
+@pytest.mark.parametrize("interleave", [True, False], ids=["gptj", "neox"])
+def test_vector_and_word_paths_write_the_same_bits(rng, storage, interleave, monkeypatch):
+    # A weight 2 bytes past a 16-byte boundary sends the call down the word (or element) path;
+    # the same inputs on aligned buffers take the 128-bit path.  Same arithmetic, same bits.
+    kernels_run = []
+    real_launch = fused.launch
+    monkeypatch.setattr(fused, "launch", lambda plan, arrays: (
+        kernels_run.append(plan.kernel.__qualname__), real_launch(plan, arrays)))
+    qkv, kw = _inputs(rng, storage, tokens=2, heads=(2, 1, 1), d=128)
+    kw["rotary_dim"] = 64
+    wq = kw.pop("q_weight")
+    kw = _on_device(kw)
+    fast = cuda.to_device(qkv)
+    slow = cuda.to_device(qkv)
+    spare = cuda.to_device(np.zeros(wq.size + 1, wq.dtype))
+    spare[1:] = wq
+    ropelab.fused_qknorm_rope(fast, **{**kw, "q_weight": cuda.to_device(wq)})
+    ropelab.fused_qknorm_rope(slow, **{**kw, "q_weight": spare[1:]})
+    assert ["_v128_" in k for k in kernels_run] == [True, False], kernels_run
+    got_fast = fast.copy_to_host()
+    np.testing.assert_array_equal(got_fast.view(np.uint16), slow.copy_to_host().view(np.uint16))
+    assert not np.array_equal(got_fast.view(np.uint16), qkv.view(np.uint16))
+
+
 def test_two_heads_per_warp_halves_the_warps():
     p = fused.build_problem(inspect_array(np.zeros((7, 48 * 128 + 24 * 128), np.uint16), "qkv"),
                             num_heads_q=24, num_heads_k=24, num_heads_v=24, head_dim=128)
@@ -147,12 +247,42 @@ def test_two_heads_per_warp_halves_the_warps():
 
 
 @pytest.mark.parametrize("bad", [0, 3, 8, True, 1.0])
-def test_heads_per_warp_must_be_one_or_two(rng, bad):
+def test_heads_per_warp_must_be_one_two_or_four(rng, launches, bad):
+    assert kmod.HEADS_PER_WARP_CHOICES == (1, 2, 4)  # what the test's name promises
     qkv, kw = _inputs(rng)
     before = qkv.copy()
-    with pytest.raises(ropelab.RopeInputError, match="heads_per_warp"):
+    # A value of the wrong type is a TypeError, an int outside the choices a RopeInputError.
+    exc = TypeError if isinstance(bad, (bool, float)) else ropelab.RopeInputError
+    with pytest.raises(exc, match="heads_per_warp"):
         ropelab.fused_qknorm_rope(qkv, heads_per_warp=bad, **kw)
     np.testing.assert_array_equal(qkv, before)
+    assert launches == []
+
+
+@pytest.mark.parametrize("field, value, exc, match", [
+    ("eps", "1e-6", TypeError, "eps must be a number"),
+    ("base", "10000", TypeError, "base must be a number"),
+    ("interleave", "False", TypeError, "interleave must be True or False"),
+    ("fastmath", None, TypeError, "fastmath must be True or False"),
+    ("num_heads_q", 2.0, TypeError, "num_heads_q must be an int"),
+    ("stream", "default", TypeError, "stream must be"),
+])
+def test_fused_wrong_types_are_refused_before_launch(rng, launches, field, value, exc, match):
+    qkv, kw = _inputs(rng)
+    before = qkv.copy()
+    kw[field] = value
+    with pytest.raises(exc, match=match):
+        ropelab.fused_qknorm_rope(qkv, **kw)
+    np.testing.assert_array_equal(qkv, before)
+    assert launches == []
+
+
+def test_read_only_qkv_is_refused_before_launch(rng, launches):
+    qkv, kw = _inputs(rng)
+    qkv.flags.writeable = False
+    with pytest.raises(ropelab.RopeInputError, match="read-only"):
+        ropelab.fused_qknorm_rope(qkv, **kw)
+    assert launches == []
 
 
 def _inputs(rng, storage="float32", tokens=3, heads=(2, 1, 2), d=64):
@@ -162,11 +292,17 @@ def _inputs(rng, storage="float32", tokens=3, heads=(2, 1, 2), d=64):
     return qkv, kw
 
 
+def _on_device(kw):
+    """The keyword arguments with weights and positions copied to the device."""
+    return {k: cuda.to_device(v) if k in ("q_weight", "k_weight", "positions") else v
+            for k, v in kw.items()}
+
+
 def test_device_array_in_place_and_v_untouched(rng):
     qkv, kw = _inputs(rng, "bfloat16")
     host = qkv.copy()
     dev = cuda.to_device(qkv)
-    out = ropelab.fused_qknorm_rope(dev, **kw)
+    out = ropelab.fused_qknorm_rope(dev, **_on_device(kw))
     assert out is dev
     got = dev.copy_to_host()
     want = ropelab.fused_qknorm_rope(host, **kw)  # the host path, for comparison
@@ -221,14 +357,14 @@ def _bad_cases(rng):
     yield "heads mismatch", dict(num_heads_v=1), ropelab.RopeInputError, r"rows have 320 elements but"
     yield "no q or k", dict(num_heads_q=0, num_heads_k=0, num_heads_v=5), ropelab.RopeInputError, "at least 1"
     yield "negative heads", dict(num_heads_k=-1, num_heads_v=3), ropelab.RopeInputError, "num_heads_k must be >= 0"
-    yield "eps nan", dict(eps=float("nan")), ropelab.RopeInputError, "eps must be a finite number"
-    yield "eps negative", dict(eps=-1.0), ropelab.RopeInputError, "eps must be a finite number >= 0"
+    yield "eps nan", dict(eps=float("nan")), ropelab.RopeInputError, "eps must be finite"
+    yield "eps negative", dict(eps=-1.0), ropelab.RopeInputError, "eps must be >= 0"
     yield "base", dict(base=1.0), ropelab.RopeInputError, "base must be"
     yield "yarn keys", dict(yarn=dict(factor=2.0, low=1.0)), ropelab.RopeInputError, r"yarn needs \['high'\]"
     yield "yarn order", dict(yarn=dict(factor=2.0, low=5.0, high=1.0)), ropelab.RopeInputError, "must not be below"
     yield "yarn type", dict(yarn=(2.0, 1.0, 5.0)), TypeError, "yarn must be None"
     yield "interleave type", dict(interleave="neox"), TypeError, "interleave must be True or False"
-    yield "warps per block", dict(warps_per_block=33), ropelab.RopeInputError, "at most 32"
+    yield "warps per block", dict(warps_per_block=33), ropelab.RopeInputError, "warps_per_block must be <= 32"
 
 
 @pytest.mark.parametrize("i", range(24))
@@ -271,11 +407,11 @@ def test_weights_inside_qkv_are_refused(rng):
 # ---- module shape, registry, shapes ----------------------------------------------------------------
 
 def test_module_follows_the_kernel_module_shape():
-    assert FUSED == {"fused_qknorm_rope": kmod}
+    assert FUSED == {"fused_qknorm_rope": kmod.VARIANT}
     assert "fused_qknorm_rope" not in ropelab.kernels.VARIANTS
-    for name in ("NAME", "SUMMARY", "KERNEL", "PTX_SIGNATURE", "launch_config", "launch"):
+    for name in ("NAME", "SUMMARY", "KERNEL", "VARIANT", "make_kernel", "launch_config", "plan"):
         assert hasattr(kmod, name), name
-    assert set(kmod.PTX_SIGNATURE) == set(STORAGES)
+    assert set(kmod.CALLER) == set(kmod.STORAGES) == set(STORAGES)
     p = fused.FusedProblem(7, 24, 24, 24, 128, 128, True, "bfloat16", 1e-6, 1e4)
     assert kmod.launch_config(p) == ((7, 6), 256)  # 48 heads in groups of 8 warps
     assert kmod.launch_config(p, warps_per_block=5) == ((7, 10), 160)
@@ -305,36 +441,81 @@ def test_bf16_inputs_are_exact_bfloat16():
 
 
 _PTX_PROBE = """
-import ropelab
+import json
 from numba import cuda
 from ropelab.kernels import fused_qknorm_rope as m
-for inter, st in ((True, "bfloat16"), (False, "float32"), (True, "float16")):
-    ptx = cuda.compile_ptx(m.make_kernel(128, inter, st), m.PTX_SIGNATURE[st], cc=(9, 0),
-                           fastmath=True)[0]
-    body = ptx[ptx.index(".entry"):]
-    print(st, inter, body.count("shfl.sync.bfly.b32"), body.count("shfl.sync.idx.b32"),
-          body.count(".f64"), body.count("sin.approx"), body.count("div.s"), body.count("div.u"))
-ptx = cuda.compile_ptx(m.make_kernel(128, False, "float32", True), m.PTX_SIGNATURE["float32"],
-                       cc=(9, 0), fastmath=True)[0]
-print("vector4", ptx.count("ld.global.v4.f32"), ptx.count("st.global.v4.f32"), ptx.count(".f64"))
+from ropelab.ptx import count_ptx
+for plan in m.census_plans():
+    ptx = cuda.compile_ptx(plan.kernel, plan.argtypes(), cc=(9, 0), fastmath=True)[0]
+    row = count_ptx(ptx)
+    row.update(kernel=plan.kernel.__qualname__, bfly=ptx.count("shfl.sync.bfly.b32"),
+               idx=ptx.count("shfl.sync.idx.b32"))
+    print(json.dumps(row))
 """
 
 
-@pytest.mark.skipif(not ropelab.SIMULATED, reason="the GPU census covers this with a driver")
-def test_ptx_has_butterfly_shuffles_and_no_float64():
+@pytest.fixture(scope="module")
+def fused_census():
+    """PTX counts of the census kernels, compiled for the H200 (cc 9.0) in a driver-less child."""
+    if not ropelab.SIMULATED:
+        pytest.skip("the GPU census covers this with a driver")
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", ROPELAB_TARGET="gpu", ROPELAB_QUIET="1")
-    res = subprocess.run([sys.executable, "-c", _PTX_PROBE], env=env, capture_output=True, text=True,
-                         timeout=300)
+    res = subprocess.run([sys.executable, "-c", _PTX_PROBE], env=env, capture_output=True,
+                         text=True, timeout=600, cwd=os.path.dirname(os.path.dirname(ropelab.__file__)))
     assert res.returncode == 0, res.stderr[-2000:]
-    rows = [line.split() for line in res.stdout.strip().splitlines()]
-    assert len(rows) == 4
-    assert rows.pop() == ["vector4", "1", "1", "0"]  # one 128-bit load and store per lane
-    for st, inter, bfly, idx, f64, sin, divs, divu in rows:
-        assert int(bfly) == 5  # the reduction: 16, 8, 4, 2, 1
-        assert int(idx) == (0 if inter == "True" else 4)  # NeoX: one partner shuffle per slot
-        assert int(f64) == 0, f"{st}: float64 in a fast-math build"
-        assert int(sin) == (2 if inter == "True" else 4)  # one per pair (gptj), per slot (neox)
-        assert int(divs) == 0 and int(divu) == 0  # no integer division anywhere
+    rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+    return {r["kernel"]: r for r in rows}
+
+
+def test_census_compiles_every_mapping(fused_census):
+    assert sorted(fused_census) == sorted([
+        "fused_qknorm_rope_d128_gptj_bfloat16_v128_h2_g16",
+        "fused_qknorm_rope_d128_neox_bfloat16_v128_h2_g16",
+        "fused_qknorm_rope_d128_gptj_float16_v128_h2_g16",
+        "fused_qknorm_rope_d128_neox_float16_v128_h2_g16",
+        "fused_qknorm_rope_d128_gptj_float32_v128",
+        "fused_qknorm_rope_d128_neox_float32_v128",
+        "fused_qknorm_rope_d128_gptj_bfloat16_v64",
+        "fused_qknorm_rope_d128_gptj_bfloat16_v128_h2_g16_cache",
+    ])
+    for name, row in fused_census.items():
+        assert row["f64"] == 0, f"{name}: float64 in a fast-math build"
+        assert row["int_divrem"] == 0, f"{name}: an integer division"
+        assert row["local_bytes"] == 0, f"{name}: registers spilled to local memory"
+
+
+@pytest.mark.parametrize("storage", ["bfloat16", "float16"])
+@pytest.mark.parametrize("layout", ["gptj", "neox"])
+def test_16_bit_defaults_move_heads_with_128_bit_accesses(fused_census, storage, layout):
+    row = fused_census[f"fused_qknorm_rope_d128_{layout}_{storage}_v128_h2_g16"]
+    # One 128-bit load of qkv and one of the weight per lane; the only narrower loads are the
+    # position and the frequencies (32-bit); one 128-bit store per lane, nothing narrower.
+    assert row["ld_global"]["128"] == 2 and set(row["ld_global"]) == {"128", "32"}, row["ld_global"]
+    assert row["st_global"] == {"128": 1}
+    assert row["bfly"] == 4  # the half-warp reduction: 8, 4, 2, 1
+    assert row["idx"] == (0 if layout == "gptj" else 8)  # NeoX: one partner shuffle per slot
+    assert row["sfu"].get("sin") == (4 if layout == "gptj" else 8)  # per pair / per slot
+
+
+def test_one_head_per_warp_moves_16_bit_heads_with_64_bit_accesses(fused_census):
+    row = fused_census["fused_qknorm_rope_d128_gptj_bfloat16_v64"]
+    assert row["ld_global"]["64"] == 2 and row["st_global"] == {"64": 1}
+    assert row["bfly"] == 5  # a whole warp: 16, 8, 4, 2, 1
+
+
+def test_float32_keeps_its_128_bit_warp_per_head(fused_census):
+    for layout in ("gptj", "neox"):
+        row = fused_census[f"fused_qknorm_rope_d128_{layout}_float32_v128"]
+        assert row["ld_global"]["128"] == 1 and row["st_global"] == {"128": 1}
+        assert row["bfly"] == 5
+
+
+def test_cache_kernel_reads_cos_sin_and_computes_none(fused_census):
+    row = fused_census["fused_qknorm_rope_d128_gptj_bfloat16_v128_h2_g16_cache"]
+    assert "sin" not in row["sfu"] and "cos" not in row["sfu"]
+    # 4 pairs a lane: 4 cos and 4 sin loads, plus the position; the error word is one store.
+    assert row["ld_global"] == {"128": 2, "32": 9}
+    assert row["st_global"] == {"128": 1, "32": 1}
 
 
 def test_misaligned_bfloat16_device_buffer_is_refused(rng):
@@ -345,31 +526,135 @@ def test_misaligned_bfloat16_device_buffer_is_refused(rng):
         ropelab.fused_qknorm_rope(shifted, **kw)
 
 
-def test_float32_vector_and_scalar_paths_agree(rng):
+def test_float32_vector_and_scalar_paths_agree(rng, monkeypatch):
     qkv, kw = _inputs(rng, "float32", tokens=2, heads=(1, 1, 1), d=128)
     aligned = cuda.to_device(qkv)
     flat = cuda.to_device(np.zeros(qkv.size + 1, np.float32))
     flat[1:] = qkv.reshape(-1)
     shifted = flat[1:].reshape(qkv.shape)  # 4 bytes past a 16-byte boundary: scalar path
-    problem = fused.build_problem(fused.inspect_array(qkv, "qkv"), num_heads_q=1, num_heads_k=1,
-                                  num_heads_v=1, head_dim=128)
-    assert kmod.uses_vector4(problem, aligned.reshape(-1))
-    assert not kmod.uses_vector4(problem, shifted.reshape(-1))
+    kernels_run = []
+    real_launch = fused.launch
+    monkeypatch.setattr(fused, "launch", lambda plan, arrays: (
+        kernels_run.append(plan.kernel.__qualname__), real_launch(plan, arrays)))
+    kw = _on_device(kw)
     ropelab.fused_qknorm_rope(aligned, **kw)
     ropelab.fused_qknorm_rope(shifted, **kw)
+    assert kernels_run == ["fused_qknorm_rope_d128_gptj_float32_v128",
+                           "fused_qknorm_rope_d128_gptj_float32"]
     np.testing.assert_array_equal(aligned.copy_to_host(), shifted.copy_to_host())
 
 
-def test_device_case_launches_without_validation_like_the_public_api(rng):
-    tiny = shapes.FusedShape("tiny", 2, 1, 1, 1, 64, 32)
-    case = fused.device_case(tiny, "bfloat16", interleave=False, seed=3)
-    # bfloat16 qkv is kept as uint32 words (two elements each), the form the kernel takes.
-    start = case.qkv.copy_to_host().view(np.uint16).reshape(2, 192)
-    case.launch()
-    # The same seed gives device_case's weights and positions back on the host.
-    _, wq, wk, pos = fused.random_inputs(np.random.default_rng(3), 2, (1, 1, 1), 64, "bfloat16")
-    kw = dict(num_heads_q=1, num_heads_k=1, num_heads_v=1, head_dim=64, rotary_dim=32,
-              interleave=False, q_weight=wq, k_weight=wk, positions=pos)
-    want = ropelab.fused_qknorm_rope(start.copy(), **kw)
-    np.testing.assert_array_equal(case.qkv.copy_to_host().view(np.uint16).reshape(2, 192), want)
-    assert case.qk_bytes == 2 * 2 * 2 * 64 * 2
+# ---- the cos/sin cache: the long-context path -------------------------------------------------------
+
+LONG = 2**17  # positions up to 131072, where float32 angles are off by ~1e-2 rad
+
+
+@pytest.mark.parametrize("storage, interleave, yarn", [
+    ("float32", True, None),
+    ("float32", False, dict(factor=8.0, low=3.0, high=11.0, attention_factor=1.3)),
+    ("bfloat16", True, dict(factor=4.0, low=2.0, high=9.0)),
+    ("float16", False, None),
+])
+def test_cache_matches_reference_at_long_positions(rng, storage, interleave, yarn):
+    row = fused.check_case(rng, tokens=3, heads=(1, 2, 1), head_dim=64, rotary_dim=32,
+                           storage=storage, interleave=interleave, yarn=yarn, max_position=LONG,
+                           cache=True)
+    assert row.passed, row
+    if storage == "float32":
+        # The budget does not grow with the position: a few 1e-6 of the normalized values.
+        assert row.tolerance < 5e-5, row
+
+
+def test_cache_tolerance_is_tight_enough_to_tell_the_sincos_path_apart(rng):
+    # At the same long positions the float32 angle of the sin/cos path is off by ~1e-3 rad:
+    # far outside the cache's budget, which is what the budget must be able to see.
+    kw = dict(tokens=3, heads=(1, 1, 1), head_dim=64, rotary_dim=64, storage="float32",
+              max_position=LONG)
+    sincos = fused.check_case(np.random.default_rng(1), **kw)
+    cached = fused.check_case(np.random.default_rng(1), cache=True, **kw)
+    assert cached.passed, cached
+    assert sincos.max_error > 10 * cached.tolerance, (sincos, cached)
+
+
+def _float32_tables(freq_bytes, max_positions):
+    """The planted error: cos/sin of float32 angles computed in float32, not in float64."""
+    freqs = np.frombuffer(freq_bytes, dtype=np.float64).astype(np.float32)
+    theta = np.outer(np.arange(max_positions, dtype=np.float32), freqs)  # rounded angles
+    return np.cos(theta), np.sin(theta)
+
+
+def test_cache_built_in_float32_fails_the_check(rng, monkeypatch):
+    monkeypatch.setattr(kmod, "cos_sin_tables", _float32_tables)
+    row = fused.check_case(rng, tokens=3, heads=(1, 1, 1), head_dim=64, rotary_dim=64,
+                           storage="float32", max_position=LONG, cache=True)
+    assert row.max_error > 10 * row.tolerance, row
+
+
+def test_cache_tables_hold_the_blended_frequencies_and_are_made_once():
+    p = _problem("bfloat16", head_dim=64, rotary_dim=32)
+    yarn = fused.build_problem(inspect_array(np.zeros((2, 192), np.uint16), "qkv"), num_heads_q=1,
+                               num_heads_k=1, num_heads_v=1, head_dim=64, rotary_dim=32,
+                               yarn=dict(factor=4.0, low=2.0, high=9.0))
+    opts = {"cache": True, "max_positions": 100}
+    a, b = kmod.VARIANT.plan(p, opts), kmod.VARIANT.plan(p, dict(opts))
+    assert a.tables[0] is b.tables[0] and a.tables[1] is b.tables[1]  # one device upload
+    y = kmod.VARIANT.plan(yarn, opts)
+    assert y.tables[0] is not a.tables[0]
+    theta = np.outer(np.arange(100, dtype=np.float64), yarn.inv_freq)
+    np.testing.assert_array_equal(y.tables[0], np.cos(theta).astype(np.float32))
+    np.testing.assert_array_equal(y.tables[1], np.sin(theta).astype(np.float32))
+    assert y.tables[0].shape == (100, 16) and y.errors and y.position_limit == 100
+
+
+@pytest.mark.parametrize("positions, match", [
+    ([0, 100, 3], "position 100 is out of range: the cos/sin cache holds positions 0 .. 99"),
+    ([0, -1, 3], "positions must be >= 0"),
+])
+def test_cache_refuses_host_positions_outside_the_table(rng, launches, positions, match):
+    qkv, kw = _inputs(rng)
+    kw["positions"] = np.array(positions, np.int32)
+    before = qkv.copy()
+    with pytest.raises(ropelab.RopeInputError, match=match):
+        ropelab.fused_qknorm_rope(qkv, cache=True, max_positions=100, **kw)
+    assert launches == []
+    np.testing.assert_array_equal(qkv, before)
+
+
+def test_cache_marks_device_positions_outside_the_table(rng):
+    ropelab.check_errors()  # clear anything an earlier test left
+    qkv, kw = _inputs(rng, "bfloat16", tokens=3, heads=(2, 1, 1))
+    kw["positions"] = np.array([7, 100, -5], np.int32)
+    dev = cuda.to_device(qkv)
+    ropelab.fused_qknorm_rope(dev, cache=True, max_positions=100, **_on_device(kw))
+    got = bf16.to_float32(dev.copy_to_host())
+    qk = 3 * 64
+    assert np.isfinite(got[0]).all()  # position 7 is in the table
+    assert np.isnan(got[1:, :qk]).all()  # 100 and -5 are not: their Q and K heads are NaN
+    np.testing.assert_array_equal(dev.copy_to_host()[:, qk:], qkv[:, qk:])  # V untouched
+    with pytest.raises(ropelab.RopeDeviceError, match="100|-5"):
+        ropelab.check_errors()
+    ropelab.check_errors()  # read and cleared
+    want = ropelab.fused_qknorm_rope(qkv[:1].copy(), cache=True, max_positions=100,
+                                     **{**kw, "positions": kw["positions"][:1]})
+    np.testing.assert_array_equal(dev.copy_to_host()[:1], want)
+
+
+def _cache_bad_cases():
+    yield dict(cache="yes", max_positions=10), TypeError, "cache must be True or False"
+    yield dict(max_positions=10), ropelab.RopeInputError, "pass cache=True with it"
+    yield dict(cache=True), ropelab.RopeInputError, "cache=True needs max_positions"
+    yield dict(cache=True, max_positions=0), ropelab.RopeInputError, "max_positions must be >= 1"
+    yield dict(cache=True, max_positions=10.0), TypeError, "max_positions must be an int"
+    yield dict(cache=True, max_positions=2**24), ropelab.RopeInputError, "exceeds 268435456"
+
+
+@pytest.mark.parametrize("i", range(6))
+@pytest.mark.parametrize("tokens", [3, 0])  # checked even when there is nothing to do
+def test_cache_options_are_checked_before_anything_runs(rng, launches, i, tokens):
+    change, exc, match = list(_cache_bad_cases())[i]
+    qkv, kw = _inputs(rng, tokens=tokens)
+    before = qkv.copy()
+    with pytest.raises(exc, match=match):
+        ropelab.fused_qknorm_rope(qkv, **change, **kw)
+    assert launches == []
+    np.testing.assert_array_equal(qkv, before)

@@ -122,10 +122,14 @@ def test_pack4_uses_float4_only_when_rows_are_whole_quads_and_aligned(rng):
 
     even = RopeProblem(3, 1, 12, 12)
     odd = RopeProblem(3, 1, 10, 10)
+    assert pack4.VARIANT.plan(even, aligned=True).kernel is pack4.rope_pack4
+    assert pack4.VARIANT.plan(odd, aligned=True).kernel is pack4.rope_pack4_scalar  # quads straddle rows
+    assert pack4.VARIANT.plan(even, aligned=False).kernel is pack4.rope_pack4_scalar
+    # the public call decides "aligned" from the arrays' addresses
     buf = cuda.to_device(np.zeros(64, np.float32))
-    assert pack4.can_vectorize(even, buf, buf)
-    assert not pack4.can_vectorize(odd, buf, buf)  # 5 pairs a row: quads straddle rows
-    assert not pack4.can_vectorize(even, buf[1:37], buf)  # 4-byte offset: not 16-byte aligned
+    from ropelab.arrays import inspect_array
+
+    assert inspect_array(buf[1:37], "x").ptr % 16 == 4  # a 4-byte offset: no float4
 
 
 @pytest.mark.parametrize("vector", [True, False])
@@ -138,6 +142,7 @@ def test_pack4_both_kernels_match_reference(rng, vector):
     x = rng.standard_normal((37, 12)).astype(np.float32)  # 37 x 3 quads: not whole blocks
     pos = rng.integers(0, 3000, 37).astype(np.int32)
     out = cuda.to_device(np.full(x.size, np.nan, np.float32))
-    pack4.launch(RopeProblem(37, 1, 12, 12), cuda.to_device(x.reshape(-1)), out,
-                 cuda.to_device(pos), threads_per_block=32, vector=vector)
+    plan = pack4.VARIANT.plan(RopeProblem(37, 1, 12, 12), threads=32, aligned=vector)
+    assert plan.kernel is (pack4.rope_pack4 if vector else pack4.rope_pack4_scalar)
+    ropelab.kernels.launch(plan, (cuda.to_device(x.reshape(-1)), out, cuda.to_device(pos)))
     check(x, out.copy_to_host().reshape(x.shape), pos)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from ropelab.course.exercises import EXERCISES
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 
@@ -26,7 +28,8 @@ def _load_build():
 build = _load_build()
 SOURCES = build.sources()
 STORED = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
-# Code that defines or launches a kernel by hand; notebooks must show ropelab's instead.
+# Code that defines or launches a kernel by hand; notebooks must show ropelab's instead (the
+# exercises' starter kernels are the one exception: the learner's own code to write).
 PASTED_KERNEL = re.compile(r"@cuda\.jit|cuda\.jit\(|cuda\.grid\(|cuda\.(threadIdx|blockIdx|blockDim)")
 
 
@@ -88,23 +91,44 @@ def test_first_cell_quiets_ropelab_before_importing_it(path):
     assert "format_description()" in first
 
 
+def _exercises_of(path):
+    return [ex for ex in EXERCISES.values() if ex.notebook == path.stem]
+
+
 @pytest.mark.parametrize("path", STORED, ids=lambda p: p.stem)
 def test_kernels_are_shown_from_ropelab_not_pasted(path):
     cells = _code_cells(_read(path))
+    starters = {ex.kernel_name for ex in _exercises_of(path)}
     for cell in cells:
         source = _text(cell["source"])
-        assert not PASTED_KERNEL.search(source), f"kernel code in a notebook cell:\n{source}"
+        if PASTED_KERNEL.search(source):
+            defined = set(re.findall(r"^def (\w+)\(", source, re.M))
+            assert defined and defined <= starters, f"kernel code in a notebook cell:\n{source}"
     if path.name[:2] not in ("00", "07"):  # the variant notebooks print their kernel by region
         assert any("course.excerpt(" in _text(c["source"]) for c in cells)
 
 
 @pytest.mark.parametrize("path", STORED, ids=lambda p: p.stem)
-def test_exercises_are_checked(path):
-    """Each notebook ends with exercises, and each answer is checked by an assert cell."""
+def test_exercises_are_graded(path):
+    """Notebooks 00-06 end with kernel exercises: the starter kernel, then a cell that grades
+    it, whose stored output is the unsolved starter's verdict.  07 keeps answers checked by
+    assert cells."""
     cells = _code_cells(_read(path))
-    answers = [c for c in cells if re.search(r"^answer_\w+\s*=", _text(c["source"]), re.M)]
-    checks = [c for c in cells if re.search(r"^assert ", _text(c["source"]), re.M)]
-    assert answers and len(checks) >= len(answers)
+    sources = [_text(c["source"]) for c in cells]
+    exercises = _exercises_of(path)
+    if path.name[:2] != "07":
+        assert exercises, f"{path.name} has no kernel exercise"
+    for ex in exercises:
+        starter = [i for i, src in enumerate(sources) if f"def {ex.kernel_name}(" in src]
+        graded = [i for i, src in enumerate(sources)
+                  if f'exercises.check({ex.kernel_name}, "{ex.id}")' in src]
+        assert len(starter) == 1 and len(graded) == 1 and starter[0] < graded[0]
+        shown = "".join(_text(o.get("text", "")) for o in cells[graded[0]]["outputs"])
+        assert shown.startswith("not solved yet: "), shown
+    if not exercises:
+        answers = [s for s in sources if re.search(r"^answer_\w+\s*=", s, re.M)]
+        checks = [s for s in sources if re.search(r"^assert ", s, re.M)]
+        assert answers and len(checks) >= len(answers)
 
 
 def test_problem_finder_catches_what_it_must():

@@ -11,7 +11,7 @@ import ropelab
 from reference_check import assert_matches_reference as check
 from ropelab import RopeInputError, reference
 from ropelab.kernels import pair_sincos
-from ropelab.kernels._jit import jitted
+from ropelab.kernels._launch import jitted, launch
 from ropelab.problem import RopeProblem
 from ropelab.scaling import NTK, Linear, Llama3, YaRN, resolve
 from ropelab.tolerance import max_angle, rope_atol
@@ -62,9 +62,8 @@ def test_every_element_is_written_and_the_tail_passes_through(rng):
     problem = RopeProblem(tokens=3, heads=2, head_dim=18, rotary_dim=6)
     host = rng.standard_normal(problem.elements).astype(np.float32)
     out = cuda.to_device(np.full(problem.elements, np.nan, np.float32))
-    state = pair_sincos.prepare(problem, pairs_per_thread=4)
-    pair_sincos.launch(problem, cuda.to_device(host), out, cuda.to_device(np.array([2, 0, 40], np.int32)),
-                       threads_per_block=32, state=state)
+    plan = pair_sincos.VARIANT.plan(problem, {"pairs_per_thread": 4}, threads=32)
+    launch(plan, (cuda.to_device(host), out, cuda.to_device(np.array([2, 0, 40], np.int32))))
     got = out.copy_to_host().reshape(3, 2, 18)
     assert np.isfinite(got).all()
     np.testing.assert_array_equal(got[..., 6:], host.reshape(3, 2, 18)[..., 6:])
@@ -76,7 +75,7 @@ def test_drift_kernel_recurrence_matches_pow_for_chunks_of_one():
     r = cuda.device_array(16, np.float32)
     for chunk in (1, 5, 16):
         args = pair_sincos.drift_args(params, 16, chunk)
-        jitted(pair_sincos.DRIFT_KERNEL)[1, 32](p, r, 16, *args)
+        jitted(pair_sincos.DRIFT_KERNEL)[1, 32](p, r, np.int64(16), *args)
         pw, rec = p.copy_to_host(), r.copy_to_host()
         np.testing.assert_allclose(pw, reference.inv_freq(32), rtol=1e-6)
         np.testing.assert_allclose(rec, reference.inv_freq(32), rtol=1e-5)
@@ -87,36 +86,33 @@ def test_drift_kernel_recurrence_matches_pow_for_chunks_of_one():
 
 
 @pytest.mark.parametrize("value, exc, match", [
-    (0, RopeInputError, "1..64"), (65, RopeInputError, "1..64"), (2.0, RopeInputError, "int"),
-    (True, RopeInputError, "int"),
+    (0, RopeInputError, ">= 1"), (65, RopeInputError, "<= 64"), (2.0, TypeError, "int"),
+    (True, TypeError, "int"),
 ])
-def test_bad_pairs_per_thread_raise_before_launch(monkeypatch, value, exc, match):
-    calls = []
-    monkeypatch.setattr(pair_sincos, "launch", lambda *a, **k: calls.append(1))
+def test_bad_pairs_per_thread_raise_before_launch(launches, value, exc, match):
     with pytest.raises(exc, match=match):
         ropelab.rope(np.ones((3, 8), np.float32), variant="pair_sincos", pairs_per_thread=value)
     with pytest.raises(TypeError):
         ropelab.rope(np.ones((3, 8), np.float32), variant="pair_sincos", cache=True)
-    assert calls == []
+    assert launches == []
 
 
 def test_prepare_refuses_frequencies_it_cannot_reproduce():
     # A problem whose table does not come from a known scheme: the kernel's formula would be wrong.
     problem = RopeProblem(2, 1, 8, 8, freqs=np.array([1.0, 0.5, 0.2, 0.01]))
     with pytest.raises(RuntimeError, match="disagree"):
-        pair_sincos.prepare(problem)
+        pair_sincos.VARIANT.plan(problem)
 
 
 def test_each_thread_owns_slots_one_stride_apart(rng):
     # Launch only the first thread or two of the grid: the elements they write show the layout.
     # 10 slots a head, 4 pairs a thread: stride 3 threads a head, thread t owns t, t+3, t+6, t+9.
     problem = RopeProblem(tokens=2, heads=2, head_dim=20, rotary_dim=16)
-    state = pair_sincos.prepare(problem, pairs_per_thread=4)
-    args = list(pair_sincos.launch_args(problem, state))
+    args = list(pair_sincos.VARIANT.plan(problem, {"pairs_per_thread": 4}).scalars)
     assert int(args[4]) == 3  # stride: threads per head
     host = rng.standard_normal(problem.elements).astype(np.float32)
     for first_threads, want_slots in ((1, [0, 3, 6, 9]), (2, [0, 1, 3, 4, 6, 7, 9])):
-        args[6] = first_threads  # total_threads
+        args[6] = np.int64(first_threads)  # total_threads
         out = cuda.to_device(np.full(problem.elements, np.nan, np.float32))
         jitted(pair_sincos.KERNEL)[1, 32](cuda.to_device(host), out,
                                           cuda.to_device(np.array([5, 9], np.int32)), *args)
@@ -171,10 +167,10 @@ def test_in_place_matches_out_of_place(rng):
     problem = RopeProblem(tokens=3, heads=2, head_dim=18, rotary_dim=14)
     host = rng.standard_normal(problem.elements).astype(np.float32)
     pos = cuda.to_device(np.array([3, 0, 2000], np.int32))
-    state = pair_sincos.prepare(problem, pairs_per_thread=3)
+    plan = pair_sincos.VARIANT.plan(problem, {"pairs_per_thread": 3}, threads=32)
     out = cuda.device_array_like(host)
-    pair_sincos.launch(problem, cuda.to_device(host), out, pos, state=state, threads_per_block=32)
+    launch(plan, (cuda.to_device(host), out, pos))
     both = cuda.to_device(host)
-    pair_sincos.launch(problem, both, both, pos, state=state, threads_per_block=32)
+    launch(plan, (both, both, pos))
     np.testing.assert_array_equal(both.copy_to_host(), out.copy_to_host())
     assert not np.array_equal(out.copy_to_host(), host)

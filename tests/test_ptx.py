@@ -77,7 +77,7 @@ def doc():
 
 
 def _row(doc, variant, fastmath=True):
-    return ptx.row(doc, variant, fastmath, kernel=kernels.get(variant).KERNEL.__name__)
+    return ptx.row(doc, variant, fastmath, kernel=kernels.get(variant).kernel.__name__)
 
 
 def test_every_registered_kernel_compiles_in_both_builds(doc):

@@ -29,7 +29,13 @@ def bench_rows():
 
 def test_save_and_load_round_trip(tmp_path):
     path = records.save("bench", bench_rows(), method="synthetic", meta=fake_meta(), directory=tmp_path)
-    assert path.name == "bench-nvidia-h200-20260102.json"
+    assert path.name == "bench-nvidia-h200-20260102T030405.json"
+    later = records.save("bench", bench_rows(), method="later", directory=tmp_path,
+                         meta=fake_meta(date="2026-01-02T09:00:00Z"))
+    assert later != path and path.exists()  # a second run on the same day keeps the first
+    assert records.load("bench", tmp_path)["method"] == "later"
+    later.unlink()
+    later.with_suffix(".csv").unlink()
     rec = records.load("bench", tmp_path)
     assert rec["schema"] == records.SCHEMA and rec["method"] == "synthetic"
     assert tuple(rec["columns"]) == bench.COLUMNS

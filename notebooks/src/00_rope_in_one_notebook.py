@@ -397,41 +397,45 @@ print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
 # * The float64 reference judges every kernel; the simulator checks logic, the GPU records
 #   speed and precision.
 #
-# ## Exercises
+# ## Exercise: your first kernel
 #
-# Each exercise has a cell to fill in (shipped with a solution) and a cell that checks it.
+# Time to write a kernel.  The cell below is a complete Numba CUDA kernel except for its body:
+# `@cuda.jit` compiles the function for the GPU (or hands it to the simulator), and
+# `fastmath=True` lets the compiler use the GPU's fast approximate `sin`, `cos` and division,
+# as every ropelab kernel does.  It rotates a `[tokens, hidden]` array with **one thread per
+# float**; the angles are done for you (`cos_t` and `sin_t` hold the cosine and sine of every
+# pair, pair after pair, computed in float64 on the host).
 #
-# **1.** For a head of 128 floats and base 10000, how many radians does pair 32 turn at
-# position 1000?  Work it out on paper first: $\theta_{32} = 10000^{-64/128}$.
+# Thread `i` (`cuda.grid(1)`, its global index) writes `out[i]`.  Replace the `...` line:
+#
+# 1. a thread whose `i` is not below `n` (the number of floats) must do nothing: the grid is a
+#    whole number of blocks, so the last block usually has threads past the end;
+# 2. `c = cos_t[i // 2]` and `s = sin_t[i // 2]`: both floats of pair `i // 2` turn together;
+# 3. an even `i` is the first float of its pair, `out[i] = x[i] * c - x[i + 1] * s`; an odd
+#    `i` the second, `out[i] = x[i - 1] * s + x[i] * c`.
+#
+# The next cell grades it: it launches your kernel with blocks of 64 threads on three shapes
+# (1x2, 3x10 and 5x130 floats, none a multiple of 64), compares every float with the float64
+# reference, and prints either the first mistake with a hint, or PASS with your kernel's
+# instruction census next to ropelab's `flat` kernel (notebook 01).  It never stops the
+# notebook.  Stuck?  A solution is in `notebooks/solutions/00_rope_in_one_notebook.py`.
 
 # %%
-answer_1 = 1000 * 10000.0 ** (-64 / 128)  # your answer here
+from numba import cuda
+
+
+@cuda.jit(fastmath=True)
+def rotate_elements(x, out, cos_t, sin_t, n):
+    i = cuda.grid(1)  # blockIdx.x * blockDim.x + threadIdx.x: this thread's float
+    ...  # write the body here: the guard, then c and s, then out[i]
 
 # %%
-assert np.isclose(answer_1, reference.angles([1000], reference.inv_freq(128))[0, 32])
-print("exercise 1: correct,", round(float(answer_1), 6), "radians")
+from ropelab.course import exercises
 
-# %% [markdown]
-# **2.** In a half-split head of 16 floats, which float is paired with float 5?
+verdict = exercises.check(rotate_elements, "00-first-kernel")
 
 # %%
-answer_2 = 5 + 16 // 2  # your answer here
-
-# %%
-first, second = reference.pair_indices(16, interleave=False)
-assert answer_2 == second[list(first).index(5)]
-print("exercise 2: correct, float", answer_2)
-
-# %% [markdown]
-# **3.** Undo a rotation: write `restored` so that it recovers `x` from `y = rope(x)` using
-# the reference (hint: look at its parameters above).
-
-# %%
-x = rng.standard_normal((3, 32))
-pos = np.array([2, 40, 900])
-y = reference.rope(x, pos)
-restored = reference.rope(y, pos, inverse=True)  # your answer here
-
-# %%
-assert np.allclose(restored, x)
-print("exercise 3: correct, the inverse rotation restores x")
+# NBVAL_IGNORE_OUTPUT
+# On a GPU, a passing kernel is timed against a device copy of the same bytes; nothing is
+# timed on the simulator.
+verdict.time()

@@ -229,39 +229,51 @@ print(course.live_bench(["flat"]))
 #   and let the census confirm there is no float64 left.
 # * The census counts what the compiler emitted; only a recorded GPU run says what it costs.
 #
-# ## Exercises
+# ## Exercise: the flat kernel's index math
 #
-# **1.** How many blocks does `flat` launch for 4096 tokens of 4096 floats with its default
-# 256 threads per block?
+# Below is `rope_flat` with its index math cut out.  Write the three marked lines (each `...`):
+#
+# 1. the guard: only a thread whose `idx` is below `total_pairs` has a pair;
+# 2. `token`: which row holds pair number `i` (`n_pairs` pairs per row);
+# 3. `pair`: which pair of that row, **without a second division** (`i - token * n_pairs`).
+#
+# Keep the index math unsigned (`i` is a `uint64`, as are `n_pairs` and the values derived
+# from them): a signed `//` or `%` in Numba is a floor division with sign fix-ups, and mixing
+# `int64` with `uint64` silently computes in float64.  The grader launches your kernel with
+# `ceil(total_pairs / 64)` blocks of 64 threads on 1x2, 3x10 and 5x130 floats with random
+# positions, then compares its census with `rope_flat`'s: float64 instructions and integer
+# divisions must not exceed ropelab's.  Solution: `notebooks/solutions/01_flat_divmod.py`.
 
 # %%
-answer_1 = 4096 * (4096 // 2) // 256  # your answer here
+import math
+
+from numba import cuda, float32, uint64
+
+
+@cuda.jit(fastmath=True)
+def my_rope_flat(x, out, positions, n_pairs, total_pairs, base):
+    idx = cuda.grid(1)
+    if ...:  # write the guard
+        i = uint64(idx)
+        token = ...  # write: the row of pair number i
+        pair = ...  # write: the pair within that row, with no second division
+        e = i + i  # first float of the pair
+        x0 = x[e]
+        x1 = x[e + uint64(1)]
+        exponent = float32(pair + pair) / float32(n_pairs + n_pairs)
+        inv_freq = float32(1.0) / math.pow(base, exponent)
+        angle = float32(positions[token]) * inv_freq
+        c = math.cos(angle)
+        s = math.sin(angle)
+        out[e] = x0 * c - x1 * s
+        out[e + uint64(1)] = x0 * s + x1 * c
 
 # %%
-assert answer_1 == ropelab.kernels.flat.launch_config(RopeProblem(4096, 1, 4096, 4096))[0]
-print("exercise 1: correct,", answer_1, "blocks")
+from ropelab.course import exercises
 
-# %% [markdown]
-# **2.** With `hidden = 130` (65 pairs per token), which token and which pair does global
-# thread 1000 rotate?  Give `(token, pair)`.
+verdict = exercises.check(my_rope_flat, "01-flat-index")
 
 # %%
-answer_2 = divmod(1000, 65)  # your answer here
-
-# %%
-trace = course.trace_threads("flat", tokens=16, hidden=130)
-rows, cols = np.nonzero(trace.global_thread() == 1000)
-assert answer_2 == (rows[0], cols[0] // 2)
-print("exercise 2: correct, token", answer_2[0], "pair", answer_2[1])
-
-# %% [markdown]
-# **3.** The seed kernel has no bounds guard.  For 7 tokens of 130 floats and 256 threads per
-# block, how many threads of its last block would read past the end of `x`?
-
-# %%
-answer_3 = 2 * 256 - 7 * 65  # your answer here
-
-# %%
-trace = course.trace_threads("flat", tokens=7, hidden=130)
-assert answer_3 == trace.launched - trace.busy
-print("exercise 3: correct,", answer_3, "threads would run off the end")
+# NBVAL_IGNORE_OUTPUT
+# On a GPU, a passing kernel is timed against a device copy of the same bytes.
+verdict.time()

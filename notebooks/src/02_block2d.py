@@ -222,37 +222,49 @@ print(course.live_bench(["flat", "block2d"]))
 #   machine code went away and the kernel got slower.  Compare the census with the recorded
 #   times rather than assuming either way.
 #
-# ## Exercises
+# ## Exercise: the stride loop
 #
-# **1.** With the default configuration, how many threads per block does `block2d` use for
-# `hidden = 4096`, and how many pairs does each thread rotate?  Give `(threads, pairs)`.
+# The seed's kernel gives each thread exactly one pair, so a row of more than 1024 pairs (2048
+# floats) cannot be launched at all.  `rope_block2d` loops instead: thread `t` of a block
+# rotates pairs `t, t + blockDim.x, t + 2 blockDim.x, ...` of its token's row.  Write that loop
+# below: its condition (`while ...:`) and its step (`pair += ...`).
+#
+# The grader runs the situation of a 2048-pair row on a small scale: blocks of only 32 threads
+# for rows of 1, 5 and 65 pairs, so the widest row needs three trips round the loop.  A pair
+# no thread reaches stays unwritten, and the grader says so.  Solution:
+# `notebooks/solutions/02_block2d.py`.
 
 # %%
-answer_1 = (1024, 2048 // 1024)  # your answer here
+import math
+
+from numba import cuda, float32, uint64
+
+
+@cuda.jit(fastmath=True)
+def my_rope_block2d(x, out, positions, n_pairs, base):
+    token = cuda.blockIdx.x  # one block per token: no division
+    row = uint64(token) * (n_pairs + n_pairs)  # first float of the token's row
+    pos = float32(positions[token])
+    exponent_step = float32(2.0) / float32(n_pairs + n_pairs)
+    pair = uint64(cuda.threadIdx.x)  # this thread's first pair
+    while ...:  # write: keep going while the pair is inside the row
+        inv_freq = float32(1.0) / math.pow(base, float32(pair) * exponent_step)
+        angle = pos * inv_freq
+        i = row + pair + pair
+        x0 = x[i]
+        x1 = x[i + uint64(1)]
+        c = math.cos(angle)
+        s = math.sin(angle)
+        out[i] = x0 * c - x1 * s
+        out[i + uint64(1)] = x0 * s + x1 * c
+        pair += ...  # write: the next pair of this thread
 
 # %%
-threads = ropelab.kernels.block2d.launch_config(RopeProblem(1, 1, 4096, 4096))[1]
-assert answer_1 == (threads, (4096 // 2) // threads)
-print("exercise 1: correct,", answer_1[0], "threads, each rotating", answer_1[1], "pairs")
+from ropelab.course import exercises
 
-# %% [markdown]
-# **2.** For `hidden = 130`, how many threads of each block have no pair at all?
+verdict = exercises.check(my_rope_block2d, "02-block2d-stride")
 
 # %%
-answer_2 = 96 - 65  # your answer here
-
-# %%
-trace = course.trace_threads("block2d", tokens=2, hidden=130)
-assert answer_2 == (trace.launched - trace.busy) // trace.grid[0]
-print("exercise 2: correct,", answer_2, "idle threads per block")
-
-# %% [markdown]
-# **3.** Blocks of 32 threads, one per 64-float head: at most how many threads can be resident
-# on one H200 SM (limits: 32 blocks and 2048 threads per SM)?
-
-# %%
-answer_3 = min(32 * 32, 2048)  # your answer here
-
-# %%
-assert answer_3 == 1024
-print("exercise 3: correct,", answer_3, "of 2048 thread slots: half the SM")
+# NBVAL_IGNORE_OUTPUT
+# On a GPU, a passing kernel is timed against a device copy of the same bytes.
+verdict.time()

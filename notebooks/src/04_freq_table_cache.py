@@ -265,41 +265,43 @@ print(course.live_bench(["flat", "freq_table"]))
 #   cache or an exact angle reduction fixes both.
 # * Measure precision by position, on the GPU, against a float64 reference.
 #
-# ## Exercises
+# ## Exercise: the cos/sin cache lookup
 #
-# **1.** How many bytes does a float32 cos/sin cache take for 8192 positions and
-# `rotary_dim = 128`?
+# With a cache, a thread does no transcendental math at all: it reads its pair's cosine and
+# sine from two float32 tables of shape `[max_positions, n_pairs]` built in float64 on the
+# host (here `freq_table.cos_sin_cache`, 1024 positions).  Write the two lookups below: row =
+# the token's *position* (not its row number), column = the pair.
+#
+# The grader uses random positions below 1024 on 1x2, 3x10 and 5x130 floats, and then checks
+# the census: no `sin`, `cos` or `pow` may be left.  Solution:
+# `notebooks/solutions/04_freq_table_cache.py`.
 
 # %%
-answer_1 = 2 * 4 * 8192 * (128 // 2)  # your answer here
+from numba import cuda, uint64
+
+
+@cuda.jit(fastmath=True)
+def my_rope_cache(x, out, positions, cos_cache, sin_cache, n_pairs, total_pairs):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        i = uint64(idx)
+        token = i // n_pairs
+        pair = i - token * n_pairs
+        e = i + i
+        pos = uint64(positions[token])  # positions are checked non-negative on the host
+        c = ...  # write: this pair's cosine at this position
+        s = ...  # write: this pair's sine at this position
+        x0 = x[e]
+        x1 = x[e + uint64(1)]
+        out[e] = x0 * c - x1 * s
+        out[e + uint64(1)] = x0 * s + x1 * c
 
 # %%
-cos_t, sin_t = freq_table.cos_sin_cache(reference.inv_freq(128), 8192)
-assert answer_1 == cos_t.nbytes + sin_t.nbytes
-print(f"exercise 1: correct, {answer_1:,} bytes ({answer_1 / 2**20:.0f} MiB)")
+from ropelab.course import exercises
 
-# %% [markdown]
-# **2.** What is the spacing between neighbouring float32 numbers near an angle of 100,000
-# radians (the smallest change a float32 angle can express there)?
+verdict = exercises.check(my_rope_cache, "04-cache-lookup")
 
 # %%
-answer_2 = 2.0 ** (16 - 23)  # your answer here: 2**16 <= 1e5 < 2**17, 23 mantissa bits
-
-# %%
-assert answer_2 == np.spacing(np.float32(100_000))
-print("exercise 2: correct,", answer_2, "rad")
-
-# %% [markdown]
-# **3.** Which of the two float32 error sources does `fastmath=False` remove: write `"angle"`
-# or `"sine"`.
-
-# %%
-answer_3 = "sine"  # your answer here
-
-# %%
-# Check it on the CPU: with an exact sine (float64) the float32 angle alone already errs.
-a32 = np.float32(131_071) * np.float32(reference.inv_freq(128)[1])
-exact = 131_071 * reference.inv_freq(128)[1]
-angle_error_alone = abs(np.sin(np.float64(a32)) - np.sin(exact))
-assert answer_3 == "sine" and angle_error_alone > 1e-4
-print(f"exercise 3: correct; the float32 angle alone gives a sine error of {angle_error_alone:.0e}")
+# NBVAL_IGNORE_OUTPUT
+# On a GPU, a passing kernel is timed against a device copy of the same bytes.
+verdict.time()

@@ -247,42 +247,53 @@ print(course.live_bench(["flat", "pair_sincos"]))
 # * Several pairs per thread only pay when a warp's accesses stay coalesced: strided slots,
 #   not consecutive ones, made `pair_sincos` the second fastest kernel of the course.
 #
-# ## Exercises
+# ## Exercise: strided slots, one pow per thread
 #
-# **1.** For `head_dim = 128`, base 10000 and 4 pairs per thread (`S = 16`), what constant
-# $r^S$ does the recurrence multiply by?
+# Write the heart of `pair_sincos` for one head per row: `stride` threads share a row of
+# `n_pairs` pairs, and thread `j` owns slots `j, j + stride, j + 2 stride, ...` (at most four:
+# `stride = ceil(n_pairs / 4)`).  The thread computes its first frequency with the one `pow`
+# it is allowed; each later slot's frequency is the previous one times `stride_ratio`
+# ($r^S$, computed on the host in float64).  Write the loop's condition and its two steps.
+#
+# The grader runs 1x2, 3x10 and 5x130 floats with random positions and then reads the census:
+# one `pow` per thread, and none inside the loop.  Solution:
+# `notebooks/solutions/05_pair_sincos.py`.
 
 # %%
-answer_1 = 10000.0 ** (-2 * 16 / 128)  # your answer here
+import math
+
+from numba import cuda, float32, uint64
+
+
+@cuda.jit(fastmath=True)
+def my_rope_strided(x, out, positions, n_pairs, stride, total_threads, base, exponent_step,
+                    stride_ratio):
+    idx = cuda.grid(1)
+    if idx < total_threads:
+        i = uint64(idx)
+        token = i // stride  # stride threads share a row
+        j = i - token * stride  # this thread's first slot
+        first = token * (n_pairs + n_pairs)  # the row's first float
+        pos = float32(positions[token])
+        f = math.pow(base, exponent_step * float32(j))  # the thread's one pow: slot j's frequency
+        while ...:  # write: while slot j is inside the row
+            a = first + j + j
+            angle = pos * f
+            c = math.cos(angle)
+            s = math.sin(angle)
+            x0 = x[a]
+            x1 = x[a + uint64(1)]
+            out[a] = x0 * c - x1 * s
+            out[a + uint64(1)] = x0 * s + x1 * c
+            f = ...  # write: the frequency of slot j + stride, without a pow
+            j += ...  # write: this thread's next slot
 
 # %%
-params = pair_sincos.freq_params(None, 128, 10000.0)
-stride_ratio = float(params.kernel_args(16)[3])  # what the launcher passes for S = 16
-assert np.isclose(answer_1, stride_ratio, rtol=1e-6)
-print(f"exercise 1: correct, r**16 = {answer_1:.6f}")
+from ropelab.course import exercises
 
-# %% [markdown]
-# **2.** With the default chunk of 4 pairs, how many threads (and so how many `pow`) does one
-# 128-float head need?
+verdict = exercises.check(my_rope_strided, "05-strided-recurrence")
 
 # %%
-answer_2 = (128 // 2) // 4  # your answer here
-
-# %%
-trace = course.trace_threads("pair_sincos", tokens=1, hidden=128)
-assert answer_2 == trace.busy
-print("exercise 2: correct,", answer_2, "threads, one pow each")
-
-# %% [markdown]
-# **3.** In the NumPy walk above, does the error grow like the number of steps (systematic
-# error) or like its square root (independent random roundings)?  Answer `"linear"` or
-# `"sqrt"`, and check it with `rel[63] / rel[15]`.
-
-# %%
-answer_3 = "linear"  # your answer here
-
-# %%
-growth = rel[63] / rel[15]
-closest = min({"linear": 63 / 15, "sqrt": (63 / 15) ** 0.5}.items(), key=lambda kv: abs(growth - kv[1]))
-assert answer_3 == closest[0]
-print(f"exercise 3: correct, the error grew {growth:.1f}x from 15 to 63 steps (linear: 4.2x)")
+# NBVAL_IGNORE_OUTPUT
+# On a GPU, a passing kernel is timed against a device copy of the same bytes.
+verdict.time()

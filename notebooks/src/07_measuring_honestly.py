@@ -211,26 +211,28 @@ print(f"flat on 4096x512 in that run: {flat_first['median_us']:.1f} us, "
 # part of a 9 us copy filling its SMs and draining them.  That is why every comparison in
 # this course is read on the 1 GB shape first.
 #
-# **How much does a recorded time move from one run to the next?**  The two runs give an
-# answer for free: the CUDA C++ kernels and the PyTorch baselines did not change between them,
-# so any difference in their medians is run-to-run noise (the fill before each launch grew
-# from 512 MiB to 1 GiB in between; both evict the L2).  The largest such difference per
-# shape:
+# **How much does a recorded time move from one run to the next?**  The bench has been run
+# more than once, and the CUDA C++ kernels and PyTorch baselines did not change between the
+# last two runs, so any difference in their medians is run-to-run noise.  The largest such
+# difference per shape:
 
 # %%
 unchanged = ["cuda_flat", "cuda_flat_i32", "cuda_float4", "torch_copy", "torch_cached",
              "torch_compile"]
-if bench_record is not None:
-    noise = course.run_to_run(bench_record, first_run, unchanged)
+runs = course.recorded_runs("bench")
+if len(runs) > 1:
+    print("between", course.provenance(runs[-2]))
+    print("    and", course.provenance(runs[-1]))
+    noise = course.run_to_run(runs[-1], runs[-2], unchanged)
     for shape in ("4096x512", "4096x1024", "8192x512", "8192x1024", "32768x4096"):
         print(f"{shape:<12} same code, two runs: medians differ by up to {100 * noise[shape]:4.1f}%")
 
 # %% [markdown]
-# On the 1 GB shape a median is good to a fraction of a percent from run to run; on the seed's
-# shapes, which last 9 to 30 us, it moves by several percent.  A difference of a few percent
-# between two kernels on a small shape is therefore not a result until it repeats across runs,
-# and the course reads its comparisons on the 1 GB shape.  Notebook 06 uses a second estimate
-# of the same kind, two timings of one kernel within one run.
+# The small shapes, which last 9 to 30 us, move by several percent between runs; the 1 GB shape
+# moves much less.  A difference of a few percent between two kernels on a small shape is
+# therefore not a result until it repeats across runs, and the course reads its comparisons
+# on the 1 GB shape.  Notebook 06 uses a second estimate of the same kind, two timings of one
+# kernel within one run.
 #
 # ## 5. Every variant and baseline, on one chart
 

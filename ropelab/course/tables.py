@@ -24,6 +24,18 @@ def recorded(kind: str):
         return None
 
 
+def recorded_runs(kind: str) -> list[dict]:
+    """Every record of ``kind`` under ``data/<kind>/``, oldest first (``recorded`` gives the
+    newest): two runs of the same code show how far a measurement moves between runs."""
+    import json
+
+    from .. import records
+
+    paths = sorted((records.DATA_DIR / kind).glob(f"{kind}-*.json"))
+    runs = [records.validate(json.loads(p.read_text())) for p in paths]
+    return sorted(runs, key=lambda r: r["meta"]["date"])
+
+
 def provenance(record) -> str:
     """One line saying where and how a record was measured."""
     m = record["meta"]
@@ -166,13 +178,16 @@ def repeat_gaps(record, same: tuple[str, str], dtype: str = "float32") -> dict[s
     return {s: abs(t / by[(b, s)] - 1) for (v, s), t in by.items() if v == a and (b, s) in by}
 
 
-def noise_table(record, variants, same: tuple[str, str], shapes=None, dtype: str = "float32") -> str:
+def noise_table(record, variants, same: tuple[str, str], shapes=None, dtype: str = "float32",
+                same_dtype: str | None = None) -> str:
     """Median times of ``variants`` per shape, their spread (slowest / fastest - 1), and whether
     that spread exceeds the run's noise floor: the largest :func:`repeat_gaps` over all shapes
-    of ``dtype`` for the pair ``same``.  Numbers come from the record file."""
-    gaps = repeat_gaps(record, same, dtype)
+    for the pair ``same`` in ``same_dtype`` (default ``dtype``; give another dtype when only
+    that one has two rows known to time one configuration).  Numbers come from the record."""
+    same_dtype = same_dtype or dtype
+    gaps = repeat_gaps(record, same, same_dtype)
     if not gaps:
-        raise KeyError(f"no shape has both {same[0]} and {same[1]} in {dtype}")
+        raise KeyError(f"no shape has both {same[0]} and {same[1]} in {same_dtype}")
     worst = max(gaps, key=gaps.get)
     floor = gaps[worst]
     by = {(r["variant"], r["shape"]): r["median_us"] for r in record["rows"]
@@ -180,8 +195,8 @@ def noise_table(record, variants, same: tuple[str, str], shapes=None, dtype: str
     names = [v.rsplit("_", 1)[-1] if v.count("_") > 1 else v for v in variants]
     head = (f"{'shape':<20}" + "".join(f"{n + ' us':>11}" for n in names)
             + f"{'spread':>8} {'repeat gap':>11}  verdict")
-    lines = [f"{dtype}: {same[0]} and {same[1]} time the same configuration; they differ by up to "
-             f"{100 * floor:.1f}% ({worst}), the noise floor of this run",
+    lines = [f"{dtype}: {same[0]} and {same[1]} ({same_dtype}) time the same configuration; they "
+             f"differ by up to {100 * floor:.1f}% ({worst}), the noise floor of this run",
              head, "-" * len(head)]
     shape_list = shapes or sorted({s for (v, s) in by if v in variants})
     for s in shape_list:
@@ -191,8 +206,9 @@ def noise_table(record, variants, same: tuple[str, str], shapes=None, dtype: str
         sp = max(times) / min(times) - 1
         verdict = ("within noise" if sp <= floor else
                    f"above noise by {100 * (sp - floor):.1f} points")
+        gap = f"{100 * gaps[s]:>10.1f}%" if s in gaps and same_dtype == dtype else f"{'-':>11}"
         lines.append(f"{s:<20}" + "".join(f"{t:>11.1f}" for t in times)
-                     + f"{100 * sp:>7.1f}% {100 * gaps.get(s, float('nan')):>10.1f}%  {verdict}")
+                     + f"{100 * sp:>7.1f}% {gap}  {verdict}")
     return "\n".join(lines)
 
 

@@ -103,6 +103,22 @@ class Plan:
         out += [typeof(s) for s in self.scalars]
         return tuple(out)
 
+    def signature(self) -> str:
+        """:meth:`argtypes` as numba signature text (see :func:`signature_text`)."""
+        return signature_text(self.argtypes())
+
+
+def signature_text(argtypes) -> str:
+    """numba's signature string of argument types (``"void(float32[::1], uint64, ...)"``), the
+    form a child process can receive as text and hand to ``cuda.compile_ptx``."""
+    def one(t):
+        if isinstance(t, types.Array):
+            dims = [":"] * (t.ndim - 1) + ["::1"]
+            return f"{t.dtype}[{', '.join(dims)}]"
+        return str(t)
+
+    return f"void({', '.join(one(t) for t in argtypes)})"
+
 
 @dataclass(frozen=True)
 class Variant:

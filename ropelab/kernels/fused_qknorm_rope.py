@@ -5,22 +5,35 @@ every token and every Q and K head: RMSNorm over ``head_dim`` in float32 (``x * 
 + eps) * weight``, one weight vector for all Q heads and one for all K heads), then RoPE on the
 first ``rotary_dim`` dims, written back where it came from.  V is never read nor written.
 
-Mapping: one warp per (token, head).  Lane ``l`` holds the ``E = head_dim / 32`` contiguous
-elements ``l*E .. l*E + E-1`` in registers, so a head is read once and written once.
+Mapping: a group of ``G`` lanes per (token, head), ``G`` = 32 (a whole warp) or 16 (half a
+warp, two heads side by side).  Lane ``l`` of a group holds the ``E = head_dim / G``
+contiguous elements ``l*E .. l*E + E-1`` in registers, so a head is read once and written once.
 
-* RMSNorm: each lane sums its squares; a ``shfl_xor_sync`` butterfly (16, 8, 4, 2, 1) leaves the
-  whole head's sum in every lane, with no shared memory and no ``syncthreads``.
+* RMSNorm: each lane sums its squares; a ``shfl_xor_sync`` butterfly (16, 8, 4, 2, 1 for a whole
+  warp; 8, 4, 2, 1 for half a warp: an xor below 16 never leaves the half) leaves the head's
+  sum in every lane of its group, with no shared memory and no ``syncthreads``.
 * Interleaved RoPE (GPT-J): ``E`` is even, so pair ``(2k, 2k+1)`` never straddles two lanes; each
   pair costs one frequency lookup and one sin/cos, shared by its two elements (the point of
   SGLang PR 21654).
 * Half-split RoPE (NeoX): element ``d`` pairs with ``d + rotary_dim/2``, which lives
-  ``half_lanes = rotary_dim / (2E)`` lanes away in the same register slot: one ``shfl_sync`` per
-  slot fetches the partner.  Every lane of the warp takes part in every shuffle (lanes outside
-  the rotated range read themselves), so the calls are warp-uniform.  This needs
-  ``rotary_dim`` to be a multiple of ``2E``; the public API says so when it is not.
+  ``half_lanes = rotary_dim / (2E)`` lanes away in the same group and register slot: one
+  ``shfl_sync`` per slot fetches the partner.  Every lane of the warp takes part in every
+  shuffle (lanes outside the rotated range read themselves, lanes of a head past the end shuffle
+  values they never store), so the calls are warp-uniform.  This needs ``rotary_dim`` to be a
+  multiple of ``2E``; the public API checks it for ``G = 32``, and the plan keeps ``G = 32`` when
+  ``G = 16`` would break it.
+
+Heads per warp (``HPW``): the warp's ``32 / G`` groups side by side, times ``HPW * G / 32`` heads
+each group handles one after the other (every load first, then the arithmetic).  The point is
+bytes in flight (Little's law): a 16-bit head of 128 elements is only 256 bytes, so one head per
+warp cannot keep enough loads outstanding to reach the copy rate.  Measured with a CUDA C++
+kernel on the H200 (bf16, GPT-J, head_dim 128): 8-byte loads per lane with one head per warp
+reached 72-74% of the copy, 16-byte loads with half a warp per head 93-96%.  So 16-bit storage
+defaults to two heads per warp on 16-lane groups, each lane moving its 8 elements with one
+128-bit access (``ld.global.v4.u32``).
 
 The grid is 2-D: ``blockIdx.x`` is the token and ``blockIdx.y * warps_per_block + warp`` the
-head, so no thread divides by the number of heads (an integer division is dozens of
+warp, so no thread divides by the number of heads (an integer division is dozens of
 instructions, and at these sizes the instruction count, not DRAM, is what a careless kernel runs
 out of first).  ``x`` may be as large as CUDA's 2**31 - 1 blocks; ``y`` stays small.
 
@@ -31,13 +44,24 @@ cheaper than ``lg2.approx`` + ``ex2.approx``; the frequency is then exact to flo
 instead of carrying fast-math ``pow`` error that the angle multiplies by the position; and YaRN
 costs the kernel nothing.  ``ropelab.kernels.freq_table`` makes the same choice for plain RoPE.
 
+Long contexts (``cache=True``): the float32 angle ``position * inv_freq`` is off by up to
+``angle * 2**-23`` rad, about 1e-2 at position 131072, and fast-math sin/cos add more.  The cache
+kernel instead reads ``cos`` and ``sin`` from float32 tables ``[max_positions, rotary_dim / 2]``
+computed in float64 on the host (YaRN blend included): exact to float32 rounding at every
+position.  A position outside ``[0, max_positions)`` cannot be looked up: that token's Q and K
+heads are written as NaN and the position is stored in the device error word (``errors[0]``),
+which :func:`ropelab.check_errors` reads.
+
 Storage dtypes: float32, float16, and bfloat16 as ``uint16`` bit patterns (see
 :mod:`ropelab.bf16`); all arithmetic is float32 and shuffles carry float32 only.  Memory access
-per lane: bfloat16 moves as uint32 words of two elements; float32 with ``head_dim % 128 == 0``
-and a 16-byte aligned buffer moves as 128-bit vectors (:mod:`ropelab.kernels.vec`); otherwise
-one scalar access per element (float16 always: numba has no way to reinterpret bits as half).  One kernel is
-built per (head_dim, layout, storage) by :func:`make_kernel`, because the number of registers a
-lane holds must be a compile-time constant for them to stay in registers.
+per lane, when ``qkv`` and both weights start on a 16-byte boundary: 16-bit storage moves as
+32-bit words through 128-bit (or, when a lane holds 4 elements, 64-bit) vector accesses
+(:mod:`ropelab.kernels.vec`) and :mod:`ropelab.kernels.words16` converts the words; float32 with
+a multiple of 4 elements per lane uses 128-bit ``float4`` accesses.  Otherwise bfloat16 moves as
+single 32-bit words of two elements, float32 and float16 one element at a time.  One kernel is
+built per (head size, layout, storage, access width, heads per warp, lanes per head, cache) by
+:func:`make_kernel`, because the number of registers a lane holds must be a compile-time
+constant for them to stay in registers.
 """
 
 from __future__ import annotations
@@ -50,13 +74,17 @@ from numba import cuda, float32, uint32
 
 from ..bf16 import load_bf16, pack2, store_bf16, unpack_high, unpack_low
 from ..problem import FusedProblem
+from ..validate import check_bool, check_int, fail
 from ._device import FULL_MASK, WARP
 from ._launch import Plan, Variant
-from .vec import load_f32x4, store_f32x4
+from .freq_table import MAX_CACHE_ENTRIES, cos_sin_cache
+from .vec import load_f32x4, load_u32x2, load_u32x4, store_f32x4, store_u32x2, store_u32x4
+from .words16 import CODECS
 
 NAME = "fused_qknorm_rope"
-SUMMARY = ("QK-RMSNorm + RoPE in place on packed qkv: warp per (token, head), shuffle-reduced "
-           "sum of squares, one sin/cos per pair, NeoX partners by shuffle")
+SUMMARY = ("QK-RMSNorm + RoPE in place on packed qkv: a warp or half a warp per (token, head), "
+           "shuffle-reduced sum of squares, one sin/cos per pair (or a float64-built cos/sin "
+           "cache), NeoX partners by shuffle, 128-bit accesses")
 HEAD_DIMS = tuple(range(64, 513, 64))  # E = head_dim / 32 must be even (pairs stay in a lane)
 STORAGES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
             "bfloat16": np.dtype(np.uint16)}
@@ -64,10 +92,17 @@ STORAGES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
 MAX_ELEMENTS = 2**32 - 1
 
 HEADS_PER_WARP_CHOICES = (1, 2, 4)
-# Heads per warp by storage when the caller does not choose (see make_kernel's docstring).
-# Measured on the H200 (data/bench): bfloat16 flux_1024 68% of the copy with one head per warp,
-# 74% with two; float32 is at 94-95% with one head and gains nothing from more.
+# Heads per warp by storage when the caller does not choose.  float32 is at 91-95% of the copy
+# with one head per warp and 128-bit accesses (data/bench) and gains nothing from more; 16-bit
+# storage needs two (see the module docstring).
 HEADS_PER_WARP = {"float32": 1, "float16": 2, "bfloat16": 2}
+LANES_PER_HEAD_CHOICES = (32, 16)
+# Lanes per head by storage when a warp holds two or more heads and the caller does not choose:
+# 16-bit storage splits the warp (a lane then holds 16 bytes of a 128-element head, one 128-bit
+# access); float32 keeps whole warps, heads one after the other, as measured so far.
+LANES_PER_HEAD = {"float32": 32, "float16": 16, "bfloat16": 16}
+
+_LOG2 = {32: 5, 16: 4}
 
 
 @cuda.jit(device=True, inline="always")
@@ -84,156 +119,289 @@ _LOAD = {"float32": _load_plain, "float16": _load_plain, "bfloat16": load_bf16}
 _STORE = {"float32": _store_plain, "float16": _store_plain, "bfloat16": store_bf16}
 
 
+def vector_bytes_for(storage: str, elements_per_lane: int) -> int:
+    """The widest vector access (16 or 8 bytes, 0 for none) that moves a lane's elements.
+
+    A lane's first element sits at ``lane * elements_per_lane`` of a head, so the access size
+    must divide the lane's bytes for every lane to stay aligned.  float32 keeps its 128-bit path
+    only (no 64-bit one: it is at the copy rate already).
+    """
+    nbytes = elements_per_lane * STORAGES[storage].itemsize
+    if nbytes % 16 == 0:
+        return 16
+    if nbytes % 8 == 0 and storage != "float32":
+        return 8
+    return 0
+
+
 @cache
-def make_kernel(head_dim: int, interleave: bool, storage: str, vector4: bool = False,
-                heads_per_warp: int = 1):
-    """The kernel function for one head size, pair layout and storage dtype (cached).
+def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int = 0,
+                heads_per_warp: int = 1, lanes_per_head: int = 32, cos_sin_cache: bool = False):
+    """The kernel function for one head size, pair layout, storage dtype and mapping (cached).
 
-    ``vector4`` (float32 only, ``head_dim`` a multiple of 128): each lane moves its elements
-    with 128-bit ``ld/st.global.v4.f32`` (:mod:`ropelab.kernels.vec`), which needs ``qkv`` to be
-    16-byte aligned; the launcher picks it when it is.
+    ``vector_bytes`` (16, 8 or 0): each lane moves its elements with accesses of that many bytes
+    (:func:`vector_bytes_for`); ``qkv`` and, for 16-bit storage, both weights must then start on
+    a 16-byte boundary, which the launcher checks before it picks a vector kernel.  0: bfloat16
+    as single 32-bit words, float32 and float16 one element at a time.
 
-    ``heads_per_warp`` (1, 2 or 4): a warp handles that many heads of one token, issuing all their
-    loads before any arithmetic.  With 16-bit storage one head is only 256 bytes per warp: even a
-    full SM does not keep enough bytes in flight to cover DRAM latency (Little's law), and the
-    kernel stalls below the copy rate.  Two (four) heads per warp double (quadruple) the bytes in
-    flight, at the price of more registers per lane.
+    ``heads_per_warp`` (1, 2 or 4) and ``lanes_per_head`` (32 or 16): see the module docstring.
+
+    ``cos_sin_cache``: read cos/sin from float32 tables instead of computing them (long
+    contexts); the kernel then takes the two tables and the error word instead of ``inv_freq``.
     """
     if head_dim not in HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {head_dim}")
-    if vector4 and (storage != "float32" or head_dim % 128):
-        raise ValueError("vector4 needs float32 storage and head_dim a multiple of 128")
     if heads_per_warp not in HEADS_PER_WARP_CHOICES:
         raise ValueError(f"heads_per_warp must be one of {HEADS_PER_WARP_CHOICES}, got {heads_per_warp}")
-    E = head_dim // WARP  # elements per lane, even
+    if lanes_per_head not in LANES_PER_HEAD_CHOICES or heads_per_warp * lanes_per_head < WARP:
+        raise ValueError(f"lanes_per_head must be 32, or 16 with two or more heads per warp; got "
+                         f"{lanes_per_head} with {heads_per_warp}")
+    G = int(lanes_per_head)
+    E = head_dim // G  # elements per lane, even
+    if vector_bytes not in (0, vector_bytes_for(storage, E)):
+        raise ValueError(f"{vector_bytes}-byte accesses do not fit {E} {storage} elements per lane")
     PAIRS = E // 2  # interleaved pairs per lane
     INV_HEAD_DIM = float32(1.0 / head_dim)  # a power of two: exact
     INTERLEAVE = bool(interleave)
-    # bfloat16 qkv arrives as uint32 words of two elements: half the loads and stores.
+    CACHE = bool(cos_sin_cache)
+    NAN = float32(math.nan)
+    LOG2G = _LOG2[G]
+    SUB_MASK = G - 1
+    HALF_WARP = G == 16
+    GROUPS = WARP // G  # heads side by side in a warp
+    ROUNDS = heads_per_warp // GROUPS  # heads each group handles one after the other
+    SLOTS = E * ROUNDS  # register slots per lane (local.array needs a plain constant)
+    # bfloat16 qkv arrives as uint32 words of two elements: word index = element index / 2.
     PACKED = storage == "bfloat16"
     WORDS = E // 2
-    VEC4 = bool(vector4)
+    # 16-bit storage in vector accesses: CHUNK elements (CHUNK / 2 words) per access.
+    WIDE16 = storage != "float32" and vector_bytes > 0
+    V4 = vector_bytes == 16
+    CHUNK = vector_bytes // 2
+    CHUNKS = E // CHUNK if WIDE16 else 0
+    VEC4 = storage == "float32" and vector_bytes == 16
     QUADS = E // 4
-    HPW = int(heads_per_warp)
-    SLOTS = E * HPW  # register slots per lane (local.array needs a plain constant)
     load = _LOAD[storage]
     store = _STORE[storage]
+    low, high, pack = CODECS.get(storage, CODECS["bfloat16"])  # unused for float32
 
     # ex: begin fused_kernel
-    def fused_qknorm_rope(qkv, q_weight, k_weight, positions, inv_freq, heads_q, heads_qk,
-                          heads_total, n_pairs, half_lanes, eps, attention_factor):
+    @cuda.jit(device=True, inline="always")
+    def body(qkv, q_weight, k_weight, positions, table_a, table_b, errors, heads_q, heads_qk,
+             heads_total, n_pairs, half_lanes, eps, attention_factor):
+        # table_a / table_b: inv_freq twice, or the cos and sin caches; errors: the error word
+        # (cache) or an unused stand-in.
         tid = uint32(cuda.threadIdx.x)
         lane = tid & uint32(WARP - 1)
+        sub = lane & uint32(SUB_MASK)  # lane within its head's group
+        group = lane >> uint32(LOG2G)  # which of the warp's side-by-side heads
         warp = uint32(cuda.blockIdx.y) * (uint32(cuda.blockDim.x) >> uint32(5)) + (tid >> uint32(5))
-        head0 = warp * uint32(HPW)  # this warp's first head
+        head0 = warp * uint32(heads_per_warp)  # this warp's first head
         if head0 >= heads_qk:  # the last block column of a head count that is not a multiple
             return
         token = uint32(cuda.blockIdx.x)
         row = token * heads_total
         vals = cuda.local.array(SLOTS, float32)
-        sums = cuda.local.array(HPW, float32)
+        sums = cuda.local.array(ROUNDS, float32)
 
-        # Phase 1: every load of every head this warp owns, before any arithmetic.  (A head
-        # count past the end only happens for the second head of the last warp: warp-uniform.)
-        for h in range(HPW):
+        # Phase 1: every load of every head this lane works on, before any arithmetic.  A head
+        # past the end (an odd head count) loads nothing but still joins the shuffles below.
+        for r in range(ROUNDS):
             ss = float32(0.0)
-            if head0 + uint32(h) < heads_qk:
-                first = (row + head0 + uint32(h)) * uint32(head_dim) + lane * uint32(E)
-                if PACKED:
+            head = head0 + uint32(r * GROUPS) + group
+            if head < heads_qk:
+                first = (row + head) * uint32(head_dim) + sub * uint32(E)  # element index
+                if WIDE16:
+                    at = (first >> uint32(1)) if PACKED else first
+                    step = uint32(CHUNK // 2) if PACKED else uint32(CHUNK)
+                    for k in range(CHUNKS):
+                        if V4:
+                            w0, w1, w2, w3 = load_u32x4(qkv, at + uint32(k) * step)
+                            words = (w0, w1, w2, w3)
+                        else:
+                            w0, w1 = load_u32x2(qkv, at + uint32(k) * step)
+                            words = (w0, w1, w0, w1)  # same tuple type; only two are used
+                        for m in range(CHUNK // 2):
+                            lo = low(words[m])
+                            hi = high(words[m])
+                            vals[r * E + k * CHUNK + 2 * m] = lo
+                            vals[r * E + k * CHUNK + 2 * m + 1] = hi
+                            ss += lo * lo + hi * hi
+                elif PACKED:
                     for k in range(WORDS):
                         word = qkv[(first >> uint32(1)) + uint32(k)]
                         lo = unpack_low(word)
                         hi = unpack_high(word)
-                        vals[h * E + 2 * k] = lo
-                        vals[h * E + 2 * k + 1] = hi
+                        vals[r * E + 2 * k] = lo
+                        vals[r * E + 2 * k + 1] = hi
                         ss += lo * lo + hi * hi
                 elif VEC4:
                     for k in range(QUADS):
                         a, b, c, d = load_f32x4(qkv, first + uint32(4 * k))
-                        vals[h * E + 4 * k] = a
-                        vals[h * E + 4 * k + 1] = b
-                        vals[h * E + 4 * k + 2] = c
-                        vals[h * E + 4 * k + 3] = d
+                        vals[r * E + 4 * k] = a
+                        vals[r * E + 4 * k + 1] = b
+                        vals[r * E + 4 * k + 2] = c
+                        vals[r * E + 4 * k + 3] = d
                         ss += a * a + b * b + c * c + d * d
                 else:
                     for i in range(E):
                         v = load(qkv[first + uint32(i)])
-                        vals[h * E + i] = v
+                        vals[r * E + i] = v
                         ss += v * v
-            sums[h] = ss
-
-        pos = float32(positions[token])
-        for h in range(HPW):
-            head = head0 + uint32(h)
-            if head < heads_qk:
-                ss = sums[h]
-                # ex: begin fused_butterfly
-                # Butterfly: after the five steps every lane holds the sum over all 32 lanes.
-                ss += cuda.shfl_xor_sync(FULL_MASK, ss, 16)
-                ss += cuda.shfl_xor_sync(FULL_MASK, ss, 8)
-                ss += cuda.shfl_xor_sync(FULL_MASK, ss, 4)
-                ss += cuda.shfl_xor_sync(FULL_MASK, ss, 2)
-                ss += cuda.shfl_xor_sync(FULL_MASK, ss, 1)
-                scale = float32(1.0) / math.sqrt(ss * INV_HEAD_DIM + eps)
-                # ex: end fused_butterfly
-                weight = q_weight if head < heads_q else k_weight
+            else:  # defined values for the shuffles and arithmetic it still joins
                 for i in range(E):
-                    vals[h * E + i] = vals[h * E + i] * scale * load(weight[lane * uint32(E) + uint32(i)])
+                    vals[r * E + i] = float32(0.0)
+            sums[r] = ss
 
-                # ex: begin fused_rope_gptj
-                if INTERLEAVE:
-                    for j in range(PAIRS):
-                        pair = lane * uint32(PAIRS) + uint32(j)
-                        if pair < n_pairs:  # partial rotary: later pairs are only normalized
-                            angle = pos * inv_freq[pair]
-                            c = math.cos(angle) * attention_factor
-                            s = math.sin(angle) * attention_factor
-                            x0 = vals[h * E + 2 * j]
-                            x1 = vals[h * E + 2 * j + 1]
-                            vals[h * E + 2 * j] = x0 * c - x1 * s
-                            vals[h * E + 2 * j + 1] = x0 * s + x1 * c
-                # ex: end fused_rope_gptj
-                else:
-                    # Lanes [0, n) hold first halves of pairs, [n, 2n) the second halves, n = half_lanes.
-                    first_half = lane < half_lanes
-                    rotated = lane < half_lanes + half_lanes
-                    if first_half:
-                        partner, pair0, sign = lane + half_lanes, lane * uint32(E), float32(-1.0)
-                    elif rotated:
-                        partner, pair0, sign = lane - half_lanes, (lane - half_lanes) * uint32(E), float32(1.0)
+        p = positions[token]
+        prow = uint32(0)
+        in_range = True
+        if CACHE:
+            # A negative position wraps to a huge unsigned row, so one compare checks both ends.
+            prow = uint32(p)
+            in_range = prow < uint32(table_a.shape[0])
+            if not in_range:
+                prow = uint32(0)  # read a valid row; the head is overwritten with NaN below
+        pos = float32(p)
+        for r in range(ROUNDS):
+            head = head0 + uint32(r * GROUPS) + group
+            ss = sums[r]
+            # ex: begin fused_butterfly
+            # Butterfly: after the steps every lane holds the sum over its group's lanes.
+            if not HALF_WARP:
+                ss += cuda.shfl_xor_sync(FULL_MASK, ss, 16)
+            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 8)
+            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 4)
+            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 2)
+            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 1)
+            scale = float32(1.0) / math.sqrt(ss * INV_HEAD_DIM + eps)
+            # ex: end fused_butterfly
+            is_q = head < heads_q
+            w0_index = sub * uint32(E)
+            if WIDE16:
+                for k in range(CHUNKS):
+                    # Two loads in two branches, not one load through a selected pointer: the
+                    # selected pointer loses its address space (a generic ld in the PTX).
+                    at = w0_index + uint32(k * CHUNK)
+                    if V4:
+                        if is_q:
+                            w0, w1, w2, w3 = load_u32x4(q_weight, at)
+                        else:
+                            w0, w1, w2, w3 = load_u32x4(k_weight, at)
+                        words = (w0, w1, w2, w3)
                     else:
-                        partner, pair0, sign = lane, uint32(0), float32(0.0)
-                    for i in range(E):
-                        other = cuda.shfl_sync(FULL_MASK, vals[h * E + i], partner)
-                        if rotated:
-                            angle = pos * inv_freq[pair0 + uint32(i)]
+                        if is_q:
+                            w0, w1 = load_u32x2(q_weight, at)
+                        else:
+                            w0, w1 = load_u32x2(k_weight, at)
+                        words = (w0, w1, w0, w1)
+                    for m in range(CHUNK // 2):
+                        at = r * E + k * CHUNK + 2 * m
+                        vals[at] = vals[at] * scale * low(words[m])
+                        vals[at + 1] = vals[at + 1] * scale * high(words[m])
+            else:
+                weight = q_weight if is_q else k_weight
+                for i in range(E):
+                    vals[r * E + i] = vals[r * E + i] * scale * load(weight[w0_index + uint32(i)])
+
+            # ex: begin fused_rope_gptj
+            if INTERLEAVE:
+                for j in range(PAIRS):
+                    pair = sub * uint32(PAIRS) + uint32(j)
+                    if pair < n_pairs:  # partial rotary: later pairs are only normalized
+                        if CACHE:
+                            c = table_a[prow, pair] * attention_factor
+                            s = table_b[prow, pair] * attention_factor
+                        else:
+                            angle = pos * table_a[pair]
                             c = math.cos(angle) * attention_factor
                             s = math.sin(angle) * attention_factor
-                            # first half: x*c - partner*s; second half: partner*s + x*c
-                            vals[h * E + i] = vals[h * E + i] * c + sign * other * s
+                        x0 = vals[r * E + 2 * j]
+                        x1 = vals[r * E + 2 * j + 1]
+                        vals[r * E + 2 * j] = x0 * c - x1 * s
+                        vals[r * E + 2 * j + 1] = x0 * s + x1 * c
+            # ex: end fused_rope_gptj
+            else:
+                # Lanes [0, n) of a group hold first halves of pairs, [n, 2n) the second halves,
+                # n = half_lanes; the partner is n lanes away inside the same group.
+                first_half = sub < half_lanes
+                rotated = sub < half_lanes + half_lanes
+                if first_half:
+                    partner, pair0, sign = lane + half_lanes, sub * uint32(E), float32(-1.0)
+                elif rotated:
+                    partner, pair0, sign = lane - half_lanes, (sub - half_lanes) * uint32(E), float32(1.0)
+                else:
+                    partner, pair0, sign = lane, uint32(0), float32(0.0)
+                for i in range(E):
+                    other = cuda.shfl_sync(FULL_MASK, vals[r * E + i], partner)
+                    if rotated:
+                        if CACHE:
+                            c = table_a[prow, pair0 + uint32(i)] * attention_factor
+                            s = table_b[prow, pair0 + uint32(i)] * attention_factor
+                        else:
+                            angle = pos * table_a[pair0 + uint32(i)]
+                            c = math.cos(angle) * attention_factor
+                            s = math.sin(angle) * attention_factor
+                        # first half: x*c - partner*s; second half: partner*s + x*c
+                        vals[r * E + i] = vals[r * E + i] * c + sign * other * s
 
-                first = (row + head) * uint32(head_dim) + lane * uint32(E)
-                if PACKED:
+            if head < heads_qk:
+                if CACHE:
+                    if not in_range:  # the position has no row: say so in the data and the word
+                        for i in range(E):
+                            vals[r * E + i] = NAN
+                        if sub == uint32(0):
+                            errors[0] = p
+                first = (row + head) * uint32(head_dim) + sub * uint32(E)
+                if WIDE16:
+                    at = (first >> uint32(1)) if PACKED else first
+                    step = uint32(CHUNK // 2) if PACKED else uint32(CHUNK)
+                    for k in range(CHUNKS):
+                        o = r * E + k * CHUNK
+                        if V4:
+                            store_u32x4(qkv, at + uint32(k) * step,
+                                        pack(vals[o], vals[o + 1]), pack(vals[o + 2], vals[o + 3]),
+                                        pack(vals[o + 4], vals[o + 5]), pack(vals[o + 6], vals[o + 7]))
+                        else:
+                            store_u32x2(qkv, at + uint32(k) * step,
+                                        pack(vals[o], vals[o + 1]), pack(vals[o + 2], vals[o + 3]))
+                elif PACKED:
                     for k in range(WORDS):
-                        qkv[(first >> uint32(1)) + uint32(k)] = pack2(vals[h * E + 2 * k],
-                                                                    vals[h * E + 2 * k + 1])
+                        qkv[(first >> uint32(1)) + uint32(k)] = pack2(vals[r * E + 2 * k],
+                                                                    vals[r * E + 2 * k + 1])
                 elif VEC4:
                     for k in range(QUADS):
-                        store_f32x4(qkv, first + uint32(4 * k), vals[h * E + 4 * k],
-                                    vals[h * E + 4 * k + 1], vals[h * E + 4 * k + 2],
-                                    vals[h * E + 4 * k + 3])
+                        store_f32x4(qkv, first + uint32(4 * k), vals[r * E + 4 * k],
+                                    vals[r * E + 4 * k + 1], vals[r * E + 4 * k + 2],
+                                    vals[r * E + 4 * k + 3])
                 else:
                     for i in range(E):
-                        qkv[first + uint32(i)] = store(vals[h * E + i])
+                        qkv[first + uint32(i)] = store(vals[r * E + i])
     # ex: end fused_kernel
 
-    fused_qknorm_rope.__qualname__ = (f"fused_qknorm_rope_d{head_dim}_{'gptj' if interleave else 'neox'}"
-                                      f"_{storage}{'_v4' if vector4 else ''}"
-                                      f"{f'_h{HPW}' if HPW > 1 else ''}")
+    if CACHE:
+        def fused_qknorm_rope(qkv, q_weight, k_weight, positions, cos_table, sin_table, errors,
+                              heads_q, heads_qk, heads_total, n_pairs, half_lanes, eps,
+                              attention_factor):
+            body(qkv, q_weight, k_weight, positions, cos_table, sin_table, errors, heads_q,
+                 heads_qk, heads_total, n_pairs, half_lanes, eps, attention_factor)
+    else:
+        def fused_qknorm_rope(qkv, q_weight, k_weight, positions, inv_freq, heads_q, heads_qk,
+                              heads_total, n_pairs, half_lanes, eps, attention_factor):
+            # No cache, no error word: positions stands in for it and is never written.
+            body(qkv, q_weight, k_weight, positions, inv_freq, inv_freq, positions, heads_q,
+                 heads_qk, heads_total, n_pairs, half_lanes, eps, attention_factor)
+
+    fused_qknorm_rope.__qualname__ = (
+        f"fused_qknorm_rope_d{head_dim}_{'gptj' if interleave else 'neox'}_{storage}"
+        f"{f'_v{vector_bytes * 8}' if vector_bytes else ''}"
+        f"{f'_h{heads_per_warp}' if heads_per_warp > 1 else ''}{'_g16' if G == 16 else ''}"
+        f"{'_cache' if CACHE else ''}")
     return fused_qknorm_rope
 
 
-# The kernel the course shows: SGLang's production case (head_dim 128, interleaved, bfloat16).
+# The kernel the course shows: SGLang's production case (head_dim 128, interleaved, bfloat16)
+# with the course's first mapping, one warp per head.
 KERNEL = make_kernel(128, True, "bfloat16")
 
 
@@ -257,14 +425,36 @@ def launch_config(problem, warps_per_block=None, heads_per_warp=1):
     return (problem.tokens, (groups + wpb - 1) // wpb), wpb * WARP
 
 
-def scalar_args(problem) -> tuple:
+def scalar_args(problem, lanes_per_head: int = 32) -> tuple:
     """The scalar kernel arguments after the arrays, typed as the kernel wants them."""
     n_pairs = problem.rotary_dim // 2
-    e = problem.head_dim // WARP
+    e = problem.head_dim // lanes_per_head
     half_lanes = 0 if problem.interleave else n_pairs // e
     return (np.uint32(problem.heads_q), np.uint32(problem.heads_q + problem.heads_k),
             np.uint32(problem.heads_q + problem.heads_k + problem.heads_v), np.uint32(n_pairs),
             np.uint32(half_lanes), np.float32(problem.eps), np.float32(problem.attention_factor))
+
+
+def neox_fits(problem, lanes_per_head: int) -> bool:
+    """Whether each half of the rotated dims fills whole lanes of a ``lanes_per_head`` group."""
+    per_lane = problem.head_dim // lanes_per_head
+    return problem.interleave or problem.rotary_dim % (2 * per_lane) == 0
+
+
+def pick_lanes_per_head(problem, heads_per_warp: int, requested=None) -> int:
+    """Lanes per head: the caller's choice (checked) or the storage's default where it fits."""
+    if requested is not None:
+        lanes = check_int("lanes_per_head", requested)
+        if lanes not in LANES_PER_HEAD_CHOICES:
+            fail(f"lanes_per_head must be one of {LANES_PER_HEAD_CHOICES}, got {lanes}")
+        if lanes * heads_per_warp < WARP:
+            fail("lanes_per_head=16 puts two heads in a warp: it needs heads_per_warp >= 2")
+        if not neox_fits(problem, lanes):
+            fail(f"with interleave=False and lanes_per_head={lanes}, rotary_dim must be a "
+                 f"multiple of {2 * problem.head_dim // lanes}; got {problem.rotary_dim}")
+        return lanes
+    lanes = LANES_PER_HEAD[problem.storage] if heads_per_warp > 1 else WARP
+    return lanes if neox_fits(problem, lanes) else WARP
 
 
 # The caller's arrays as the kernel sees them: qkv, q_weight, k_weight, positions.  bfloat16 qkv
@@ -274,7 +464,8 @@ CALLER = {
     "float16": (np.dtype(np.float16), np.dtype(np.float16), np.dtype(np.float16), np.dtype(np.int32)),
     "bfloat16": (np.dtype(np.uint32), np.dtype(np.uint16), np.dtype(np.uint16), np.dtype(np.int32)),
 }
-OPTIONS = {"warps_per_block": None, "heads_per_warp": None}
+OPTIONS = {"warps_per_block": None, "heads_per_warp": None, "lanes_per_head": None,
+           "cache": False, "max_positions": None}
 
 
 @lru_cache(maxsize=16)
@@ -283,27 +474,68 @@ def _freq_table(freq_bytes: bytes) -> np.ndarray:
     return np.frombuffer(freq_bytes, dtype=np.float64).astype(np.float32)
 
 
+@lru_cache(maxsize=4)
+def cos_sin_tables(freq_bytes: bytes, max_positions: int) -> tuple[np.ndarray, np.ndarray]:
+    """float32 ``cos`` and ``sin`` ``[max_positions, rotary_dim / 2]``, computed in float64.
+
+    One pair of arrays per (frequencies, length), so the launcher uploads each once and every
+    later call with the same frequencies and length reuses the device copy.
+    """
+    return cos_sin_cache(np.frombuffer(freq_bytes, dtype=np.float64), max_positions)
+
+
+def cache_options(problem, options: dict) -> int | None:
+    """``max_positions`` when ``cache=True`` (checked), else None."""
+    use = check_bool("cache", options.get("cache", False))
+    n = options.get("max_positions")
+    if not use:
+        if n is not None:
+            fail("max_positions is the length of the cos/sin cache; pass cache=True with it")
+        return None
+    if n is None:
+        fail("cache=True needs max_positions=N, the number of positions (0 .. N-1) to tabulate")
+    n = check_int("max_positions", n, minimum=1)
+    pairs = problem.rotary_dim // 2
+    if n * pairs > MAX_CACHE_ENTRIES:
+        fail(f"a cos/sin cache of {n} x {pairs} entries exceeds {MAX_CACHE_ENTRIES} "
+             f"({MAX_CACHE_ENTRIES * 8 // 2**30} GiB for cos and sin)")
+    return n
+
+
 def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan:
-    """``threads`` is unused (the block is ``warps_per_block`` warps); ``aligned``: qkv starts on
-    a 16-byte boundary (float32's 128-bit path needs it)."""
+    """``threads`` is unused (the block is ``warps_per_block`` warps); ``aligned``: ``qkv`` and
+    both weights start on a 16-byte boundary (the vector accesses need it)."""
     hpw = options.get("heads_per_warp") or HEADS_PER_WARP[problem.storage]
+    lanes = pick_lanes_per_head(problem, hpw, options.get("lanes_per_head"))
+    max_positions = cache_options(problem, options)
     grid, block = launch_config(problem, options.get("warps_per_block"), hpw)
-    vector4 = problem.storage == "float32" and problem.head_dim % 128 == 0 and aligned
-    fn = make_kernel(problem.head_dim, problem.interleave, problem.storage, vector4, hpw)
+    width = vector_bytes_for(problem.storage, problem.head_dim // lanes) if aligned else 0
+    fn = make_kernel(problem.head_dim, problem.interleave, problem.storage, width, hpw, lanes,
+                     max_positions is not None)
+    freq_bytes = problem.inv_freq.tobytes()
+    if max_positions is None:
+        return Plan(fn, fastmath, grid, block, CALLER[problem.storage],
+                    tables=(_freq_table(freq_bytes),), scalars=scalar_args(problem, lanes))
     return Plan(fn, fastmath, grid, block, CALLER[problem.storage],
-                tables=(_freq_table(problem.inv_freq.tobytes()),), scalars=scalar_args(problem))
+                tables=cos_sin_tables(freq_bytes, max_positions),
+                scalars=scalar_args(problem, lanes), errors=True, position_limit=max_positions,
+                limit_reason=f"the cos/sin cache holds positions 0 .. {max_positions - 1} "
+                             f"(max_positions={max_positions})")
 
 
 def census_plans() -> list[Plan]:
-    """What the PTX census compiles: the production head size in both layouts, bfloat16 and
-    float32 at their default heads per warp, and bfloat16 with one head per warp (the course's
-    mapping)."""
+    """What the PTX census compiles, all at head_dim 128: each storage at its default mapping in
+    both layouts, bfloat16 with one head per warp (the course's first mapping), and the cos/sin
+    cache kernel of bfloat16."""
     out = []
-    for storage, hpw in (("bfloat16", None), ("float32", None), ("bfloat16", 1)):
-        for inter in ((True, False) if hpw is None else (True,)):
-            p = FusedProblem(1, 1, 1, 1, 128, 128, inter, storage, 1e-6, 10000.0,
-                             inv_freq=np.ones(64))
-            out.append(plan(p, {"heads_per_warp": hpw}))
+    cases = [(st, None, inter, {}) for st in ("bfloat16", "float16", "float32")
+             for inter in (True, False)]
+    cases += [("bfloat16", 1, True, {}), ("bfloat16", None, True,
+                                          {"cache": True, "max_positions": 16})]
+    for storage, hpw, inter, extra in cases:
+        p = FusedProblem(1, 1, 1, 1, 128, 128, inter, storage, 1e-6, 10000.0,
+                         inv_freq=np.ones(64))
+        out.append(plan(p, {"heads_per_warp": hpw, **extra}))
     return out
 
 

@@ -56,14 +56,26 @@ def rope_pack4_scalar(x, out, positions, n_pairs, quads_per_row, total_quads, ba
         token = q // quads_per_row
         pair = uint64(2) * (q - token * quads_per_row)
         i = uint64(2) * (token * n_pairs + pair)
+        j = i + uint64(2)
+        two = pair + uint64(1) < n_pairs  # false only for the last thread of a row with odd n_pairs
+        # Every load before the first store.  x and out may be one buffer (in place), so the
+        # compiler keeps a load written after a store after it: with the second pair loaded
+        # after the first pair's stores, each thread had one 8-byte pair in flight, not two
+        # (ropelab.measure.controls keeps that ordering as pack4_scalar_unhoisted).
+        x0 = x[i]
+        x1 = x[i + uint64(1)]
+        x2 = float32(0.0)
+        x3 = float32(0.0)
+        if two:
+            x2 = x[j]
+            x3 = x[j + uint64(1)]
         pos = float32(positions[token])
         inv_hidden = float32(1.0) / float32(n_pairs + n_pairs)
         angle = pos / math.pow(base, float32(pair + pair) * inv_hidden)
-        out[i], out[i + uint64(1)] = rotate(x[i], x[i + uint64(1)], math.cos(angle), math.sin(angle))
-        if pair + uint64(1) < n_pairs:  # false only for the last thread of a row with odd n_pairs
+        out[i], out[i + uint64(1)] = rotate(x0, x1, math.cos(angle), math.sin(angle))
+        if two:
             angle = pos / math.pow(base, float32(pair + pair + uint64(2)) * inv_hidden)
-            j = i + uint64(2)
-            out[j], out[j + uint64(1)] = rotate(x[j], x[j + uint64(1)], math.cos(angle), math.sin(angle))
+            out[j], out[j + uint64(1)] = rotate(x2, x3, math.cos(angle), math.sin(angle))
 # ex: end rope_pack4_scalar
 
 

@@ -1,5 +1,4 @@
-"""Measurements that are not a kernel variant: controlled experiments behind the course's claims.
-
-* :mod:`.seed_claims`: the kernels, PTX counts and GPU timing that the seed-claims ledger
-  (notebook 07, README "Seed claims") needs and the variants do not contain.
-"""
+"""Evidence for the course's explanations: controlled kernels, Nsight Compute profiles, timing of
+controls, compute-sanitizer records, and (:mod:`.seed_claims`) the experiments behind the
+seed-claims ledger.  Import the submodules directly; this package imports nothing, so
+``import ropelab`` never pays for (or depends on) any of it."""

@@ -1,0 +1,117 @@
+"""Exercise 01-flat-index (notebook 01): a solution, and wrong attempts the grader must reject.
+
+``python -m ropelab exercises --verify`` runs ``SOLUTION`` (it must pass) and every kernel of
+``WRONG`` (each must be rejected with a message containing the fragment next to it).
+"""
+
+import math
+
+import ropelab  # noqa: F401  (chooses the GPU or the simulator before numba.cuda is imported)
+from numba import cuda, float32, int64, uint64
+
+EXERCISE = "01-flat-index"
+
+
+@cuda.jit(fastmath=True)
+def my_rope_flat(x, out, positions, n_pairs, total_pairs, base):
+    idx = cuda.grid(1)
+    if idx < total_pairs:  # the grid is rounded up to whole blocks
+        i = uint64(idx)  # unsigned: C-style division, no negative-index fix-ups
+        token = i // n_pairs  # the one division
+        pair = i - token * n_pairs  # the remainder, by a multiply and a subtract
+        e = i + i
+        x0 = x[e]
+        x1 = x[e + uint64(1)]
+        exponent = float32(pair + pair) / float32(n_pairs + n_pairs)
+        inv_freq = float32(1.0) / math.pow(base, exponent)
+        angle = float32(positions[token]) * inv_freq
+        c = math.cos(angle)
+        s = math.sin(angle)
+        out[e] = x0 * c - x1 * s
+        out[e + uint64(1)] = x0 * s + x1 * c
+
+
+SOLUTION = my_rope_flat
+
+
+@cuda.jit(fastmath=True)
+def no_guard(x, out, positions, n_pairs, total_pairs, base):
+    idx = cuda.grid(1)
+    i = uint64(idx)
+    token = i // n_pairs
+    pair = i - token * n_pairs
+    e = i + i
+    x0 = x[e]
+    x1 = x[e + uint64(1)]
+    exponent = float32(pair + pair) / float32(n_pairs + n_pairs)
+    inv_freq = float32(1.0) / math.pow(base, exponent)
+    angle = float32(positions[token]) * inv_freq
+    c = math.cos(angle)
+    s = math.sin(angle)
+    out[e] = x0 * c - x1 * s
+    out[e + uint64(1)] = x0 * s + x1 * c
+
+
+@cuda.jit(fastmath=True)
+def pair_off_by_one(x, out, positions, n_pairs, total_pairs, base):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        i = uint64(idx)
+        token = i // n_pairs
+        pair = i - token * n_pairs + uint64(1)  # counts pairs from 1
+        e = i + i
+        x0 = x[e]
+        x1 = x[e + uint64(1)]
+        exponent = float32(pair + pair) / float32(n_pairs + n_pairs)
+        inv_freq = float32(1.0) / math.pow(base, exponent)
+        angle = float32(positions[token]) * inv_freq
+        c = math.cos(angle)
+        s = math.sin(angle)
+        out[e] = x0 * c - x1 * s
+        out[e + uint64(1)] = x0 * s + x1 * c
+
+
+@cuda.jit(fastmath=True)
+def float64_division(x, out, positions, n_pairs, total_pairs, base):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        i = uint64(idx)
+        token = i // n_pairs
+        pair = i - token * n_pairs
+        e = i + i
+        x0 = x[e]
+        x1 = x[e + uint64(1)]
+        exponent = (pair + pair) / (n_pairs + n_pairs)  # int / int: a float64 in Numba
+        inv_freq = float32(1.0) / math.pow(base, exponent)
+        angle = float32(positions[token]) * inv_freq
+        c = math.cos(angle)
+        s = math.sin(angle)
+        out[e] = x0 * c - x1 * s
+        out[e + uint64(1)] = x0 * s + x1 * c
+
+
+@cuda.jit(fastmath=True)
+def signed_index_math(x, out, positions, n_pairs, total_pairs, base):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        n = int64(n_pairs)  # signed: Python's floor // and %, each with sign fix-ups
+        token = idx // n
+        pair = idx % n
+        e = idx + idx
+        x0 = x[e]
+        x1 = x[e + 1]
+        exponent = float32(pair + pair) / float32(n + n)
+        inv_freq = float32(1.0) / math.pow(base, exponent)
+        angle = float32(positions[token]) * inv_freq
+        c = math.cos(angle)
+        s = math.sin(angle)
+        out[e] = x0 * c - x1 * s
+        out[e + 1] = x0 * s + x1 * c
+
+
+WRONG = [
+    (no_guard, "out of bounds at thread"),
+    (pair_off_by_one, "pair index off by one"),
+    (float64_division, "float64 instructions"),
+    (signed_index_math, "integer div/rem"),
+]

@@ -1,0 +1,470 @@
+"""Controlled kernels: each differs from a ropelab kernel in one respect, so the time (or the
+profile) of the pair says what that one respect costs.
+
+The course left two gaps unexplained (issue 11):
+
+``block2d`` vs ``flat``
+    At hidden = 512 both launch 4096 blocks of 256 threads, one pair per thread, and
+    ``block2d`` has no division, yet it is 7-17% slower.  Suspects, one control each: the
+    order in which its loads are issued (``block2d_loads_first``, ``block2d_pos_in_loop``,
+    and the converse in flat, ``flat_serial_pos``), the stride loop (``block2d_no_loop``), the
+    block size on wide rows (``block2d_256``), the exponent formula (``flat_block2d_exponent``).
+``pack4_scalar`` vs ``flat``
+    The old ``pack4_scalar`` loaded its second pair after storing the first (``x`` and ``out``
+    may alias, so the compiler must keep that order): one 8-byte pair in flight per thread,
+    with half as many threads as ``flat``.  ropelab's kernel now loads both pairs first;
+    ``pack4_scalar_unhoisted`` keeps the old order for the record.
+
+``copy_f32x4`` is a roof: a 128-bit copy kernel (no math), what a kernel that only streams the
+same bytes reaches.
+
+Every entry of :data:`KERNELS` launches on flat float32 device arrays of one plain-RoPE shape
+(``tokens x hidden``, one head, interleaved pairs, base 10000): ``make_launch(name, tokens,
+hidden, x, out, positions)`` returns a no-argument callable that launches the kernel once, with
+its arguments built in advance (a timing loop then pays only the dispatch).  References
+(ropelab's own kernels) are launched the same way, so each pair differs in the kernel only.
+Nothing here validates its input: these are instruments, not course API.
+
+``python -m ropelab.measure.controls`` prints the census of every entry (PTX counts, the order
+of loads and stores in PTX and SASS, see :mod:`ropelab.measure.order`); ``--save`` writes it to
+``data/census/controls.json``.  Like ``ropelab.ptx``, it compiles in a child process without a
+GPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+from numba import cuda, float32, uint64
+
+from .. import ptx as _ptx
+from ..kernels import block2d, flat, pack4
+from ..kernels._jit import blocks_for, jitted
+from ..kernels.rotate import rotate
+from ..kernels.vec import load_f32x4, store_f32x4
+from ..problem import MAX_THREADS_PER_BLOCK, WARP
+from . import order
+
+BASE = 10000.0
+THREADS = 256
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+CENSUS_FILE = PACKAGE_DIR.parent / "data" / "census" / "controls.json"
+CENSUS_VERSION = 1
+
+
+# --------------------------------------------------------------------------------------------
+# The controlled kernels
+# --------------------------------------------------------------------------------------------
+
+def rope_block2d_loads_first(x, out, positions, n_pairs, base):
+    """block2d with each pair's loads written before its pow/sin/cos (flat's source order)."""
+    token = cuda.blockIdx.x
+    row = uint64(token) * (n_pairs + n_pairs)
+    pos = float32(positions[token])
+    exponent_step = float32(2.0) / float32(n_pairs + n_pairs)
+    pair = uint64(cuda.threadIdx.x)
+    while pair < n_pairs:
+        i = row + pair + pair
+        x0 = x[i]
+        x1 = x[i + uint64(1)]
+        inv_freq = float32(1.0) / math.pow(base, float32(pair) * exponent_step)
+        angle = pos * inv_freq
+        out[i], out[i + uint64(1)] = rotate(x0, x1, math.cos(angle), math.sin(angle))
+        pair += uint64(cuda.blockDim.x)
+
+
+def rope_block2d_pos_in_loop(x, out, positions, n_pairs, base):
+    """block2d with the position read inside the loop, after the pair's loads.
+
+    In ``block2d`` the position is read before the loop and converted to float32 there, so the
+    pair's loads, inside the loop, can only be issued once the position has arrived: two memory
+    latencies in a row per thread.  Here all three loads sit in one block of code.  (The loop
+    also stores to ``out``, which may alias ``positions`` as far as the compiler knows, so it
+    cannot hoist the read out of the loop again.)
+    """
+    token = cuda.blockIdx.x
+    row = uint64(token) * (n_pairs + n_pairs)
+    exponent_step = float32(2.0) / float32(n_pairs + n_pairs)
+    pair = uint64(cuda.threadIdx.x)
+    while pair < n_pairs:
+        i = row + pair + pair
+        x0 = x[i]
+        x1 = x[i + uint64(1)]
+        pos = float32(positions[token])
+        inv_freq = float32(1.0) / math.pow(base, float32(pair) * exponent_step)
+        angle = pos * inv_freq
+        out[i], out[i + uint64(1)] = rotate(x0, x1, math.cos(angle), math.sin(angle))
+        pair += uint64(cuda.blockDim.x)
+
+
+def rope_block2d_no_loop(x, out, positions, n_pairs, base):
+    """block2d without the stride loop: grid y covers the pairs past one block's threads."""
+    token = cuda.blockIdx.x
+    pair = uint64(cuda.blockIdx.y) * uint64(cuda.blockDim.x) + uint64(cuda.threadIdx.x)
+    if pair < n_pairs:
+        i = uint64(token) * (n_pairs + n_pairs) + pair + pair
+        pos = float32(positions[token])
+        exponent_step = float32(2.0) / float32(n_pairs + n_pairs)
+        inv_freq = float32(1.0) / math.pow(base, float32(pair) * exponent_step)
+        angle = pos * inv_freq
+        out[i], out[i + uint64(1)] = rotate(x[i], x[i + uint64(1)], math.cos(angle), math.sin(angle))
+
+
+def rope_flat_block2d_exponent(x, out, positions, n_pairs, total_pairs, base):
+    """flat with block2d's exponent: ``pair * (2 / hidden)`` instead of ``2 * pair / hidden``."""
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        i = uint64(idx)
+        token = i // n_pairs
+        pair = i - token * n_pairs
+        e = i + i
+        x0 = x[e]
+        x1 = x[e + uint64(1)]
+        exponent_step = float32(2.0) / float32(n_pairs + n_pairs)
+        inv_freq = float32(1.0) / math.pow(base, float32(pair) * exponent_step)
+        angle = float32(positions[token]) * inv_freq
+        out[e], out[e + uint64(1)] = rotate(x0, x1, math.cos(angle), math.sin(angle))
+
+
+def rope_flat_serial_pos(x, out, positions, n_pairs, total_pairs, base, zero):
+    """flat whose pair loads wait for the position, as block2d's do (``zero`` is 0 at run time).
+
+    The pair's address gets ``position * zero`` added: always 0, but the compiler cannot know
+    that, so the two loads cannot be issued before the position has arrived.
+    """
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        i = uint64(idx)
+        token = i // n_pairs
+        pair = i - token * n_pairs
+        p = positions[token]
+        e = i + i + uint64(p) * zero
+        x0 = x[e]
+        x1 = x[e + uint64(1)]
+        exponent = float32(pair + pair) / float32(n_pairs + n_pairs)
+        inv_freq = float32(1.0) / math.pow(base, exponent)
+        angle = float32(p) * inv_freq
+        out[e], out[e + uint64(1)] = rotate(x0, x1, math.cos(angle), math.sin(angle))
+
+
+def rope_pack4_scalar_unhoisted(x, out, positions, n_pairs, quads_per_row, total_quads, base):
+    """ropelab's pack4_scalar before its loads were hoisted: pair 2 is loaded after pair 1 is stored."""
+    idx = cuda.grid(1)
+    if idx < total_quads:
+        q = uint64(idx)
+        token = q // quads_per_row
+        pair = uint64(2) * (q - token * quads_per_row)
+        i = uint64(2) * (token * n_pairs + pair)
+        pos = float32(positions[token])
+        inv_hidden = float32(1.0) / float32(n_pairs + n_pairs)
+        angle = pos / math.pow(base, float32(pair + pair) * inv_hidden)
+        out[i], out[i + uint64(1)] = rotate(x[i], x[i + uint64(1)], math.cos(angle), math.sin(angle))
+        if pair + uint64(1) < n_pairs:
+            angle = pos / math.pow(base, float32(pair + pair + uint64(2)) * inv_hidden)
+            j = i + uint64(2)
+            out[j], out[j + uint64(1)] = rotate(x[j], x[j + uint64(1)], math.cos(angle), math.sin(angle))
+
+
+def copy_f32x4(x, out, total_quads):
+    """The roof: one 128-bit load and one 128-bit store per thread, nothing else."""
+    idx = cuda.grid(1)
+    if idx < total_quads:
+        i = uint64(4) * uint64(idx)
+        a, b, c, d = load_f32x4(x, i)
+        store_f32x4(out, i, a, b, c, d)
+
+
+# --------------------------------------------------------------------------------------------
+# The registry
+# --------------------------------------------------------------------------------------------
+
+ARRAYS = "float32[::1], float32[::1], int32[::1]"
+SIG_FLAT = f"void({ARRAYS}, uint64, int64, float32)"
+SIG_BLOCK2D = f"void({ARRAYS}, uint64, float32)"
+SIG_PACK4 = f"void({ARRAYS}, uint64, uint64, int64, float32)"
+SIG_SERIAL = f"void({ARRAYS}, uint64, int64, float32, uint64)"
+SIG_COPY = "void(float32[::1], float32[::1], int64)"
+
+
+def _flat_launch(tokens, hidden, threads=THREADS):
+    pairs = hidden // 2
+    return blocks_for(tokens * pairs, threads), threads, (np.uint64(pairs), tokens * pairs, np.float32(BASE))
+
+
+def _block2d_launch(tokens, hidden, threads=None):
+    pairs = hidden // 2
+    if threads is None:  # as ropelab.kernels.block2d: one thread per pair, whole warps, capped
+        threads = min(-(-pairs // WARP) * WARP, MAX_THREADS_PER_BLOCK)
+    return tokens, threads, (np.uint64(pairs), np.float32(BASE))
+
+
+def _block2d_no_loop_launch(tokens, hidden):
+    grid, threads, args = _block2d_launch(tokens, hidden)
+    return (grid, -(-(hidden // 2) // threads)), threads, args
+
+
+def _pack4_launch(tokens, hidden, threads=THREADS):
+    pairs = hidden // 2
+    quads = (pairs + 1) // 2
+    return (blocks_for(tokens * quads, threads), threads,
+            (np.uint64(pairs), np.uint64(quads), tokens * quads, np.float32(BASE)))
+
+
+def _serial_launch(tokens, hidden):
+    grid, threads, args = _flat_launch(tokens, hidden)
+    return grid, threads, args + (np.uint64(0),)
+
+
+def _copy_launch(tokens, hidden, threads=THREADS):
+    quads = tokens * hidden // 4
+    return blocks_for(quads, threads), threads, (quads,)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One kernel to time, profile and census.
+
+    ``role``: ``reference`` (a ropelab kernel), ``control`` or ``roof``.  ``reference``: the
+    entry it is compared with.  ``isolates``: the one thing that differs.  ``confirms``: the
+    result that would confirm the suspect, and what would rule it out.
+    """
+
+    name: str
+    role: str
+    question: str
+    reference: str | None
+    isolates: str
+    confirms: str
+    fn: object
+    signature: str
+    config: object  # (tokens, hidden) -> (grid, threads, scalar args after x, out, positions)
+    copy_only: bool = False  # arguments are (x, out, *scalars): no positions
+    needs_quads: bool = False  # 128-bit access: hidden % 4 == 0 and 16-byte aligned arrays
+
+
+KERNELS = {e.name: e for e in (
+    Entry("flat", "reference", "block2d", None, "ropelab's flat", "-",
+           flat.rope_flat, SIG_FLAT, _flat_launch),
+    Entry("block2d", "reference", "block2d", "flat", "ropelab's block2d", "-",
+           block2d.rope_block2d, SIG_BLOCK2D, _block2d_launch),
+    Entry("block2d_loads_first", "control", "block2d", "block2d",
+           "each pair's loads written before its pow/sin/cos in the source (flat's order)",
+           "as fast as flat: source order was the cause; as slow as block2d (expected: the "
+           "compiler already schedules these loads first, see the census): it was not",
+           rope_block2d_loads_first, SIG_BLOCK2D, _block2d_launch),
+    Entry("block2d_pos_in_loop", "control", "block2d", "block2d",
+           "position read next to the pair's loads, so all three are in flight together "
+           "(block2d waits for the position before it can issue the pair's loads)",
+           "level with flat: the serialized position read is the cause; level with block2d: not",
+           rope_block2d_pos_in_loop, SIG_BLOCK2D, _block2d_launch),
+    Entry("block2d_no_loop", "control", "block2d", "block2d",
+           "no stride loop (grid y covers wide rows); the position read and the pair's loads "
+           "then share one block of code",
+           "level with flat: the loop (and the wait it puts between the loads) is the cause",
+           rope_block2d_no_loop, SIG_BLOCK2D, _block2d_no_loop_launch),
+    Entry("block2d_256", "control", "block2d", "block2d",
+           "block2d's kernel with 256-thread blocks (differs from block2d only where rows have "
+           "more than 256 pairs: hidden > 512)",
+           "faster than block2d on wide rows: large blocks cost time; equal: they do not",
+           block2d.rope_block2d, SIG_BLOCK2D, lambda t, h: _block2d_launch(t, h, THREADS)),
+    Entry("flat_block2d_exponent", "control", "block2d", "flat",
+           "flat computing the exponent as block2d does (pair * (2 / hidden))",
+           "slower than flat: the formula costs time; level with flat: it does not",
+           rope_flat_block2d_exponent, SIG_FLAT, _flat_launch),
+    Entry("flat_serial_pos", "control", "block2d", "flat",
+           "flat made to wait for the position before issuing the pair's loads, as block2d does",
+           "as slow as block2d: the serialized position read is the cause (the converse of "
+           "block2d_pos_in_loop); level with flat: not",
+           rope_flat_serial_pos, SIG_SERIAL, _serial_launch),
+    Entry("pack4", "reference", "pack4_scalar", "flat", "ropelab's pack4 (128-bit access)", "-",
+           pack4.rope_pack4, SIG_PACK4, _pack4_launch, needs_quads=True),
+    Entry("pack4_scalar", "reference", "pack4_scalar", "flat",
+           "ropelab's pack4_scalar, both pairs loaded before the first store", "-",
+           pack4.rope_pack4_scalar, SIG_PACK4, _pack4_launch),
+    Entry("pack4_scalar_unhoisted", "control", "pack4_scalar", "pack4_scalar",
+           "the old order: the second pair loaded after the first pair is stored",
+           "slower than pack4_scalar (and than flat): one pair in flight per thread was the "
+           "cause; level with pack4_scalar: it was not",
+           rope_pack4_scalar_unhoisted, SIG_PACK4, _pack4_launch),
+    Entry("copy_f32x4", "roof", "roof", None,
+           "a 128-bit copy kernel of the same bytes, no math",
+           "the best a streaming kernel reaches here; compare with the copy engine (copy_d2d)",
+           copy_f32x4, SIG_COPY, _copy_launch, copy_only=True, needs_quads=True),
+)}
+
+# The launch arguments above mirror ropelab's launchers, which build them from these signatures.
+_REFERENCE_MODULES = {"flat": flat, "block2d": block2d, "pack4": pack4, "pack4_scalar": pack4}
+
+
+def signature_drift() -> list[str]:
+    """References whose ropelab kernel no longer takes the arguments this module passes."""
+    return [name for name, module in _REFERENCE_MODULES.items()
+            if module.PTX_SIGNATURE != KERNELS[name].signature]
+
+
+def applies(name: str, tokens: int, hidden: int) -> bool:
+    """Whether the entry can run on this shape (128-bit entries need whole quads per row)."""
+    return hidden % 2 == 0 and (not KERNELS[name].needs_quads or hidden % 4 == 0)
+
+
+def make_launch(name: str, tokens: int, hidden: int, x, out, positions, *, fastmath: bool = True,
+                stream=0):
+    """A callable that launches entry ``name`` once on the given device arrays."""
+    e = KERNELS[name]
+    if name in _REFERENCE_MODULES and name in signature_drift():
+        raise RuntimeError(f"ropelab's {name} kernel now has the signature "
+                           f"{_REFERENCE_MODULES[name].PTX_SIGNATURE}; update "
+                           f"ropelab.measure.controls to launch it")
+    if not applies(name, tokens, hidden):
+        raise ValueError(f"{name} needs hidden % 4 == 0, got {hidden}")
+    grid, threads, scalars = e.config(tokens, hidden)
+    kernel = jitted(e.fn, fastmath)[grid, threads, stream]
+    args = (x, out, *scalars) if e.copy_only else (x, out, positions, *scalars)
+    return lambda: kernel(*args)
+
+
+# --------------------------------------------------------------------------------------------
+# Census: counts and memory order of every entry, compiled without a GPU
+# --------------------------------------------------------------------------------------------
+
+def _versions() -> dict:
+    out = {}
+    for dist in ("numba", "numba-cuda", "nvidia-nvvm", "nvidia-cuda-nvdisasm"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def cache_key() -> str:
+    """Hash of what the census depends on: versions, this module, the kernels, the counters."""
+    h = hashlib.sha256(json.dumps({"v": CENSUS_VERSION, "versions": _versions()},
+                                  sort_keys=True).encode())
+    paths = sorted((PACKAGE_DIR / "kernels").glob("*.py"))
+    paths += [Path(__file__), PACKAGE_DIR / "measure" / "order.py", PACKAGE_DIR / "ptx.py"]
+    for path in paths:
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _child() -> int:
+    """Compile every entry (fast-math, cc 9.0); print one JSON line each."""
+    sass_ok = _ptx._find_nvdisasm() is not None
+    for e in KERNELS.values():
+        row = {"name": e.name, "role": e.role, "question": e.question, "reference": e.reference,
+               "kernel": e.fn.__name__}
+        try:
+            text, _ = cuda.compile_ptx(e.fn, e.signature, cc=_ptx.CC, fastmath=True)
+            counts = _ptx.count_ptx(text)
+            row.update({k: counts[k] for k in ("instructions", "int_divrem", "sfu", "ld_global",
+                                               "st_global")})
+            row["ptx_order"] = order.ptx_memory_order(text)
+            if sass_ok:
+                sass = _ptx.ptx_to_sass(text)
+                row["sass_instructions"] = _ptx.count_sass(sass)["sass_instructions"]
+                row["sass_schedule"] = order.sass_schedule(sass)
+            row["error"] = None
+        except Exception as exc:  # one broken control must not hide the others
+            row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+        print(json.dumps(row), flush=True)
+    return 0
+
+
+def census(*, use_cache: bool = True) -> dict:
+    """``{"key", "cc", "versions", "rows"}``: each entry's PTX counts and memory order.
+
+    Served from ``data/census/controls.json`` when its key matches; otherwise compiled in a
+    child process (real compiler, no driver, like :func:`ropelab.ptx.census`).
+    """
+    key = cache_key()
+    if use_cache:
+        try:
+            doc = json.loads(CENSUS_FILE.read_text())
+            if doc.get("key") == key:
+                return doc
+        except (OSError, ValueError):
+            pass
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", ROPELAB_TARGET="gpu", ROPELAB_QUIET="1")
+    done = subprocess.run([sys.executable, "-m", "ropelab.measure.controls", "--child"],
+                          capture_output=True, text=True, env=env, cwd=str(PACKAGE_DIR.parent))
+    if done.returncode:
+        raise RuntimeError(f"controls census child failed: {done.stderr.strip()[-2000:]}")
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return {"key": key, "cc": ".".join(map(str, _ptx.CC)), "versions": _versions(),
+            "census_version": CENSUS_VERSION, "rows": rows}
+
+
+def census_row(doc: dict, name: str) -> dict:
+    for r in doc["rows"]:
+        if r["name"] == name:
+            return r
+    raise KeyError(f"no census row for {name!r}")
+
+
+def format_census(doc: dict) -> str:
+    head = (f"{'entry':<24} {'vs':<14} {'instr':>5} {'SASS':>5} {'ld.global':<13} {'PTX order':<24} "
+            f"{'SASS order (w = wait for a load)':<34} {'in flight':>9}")
+    lines = [f"Controls census, cc {doc['cc']}, numba-cuda {doc['versions'].get('numba-cuda')} "
+             f"(fast-math builds)", head, "-" * len(head)]
+    for r in doc["rows"]:
+        if r.get("error"):
+            lines.append(f"{r['name']:<24} ERROR {r['error']}")
+            continue
+        sched = r.get("sass_schedule") or {}
+        flight = (f"{sched['max_loads_in_flight']} / {sched['max_load_bytes_in_flight']} B"
+                  if sched else "")
+        ld = " ".join(f"{k}b:{v}" for k, v in sorted(r["ld_global"].items()))
+        lines.append(f"{r['name']:<24} {r['reference'] or '-':<14} {r['instructions']:>5} "
+                     f"{r.get('sass_instructions', ''):>5} {ld:<13} {r['ptx_order']['order']:<24} "
+                     f"{sched.get('order', ''):<34} {flight:>9}")
+    return "\n".join(lines)
+
+
+def describe() -> str:
+    """One paragraph per control: what it isolates and what result would confirm what."""
+    out = []
+    for e in KERNELS.values():
+        if e.role == "reference":
+            continue
+        out.append(f"{e.name} (vs {e.reference or 'copy_d2d'}): isolates {e.isolates}.\n"
+                   f"  reading: {e.confirms}.")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m ropelab.measure.controls",
+                                description="census of the controlled kernels (no GPU needed)")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--no-cache", action="store_true", help="recompile even if the saved census matches")
+    p.add_argument("--save", action="store_true", help=f"write {CENSUS_FILE}")
+    p.add_argument("--describe", action="store_true", help="what each control isolates")
+    args = p.parse_args(argv)
+    if args.child:
+        return _child()
+    if args.describe:
+        print(describe())
+        return 0
+    doc = census(use_cache=not args.no_cache)
+    print(format_census(doc))
+    if args.save:
+        CENSUS_FILE.parent.mkdir(parents=True, exist_ok=True)
+        CENSUS_FILE.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"saved {CENSUS_FILE}", file=sys.stderr)
+    return 1 if any(r.get("error") for r in doc["rows"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The evidence for issue 11 in ONE call on the H200 host (worst case about 8.7 minutes):
+#   1. Nsight Compute profile of every kernel      -> data/profile/   (python -m ropelab profile)
+#   2. the controlled variants, timed              -> data/controls/  (python -m ropelab.measure.timing)
+#   3. compute-sanitizer memcheck + racecheck      -> data/sanitizer/ (scripts/sanitize.sh)
+# After every step data/ is bundled into $OUT/data.tgz (raw .ncu-rep excluded; they go to
+# $OUT/ncu/ with ncu's logs and raw CSV), so whatever finished before a time limit comes back.
+# Unpack here with: tar xzf data.tgz   (from the repository root)
+#
+# Run from the repository root with the numpy 2.4.6 cp312 wheel in .whl/ (carried: .whl/ is
+# git-ignored).  The host's numpy 2.5 breaks numba-cuda 0.30.4 (np.row_stack), hence the install,
+# as in scripts/gpu_session.sh.
+set -uo pipefail
+export PYTHONUNBUFFERED=1 ROPELAB_TARGET=gpu
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  && export PYTHONPATH=/tmp/site:$PWD || { echo "wheel install failed"; exit 1; }
+
+export OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT" data
+LOG="$OUT/evidence.log"
+: > "$LOG"
+T0=$(date +%s)
+say() { echo "== [$(( $(date +%s) - T0 ))s] $*" | tee -a "$LOG"; }
+bundle() { tar czf "$OUT/data.tgz" --exclude='*.ncu-rep' --exclude='data/profile/reports' data 2>/dev/null; }
+step() {  # step SECONDS NAME COMMAND...: run with a time limit, log, bundle
+  local limit=$1 name=$2; shift 2
+  say "$name: $*"
+  timeout -k 10 "$limit" "$@" 2>&1 | tee -a "$LOG"
+  say "$name exit ${PIPESTATUS[0]}"
+  bundle
+}
+
+say "tools"
+{ command -v ncu || ls -d /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null; \
+  command -v compute-sanitizer || ls -d /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null; \
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; } 2>&1 | tee -a "$LOG"
+step 20  info     python3 -m ropelab info
+# One ncu run per group (plain variants, controls, fused); each group is recorded when it ends.
+step 220 profile  python3 -m ropelab profile --timeout-s 100 --reports "$OUT/ncu"
+step 70  timing   python3 -m ropelab.measure.timing --rounds 10 --repeats 10
+# memcheck and racecheck run side by side, each cut at 180 s (a cut run is recorded as such).
+step 195 sanitize env SANITIZER_LIMIT_S=180 bash scripts/sanitize.sh
+
+say "summary"
+{ python3 -m ropelab profile --recorded; echo; \
+  python3 -c "from ropelab import records; from ropelab.measure import timing; print(timing.format_rows(records.load('controls')['rows']))"; \
+  echo; cat data/sanitizer/sanitizer-*.csv 2>/dev/null | tail -3; } 2>&1 | tee "$OUT/summary.txt" | tee -a "$LOG"
+bundle
+ls -la "$OUT"

@@ -1,0 +1,63 @@
+"""The CUDA C++ twin of the fused kernel (ropelab.baselines): compiled by NVRTC without a GPU.
+
+Running it needs a GPU and CuPy (``baselines.check_twin()``, the bench's ``cuda_fused`` rows);
+here NVRTC from cuda-bindings compiles the source with the options CuPy uses, and the PTX is
+held to the same access widths as the numba kernel's census.  Budget: about 3 s.
+"""
+
+import numpy as np
+import pytest
+
+from ropelab import baselines
+from ropelab.kernels import fused_qknorm_rope as kmod
+from ropelab.ptx import count_ptx
+
+pytest.importorskip("cuda.bindings.nvrtc")
+
+
+@pytest.fixture(scope="module")
+def twin_ptx():
+    return baselines.compile_fused_twin_ptx(baselines.fused_twin_names(head_dims=(64, 128)))
+
+
+@pytest.mark.parametrize("storage", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("interleave", [True, False], ids=["gptj", "neox"])
+def test_twin_moves_a_lane_with_one_128_bit_access(twin_ptx, storage, interleave):
+    body = twin_ptx[baselines.fused_twin_name(storage, 128, interleave)]
+    counts = count_ptx(body)
+    # qkv and the weight: one 128-bit load each; qkv: one 128-bit store; the rest is 32-bit.
+    assert counts["ld_global"]["128"] == 2 and set(counts["ld_global"]) == {"128", "32"}
+    assert counts["st_global"] == {"128": 1}
+    lanes = baselines.FUSED_TWIN_STORAGE[storage][2]
+    assert lanes == kmod.pick_lanes_per_head(_problem(storage, interleave), 32 // lanes)
+    assert body.count("shfl.sync.bfly") == (5 if lanes == 32 else 4)
+    assert body.count("shfl.sync.idx") == (0 if interleave else 128 // lanes)
+    assert counts["f64"] == 0 and counts["int_divrem"] == 0 and counts["local_bytes"] == 0
+
+
+def test_twin_at_head_dim_64_uses_64_bit_accesses_for_16_bit_storage(twin_ptx):
+    counts = count_ptx(twin_ptx[baselines.fused_twin_name("bfloat16", 64, True)])
+    assert counts["ld_global"]["64"] == 2 and counts["st_global"] == {"64": 1}
+
+
+def test_twin_is_registered_beside_the_fused_rows():
+    assert baselines.TWINS["fused_qknorm_rope"] == "cuda_fused"
+    if baselines.available()["cupy"]:
+        names = [e.name for e in baselines.entries()]
+        assert {"cuda_fused", "cuda_fused_neox"} <= set(names)
+
+
+def test_check_twin_needs_a_gpu_and_cupy():
+    if baselines.available()["cupy"] and not __import__("ropelab").SIMULATED:
+        pytest.skip("a GPU with CuPy: the lead runs check_twin() there")
+    with pytest.raises(RuntimeError, match="needs a GPU and CuPy"):
+        baselines.check_twin()
+
+
+def _problem(storage, interleave):
+    from ropelab import fused
+    from ropelab.arrays import inspect_array
+
+    qkv = np.zeros((1, 3 * 128), kmod.STORAGES[storage])
+    return fused.build_problem(inspect_array(qkv, "qkv"), num_heads_q=1, num_heads_k=1,
+                               num_heads_v=1, head_dim=128, interleave=interleave)
