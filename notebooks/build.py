@@ -1,23 +1,27 @@
 """Build the course notebooks from their sources and store fresh outputs.
 
-Each notebook is written as a plain Python file in ``notebooks/src/`` (``# %%`` starts a code
-cell, ``# %% [markdown]`` a Markdown cell whose lines start with ``# ``).  This script turns
-each source into ``notebooks/<name>.ipynb``, runs it top to bottom on the Numba CUDA simulator
-(``ROPELAB_TARGET=simulator``), and saves it with its outputs, which ``pytest --nbval`` then
-checks.  Run it after changing a source, a kernel whose source a notebook prints, or the
-recorded data under ``data/``:
+Each notebook is written as a plain Python file in ``notebooks/src/`` in jupytext's *percent*
+format (``# %%`` starts a code cell, ``# %% [markdown]`` a Markdown cell whose lines start with
+``# ``; https://jupytext.readthedocs.io/en/latest/formats-scripts.html).  This script reads each
+source with jupytext, turns it into ``notebooks/<name>.ipynb``, runs it top to bottom on the
+Numba CUDA simulator (``ROPELAB_TARGET=simulator``), and saves it with its outputs, which
+``pytest --nbval`` then checks.  Run it after changing a source, a kernel whose source a
+notebook prints, or the recorded data under ``data/``:
 
     python notebooks/build.py              # every notebook
     python notebooks/build.py 01 03        # only those whose name starts with 01 or 03
     python notebooks/build.py --no-execute # write the cells, keep no outputs (quick look)
 
 Executing needs ``nbclient`` (installed with JupyterLab, the ``course`` extra).  The script
-refuses to save a notebook whose run produced an error, a stderr stream or a machine path.
+refuses a source that jupytext would not write back unchanged (so the ``.py`` file stays the
+one canonical form, and a stray line cannot silently become a cell), and refuses to save a
+notebook whose run produced an error, a stderr stream or a machine path.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import re
 import sys
@@ -26,37 +30,39 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE / "src"
-CELL_MARK = re.compile(r"^# %%(?P<kind> \[markdown\])?\s*$")
+FORMAT = "py:percent"
 # Output text that would tie a stored notebook to one machine.
 MACHINE_PATH = re.compile(r"(?<![\w.])(/root|/home|/tmp|/work|/Users|/private/var|[A-Z]:\\)")
 
 
+def read_source(text: str):
+    """The notebook (nbformat node, no outputs) that jupytext reads from a percent source.
+
+    Raises ValueError when the text is not in canonical percent form, i.e. when jupytext would
+    write it back differently: code before the first ``# %%``, a Markdown line without ``#``.
+    """
+    import jupytext
+
+    nb = jupytext.reads(text, fmt=FORMAT)
+    canonical = jupytext.writes(nb, fmt=FORMAT)
+    if canonical != text:
+        diff = difflib.unified_diff(text.splitlines(), canonical.splitlines(), "source",
+                                    "as jupytext writes it", lineterm="", n=1)
+        raise ValueError("not a canonical jupytext percent source (fix it, or run "
+                         "`jupytext --to py:percent` on it):\n" + "\n".join(list(diff)[:12]))
+    for i, cell in enumerate(nb.cells):
+        # Only blank-line hints are expected; anything else (a title after "# %%", a misspelt
+        # "[markdown]") means the line does not say what the author meant.
+        extra = set(cell.metadata) - {"lines_to_next_cell"}
+        if extra:
+            raise ValueError(f"cell {i}: unexpected cell options {sorted(extra)} on its '# %%' "
+                             f"line (use '# %%' or '# %% [markdown]' alone)")
+    return nb
+
+
 def parse_source(text: str) -> list[tuple[str, str]]:
-    """Split a ``# %%`` source into ``[(kind, text)]`` with kind ``"code"`` or ``"markdown"``."""
-    cells: list[tuple[str, list[str]]] = []
-    for line in text.splitlines():
-        mark = CELL_MARK.match(line)
-        if mark:
-            cells.append(("markdown" if mark.group("kind") else "code", []))
-            continue
-        if not cells:
-            if line.strip():
-                raise ValueError("a notebook source must start with a '# %%' line")
-            continue
-        kind, lines = cells[-1]
-        if kind == "markdown":
-            if line.strip() and not line.startswith("#"):
-                raise ValueError(f"markdown line does not start with '#': {line!r}")
-            line = line[2:] if line.startswith("# ") else line[1:]
-        lines.append(line)
-    out = []
-    for kind, lines in cells:
-        while lines and not lines[-1].strip():
-            lines.pop()
-        while lines and not lines[0].strip():
-            lines.pop(0)
-        out.append((kind, "\n".join(lines)))
-    return out
+    """``[(kind, text)]`` of a percent source, kind ``"code"`` or ``"markdown"``."""
+    return [(cell.cell_type, cell.source) for cell in read_source(text).cells]
 
 
 def sources() -> list[Path]:
@@ -75,6 +81,8 @@ def make_notebook(src: Path):
                                  "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
     for i, (kind, text) in enumerate(parse_source(src.read_text())):
+        # Fresh cells: jupytext's per-cell layout hints (blank lines to the next cell) belong
+        # to the .py file, not to the stored notebook.
         cell = (nbformat.v4.new_markdown_cell(text) if kind == "markdown"
                 else nbformat.v4.new_code_cell(text))
         cell["id"] = f"{src.stem[:2]}-{i:02d}"  # stable ids keep diffs small
@@ -106,7 +114,10 @@ def execute(nb, timeout: int = 600):
     from nbclient import NotebookClient
 
     env_before = dict(os.environ)
-    os.environ.update(ROPELAB_TARGET="simulator", ROPELAB_QUIET="1", MPLBACKEND="module://matplotlib_inline.backend_inline")
+    # The kernel imports ropelab from this checkout, even where another copy is installed.
+    path = os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))
+    os.environ.update(ROPELAB_TARGET="simulator", ROPELAB_QUIET="1", PYTHONPATH=path,
+                      MPLBACKEND="module://matplotlib_inline.backend_inline")
     try:
         client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                                 resources={"metadata": {"path": str(HERE)}})
@@ -130,7 +141,12 @@ def main(argv=None) -> int:
     for src in sources():
         if args.only and not any(src.stem.startswith(p) for p in args.only):
             continue
-        nb = make_notebook(src)
+        try:
+            nb = make_notebook(src)
+        except ValueError as exc:
+            print(f"REFUSED {src.stem}: {exc}")
+            failed += 1
+            continue
         start = time.perf_counter()
         if not args.no_execute:
             try:

@@ -30,9 +30,13 @@ def _label(row) -> str:
 
 
 def _grid(rows, value, variants=None):
-    """(shape labels, variant names, matrix [variant, shape] of value or nan)."""
-    shapes = list(dict.fromkeys(_label(r) for r in rows))
+    """(shape labels, variant names, matrix [variant, shape] of value or nan).
+
+    Only shapes where at least one of the variants has a row get a column: a chart of three
+    variants never shows empty slots for shapes that only other variants were timed on.
+    """
     names = variants or list(dict.fromkeys(r["variant"] for r in rows))
+    shapes = list(dict.fromkeys(_label(r) for r in rows if r["variant"] in names))
     table = np.full((len(names), len(shapes)), np.nan)
     for r in rows:
         if r["variant"] in names:
@@ -40,6 +44,11 @@ def _grid(rows, value, variants=None):
             if v is not None:
                 table[names.index(r["variant"]), shapes.index(_label(r))] = v
     return shapes, names, table
+
+
+def copy_us(row) -> float:
+    """The time the same run's device copy took for this row's bytes (``copy_gbps``)."""
+    return row["bytes_moved"] / (row["copy_gbps"] * 1e3)
 
 
 def _title(record, what: str) -> str:
@@ -59,23 +68,48 @@ def _bars(ax, shapes, names, table, log=False):
 
 
 def time_chart(record, variants=None):
-    """Median time per variant and shape, with the 20-80% range as error bars (log scale)."""
+    """Median time per variant, one panel per shape on its own linear axis from zero.
+
+    Shapes differ in time by a factor of 30 or more, so a shared axis would need a log scale,
+    and a log scale squeezes the differences the chart is for (17% between two bars looks like
+    a few pixels).  Each panel instead starts at zero: bar heights compare directly.  Whiskers
+    are the 20th-80th percentiles of the launches; the dashed line is the device copy of the
+    same bytes in the same run, the floor under every bar.
+    """
     plt = _plt()
     rows = record["rows"]
     shapes, names, med = _grid(rows, lambda r: r["median_us"], variants)
-    _, _, lo = _grid(rows, lambda r: r["median_us"] - r["p20_us"], names)
-    _, _, hi = _grid(rows, lambda r: r["p80_us"] - r["median_us"], names)
-    fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(shapes)), 4.5))
-    width = 0.8 / max(len(names), 1)
-    x = np.arange(len(shapes))
-    for i, name in enumerate(names):
-        ax.bar(x + (i - (len(names) - 1) / 2) * width, med[i], width, label=name,
-               yerr=np.vstack([lo[i], hi[i]]), capsize=1.5)
-    ax.set_xticks(x, shapes, fontsize=8)
-    ax.set_yscale("log")
-    ax.set_ylabel("median time per call (us, log scale)")
-    ax.legend(fontsize=7, ncol=2)
-    ax.set_title(_title(record, "Time per call (cold L2), 20-80% range"), fontsize=9)
+    _, _, p20 = _grid(rows, lambda r: r["p20_us"], names)
+    _, _, p80 = _grid(rows, lambda r: r["p80_us"], names)
+    _, _, copy = _grid(rows, copy_us, names)
+    cols = min(len(shapes), 5)
+    nrows = -(-len(shapes) // cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(2.6 * cols + 0.6, 3.3 * nrows + 0.7),
+                             squeeze=False)
+    colours = plt.get_cmap("tab10").colors
+    x = np.arange(len(names))
+    for k, shape in enumerate(shapes):
+        ax = axes[k // cols][k % cols]
+        for i, name in enumerate(names):
+            if np.isnan(med[i, k]):
+                continue
+            ax.bar(x[i], med[i, k], 0.7, color=colours[i % len(colours)],
+                   yerr=[[med[i, k] - p20[i, k]], [p80[i, k] - med[i, k]]], capsize=2,
+                   label=name)
+            ax.text(x[i], med[i, k] * 0.5, f"{med[i, k]:,.1f}", ha="center", va="center",
+                    rotation=90, fontsize=7, color="white")
+        floor = np.nanmin(copy[:, k])
+        ax.axhline(floor, color="black", lw=1, ls="--")
+        ax.set_xticks(x, names, fontsize=7, rotation=30, ha="right")
+        ax.set_ylim(0, np.nanmax(p80[:, k]) * 1.12)
+        ax.set_title(shape.replace("\n", " "), fontsize=8)
+        ax.tick_params(axis="y", labelsize=7)
+        if k % cols == 0:
+            ax.set_ylabel("median us per call")
+    for k in range(len(shapes), nrows * cols):
+        axes[k // cols][k % cols].set_axis_off()
+    fig.suptitle(_title(record, "Time per call (cold L2): 20-80% whiskers, dashed = device copy "
+                                "of the same bytes"), fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -87,8 +121,11 @@ def roof_chart(record, variants=None):
     shapes, names, frac = _grid(rows, lambda r: r["frac_of_copy"], variants)
     fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(shapes)), 4.5))
     _bars(ax, shapes, names, frac)
-    ax.axhline(1.0, color="black", lw=1)
+    # Each bar is divided by the copy of its own shape's bytes: the line at 1.0 is every
+    # shape's copy marker.
+    ax.axhline(1.0, color="black", lw=1, label="copy of the same bytes")
     ax.axhline(0.95, color="gray", lw=0.8, ls="--")
+    ax.legend(fontsize=7, ncol=2)
     ax.set_ylabel("fraction of device copy bandwidth")
     ax.set_ylim(0, max(1.1, float(np.nanmax(frac)) * 1.05) if np.isfinite(frac).any() else 1.1)
     ax.set_title(_title(record, "Share of the copy roof (1.0 = as fast as copying the bytes)"),

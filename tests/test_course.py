@@ -134,7 +134,8 @@ def _bench_record():
             family = "copy" if "copy" in variant else "numba"
             rows.append({"variant": variant, "family": family, "shape": shape, "dtype": "float32",
                          "bytes_moved": nbytes, "median_us": t, "p20_us": t * 0.9,
-                         "p80_us": t * 1.1, "gbps": nbytes / (t * 1e3)})
+                         "p80_us": t * 1.1, "gbps": nbytes / (t * 1e3),
+                         "copy_gbps": nbytes / (times.get("torch_copy", times.get("copy_d2d")) * 1e3)})
     return {"meta": META, "rows": rows}
 
 
@@ -146,7 +147,7 @@ def test_bench_table_and_relative_times_read_the_record():
     assert "3,200 GB/s" in lines[0]
     body = lines[3:]
     assert [ln.split()[2] for ln in body] == ["torch_copy", "flat", "block2d", "copy_d2d", "flat"]
-    assert body[1].split()[3:] == ["10.0", "1600", "50%"]
+    assert body[1].split()[3:] == ["10.0", "9.0-11.0", "1600", "50%"]  # median, p20-p80, ...
     rel = course.relative_times(rec, "flat", ["block2d"]).splitlines()
     assert rel[2].split() == ["4096x512", "0.80"] and rel[3].split() == ["8192x1024", "-"]
     assert course.provenance(rec).startswith("recorded 2026-01-02 on Test GPU")
@@ -162,6 +163,9 @@ def test_bench_plots_draw_what_the_record_holds():
     ax = course.plot_roof(rec, ["flat", "block2d"])
     heights = sorted(round(p.get_height(), 3) for p in ax.patches if np.isfinite(p.get_height()))
     assert heights == [0.5, 0.625, 0.625]
+    # One copy marker per shape, at the share of the roof its own copy reached.
+    (markers,) = [c for c in ax.collections if c.get_label() == "copy of the same bytes"]
+    assert sorted(round(seg[0][1], 3) for seg in markers.get_segments()) == [0.625, 1.0]
     plt.close(ax.figure)
     ax = course.plot_all_variants(rec, "4096x512")
     assert len(ax.patches) == 3
@@ -281,7 +285,8 @@ def test_fused_trace_with_two_heads_per_warp_shares_a_warp_between_heads():
 
 def test_copy_table_divides_by_the_same_shapes_copy():
     rows = [{"variant": v, "shape": "flux_1024", "dtype": dt, "bytes_moved": 100_000_000,
-             "median_us": t, "gbps": 1e5 / t, "copy_gbps": 4000.0 if dt == "float32" else 3000.0,
+             "median_us": t, "p20_us": t - 5, "p80_us": t + 5,
+             "gbps": 1e5 / t, "copy_gbps": 4000.0 if dt == "float32" else 3000.0,
              "frac_of_copy": (1e5 / t) / (4000.0 if dt == "float32" else 3000.0)}
             for v, dt, t in (("fused_a", "bfloat16", 50.0), ("fused_a", "float32", 25.0),
                              ("fused_b", "bfloat16", 40.0))]
@@ -289,5 +294,5 @@ def test_copy_table_divides_by_the_same_shapes_copy():
     assert [ln.split()[1:4] for ln in lines] == [["bfloat16", "100", "fused_a"],
                                                  ["bfloat16", "100", "fused_b"],
                                                  ["float32", "100", "fused_a"]]
-    assert lines[0].split()[-3:] == ["50.0", "33.3", "66.7%"]
-    assert lines[2].split()[-3:] == ["25.0", "25.0", "100.0%"]
+    assert lines[0].split()[-4:] == ["50.0", "45.0-55.0", "33.3", "66.7%"]
+    assert lines[2].split()[-4:] == ["25.0", "20.0-30.0", "25.0", "100.0%"]

@@ -104,8 +104,8 @@ def test_kernels_are_shown_from_ropelab_not_pasted(path):
         if PASTED_KERNEL.search(source):
             defined = set(re.findall(r"^def (\w+)\(", source, re.M))
             assert defined and defined <= starters, f"kernel code in a notebook cell:\n{source}"
-    if path.name[:2] not in ("00", "07"):  # the variant notebooks print their kernel
-        assert any("inspect.getsource(" in _text(c["source"]) for c in cells)
+    if path.name[:2] not in ("00", "07"):  # the variant notebooks print their kernel by region
+        assert any("course.excerpt(" in _text(c["source"]) for c in cells)
 
 
 @pytest.mark.parametrize("path", STORED, ids=lambda p: p.stem)
@@ -146,13 +146,26 @@ def test_problem_finder_catches_what_it_must():
 
 
 def test_parse_source_splits_cells():
-    text = "# %% [markdown]\n# # Title\n#\n# text\n\n# %%\nx = 1\n\n\n# %%\nprint(x)\n"
+    text = "# %% [markdown]\n# # Title\n#\n# text\n\n# %%\nx = 1\n\n# %%\nprint(x)\n"
     assert build.parse_source(text) == [("markdown", "# Title\n\ntext"), ("code", "x = 1"),
                                         ("code", "print(x)")]
-    with pytest.raises(ValueError):
-        build.parse_source("x = 1\n")
-    with pytest.raises(ValueError):
-        build.parse_source("# %% [markdown]\nnot a comment\n")
+
+
+@pytest.mark.parametrize("text", [
+    "x = 1\n",  # code before the first cell marker
+    "# %% [markdown]\nnot a comment\n",  # a Markdown line jupytext would comment
+    "# %%\nx = 1\n# %% [mardown]\n# typo\n",  # a misspelt cell type
+], ids=["no-marker", "bare-markdown", "typo"])
+def test_parse_source_refuses_what_jupytext_would_rewrite(text):
+    with pytest.raises(ValueError, match="canonical jupytext percent|unexpected cell options"):
+        build.parse_source(text)
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=lambda p: p.stem)
+def test_sources_are_canonical_percent_format(src):
+    """Each source is what jupytext writes back, so jupytext and JupyterLab pairing agree."""
+    cells = build.parse_source(src.read_text())
+    assert cells[0][0] == "markdown" and cells[0][1].startswith("# ")
 
 
 def test_readme_lists_every_notebook():

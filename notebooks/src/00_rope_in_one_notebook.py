@@ -13,7 +13,9 @@
 # 3. the property that makes RoPE worth having: attention scores depend on relative position;
 # 4. the two memory layouts found in the wild (interleaved and half-split);
 # 5. the float64 reference that judges every kernel in the course;
-# 6. how `ropelab` decides between a real GPU and the Numba CUDA simulator, and a first call.
+# 6. a GPU in one page: grid, block, warp, thread, SM, memory, coalescing, special functions;
+# 7. how a Numba kernel is compiled (Python to PTX to machine code) and launched;
+# 8. how `ropelab` decides between a real GPU and the Numba CUDA simulator, and a first call.
 #
 # Everything runs on a laptop: without a GPU, `ropelab` runs its kernels on the simulator.
 
@@ -26,12 +28,13 @@ import os
 os.environ["ROPELAB_QUIET"] = "1"
 
 import inspect
+import json
 
 import matplotlib.pyplot as plt
 import numpy as np
 
 import ropelab
-from ropelab import course, reference
+from ropelab import course, ptx, reference
 
 print(ropelab.format_description())
 
@@ -185,7 +188,144 @@ print("same rotation up to the permutation:", np.allclose(half_split, interleave
 print(inspect.getsource(reference.rope))
 
 # %% [markdown]
-# ## 6. Where the kernels run: GPU or simulator
+# ## 6. A GPU in one page
+#
+# The rest of the course talks about kernels, warps, sectors and special functions.  This
+# section defines each of those words once, with one picture, before any notebook uses them.
+#
+# **What a launch creates.**  A *kernel* is a function that the GPU runs many times at once, once
+# per *thread*.  A launch `kernel[blocks, threads_per_block](args)` asks for a *grid* of
+# *blocks*; every block holds the same number of threads (at most 1024).  Each thread runs the
+# same code and tells itself apart from the others by its coordinates: `cuda.blockIdx.x`
+# (which block), `cuda.threadIdx.x` (which thread inside the block) and `cuda.blockDim.x`
+# (threads per block); `cuda.grid(1)` is `blockIdx.x * blockDim.x + threadIdx.x`, a global
+# thread number.  Grids and blocks may also have a second and third dimension (notebooks 02
+# and 06 use a 2-D grid).
+#
+# **Warps and lanes.**  The hardware does not run threads one by one: it runs them in groups of
+# 32 consecutive threads of a block, called *warps*.  The 32 threads of a warp are its *lanes*
+# (lane = `threadIdx.x % 32`).  A warp issues one instruction at a time for all its lanes.  When
+# lanes disagree at an `if`, the warp runs both sides one after the other with the lanes of
+# the other side switched off (*divergence*).  A block whose size is not a multiple of 32 still
+# occupies whole warps, and the lanes past its end idle.
+#
+# **Where it runs.**  The GPU is made of *SMs* (streaming multiprocessors): 132 on the H200 that
+# recorded this course's data.  The hardware places each block on one SM, whole, and keeps it
+# there until all its threads finish; an SM holds up to 2048 threads (64 warps) of up to 32
+# blocks at once, as far as its registers and shared memory allow (the share of those 64
+# warp slots in use is the *occupancy*).  Each SM has:
+#
+# * four *warp schedulers*; every clock each one picks a warp that is ready and issues its next
+#   instruction.  While one warp waits for memory, the others run: having many warps resident
+#   is how a GPU hides the *latency* of memory (hundreds of clock cycles per access);
+# * 128 FP32 lanes: 128 float32 multiply-adds per clock;
+# * 16 *special function units* (SFUs), which compute fast approximations of `sin`, `cos`,
+#   `exp2`, `log2`, reciprocal and reciprocal square root: 16 results per clock, one eighth of
+#   the FP32 rate;
+# * a *register file* of 64K 32-bit registers, split among the resident threads: a thread's
+#   local variables live in registers, the fastest storage there is;
+# * 256 KB of on-chip memory, split between *L1* (a cache of global memory) and *shared
+#   memory*: memory that the threads of one block share, read and write explicitly, and
+#   synchronize on with `cuda.syncthreads()`.  This course never needs it: notebook 06 lets the
+#   lanes of a warp exchange values with *warp shuffles* instead.
+#
+# Outside the SMs, all of them share the *L2 cache* (60 MiB on the H200) and the *global
+# memory*, HBM (high bandwidth memory, the GPU's DRAM): 141 GB at about 4.8 TB/s on an H200.
+# Every array a kernel receives, `x` and `out` included, lives in global memory.
+#
+# **Coalescing and sectors.**  Global memory is read and written in *sectors* of 32 bytes.  When
+# the 32 lanes of a warp execute a load, the hardware gathers their addresses and fetches
+# every sector that at least one lane touches, once.  If lane `k` reads the float32 at index
+# `k`, the warp's 128 bytes sit in 4 sectors and nothing fetched is wasted: the access is
+# *coalesced*.  If lane `k` reads index `8k` instead, the same 32 floats are spread over 32
+# sectors, and 7/8 of the bytes fetched are thrown away.  Much of GPU kernel engineering is
+# arranging the threads so that neighbouring lanes touch neighbouring bytes.
+#
+# The picture draws all three ideas, with the SM count and L2 size read from the GPU record:
+
+# %%
+bench = course.recorded("bench")
+meta = bench["meta"] if bench is not None else {"sm_count": 132, "l2_bytes": 60 * 2**20}
+course.plot_execution_model(sm_count=meta["sm_count"], l2_mib=meta["l2_bytes"] / 2**20)
+plt.show()
+
+# %% [markdown]
+# Panel 1 is a launch of 3 blocks of 80 threads: each block needs three warps, and the last one
+# has 16 idle lanes.  Panel 2 is one SM of the 132, and panel 3 a single warp load instruction
+# counted in sectors.  The same count for a few access patterns a RoPE kernel meets:
+
+# %%
+print(f"{'lane k reads float':<20} {'sectors':>8} {'bytes fetched':>14} {'bytes used':>11} {'used':>6}")
+for stride, what in ((1, "x[k]"), (2, "x[2k]"), (4, "x[4k]"), (8, "x[8k]"), (32, "x[32k]")):
+    sectors = course.sectors_touched(stride)
+    fetched = sectors * 32
+    print(f"{what:<20} {sectors:>8} {fetched:>14} {32 * 4:>11} {32 * 4 / fetched:>6.0%}")
+
+# %% [markdown]
+# The `flat` kernel of notebook 01 has lane `k` read `x[2k]` and then `x[2k + 1]`: each of the two
+# load instructions touches 8 sectors and uses half of each, but the second one finds its
+# sectors already on chip (in L1 or L2), fetched by the first, so every byte that comes from
+# memory is used.  The consecutive-pairs version of notebook 05 put each lane 32 bytes from the next:
+# the `x[8k]` row.
+#
+# **Memory-bound or compute-bound?**  A kernel is limited by whichever it runs out of first:
+# instructions or bytes.  On paper, for an H200 (the clock and bandwidth are data-sheet numbers,
+# not measurements), here is how many instructions per pair all SMs together can issue in the
+# time HBM needs to move one float32 pair in and out (16 bytes):
+
+# %%
+budget = course.paper_budget(meta["sm_count"])
+print(f"HBM moves {budget['pairs_per_s'] / 1e9:,.0f} billion pairs per second (16 bytes each)")
+print(f"in that time: about {budget['fp32_per_pair']:.0f} FP32 instructions per pair, "
+      f"{budget['sfu_per_pair']:.0f} SFU instructions per pair")
+
+# %% [markdown]
+# A RoPE kernel needs a few dozen instructions per pair, four of them on the SFU (a `pow`, a
+# `sin` and a `cos`): on paper, below both budgets, so memory should set its speed, and the
+# fastest it can go is a copy of the same bytes.  Paper is not a measurement: an integer
+# division costs dozens of instructions, a warp's instructions wait on each other's results,
+# and a kernel that does not keep enough bytes in flight stays below the memory's rate
+# whatever its instruction count.  The variant notebooks measure each of these on the H200.
+#
+# ## 7. How a Numba kernel is compiled and launched
+#
+# A Numba CUDA kernel is a Python function made into a kernel by `cuda.jit`, written either as
+# the decorator `@cuda.jit` above the `def` or as the call `cuda.jit(fn)`.  `ropelab` keeps its
+# kernels as plain functions and applies `cuda.jit` when it first launches one (so the files
+# import without a GPU).  On the first launch with a given set of argument types, Numba:
+#
+# 1. reads the function's bytecode into the **Numba IR** and infers a type for every variable
+#    from the argument types (`float32` arrays, `uint64` scalars, ...); a float64 that sneaks in
+#    here is compiled as float64;
+# 2. lowers it to **NVVM IR**, the LLVM dialect NVIDIA's compiler reads; `math.sin` becomes a
+#    call into *libdevice* (NVIDIA's accurate math library) or, with `fastmath=True`, the SFU
+#    approximation `sin.approx.f32`;
+# 3. compiles that with libNVVM to **PTX**, a virtual instruction set that is portable across
+#    GPU generations (`ropelab.ptx.census()` counts instructions at this level, with no GPU);
+# 4. has PTX assembled into **SASS**, the machine code of one GPU generation (compute
+#    capability 9.0 for H100 and H200), by the driver or by nvJitLink.
+#
+# The compiled kernel is cached per argument types, so later launches skip all of it.  A
+# **launch** then hands the driver the grid and block sizes and the arguments
+# (`cuLaunchKernel`) on a *stream*, a queue of GPU work that runs in order.  It returns as soon
+# as the launch is queued, before the kernel has run: the host and the GPU work
+# asynchronously until something waits (a copy back to the host, or `cuda.synchronize()`).
+# Notebook 07 measures what a launch costs the host.
+#
+# The pipeline, with the instruction counts of notebook 01's kernel at the last two stages
+# (PTX from the census, SASS from the census record under `data/census/`):
+
+# %%
+flat_ptx = ptx.row(ptx.census(), "flat", fastmath=True)
+sass_record = json.loads((ptx.PACKAGE_DIR.parent / "data" / "census" / "census-sass.json").read_text())
+flat_sass = ptx.row(sass_record, "flat", fastmath=True)
+course.plot_compile_pipeline({"PTX": f"rope_flat: {flat_ptx['instructions']} instructions",
+                              "SASS": f"rope_flat: {flat_sass['sass_instructions']} instructions"})
+plt.show()
+print("rope_flat's special-function instructions in PTX:", flat_ptx["sfu"])
+
+# %% [markdown]
+# ## 8. Where the kernels run: GPU or simulator
 #
 # `import ropelab` decides, before `numba.cuda` is loaded, where kernels will run:
 #
@@ -199,11 +339,21 @@ print(inspect.getsource(reference.rope))
 # before numba.cuda**; if something imported `numba.cuda` first with the other target,
 # `ropelab` raises an error that says how to fix it.
 #
-# The simulator runs every CUDA thread as a Python thread (about ten thousand threads a
-# second), computes `math.sin` in float64 and ignores fast-math.  It is perfect for checking
-# indexing and bounds (an out-of-bounds access raises `IndexError`) and useless for timing
-# or for float32 precision.  That is why every number about speed or precision in this
-# course comes from a recorded GPU run under `data/`.
+# The simulator runs every CUDA thread as a Python thread, about ten thousand threads a second.
+# What it computes:
+#
+# * a kernel's float32 arithmetic is NumPy float32 arithmetic, rounded as on a GPU (so
+#   `float32(position) * frequency` rounds the same way there);
+# * but `math.sin`, `math.cos` and `math.pow` are double-precision library calls, rounded to
+#   float32 afterwards, and there is no fast-math: the simulator shows neither the error of the
+#   GPU's `sin.approx` nor the libdevice versions' own;
+# * its `cuda.fma` would be a plain multiply then add; `ropelab` replaces it with a correctly
+#   rounded float32 fused multiply-add, as the GPU computes it.
+#
+# So the simulator is exact enough to check indexing and logic, and it checks bounds for free
+# (an out-of-bounds access raises `IndexError`).  It says nothing about time, and nothing
+# final about float32 precision where sines and fast-math matter.  That is why every number
+# about speed or precision in this course comes from a recorded GPU run under `data/`.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -239,6 +389,11 @@ print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
 # * Interleaved and half-split layouts are one permutation apart; kernels must know which one
 #   they are given.
 # * Angles grow to $10^5$ radians in long contexts: precision will matter.
+# * A launch is a grid of blocks of threads; the GPU runs them 32 at a time, as warps, on its
+#   SMs.  A warp's loads are fetched in 32-byte sectors: neighbouring lanes should touch
+#   neighbouring bytes (coalescing).  `sin`, `cos` and `pow` run on the SFUs under fast-math.
+# * A Numba kernel goes Python -> Numba IR -> NVVM IR -> PTX -> SASS on its first launch; the
+#   census counts PTX without a GPU.
 # * The float64 reference judges every kernel; the simulator checks logic, the GPU records
 #   speed and precision.
 #

@@ -16,8 +16,6 @@ import os
 
 os.environ["ROPELAB_QUIET"] = "1"  # no target notice on stderr; it is printed below instead
 
-import inspect
-
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -46,10 +44,12 @@ print(ropelab.format_description())
 #
 # ## The kernel
 #
-# This is the code that runs, printed from `ropelab` (the course never pastes a kernel):
+# This is the code that runs, printed from `ropelab` (the course never pastes a kernel).
+# `course.excerpt` prints one region of a kernel file, marked there with `# ex: begin` and
+# `# ex: end` comment lines:
 
 # %%
-print(inspect.getsource(ropelab.kernels.flat.KERNEL))
+print(course.excerpt(ropelab.kernels.flat, "rope_flat"))
 
 # %% [markdown]
 # Two details carry the whole course:
@@ -62,13 +62,10 @@ print(inspect.getsource(ropelab.kernels.flat.KERNEL))
 #   usually has threads with no pair.  The seed kernel has no such guard and reads and writes
 #   past the end of both arrays whenever the pair count is not a multiple of 256.
 #
-# The launcher sets the grid and converts the scalars to the types the kernel expects:
-
-# %%
-print(inspect.getsource(ropelab.kernels.flat.launch_config))
-print(inspect.getsource(ropelab.kernels.flat.launch))
-
-# %% [markdown]
+# `rope_flat` has no `@cuda.jit` line: `ropelab` applies `cuda.jit(fastmath=True)` to it when it
+# first launches it (notebook 00, section 7), with `ceil(pairs / 256)` blocks of 256 threads,
+# and passes `n_pairs` as a `uint64` so that the index math above stays unsigned.
+#
 # ## The thread map
 #
 # Which thread writes which float?  `course.trace_threads` runs the real kernel on the
@@ -184,9 +181,15 @@ if bench is not None:
     plt.show()
 
 # %% [markdown]
-# How to read it.  The roof is the fastest device copy measured in the run (the last column
-# of the table divides by it); it is the copy of the 1 GB shape.  The copy of each shape's own
-# bytes is in the table too.  The 1 GB shape, read from the record:
+# How to read them.  The table's `p20-p80 us` column is the range of the middle 60 percent of
+# the launches behind each median, and its last column divides by the roof: the fastest
+# device copy measured in the run, the copy of the 1 GB shape.  The chart has one panel per
+# shape, each on its own linear axis starting at zero, so bar heights compare directly; the
+# whiskers are the same 20-80 percent range, and the dashed line is the copy of that shape's
+# own bytes.  On the small shapes the whole difference between the bars is about a
+# microsecond, and notebook 07 shows that a recorded time at these sizes moves by several
+# percent from one run to the next: read them as "close to the copy", not as a ranking.  The
+# 1 GB shape, read from the record:
 
 # %%
 if bench is not None:

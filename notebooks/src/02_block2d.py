@@ -15,8 +15,6 @@ import os
 
 os.environ["ROPELAB_QUIET"] = "1"
 
-import inspect
-
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -42,18 +40,14 @@ print(ropelab.format_description())
 # the seed.
 
 # %%
-print(inspect.getsource(ropelab.kernels.block2d.KERNEL))
+print(course.excerpt(ropelab.kernels.block2d, "rope_block2d"))
 
 # %% [markdown]
 # The frequency exponent step `2 / hidden` is computed once per thread, outside the loop, and
 # the row offset `token * hidden` once per block: everything that depends only on the token
 # moves out of the per-pair work.  The launcher picks one thread per pair, rounded up to a
-# whole warp (32 threads) and capped at the limit:
-
-# %%
-print(inspect.getsource(ropelab.kernels.block2d.launch_config))
-
-# %% [markdown]
+# whole warp (32 threads) and capped at the limit of 1024 (`launch_config` below).
+#
 # ## The thread map
 #
 # Three tokens of 20 floats (10 pairs): three blocks, and thread `t` of every block owns
@@ -164,8 +158,10 @@ for name in ("flat", "block2d"):
 #
 # ## Timing on an H200
 #
-# Recorded with `python -m ropelab bench` (cold L2, CUDA events; see notebook 07), with the
-# device copy of the same bytes as the roof:
+# Recorded with `python -m ropelab bench` (cold L2, CUDA events; see notebook 07).  The chart
+# divides each bandwidth by the roof, the fastest copy of the whole run; the black line over
+# each shape marks where the copy of that shape's own bytes reached, which is below the roof
+# on the small shapes (a kernel level with it is as fast as a copy there):
 
 # %%
 bench = course.recorded("bench")
@@ -211,7 +207,7 @@ if bench is not None:
 # once, and on the 1 GB shape each thread loops over two pairs.  Either could cost the few
 # percent measured; neither was isolated in this run, so treat them as hypotheses to test,
 # not as the explanation.
-#
+
 # %%
 # NBVAL_IGNORE_OUTPUT
 print(course.live_bench(["flat", "block2d"]))

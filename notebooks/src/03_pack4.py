@@ -21,8 +21,6 @@ import os
 
 os.environ["ROPELAB_QUIET"] = "1"
 
-import inspect
-
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -48,17 +46,19 @@ print(ropelab.format_description())
 # with an odd number of pairs.
 
 # %%
-print(inspect.getsource(ropelab.kernels.pack4.KERNEL))
+print(course.excerpt(ropelab.kernels.pack4, "rope_pack4"))
 
 # %%
-print(inspect.getsource(ropelab.kernels.pack4.rope_pack4_scalar))
+print(course.excerpt(ropelab.kernels.pack4, "rope_pack4_scalar"))
 
 # %% [markdown]
-# The two intrinsics, from `ropelab.kernels.vec` (on the simulator they are ordinary Python
-# functions with the same names):
+# The load intrinsic, from `ropelab.kernels.vec`: at compile time it turns the element address
+# into a pointer to a 16-byte vector of four floats (LLVM's `<4 x float>`) and loads it with
+# 16-byte alignment.  The store is written the same way, and on the simulator both are
+# ordinary Python functions with the same names.
 
 # %%
-print(inspect.getsource(ropelab.kernels.vec))
+print(course.excerpt(ropelab.kernels.vec, "vec4_load"))
 
 # %% [markdown]
 # ## The thread map

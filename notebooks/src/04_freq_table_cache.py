@@ -22,8 +22,6 @@ import os
 
 os.environ["ROPELAB_QUIET"] = "1"
 
-import inspect
-
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -44,19 +42,19 @@ print(ropelab.format_description())
 # that do not rotate.  The layout is two integers, `step` and `partner`, instead of a branch.
 
 # %%
-print(inspect.getsource(freq_table.rope_freq_table))
+print(course.excerpt(freq_table, "rope_freq_table"))
 
 # %% [markdown]
 # With the cache, the angle disappears too; the position indexes a row of the table:
 
 # %%
-print(inspect.getsource(freq_table.rope_cos_sin_cache))
+print(course.excerpt(freq_table, "rope_cos_sin_cache"))
 
 # %% [markdown]
 # The host side builds the tables in float64 and rounds once to float32:
 
 # %%
-print(inspect.getsource(freq_table.cos_sin_cache))
+print(course.excerpt(freq_table, "cos_sin_cache"))
 
 # %% [markdown]
 # ## The thread map
@@ -212,7 +210,7 @@ if precision is not None:
 # is accurate:
 
 # %%
-print(inspect.getsource(freq_table.reduced_angle.py_func))
+print(course.excerpt(freq_table, "reduced_angle"))
 
 # %% [markdown]
 # ## Timing on an H200

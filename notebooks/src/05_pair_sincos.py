@@ -24,8 +24,6 @@ import os
 
 os.environ["ROPELAB_QUIET"] = "1"
 
-import inspect
-
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -46,11 +44,12 @@ print(ropelab.format_description())
 # part and corrects each pair afterwards); `f = f * stride_ratio` is the recurrence.
 
 # %%
-print(inspect.getsource(pair_sincos.KERNEL))
+print(course.excerpt(pair_sincos, "rope_pair_sincos"))
 
 # %%
-print(inspect.getsource(pair_sincos.first_freq.py_func))
-print(inspect.getsource(pair_sincos.blended.py_func))
+print(course.excerpt(pair_sincos, "first_freq"))
+print()
+print(course.excerpt(pair_sincos, "blended"))
 
 # %% [markdown]
 # ## The thread map

@@ -26,8 +26,6 @@ import os
 
 os.environ["ROPELAB_QUIET"] = "1"
 
-import inspect
-
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -50,11 +48,15 @@ print(ropelab.format_description())
 # ## The kernel
 #
 # One kernel is generated per head size, layout and storage dtype, because the number of
-# elements a lane keeps in registers must be a compile-time constant.  The factory and the
-# kernel it returns:
+# elements a lane keeps in registers must be a compile-time constant.  The factory
+# `make_kernel` fixes those constants (`E` elements per lane, `SLOTS`, `INTERLEAVE`, `PACKED`,
+# `VEC4`, `CACHE`, ...) in Python, and the code it returns reads them as plain names: Numba
+# compiles them in as constants, and a branch on one of them disappears from the builds where
+# it is false.  The kernel's body, which the two entry points (with and without a cos/sin
+# cache) call:
 
 # %%
-print(inspect.getsource(fused_kernel.make_kernel))
+print(course.excerpt(fused_kernel, "fused_kernel"))
 
 # %% [markdown]
 # Reading it top to bottom:
@@ -77,7 +79,13 @@ print(inspect.getsource(fused_kernel.make_kernel))
 #    live in different lanes: one `shfl_sync` per element fetches the partner.
 # 6. **Store** back where the values came from.
 #
-# The butterfly of step 3, acted out by NumPy on 32 integers (exact, so the check is exact):
+# Step 3 in the kernel:
+
+# %%
+print(course.excerpt(fused_kernel, "fused_butterfly"))
+
+# %% [markdown]
+# The same butterfly acted out by NumPy on 32 integers (exact, so the check is exact):
 
 # %%
 partial = np.arange(32) ** 2  # each lane's own sum of squares
@@ -254,13 +262,33 @@ if bench is not None:
 print("default heads per warp by storage:", fused_kernel.HEADS_PER_WARP)
 
 # %% [markdown]
+# Are these differences real?  Two checks, both from recorded data.  Within this run, the
+# default row `fused_qknorm_rope` launches exactly the same float32 kernel as the explicit
+# one-head row, timed separately: the largest gap between these twins is the smallest
+# difference the run can resolve, its noise floor.  Across runs, the previous recorded run
+# timed the same kernels: a ranking that is real should come out the same there.
+
+# %%
+twins = ("fused_qknorm_rope", "fused_qknorm_rope_1head")  # float32 default: one head per warp
+for run in course.recorded_runs("bench")[-2:]:  # this run and the one before it
+    print("the run", course.provenance(run))
+    for storage in ("float32", "bfloat16"):
+        print(course.noise_table(run, hpw_rows, twins, shapes=production, dtype=storage,
+                                 same_dtype="float32"))
+    print()
+
+# %% [markdown]
 # What the record says, and what it does not:
 #
-# * **bfloat16: two heads per warp help**, by five to six points of the copy on every
-#   production shape; four heads are slightly worse than two.  So the kernel defaults to two
-#   for 16-bit storage.
-# * **float32 gains nothing**: a float32 head, moved with 128-bit loads, is already 512 bytes
-#   per warp, and more heads per warp are slightly slower.  The default stays one.
+# * **bfloat16: two heads per warp help**, by 8 to 10 percent of the time on every production
+#   shape in both runs, several times either run's twin gap; four heads are slightly slower
+#   than two.  So the kernel defaults to two heads per warp for 16-bit storage.
+# * **float32: no setting is clearly better.**  A float32 head, moved with 128-bit loads, is
+#   already 512 bytes per warp.  The three settings differ by a few percent at most: more
+#   than the newer run's twin gap, within the older run's on two shapes, and of the size by
+#   which the same code moves from one run to the next (notebook 07 measures it).  One head is
+#   fastest on three shapes in both runs; on `zimage_1024` the two runs disagree.  The default stays one head per warp: the simplest kernel, not a proven
+#   winner.
 # * **The rest of the gap is not explained by this run.**  The project's target is 80 percent
 #   of the copy on `flux_1024` and `qwen_image_1024` in bfloat16, and two heads per warp get
 #   to the low seventies.  If bytes in flight were the whole story, four heads would have
@@ -298,6 +326,9 @@ else:
 # * Count the bytes a warp keeps in flight (Little's law): a bfloat16 head is only 256 bytes,
 #   and two heads per warp recover part of the difference to the copy; the record does not
 #   explain the rest.
+# * Before calling one setting faster, compare the difference with the noise: two timings of
+#   the same kernel in one run, and the same table from another run.  For float32 heads per
+#   warp the differences were of the size of the run-to-run noise.
 # * Shape the thread's share of data so that pairs never straddle lanes (interleaved); when
 #   they must (half-split), fetch the partner with a shuffle.
 # * In place on `qkv`: touch only Q and K, and test that V is bit-identical.

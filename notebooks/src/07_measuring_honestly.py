@@ -27,7 +27,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import ropelab
-from ropelab import bench, course
+from ropelab import bench, course, ptx
+from ropelab.course import ledger
+from ropelab.measure import seed_claims
 
 print(ropelab.format_description())
 
@@ -209,6 +211,29 @@ print(f"flat on 4096x512 in that run: {flat_first['median_us']:.1f} us, "
 # part of a 9 us copy filling its SMs and draining them.  That is why every comparison in
 # this course is read on the 1 GB shape first.
 #
+# **How much does a recorded time move from one run to the next?**  The bench has been run
+# more than once, and the CUDA C++ kernels and PyTorch baselines did not change between the
+# last two runs, so any difference in their medians is run-to-run noise.  The largest such
+# difference per shape:
+
+# %%
+unchanged = ["cuda_flat", "cuda_flat_i32", "cuda_float4", "torch_copy", "torch_cached",
+             "torch_compile"]
+runs = course.recorded_runs("bench")
+if len(runs) > 1:
+    print("between", course.provenance(runs[-2]))
+    print("    and", course.provenance(runs[-1]))
+    noise = course.run_to_run(runs[-1], runs[-2], unchanged)
+    for shape in ("4096x512", "4096x1024", "8192x512", "8192x1024", "32768x4096"):
+        print(f"{shape:<12} same code, two runs: medians differ by up to {100 * noise[shape]:4.1f}%")
+
+# %% [markdown]
+# The small shapes, which last 9 to 30 us, move by several percent between runs; the 1 GB shape
+# moves much less.  A difference of a few percent between two kernels on a small shape is
+# therefore not a result until it repeats across runs, and the course reads its comparisons
+# on the 1 GB shape.  Notebook 06 uses a second estimate of the same kind, two timings of one
+# kernel within one run.
+#
 # ## 5. Every variant and baseline, on one chart
 
 # %%
@@ -230,12 +255,15 @@ if bench_record is not None:
     plt.show()
 
 # %% [markdown]
-# Reading the charts from the fastest: the Numba `pack4` kernel, its CUDA C++ twin and the
-# copies are together at the roof; `pair_sincos` comes next; `flat`, `freq_table` and their
-# CUDA C++ counterparts are level a little further down; `block2d`, `pack4_scalar` and
-# `torch.compile` of the cached-table formula below them.  The eager PyTorch versions pay for
-# several passes over memory (and the seed's complex reference for host work on every call)
-# and are one to more than two orders of magnitude away.
+# Reading the charts from the fastest.  The first has a linear time axis that ends at twice
+# the roof's time, so the few percent between the fast rows stay visible; the two rows past
+# its end are hatched, with their times written on them.  The Numba `pack4` kernel, its CUDA
+# C++ twin and the copies are together at the roof; `pair_sincos` comes next; `flat`,
+# `freq_table` and their CUDA C++ counterparts are level a little further down; `block2d`,
+# `pack4_scalar` and `torch.compile` of the cached-table formula below them.  The eager
+# PyTorch versions pay for several passes over memory (and the seed's complex reference for
+# host work on every call) and are one to more than two orders of magnitude away.  In the
+# second chart, the black line over each shape is where that shape's own copy reached.
 #
 # On a GPU the next cell re-measures the launch overhead live; its output is not checked.
 
@@ -245,6 +273,124 @@ if ropelab.TARGET == "gpu":
     print(bench.format_overhead(bench.launch_overhead(launches=500, warmup=50, progress=False)))
 else:
     print("no GPU in this process: the launch-overhead table above is the recorded run")
+
+# %% [markdown]
+# ## 6. The seed claims, one by one
+#
+# The course started from two notes: a study of the three CUDA RoPE kernels this course
+# ported (timed on an RTX 4090), and a note on SGLang PR 21654, which made its fused
+# QK-norm + RoPE kernel compute sine and cosine once per pair instead of once per element.
+# Every claim they make gets a verdict here: *confirmed*, *refuted*, *nuanced* (true in part,
+# or true for another reason), or *not recorded yet* (it needs a GPU measurement that `data/`
+# does not hold yet).  Four claims needed work that the earlier notebooks did not contain;
+# they come first, then the whole ledger.
+#
+# ### "`__sincosf` computes sine and cosine at once: half the SFU instructions"
+#
+# CUDA C++ has `__sincosf(a, &s, &c)`, which returns both.  Whether it saves anything is a
+# question for the compiler, and one can ask it without a GPU: NVRTC, NVIDIA's runtime
+# compiler for CUDA C++, turns two small kernels into PTX with the seed's `--use_fast_math`
+# (the source is `ropelab.measure.seed_claims.CUDA_SOURCE`):
+
+# %%
+print(ledger.census_table([("nvrtc", "sincosf_intrinsic"), ("nvrtc", "sinf_and_cosf")]))
+print("Numba's flat kernel, math.sin and math.cos of one angle:", ptx.row(ptx.census(), "flat")["sfu"])
+
+# %% [markdown]
+# The same two SFU instructions either way: the special function unit has a sine and a cosine
+# operation, not a combined one, and `__sincosf` is a convenience of the source language.
+# Numba has no `sincos`; `math.sin` and `math.cos` of one angle compile to one `sin.approx` and
+# one `cos.approx`, which is already the minimum.  Refuted.
+#
+# ### SGLang's "before": sine and cosine for every element
+#
+# Before PR 21654, each element of an interleaved pair computed its own frequency (`powf`) and
+# its own `__sincosf`, although both elements of a pair share them.  To see what that cost,
+# `ropelab.measure.seed_claims` has a controlled pair of kernels: a warp per (token, head), four
+# elements per lane, the frequency from `pow` as SGLang computes it, and one switch, `PER_PAIR`,
+# between the two forms (no RMSNorm: only the step the PR changed):
+
+# %%
+print(course.excerpt(seed_claims, "sglang_style_rope"))
+
+# %% [markdown]
+# The census of both forms, from Numba and from NVRTC compiling the same two forms written in
+# CUDA C++ (counts per lane, which holds two pairs):
+
+# %%
+print(ledger.census_table([("numba", "per_element"), ("numba", "per_pair"),
+                           ("nvrtc", "sglang_per_element"), ("nvrtc", "sglang_per_pair")]))
+
+# %% [markdown]
+# The source halves the calls, but the compilers had already done part of it.  NVVM, the
+# compiler behind Numba, sees that both elements of a pair compute the same `pow`, `sin` and
+# `cos` and keeps one of each: Numba's per-element kernel is instruction for instruction the
+# per-pair kernel.  NVIDIA's C++ compiler proves it for one of the lane's two pairs only, so
+# there the per-pair form saves a third of the special functions, not a half.  The claim that
+# this makes the kernel faster needs a GPU; `python -m ropelab.measure.seed_claims --record`
+# times the CUDA C++ pair and the Numba pair on the production shapes:
+
+# %%
+print(ledger.per_pair_table())
+
+# %% [markdown]
+# ### "135 times slower": the PyTorch complex reference
+#
+# The seed timed its handwritten kernel against a PyTorch implementation built from complex
+# numbers (`view_as_complex`, `polar`, a complex multiply) and found it 135 times slower.  The
+# bench ran that same PyTorch code on the H200 beside `flat`:
+
+# %%
+if bench_record is not None:
+    print(ledger.complex_factor_table(bench_record))
+
+# %% [markdown]
+# The factor is not a constant: it grows with the shape, from tens to more than a hundred.  The
+# PyTorch code builds its angle table on the CPU (`torch.outer` of two CPU tensors, then
+# `.cuda()`) and copies it to the GPU on every call, so its rows are host-bound (section 3) and
+# the factor measures the host as much as the GPU.  On the seed's four shapes the H200 factor is
+# well below 135; only the 1 GB shape exceeds it.  Nuanced: the reference is slow, by a factor
+# that depends on the shape and on where it computes.
+#
+# ### `if constexpr (yarn)`: compile-time specialization in Numba
+#
+# The PR also replaced a runtime test `if (factor != 1.0f)` around the YaRN blend with a
+# template parameter, `if constexpr (yarn)`, so kernels built without YaRN contain no trace of
+# it.  Numba has no templates, but it has the same thing: a Python value that the kernel
+# function closes over (or reads as a global) is frozen into the compiled kernel as a
+# constant, and a branch on it is folded away.  `make_kernel(per_pair, yarn)` above is such a
+# factory: `YARN_ALWAYS` and `YARN_AT_RUNTIME` are plain Python booleans, and each combination
+# becomes its own kernel with its own dispatcher (`ropelab.kernels._launch.jitted` caches one
+# per function).  The blend it calls:
+
+# %%
+print(course.excerpt(seed_claims, "yarn_blend"))
+
+# %% [markdown]
+# The census of the three builds, beside the C++ template versions:
+
+# %%
+print(ledger.census_table([("numba", "per_pair"), ("numba", "per_pair_yarn_on"),
+                           ("numba", "per_pair_yarn_runtime"), ("nvrtc", "sglang_per_pair"),
+                           ("nvrtc", "sglang_per_pair_yarn_on"),
+                           ("nvrtc", "sglang_per_pair_yarn_runtime")]))
+
+# %% [markdown]
+# Both compilers agree.  The build without YaRN has no blend and no extra branch; the build
+# with it pays the blend's arithmetic and nothing else; the runtime test is the largest of
+# the three: the compiler hoisted the test out of the loop and kept two copies of the loop,
+# one for each outcome, which is why its sines and cosines appear twice (a thread runs only
+# one copy).  The closure constant is Numba's `if constexpr`.  Confirmed.
+#
+# ### The whole ledger
+#
+# Every claim of the two notes, with the finding and the notebook section or record that shows
+# it.  Numbers in it are computed from the records and the census, so a new GPU run updates
+# them; the README carries the same verdicts in a table, and `tests/test_ledger.py` checks that
+# the two agree.
+
+# %%
+print(ledger.format_ledger())
 
 # %% [markdown]
 # ## Takeaways
@@ -260,6 +406,10 @@ else:
 #   had a "copy" ten times slower than a kernel, and the copy was what was wrong.
 # * Judge a kernel against the fastest copy of the same bytes, on a shape large enough for the
 #   copy to reach the roof, and distrust any measurement that beats that roof.
+# * Know the noise before you rank: the same code moves by several percent between runs on
+#   small shapes and by a fraction of a percent on the 1 GB shape.
+# * Check a claim about instructions in the compiler's output, not in the source: `__sincosf`
+#   is two SFU instructions, and a compiler may already share what a rewrite shares by hand.
 #
 # ## Exercises
 #

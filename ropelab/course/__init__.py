@@ -6,7 +6,9 @@ One module per concern:
 * :mod:`.plots`: charts of thread maps and of recorded GPU data;
 * :mod:`.tables`: tables and quoted numbers from the records under ``data/``;
 * :mod:`.checks`: the notebooks' PASS/FAIL line against the float64 reference;
-* :mod:`.display`: kernel source read from the package;
+* :mod:`.display`: kernel source read from the package, whole or by marked region;
+* :mod:`.primer`: the pictures and numbers of notebook 00's CUDA primer;
+* :mod:`.ledger`: the seed-claims ledger of notebook 07 and the README;
 * :mod:`.exercises`: the kernel exercises and their grader (:mod:`.grading`, with the census of
   a learner's kernel in :mod:`.kernel_census`; ``--verify`` in :mod:`.verify`).
 
@@ -16,18 +18,24 @@ The names notebooks use are re-exported here, so ``from ropelab import course`` 
 
 from . import exercises
 from .checks import Check, check
-from .display import source
+from .display import excerpt, source
+from .primer import (paper_budget, plot_compile_pipeline, plot_execution_model,
+                     sectors_touched)
 from .plots import (plot_all_variants, plot_freq_drift, plot_fused_map, plot_launch_overhead,
                     plot_precision, plot_roof, plot_sincos_error, plot_thread_map)
 from .tables import (COPY_ROWS, bench_row, bench_table, case_label, copy_table, drift_table,
-                     live_bench, precision_table, provenance, recorded, relative_times, roof_gbps,
-                     share_of_roof, sincos_table)
+                     live_bench, noise_table, precision_table, provenance, recorded,
+                     recorded_runs, relative_times, repeat_gaps, roof_gbps, run_to_run,
+                     share_of_roof, sincos_table, spread)
 from .tracing import FusedMap, ThreadMap, trace_fused, trace_threads
 
 __all__ = [
-    "COPY_ROWS", "Check", "FusedMap", "ThreadMap", "bench_row", "bench_table", "case_label",
-    "check", "copy_table", "exercises", "drift_table", "live_bench", "plot_all_variants", "plot_freq_drift",
-    "plot_fused_map", "plot_launch_overhead", "plot_precision", "plot_roof", "plot_sincos_error",
-    "plot_thread_map", "precision_table", "provenance", "recorded", "relative_times",
-    "roof_gbps", "share_of_roof", "sincos_table", "source", "trace_fused", "trace_threads",
+    "bench_row", "bench_table", "case_label", "check", "Check", "COPY_ROWS", "copy_table",
+    "drift_table", "excerpt", "exercises", "FusedMap", "live_bench", "noise_table",
+    "paper_budget", "plot_all_variants", "plot_compile_pipeline", "plot_execution_model",
+    "plot_freq_drift", "plot_fused_map", "plot_launch_overhead", "plot_precision", "plot_roof",
+    "plot_sincos_error", "plot_thread_map", "precision_table", "provenance", "recorded",
+    "recorded_runs", "relative_times", "repeat_gaps", "roof_gbps", "run_to_run",
+    "sectors_touched", "share_of_roof", "sincos_table", "source", "spread", "ThreadMap",
+    "trace_fused", "trace_threads",
 ]

@@ -67,15 +67,23 @@ def plot_thread_map(tmap: ThreadMap, ax=None, *, label: str = "thread"):
 
 
 def plot_roof(record, variants, shapes=None, dtypes=("float32",), ax=None):
-    """Share of :func:`roof_gbps` per shape (bars), one colour per variant."""
+    """Share of :func:`roof_gbps` per shape (bars), one colour per variant.
+
+    The roof is the fastest copy of the whole run; on small shapes even a copy stays below it.
+    So each shape also gets a marker (a black line across its group) at the share its own copy
+    reached: a variant level with it is as fast as copying its bytes, whatever the roof says.
+    """
     import matplotlib.pyplot as plt
 
     roof = roof_gbps(record)
     rows = [r for r in record["rows"] if r["variant"] in variants
             and (shapes is None or r["shape"] in shapes) and r.get("dtype", "float32") in dtypes]
     rows.sort(key=lambda r: r["bytes_moved"])
-    labels = list(dict.fromkeys(r["shape"] + ("" if len(dtypes) == 1 else f"\n{r['dtype']}")
-                                for r in rows))
+
+    def label_of(r):
+        return r["shape"] + ("" if len(dtypes) == 1 else f"\n{r['dtype']}")
+
+    labels = list(dict.fromkeys(label_of(r) for r in rows))
     if ax is None:
         _, ax = plt.subplots(figsize=(max(7.0, 1.5 * len(labels)), 4.2))
     width = 0.8 / max(len(variants), 1)
@@ -84,22 +92,32 @@ def plot_roof(record, variants, shapes=None, dtypes=("float32",), ax=None):
         share = np.full(len(labels), np.nan)
         for r in rows:
             if r["variant"] == v:
-                label = r["shape"] + ("" if len(dtypes) == 1 else f"\n{r['dtype']}")
-                share[labels.index(label)] = r["gbps"] / roof
+                share[labels.index(label_of(r))] = r["gbps"] / roof
         ax.bar(x + (i - (len(variants) - 1) / 2) * width, share, width, label=v)
+    copy_share = np.full(len(labels), np.nan)
+    for r in rows:  # every row carries its run's copy rate for the same bytes
+        copy_share[labels.index(label_of(r))] = r["copy_gbps"] / roof
+    ax.hlines(copy_share, x - 0.44, x + 0.44, colors="black", lw=2.5, zorder=3,
+              label="copy of the same bytes")
     ax.axhline(1.0, color="black", lw=1)
     ax.set_xticks(x, labels, fontsize=8)
     ax.set_ylim(0, 1.1)
     ax.set_ylabel(f"share of the roof ({roof:,.0f} GB/s)")
     ax.set_title(f"Effective bandwidth as a share of the fastest copy\n{provenance(record)}",
                  fontsize=9)
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, ncol=2, loc="lower right")
     ax.figure.tight_layout()
     return ax
 
 
-def plot_all_variants(record, shape: str, ax=None):
-    """Every row of one shape: median time (bars, sorted) with the roof's time as a line."""
+def plot_all_variants(record, shape: str, ax=None, *, span: float = 2.0):
+    """Every row of one shape: median time (bars, sorted, 20-80% whiskers) on a linear axis,
+    with the time of the same bytes at the roof as a dashed line.
+
+    The axis ends at ``span`` times the roof's time, so differences of a few percent between
+    the fast rows stay visible (a log axis squeezes them into a few pixels).  Rows beyond the
+    axis are drawn to its end, hatched, with their time and factor written on them.
+    """
     import matplotlib.pyplot as plt
 
     rows = sorted((r for r in record["rows"] if r["shape"] == shape
@@ -108,17 +126,25 @@ def plot_all_variants(record, shape: str, ax=None):
         _, ax = plt.subplots(figsize=(8, 0.32 * len(rows) + 1.5))
     colours = {"numba": "tab:blue", "cuda_cpp": "tab:orange", "torch": "tab:green",
                "copy": "tab:gray", "numba_fused": "tab:purple"}
+    roof_us = rows[0]["bytes_moved"] / (roof_gbps(record) * 1e3) if rows else 1.0
+    limit = span * roof_us
     y = np.arange(len(rows))
-    ax.barh(y, [r["median_us"] for r in rows],
-            color=[colours.get(r["family"], "tab:red") for r in rows],
-            xerr=[[r["median_us"] - r["p20_us"] for r in rows], [r["p80_us"] - r["median_us"] for r in rows]],
-            capsize=2)
+    for k, r in enumerate(rows):
+        colour = colours.get(r["family"], "tab:red")
+        if r["median_us"] <= limit:
+            ax.barh(k, r["median_us"], color=colour,
+                    xerr=[[r["median_us"] - r["p20_us"]], [min(r["p80_us"], limit) - r["median_us"]]],
+                    capsize=2)
+        else:
+            ax.barh(k, limit, color=colour, hatch="//", alpha=0.5)
+            ax.text(limit * 0.98, k, f"{r['median_us']:,.0f} us ({r['median_us'] / roof_us:,.0f}x the roof) >",
+                    ha="right", va="center", fontsize=7)
     ax.set_yticks(y, [f"{r['variant']} ({r['family']})" for r in rows], fontsize=8)
     ax.invert_yaxis()
-    roof_us = rows[0]["bytes_moved"] / (roof_gbps(record) * 1e3) if rows else 0.0
     ax.axvline(roof_us, color="black", lw=1, ls="--")
-    ax.set_xscale("log")
-    ax.set_xlabel("median time per call, us (log scale; dashed: the bytes at the roof)")
+    ax.set_xlim(0, limit)
+    ax.set_xlabel(f"median time per call, us (linear; dashed: the bytes at the roof; the axis "
+                  f"ends at {span:g}x that)")
     ax.set_title(f"Every variant and baseline on {shape}\n{provenance(record)}", fontsize=9)
     ax.figure.tight_layout()
     return ax
@@ -142,6 +168,24 @@ def plot_launch_overhead(record, ax=None):
 
 
 
+def _drawn_buckets(rows) -> list[tuple[int, float]]:
+    """(upper position, max error / max |x|) per bucket, a lone last position folded in.
+
+    A record's last bucket can hold a single position just past a power of two (131072 after
+    65536..131071); drawn on its own it sits one position to the right of the previous point
+    with the error of one sample, a vertical drop that says nothing.  It is merged into the
+    bucket before it.
+    """
+    out: list[tuple[int, float]] = []
+    for r in rows:
+        rel = r["max_abs_err"] / r["max_abs_x"]
+        if out and r["pos_lo"] == r["pos_hi"] > 1 and r["pos_lo"] == out[-1][0] + 1:
+            out[-1] = (r["pos_hi"], max(out[-1][1], rel))
+        else:
+            out.append((r["pos_hi"], rel))
+    return out
+
+
 def plot_precision(record, cases, ax=None):
     """Max error relative to ``max|x|`` per position bucket (log-log), one line per case."""
     import matplotlib.pyplot as plt
@@ -149,15 +193,18 @@ def plot_precision(record, cases, ax=None):
     if ax is None:
         _, ax = plt.subplots(figsize=(8, 4.2))
     for case in cases:
-        rows = _case_rows(record, **case)
-        if not rows:
+        # Position 0 turns nothing (angle 0): its error is exactly 0, which a log axis cannot
+        # draw; clamping it to a floor drew a dive that meant nothing.  It is left out, as is
+        # any other bucket whose error is exactly 0.
+        buckets = _drawn_buckets(r for r in _case_rows(record, **case)
+                                 if r["pos_hi"] >= 1 and r["max_abs_err"] > 0)
+        if not buckets:
             continue
-        hi = np.array([max(r["pos_hi"], 1) for r in rows])
-        rel = np.array([max(r["max_abs_err"] / r["max_abs_x"], 1e-10) for r in rows])
+        hi, rel = np.array(buckets).T
         ax.loglog(hi, rel, ".-", label=case_label(**case))
     ax.axhline(2.0**-8, color="gray", lw=0.8, ls="--")
     ax.text(1.2, 2.0**-8 * 1.15, "half a bf16 ulp at 1.0", fontsize=7, color="gray")
-    ax.set_xlabel("position (upper end of each power-of-two bucket)")
+    ax.set_xlabel("position (upper end of each power-of-two bucket; position 0, exact, not drawn)")
     ax.set_ylabel("max |error| / max |x|")
     ax.set_title(f"Error against the float64 reference by position\n{provenance(record)}",
                  fontsize=9)

@@ -24,6 +24,18 @@ def recorded(kind: str):
         return None
 
 
+def recorded_runs(kind: str) -> list[dict]:
+    """Every record of ``kind`` under ``data/<kind>/``, oldest first (``recorded`` gives the
+    newest): two runs of the same code show how far a measurement moves between runs."""
+    import json
+
+    from .. import records
+
+    paths = sorted((records.DATA_DIR / kind).glob(f"{kind}-*.json"))
+    runs = [records.validate(json.loads(p.read_text())) for p in paths]
+    return sorted(runs, key=lambda r: r["meta"]["date"])
+
+
 def provenance(record) -> str:
     """One line saying where and how a record was measured."""
     m = record["meta"]
@@ -77,14 +89,20 @@ def copy_table(record, variants, shapes=None, dtypes=("bfloat16", "float32")) ->
     rows.sort(key=lambda r: (r["bytes_moved"], r["shape"], list(dtypes).index(r.get("dtype", "float32")),
                              list(variants).index(r["variant"])))
     head = (f"{'shape':<20} {'dtype':<9} {'MB moved':>8}  {'variant':<26} {'median us':>10} "
-            f"{'copy us':>8} {'of copy':>8}")
+            f"{'p20-p80 us':>13} {'copy us':>8} {'of copy':>8}")
     lines = [head, "-" * len(head)]
     for r in rows:
         copy_us = r["bytes_moved"] / (r["copy_gbps"] * 1e3)
         lines.append(f"{r['shape']:<20} {r.get('dtype', 'float32'):<9} {r['bytes_moved'] / 1e6:>8.0f}  "
-                     f"{r['variant']:<26} {r['median_us']:>10.1f} {copy_us:>8.1f} "
+                     f"{r['variant']:<26} {r['median_us']:>10.1f} {spread(r):>13} {copy_us:>8.1f} "
                      f"{100 * r['frac_of_copy']:>7.1f}%")
     return "\n".join(lines)
+
+
+def spread(row) -> str:
+    """The 20th to 80th percentile of a row's launches, ``"310.7-312.4"``: how much the single
+    launches of one measurement scatter around its median."""
+    return f"{row['p20_us']:.1f}-{row['p80_us']:.1f}"
 
 
 def bench_table(record, variants, shapes=None, dtypes=("float32",)) -> str:
@@ -97,12 +115,13 @@ def bench_table(record, variants, shapes=None, dtypes=("float32",)) -> str:
                              list(variants).index(r["variant"])))
     width = max([12] + [len(r["shape"]) + (0 if len(dtypes) == 1 else 9) for r in rows])
     head = (f"{'shape':<{width}} {'MB moved':>8}  {'variant':<20} {'median us':>10} "
-            f"{'GB/s':>6} {'of roof':>8}")
+            f"{'p20-p80 us':>17} {'GB/s':>6} {'of roof':>8}")
     lines = [f"roof: the fastest device copy in this run, {roof:,.0f} GB/s", head, "-" * len(head)]
     for r in rows:
         label = r["shape"] if len(dtypes) == 1 else f"{r['shape']} {r.get('dtype', '')}"
         lines.append(f"{label:<{width}} {r['bytes_moved'] / 1e6:>8.0f}  {r['variant']:<20} "
-                     f"{r['median_us']:>10.1f} {r['gbps']:>6.0f} {100 * r['gbps'] / roof:>7.0f}%")
+                     f"{r['median_us']:>10.1f} {spread(r):>17} {r['gbps']:>6.0f} "
+                     f"{100 * r['gbps'] / roof:>7.0f}%")
     return "\n".join(lines)
 
 
@@ -141,6 +160,71 @@ def relative_times(record, baseline: str, variants) -> str:
         lines.append(f"{s:<12} " + " ".join(cells))
     return "\n".join(lines)
 
+
+
+# Noise: when is a difference between two recorded times a difference?
+
+
+def repeat_gaps(record, same: tuple[str, str], dtype: str = "float32") -> dict[str, float]:
+    """``{shape: |t_a / t_b - 1|}`` for two variants ``same`` that time one configuration.
+
+    Two rows of a run that launch the same kernel with the same arguments (for example the
+    fused kernel's default and the explicit setting it defaults to) differ only by noise: the
+    largest such gap is the smallest difference this run can resolve.
+    """
+    a, b = same
+    by = {(r["variant"], r["shape"]): r["median_us"] for r in record["rows"]
+          if r.get("dtype", "float32") == dtype}
+    return {s: abs(t / by[(b, s)] - 1) for (v, s), t in by.items() if v == a and (b, s) in by}
+
+
+def noise_table(record, variants, same: tuple[str, str], shapes=None, dtype: str = "float32",
+                same_dtype: str | None = None) -> str:
+    """Median times of ``variants`` per shape, their spread (slowest / fastest - 1), and whether
+    that spread exceeds the run's noise floor: the largest :func:`repeat_gaps` over all shapes
+    for the pair ``same`` in ``same_dtype`` (default ``dtype``; give another dtype when only
+    that one has two rows known to time one configuration).  Numbers come from the record."""
+    same_dtype = same_dtype or dtype
+    gaps = repeat_gaps(record, same, same_dtype)
+    if not gaps:
+        raise KeyError(f"no shape has both {same[0]} and {same[1]} in {same_dtype}")
+    worst = max(gaps, key=gaps.get)
+    floor = gaps[worst]
+    by = {(r["variant"], r["shape"]): r["median_us"] for r in record["rows"]
+          if r.get("dtype", "float32") == dtype}
+    names = [v.rsplit("_", 1)[-1] if v.count("_") > 1 else v for v in variants]
+    head = (f"{'shape':<20}" + "".join(f"{n + ' us':>11}" for n in names)
+            + f"{'spread':>8} {'repeat gap':>11}  verdict")
+    lines = [f"{dtype}: {same[0]} and {same[1]} ({same_dtype}) time the same configuration; they "
+             f"differ by up to {100 * floor:.1f}% ({worst}), the noise floor of this run",
+             head, "-" * len(head)]
+    shape_list = shapes or sorted({s for (v, s) in by if v in variants})
+    for s in shape_list:
+        times = [by.get((v, s)) for v in variants]
+        if any(t is None for t in times):
+            continue
+        sp = max(times) / min(times) - 1
+        verdict = ("within noise" if sp <= floor else
+                   f"above noise by {100 * (sp - floor):.1f} points")
+        gap = f"{100 * gaps[s]:>10.1f}%" if s in gaps and same_dtype == dtype else f"{'-':>11}"
+        lines.append(f"{s:<20}" + "".join(f"{t:>11.1f}" for t in times)
+                     + f"{100 * sp:>7.1f}% {gap}  {verdict}")
+    return "\n".join(lines)
+
+
+def run_to_run(current, previous, variants, dtype: str = "float32") -> dict[str, float]:
+    """``{shape: largest |t_current / t_previous - 1|}`` over ``variants`` whose code did not
+    change between two recorded runs: how far the same measurement moves from one run to the
+    next."""
+    before = {(r["variant"], r["shape"]): r["median_us"] for r in previous["rows"]
+              if r.get("dtype", "float32") == dtype}
+    out: dict[str, float] = {}
+    for r in current["rows"]:
+        key = (r["variant"], r["shape"])
+        if r["variant"] in variants and r.get("dtype", "float32") == dtype and key in before:
+            gap = abs(r["median_us"] / before[key] - 1)
+            out[r["shape"]] = max(out.get(r["shape"], 0.0), gap)
+    return out
 
 
 # Precision records (kinds "precision", "sincos_error", "freq_drift"; see ropelab.precision)

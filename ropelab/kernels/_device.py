@@ -14,10 +14,12 @@ FULL_MASK = 0xFFFFFFFF  # every lane of a warp takes part in a shuffle
 NO_SHIFT = 64
 
 
+# ex: begin rotate
 @cuda.jit(device=True, inline="always")
 def rotate(x0, x1, c, s):
     """(x0, x1) rotated by the angle whose cosine and sine are (c, s)."""
     return x0 * c - x1 * s, x0 * s + x1 * c
+# ex: end rotate
 
 
 def shift_for(d: int) -> int:
@@ -26,6 +28,7 @@ def shift_for(d: int) -> int:
     return d.bit_length() - 1 if d > 0 and d & (d - 1) == 0 else NO_SHIFT
 
 
+# ex: begin quotient
 @cuda.jit(device=True, inline="always")
 def quotient(n, d, shift):
     """``n // d`` for unsigned ``n``, ``d``, with ``shift = shift_for(d)``.
@@ -39,3 +42,4 @@ def quotient(n, d, shift):
     if shift < uint64(NO_SHIFT):
         return n >> shift
     return n // d
+# ex: end quotient

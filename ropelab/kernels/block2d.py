@@ -22,12 +22,14 @@ SUMMARY = "one block per token, threadIdx.x = pair (stride loop past 1024 thread
 FEATURES = frozenset()
 
 
+# ex: begin rope_block2d
 def rope_block2d(x, out, positions, n_pairs, base):
     token = cuda.blockIdx.x
     # Unsigned index math (see flat.py): no negative-index wrap-around on every access.
     row = uint64(token) * (n_pairs + n_pairs)  # first element of this token's row
     pos = float32(positions[token])
     exponent_step = float32(2.0) / float32(n_pairs + n_pairs)
+    # ex: begin block2d_stride_loop
     pair = uint64(cuda.threadIdx.x)
     while pair < n_pairs:
         inv_freq = float32(1.0) / math.pow(base, float32(pair) * exponent_step)
@@ -35,6 +37,8 @@ def rope_block2d(x, out, positions, n_pairs, base):
         i = row + pair + pair
         out[i], out[i + uint64(1)] = rotate(x[i], x[i + uint64(1)], math.cos(angle), math.sin(angle))
         pair += uint64(cuda.blockDim.x)
+    # ex: end block2d_stride_loop
+# ex: end rope_block2d
 
 
 KERNEL = rope_block2d

@@ -20,6 +20,7 @@ FEATURES = frozenset()  # [tokens, hidden] (one head), interleaved, full rotary
 THREADS = 256
 
 
+# ex: begin rope_flat
 def rope_flat(x, out, positions, n_pairs, total_pairs, base):
     idx = cuda.grid(1)  # int64: the global thread number
     if idx < total_pairs:
@@ -28,9 +29,11 @@ def rope_flat(x, out, positions, n_pairs, total_pairs, base):
         # array index in case it is negative.  Unsigned gives C's semantics: one division (the
         # compiler takes a 32-bit div.u32 path when both operands fit), remainder by
         # multiply-subtract, plain indexing.
+        # ex: begin flat_index
         i = uint64(idx)
         token = i // n_pairs  # the division every thread pays: tens of instructions
         pair = i - token * n_pairs  # idx % n_pairs without a second division
+        # ex: end flat_index
         e = i + i  # first element of the pair
         x0 = x[e]
         x1 = x[e + uint64(1)]
@@ -39,6 +42,7 @@ def rope_flat(x, out, positions, n_pairs, total_pairs, base):
         inv_freq = float32(1.0) / math.pow(base, exponent)
         angle = float32(positions[token]) * inv_freq
         out[e], out[e + uint64(1)] = rotate(x0, x1, math.cos(angle), math.sin(angle))
+# ex: end rope_flat
 
 
 KERNEL = rope_flat

@@ -56,6 +56,7 @@ REDUCE_LIMIT = 2**24
 MAX_CACHE_ENTRIES = 2**28
 
 
+# ex: begin rope_freq_table
 def rope_freq_table(x, out, positions, inv_freq, heads, heads_shift, half_dim, half_shift, n_pairs,
                     total_slots, step, partner, cos_scale, sin_scale):
     idx = cuda.grid(1)
@@ -76,8 +77,10 @@ def rope_freq_table(x, out, positions, inv_freq, heads, heads_shift, half_dim, h
             a = first + j + j
             out[a] = x[a]
             out[a + uint64(1)] = x[a + uint64(1)]
+# ex: end rope_freq_table
 
 
+# ex: begin rope_cos_sin_cache
 def rope_cos_sin_cache(x, out, positions, cos_cache, sin_cache, errors, heads, heads_shift,
                        half_dim, half_shift, n_pairs, total_slots, step, partner, cos_scale,
                        sin_scale):
@@ -107,8 +110,10 @@ def rope_cos_sin_cache(x, out, positions, cos_cache, sin_cache, errors, heads, h
             a = first + j + j
             out[a] = x[a]
             out[a + uint64(1)] = x[a + uint64(1)]
+# ex: end rope_cos_sin_cache
 
 
+# ex: begin reduced_angle
 @cuda.jit(device=True, inline="always")
 def reduced_angle(pos, turns_hi, turns_lo):
     """``2 pi * frac(pos * (turns_hi + turns_lo))`` in float32, |result| < 2 pi.
@@ -121,8 +126,10 @@ def reduced_angle(pos, turns_hi, turns_lo):
     err = cuda.fma(pos, turns_hi, -t)
     frac = (t - float32(int64(t))) + (err + pos * turns_lo)
     return frac * float32(TWO_PI)
+# ex: end reduced_angle
 
 
+# ex: begin rope_reduced_angle
 def rope_reduced_angle(x, out, positions, turns_hi, turns_lo, errors, heads, heads_shift, half_dim,
                        half_shift, n_pairs, total_slots, step, partner, cos_scale, sin_scale):
     idx = cuda.grid(1)
@@ -149,6 +156,7 @@ def rope_reduced_angle(x, out, positions, turns_hi, turns_lo, errors, heads, hea
             a = first + j + j
             out[a] = x[a]
             out[a + uint64(1)] = x[a + uint64(1)]
+# ex: end rope_reduced_angle
 
 
 KERNEL = rope_freq_table
@@ -160,6 +168,7 @@ REDUCED_KERNEL = rope_reduced_angle
 # Host side: the tables
 # --------------------------------------------------------------------------------------------
 
+# ex: begin cos_sin_cache
 def cos_sin_cache(freqs: np.ndarray, max_positions: int) -> tuple[np.ndarray, np.ndarray]:
     """float32 ``cos`` and ``sin`` of shape ``[max_positions, len(freqs)]``, computed in float64.
 
@@ -168,6 +177,7 @@ def cos_sin_cache(freqs: np.ndarray, max_positions: int) -> tuple[np.ndarray, np
     """
     theta = np.outer(np.arange(max_positions, dtype=np.float64), np.asarray(freqs, np.float64))
     return np.cos(theta).astype(np.float32), np.sin(theta).astype(np.float32)
+# ex: end cos_sin_cache
 
 
 def turns_tables(freqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -185,6 +185,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
     store = _STORE[storage]
     low, high, pack = CODECS.get(storage, CODECS["bfloat16"])  # unused for float32
 
+    # ex: begin fused_kernel
     @cuda.jit(device=True, inline="always")
     def body(qkv, q_weight, k_weight, positions, table_a, table_b, errors, heads_q, heads_qk,
              heads_total, n_pairs, half_lanes, eps, attention_factor):
@@ -265,6 +266,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
         for r in range(ROUNDS):
             head = head0 + uint32(r * GROUPS) + group
             ss = sums[r]
+            # ex: begin fused_butterfly
             # Butterfly: after the steps every lane holds the sum over its group's lanes.
             if not HALF_WARP:
                 ss += cuda.shfl_xor_sync(FULL_MASK, ss, 16)
@@ -273,6 +275,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
             ss += cuda.shfl_xor_sync(FULL_MASK, ss, 2)
             ss += cuda.shfl_xor_sync(FULL_MASK, ss, 1)
             scale = float32(1.0) / math.sqrt(ss * INV_HEAD_DIM + eps)
+            # ex: end fused_butterfly
             is_q = head < heads_q
             w0_index = sub * uint32(E)
             if WIDE16:
@@ -301,6 +304,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
                 for i in range(E):
                     vals[r * E + i] = vals[r * E + i] * scale * load(weight[w0_index + uint32(i)])
 
+            # ex: begin fused_rope_gptj
             if INTERLEAVE:
                 for j in range(PAIRS):
                     pair = sub * uint32(PAIRS) + uint32(j)
@@ -316,6 +320,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
                         x1 = vals[r * E + 2 * j + 1]
                         vals[r * E + 2 * j] = x0 * c - x1 * s
                         vals[r * E + 2 * j + 1] = x0 * s + x1 * c
+            # ex: end fused_rope_gptj
             else:
                 # Lanes [0, n) of a group hold first halves of pairs, [n, 2n) the second halves,
                 # n = half_lanes; the partner is n lanes away inside the same group.
@@ -372,6 +377,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
                 else:
                     for i in range(E):
                         qkv[first + uint32(i)] = store(vals[r * E + i])
+    # ex: end fused_kernel
 
     if CACHE:
         def fused_qknorm_rope(qkv, q_weight, k_weight, positions, cos_table, sin_table, errors,

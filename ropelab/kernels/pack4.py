@@ -29,6 +29,7 @@ FEATURES = frozenset()
 THREADS = 256
 
 
+# ex: begin rope_pack4
 def rope_pack4(x, out, positions, n_pairs, quads_per_row, total_quads, base):
     idx = cuda.grid(1)
     if idx < total_quads:
@@ -44,8 +45,10 @@ def rope_pack4(x, out, positions, n_pairs, quads_per_row, total_quads, base):
         r0, r1 = rotate(v0, v1, math.cos(a0), math.sin(a0))
         r2, r3 = rotate(v2, v3, math.cos(a1), math.sin(a1))
         store_f32x4(out, i, r0, r1, r2, r3)
+# ex: end rope_pack4
 
 
+# ex: begin rope_pack4_scalar
 def rope_pack4_scalar(x, out, positions, n_pairs, quads_per_row, total_quads, base):
     idx = cuda.grid(1)
     if idx < total_quads:
@@ -73,6 +76,7 @@ def rope_pack4_scalar(x, out, positions, n_pairs, quads_per_row, total_quads, ba
         if two:
             angle = pos / math.pow(base, float32(pair + pair + uint64(2)) * inv_hidden)
             out[j], out[j + uint64(1)] = rotate(x2, x3, math.cos(angle), math.sin(angle))
+# ex: end rope_pack4_scalar
 
 
 KERNEL = rope_pack4

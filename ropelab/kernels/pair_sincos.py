@@ -61,12 +61,15 @@ MAX_PAIRS_PER_THREAD = 64
 RAMP_NONE, RAMP_ON_INDEX, RAMP_ON_FREQ = 0, 1, 2
 
 
+# ex: begin first_freq
 @cuda.jit(device=True, inline="always")
 def first_freq(freq_scale, freq_base, exponent_step, j):
     """``freq_scale * freq_base ** (exponent_step * j)``: the one pow of a thread."""
     return freq_scale * math.pow(freq_base, exponent_step * float32(j))
+# ex: end first_freq
 
 
+# ex: begin blended
 @cuda.jit(device=True, inline="always")
 def blended(f, j, ramp_mode, ramp_a, ramp_b, shrink):
     """YaRN / Llama 3.1: move ``f`` towards ``f / factor`` by the clamped ramp weight."""
@@ -75,8 +78,10 @@ def blended(f, j, ramp_mode, ramp_a, ramp_b, shrink):
     arg = float32(j) if ramp_mode == RAMP_ON_INDEX else f
     w = min(max(ramp_a * arg + ramp_b, float32(0.0)), float32(1.0))
     return f - f * w * shrink
+# ex: end blended
 
 
+# ex: begin rope_pair_sincos
 def rope_pair_sincos(x, out, positions, heads, heads_shift, half_dim, n_pairs, stride, stride_shift,
                      total_threads, step, partner, freq_scale, freq_base, exponent_step, stride_ratio,
                      ramp_mode, ramp_a, ramp_b, shrink, cos_scale, sin_scale):
@@ -127,6 +132,7 @@ def rope_pair_sincos(x, out, positions, heads, heads_shift, half_dim, n_pairs, s
             out[a] = x[a]
             out[a + uint64(1)] = x[a + uint64(1)]
             j += stride
+# ex: end rope_pair_sincos
 
 
 def freq_drift_kernel(pow_out, rec_out, n_pairs, stride, freq_scale, freq_base, exponent_step,

@@ -92,6 +92,7 @@ else:
     _I32 = ir.IntType(32)
     _I64 = ir.IntType(64)
 
+    # ex: begin vec4_load
     def _vector_pointer(context, builder, array_type, array, index_type, index, vector):
         data = context.make_array(array_type)(context, builder, value=array).data
         if index_type.bitwidth < 64:  # gep would sign-extend a narrower index
@@ -127,6 +128,7 @@ else:
 
         typer.__name__ = name
         return intrinsic(typer)
+    # ex: end vec4_load
 
     def _store_codegen(count, element):
         vector = ir.VectorType(element, count)

@@ -1,0 +1,112 @@
+"""Charts and noise helpers on synthetic records (no GPU data needed): what the learner review
+asked for (issue 10 item 6) must hold whatever the record holds."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from ropelab import charts, course
+from ropelab.course.plots import _drawn_buckets
+
+META = {"gpu": "Test GPU", "driver": "1.0", "numba_cuda": "0.30.4", "date": "2026-01-02T03:04:05Z"}
+
+
+def _row(variant, shape, t, *, copy_t, nbytes=16_000_000, dtype="float32", spread=0.02):
+    return {"variant": variant, "family": "copy" if "copy" in variant else "numba",
+            "shape": shape, "dtype": dtype, "bytes_moved": nbytes, "median_us": t,
+            "p20_us": t * (1 - spread), "p80_us": t * (1 + spread), "gbps": nbytes / (t * 1e3),
+            "copy_gbps": nbytes / (copy_t * 1e3), "frac_of_copy": copy_t / t}
+
+
+def _record():
+    rows = []
+    for shape, copy_t, nbytes in (("small", 9.0, 16_000_000), ("big", 250.0, 1_000_000_000)):
+        rows += [_row("copy_d2d", shape, copy_t, copy_t=copy_t, nbytes=nbytes),
+                 _row("flat", shape, copy_t * 1.17, copy_t=copy_t, nbytes=nbytes),
+                 _row("pack4", shape, copy_t * 1.01, copy_t=copy_t, nbytes=nbytes)]
+    rows.append(_row("fused", "flux_1024", 40.0, copy_t=30.0, dtype="bfloat16"))  # other variant
+    return {"meta": META, "rows": rows}
+
+
+def test_time_chart_has_no_empty_slots_and_a_linear_axis_per_shape():
+    fig = charts.time_chart(_record(), variants=["copy_d2d", "flat", "pack4"])
+    panels = [ax for ax in fig.axes if ax.axison]
+    assert [ax.get_title() for ax in panels] == ["small", "big"]  # no flux_1024 slot
+    for ax in panels:
+        assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0
+        heights = [p.get_height() for p in ax.patches]
+        # The 17% gap between flat and the copy is 17% of the bar: no log axis squeezes it.
+        assert max(heights) / min(heights) == pytest.approx(1.17)
+        # The dashed copy line sits at the copy of this shape's bytes.
+        (line,) = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+        assert line.get_ydata()[0] == pytest.approx(min(heights))
+    plt.close(fig)
+
+
+def test_roof_chart_labels_its_per_shape_copy_line():
+    fig = charts.roof_chart(_record(), variants=["flat", "pack4"])
+    ax = fig.axes[0]
+    assert "copy of the same bytes" in [t.get_text() for t in ax.get_legend().get_texts()]
+    assert len(ax.get_xticklabels()) == 2
+    plt.close(fig)
+
+
+def test_all_variants_chart_is_linear_and_labels_rows_off_its_scale():
+    rec = _record()
+    rec["rows"].append(_row("torch_slow", "big", 250.0 * 40, copy_t=250.0, nbytes=1_000_000_000))
+    ax = course.plot_all_variants(rec, "big")
+    assert ax.get_xscale() == "linear"
+    assert ax.get_xlim()[1] == pytest.approx(2 * 250.0)
+    off = [t.get_text() for t in ax.texts]
+    assert len(off) == 1 and "10,000 us (40x the roof)" in off[0]
+    plt.close(ax.figure)
+
+
+def test_precision_buckets_skip_position_zero_and_fold_a_lone_last_position():
+    rows = [{"pos_lo": lo, "pos_hi": hi, "max_abs_err": err, "max_abs_x": 1.0}
+            for lo, hi, err in ((0, 0, 0.0), (1, 1, 1e-7), (2, 3, 2e-7), (4, 7, 4e-7),
+                                (8, 8, 1e-7))]
+    drawn = _drawn_buckets(r for r in rows if r["pos_hi"] >= 1 and r["max_abs_err"] > 0)
+    assert drawn == [(1, 1e-7), (3, 2e-7), (8, 4e-7)]
+    rec = {"meta": META, "rows": [dict(r, variant="flat", options="-", fastmath=True) for r in rows]}
+    ax = course.plot_precision(rec, [dict(variant="flat")])
+    (line,) = [ln for ln in ax.get_lines() if ln.get_label() == "flat"]
+    assert line.get_ydata().min() == pytest.approx(1e-7)  # no clamp to 1e-10 at position 0
+    plt.close(ax.figure)
+
+
+def test_noise_table_compares_the_spread_with_the_repeat_gap():
+    rows = []
+    for shape, (a, b, twin) in {"s1": (100.0, 101.0, 100.5), "s2": (100.0, 110.0, 100.2)}.items():
+        for variant, t in (("k_1", a), ("k_2", b), ("k_default", twin)):
+            rows.append(_row(variant, shape, t, copy_t=50.0))
+    rec = {"meta": META, "rows": rows}
+    gaps = course.repeat_gaps(rec, ("k_default", "k_1"))
+    assert gaps == {"s1": pytest.approx(0.005), "s2": pytest.approx(0.002)}
+    lines = course.noise_table(rec, ["k_1", "k_2"], ("k_default", "k_1")).splitlines()
+    assert "up to 0.5% (s1)" in lines[0]
+    assert lines[3].endswith("above noise by 0.5 points")  # 1.0% spread, 0.5% floor
+    assert lines[4].endswith("above noise by 9.5 points")
+    with pytest.raises(KeyError):
+        course.noise_table(rec, ["k_1"], ("k_default", "nope"))
+
+
+def test_run_to_run_takes_the_largest_change_per_shape():
+    before = {"meta": META, "rows": [_row("a", "s", 10.0, copy_t=5), _row("b", "s", 20.0, copy_t=5)]}
+    after = {"meta": META, "rows": [_row("a", "s", 10.5, copy_t=5), _row("b", "s", 19.0, copy_t=5),
+                                    _row("c", "s", 99.0, copy_t=5)]}
+    assert course.run_to_run(after, before, ["a", "b", "c"]) == {"s": pytest.approx(0.05)}
+
+
+def test_recorded_runs_are_oldest_first():
+    runs = course.recorded_runs("bench")
+    dates = [r["meta"]["date"] for r in runs]
+    assert dates == sorted(dates) and runs[-1]["meta"]["date"] == course.recorded("bench")["meta"]["date"]
+
+
+def test_spread_prints_the_20_80_range():
+    assert course.spread({"p20_us": 310.74, "p80_us": 312.39}) == "310.7-312.4"
