@@ -36,10 +36,11 @@ say "tools"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; } 2>&1 | tee -a "$LOG"
 step 20  info     python3 -m ropelab info
 # One ncu run per group (plain variants, controls, fused); each group is recorded when it ends.
-step 220 profile  python3 -m ropelab profile --timeout-s 100 --reports "$OUT/ncu"
-step 70  timing   python3 -m ropelab.measure.timing --rounds 10 --repeats 10
+step 210 profile  python3 -m ropelab profile --timeout-s 95 --reports "$OUT/ncu"
+step 60  timing   python3 -m ropelab.measure.timing --rounds 8 --repeats 10
 # memcheck and racecheck run side by side, each cut at 180 s (a cut run is recorded as such).
-step 195 sanitize env SANITIZER_LIMIT_S=180 bash scripts/sanitize.sh
+step 165 sanitize env SANITIZER_LIMIT_S=150 bash scripts/sanitize.sh
+step 60  seedclaims python3 -m ropelab.measure.seed_claims --record
 
 say "summary"
 { python3 -m ropelab profile --recorded; echo; \

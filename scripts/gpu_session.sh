@@ -1,44 +1,39 @@
 #!/usr/bin/env bash
-# One GPU session that records everything the course quotes, on the H200 host.
+# The GPU session that records what the course and the README quote (one H200 call, < 10 min).
+#
+#   bash scripts/gpu_session.sh            # records: GPU tests, check, public path before/after,
+#                                          #   host launch cost, bench sweep, fused precision
+#   bash scripts/gpu_evidence.sh           # evidence: ncu profile, controls, sanitizer, seed claims
 #
 # Run from the repository root with the numpy 2.4.6 cp312 wheel in .whl/ (carried: .whl/ is
-# git-ignored).  The host's numpy 2.5 breaks numba-cuda 0.30.4 (np.row_stack), hence the install.
-# Records go to the repo's data/ there; after every step data/ is bundled into $OUT/data.tgz, so
-# whatever finished before a timeout comes back.  Unpack it here with: tar xzf data.tgz -C data
-#
-# Order = importance: check, bench sweep (numba + copy + fused + CUDA C++ first, then eager
-# PyTorch, then torch.compile; each group saved as it completes), launch overhead, precision,
-# census with SASS.  Worst case about 8.5 minutes; typical less.
+# git-ignored; the host's numpy 2.5 breaks numba-cuda 0.30.4) and, for the before/after rows, the
+# reviewed code in .old/ (git archive e4c1533 ropelab | tar -x -C .old).  Records go to data/;
+# after every step data/ is bundled into $OUT/data.tgz, so whatever finished before a time limit
+# comes back.  Unpack here with: tar xzf data.tgz
 set -uo pipefail
 export PYTHONUNBUFFERED=1 ROPELAB_TARGET=gpu
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD || { echo "wheel install failed"; exit 1; }
-
-OUT=${OUT:-$PWD/out}
+export OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT" data
-LOG="$OUT/session.log"
-: > "$LOG"
-T0=$(date +%s)
-
-bundle() { tar czf "$OUT/data.tgz" data 2>/dev/null; }
-step() {  # step SECONDS NAME ARGS...: run python -m ropelab ARGS with a time limit, log, bundle
+LOG="$OUT/session.log"; : > "$LOG"; T0=$(date +%s)
+bundle() { tar czf "$OUT/data.tgz" --exclude='*.ncu-rep' data 2>/dev/null; }
+step() {  # step SECONDS NAME COMMAND...: run with a time limit, log, bundle
   local limit=$1 name=$2; shift 2
-  echo "== [$(( $(date +%s) - T0 ))s] $name: python3 -m ropelab $*" | tee -a "$LOG"
-  timeout -k 5 "$limit" python3 -m ropelab "$@" 2>&1 | tee -a "$LOG"
+  echo "== [$(( $(date +%s) - T0 ))s] $name: $*" | tee -a "$LOG"
+  timeout -k 5 "$limit" "$@" 2>&1 | grep -v "it/s\]\|s/it\]\|row/s\]\|s/row\]" | tee -a "$LOG"
   echo "== $name exit ${PIPESTATUS[0]}" | tee -a "$LOG"
   bundle
 }
 
-step 30  info      info
-step 170 check     check
-step 290 bench     bench --shapes all --budget-s 200 --no-overhead
-step 45  overhead  bench --overhead-only
-if python3 -m ropelab --help 2>/dev/null | grep -q precision; then
-  step 80 precision precision
-fi
-step 60  census    census --sass --no-cache --save data/census/census-sass.json
-
+step 15  info      python3 -m ropelab info
+step 70  gputests  python3 -m pytest -o addopts="" -q -p no:cacheprovider tests/test_gpu_public_path.py tests/test_fused_twin.py
+step 100 public    python3 scripts/public_path_before_after.py
+step 45  overhead  python3 -m ropelab bench --overhead-only
+step 230 bench     python3 -m ropelab bench --shapes all --budget-s 175 --no-overhead
+step 60  check     python3 -m ropelab check
+step 45  fusedprec python3 -m ropelab.fused_precision --samples 32
 echo "== [$(( $(date +%s) - T0 ))s] summary" | tee -a "$LOG"
-python3 -m ropelab bench --recorded 2>&1 | tee "$OUT/summary.txt" | tee -a "$LOG"
+python3 -m ropelab bench --recorded > "$OUT/summary.txt" 2>&1
 bundle
 ls -la "$OUT"
