@@ -147,10 +147,12 @@ def rope(
         if (out is None or om is not None) and (positions is None or pm is not None):
             op, ok = om(out) if om is not None else (0, None)
             pp, pk = pm(positions) if pm is not None else (0, None)
-            key = (type(x), xk, ok, pk, (xp | op) % 16 == 0,
-                   calls.typed((variant, base, rotary_dim, interleave, inverse, scaling, fastmath,
-                                threads_per_block, check_positions)),
-                   _options_key(variant_options))
+            # The types of the arguments whose wrong type would hash like a valid value
+            # (4.0 == 4, 1 == True): a wrong type never hits the entry of the right one.
+            key = (type(x), xk, ok, pk, (xp | op) % 16 == 0, variant, base, rotary_dim,
+                   interleave, inverse, scaling, fastmath, threads_per_block, check_positions,
+                   type(base), type(rotary_dim), type(interleave), type(inverse), type(fastmath),
+                   type(threads_per_block), type(check_positions), _options_key(variant_options))
             entry = calls.lookup(key)
             if entry is not None:
                 return entry.run(x, xp, out, op, positions, pp, stream)
@@ -203,7 +205,7 @@ class _Call:
                 fail("out overlaps positions; the kernel would overwrite positions it still reads")
             if self.check:
                 _check_device_positions(positions, self.plan)
-        handle = self.current(x) if stream is None else streams.resolve(stream)
+        handle = self.current() if stream is None else streams.resolve(stream)
         self.bound.fire((xp, op, pp), handle)
         return out
 
@@ -282,7 +284,7 @@ def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, sca
     call.same_layout = out_info is None or (out_info.shape, out_info.strides) == (x_info.shape,
                                                                                 x_info.strides)
     call.alloc, call.ptr_of = _alloc_like(x_info)
-    call.current = streams.current_for(x_info.kind)
+    call.current = streams.current_for(x_info.kind, x)
     call.check = check_positions
     call.pos_nbytes = 4 * problem.tokens
     caller = ((x_info.size, 4), (x_info.size, 4), (problem.tokens, 4))
@@ -300,7 +302,7 @@ def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, sca
     pp = (int(pos_host_copy.__cuda_array_interface__["data"][0]) if pos_host_copy is not None
           else pos_info.ptr if pos_info is not None else call.arange)
     call.bound.fire((x_info.ptr, call.ptr_of(out) if out_info is None else out_info.ptr, pp),
-                    handle if handle is not None else call.current(x))
+                    handle if handle is not None else call.current())
     return out
 
 

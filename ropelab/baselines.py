@@ -610,6 +610,12 @@ def overhead_cases(x, out, pos, tokens: int, hidden: int) -> list:
         cases += [("cupy RawKernel empty", 0, lambda: empty((1,), (32,), ())),
                   (f"cupy RawKernel cuda_flat {tokens}x{hidden}", 6,
                    lambda: flat(grid, (THREADS,), args))]
+        # The fused twin: as many kernel arguments as ropelab's fused kernel (12), the yardstick
+        # for ropelab.fused_qknorm_rope's host cost.
+        twin = TwinCase(64, (24, 24, 24), 128, 128, "bfloat16", True)
+        twin.launch()
+        cases.append((f"cupy RawKernel cuda_fused 64x(24+24+24)x128 bfloat16", len(twin.args),
+                      twin.launch))
     if available()["torch"]:
         import torch
 

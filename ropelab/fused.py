@@ -222,7 +222,7 @@ class _Call:
         for name, p, n in zip(("q_weight", "k_weight", "positions"), (wqp, wkp, pp), self.small):
             if p < end and qp < p + n:
                 fail(f"{name} overlaps qkv; the kernel writes qkv while it reads {name}")
-        handle = self.current(qkv) if stream is None else streams.resolve(stream)
+        handle = self.current() if stream is None else streams.resolve(stream)
         self.bound.fire((qp, wqp, wkp, pp), handle)
         return qkv
 
@@ -294,11 +294,11 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
     call.bound = bind(plan, caller_sizes(problem))
     call.span = qkv_info.nbytes
     call.small = tuple(infos[n].nbytes for n in ("q_weight", "k_weight", "positions"))
-    call.current = streams.current_for(qkv_info.kind)
+    call.current = streams.current_for(qkv_info.kind, qkv)
     if key is not None and all(i.on_device for i in infos.values()):
         calls.remember(key, call)
     ptrs = [int(a.__cuda_array_interface__["data"][0]) for a in small]
-    call.bound.fire((qkv_info.ptr, *ptrs), handle if handle is not None else call.current(qkv))
+    call.bound.fire((qkv_info.ptr, *ptrs), handle if handle is not None else call.current())
     return qkv
 
 

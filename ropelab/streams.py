@@ -10,6 +10,7 @@ the framework is recording; numba arrays and other device arrays use the default
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import numpy as np
@@ -43,22 +44,30 @@ def resolve(stream) -> int:
                     f"__cuda_stream__, or an int handle; got {type(stream).__name__}")
 
 
-def _torch_current(x) -> int:
+def _torch_current(x):
     torch = sys.modules["torch"]
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:  # a C call; the public route builds a Stream object per call
-        return raw(x.get_device())
-    return torch.cuda.current_stream(x.device).cuda_stream
+    if raw is not None:  # one C call per launch; the public route builds a Stream object
+        return functools.partial(raw, x.get_device())
+    device = x.device
+    return lambda: torch.cuda.current_stream(device).cuda_stream
 
 
-def _cupy_current(x) -> int:
-    return sys.modules["cupy"].cuda.get_current_stream().ptr
+def _cupy_current(x):
+    get = sys.modules["cupy"].cuda.get_current_stream
+    return lambda: get().ptr
 
 
-def _default(x) -> int:
+def _default_stream() -> int:
     return 0
 
 
-def current_for(kind: str):
-    """A function ``x -> handle`` of the stream a call on arrays of this kind runs on by default."""
-    return {"torch": _torch_current, "cupy": _cupy_current}.get(kind, _default)
+def current_for(kind: str, x):
+    """A function ``() -> handle`` of the stream that calls on ``x`` (an array of library
+    ``kind``, on one device) run on by default; cached with the validated call, so a launch pays
+    one call for it."""
+    if kind == "torch":
+        return _torch_current(x)
+    if kind == "cupy":
+        return _cupy_current(x)
+    return _default_stream

@@ -109,19 +109,25 @@ for name, shape, small, big in cases:
         row["error"] = f"{type(exc).__name__}: {exc}"[:200]
     rows.append(row)
 print("ROWS " + json.dumps(rows))
+print("FROM " + ropelab.__file__)
 """
 
 
 def run_side(side: str, path: str) -> list[dict]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([path] + os.environ.get("PYTHONPATH", "").split(os.pathsep)),
                ROPELAB_TARGET="gpu", ROPELAB_QUIET="1")
+    # cwd = that side's root: ``python -c`` puts the current directory first on sys.path, ahead
+    # of PYTHONPATH, so running both sides from this checkout would import the new code twice.
     done = subprocess.run([sys.executable, "-c", CHILD, side], env=env, capture_output=True,
-                          text=True, timeout=400)
+                          text=True, timeout=400, cwd=path)
     if done.returncode:
         print(done.stdout[-3000:], done.stderr[-3000:])
         raise SystemExit(f"{side} side failed")
-    line = [ln for ln in done.stdout.splitlines() if ln.startswith("ROWS ")][-1]
-    return json.loads(line[5:])
+    lines = done.stdout.splitlines()
+    origin = [ln[5:] for ln in lines if ln.startswith("FROM ")][-1]
+    if not origin.startswith(os.path.abspath(path)):
+        raise SystemExit(f"the {side} side imported {origin}, not the package under {path}")
+    return json.loads([ln for ln in lines if ln.startswith("ROWS ")][-1][5:])
 
 
 def main() -> int:

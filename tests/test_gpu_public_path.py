@@ -55,6 +55,17 @@ def test_cached_path_still_refuses_overlap_on_new_pointers():
         ropelab.rope(a, positions=tpos, out=b)
 
 
+def test_cached_path_keeps_type_checks():
+    """A wrong type that hashes like a valid value (4.0 == 4, 1 == True) must not take the
+    cached entry of the valid call."""
+    _, _, tx, tpos = _tensors(tokens=64, hidden=512)
+    ropelab.rope(tx, variant="freq_table", positions=tpos, rotary_dim=256, interleave=True)
+    with pytest.raises(TypeError, match="rotary_dim must be an int"):
+        ropelab.rope(tx, variant="freq_table", positions=tpos, rotary_dim=256.0, interleave=True)
+    with pytest.raises(TypeError, match="interleave must be True or False"):
+        ropelab.rope(tx, variant="freq_table", positions=tpos, rotary_dim=256, interleave=1)
+
+
 def test_stream_argument_and_current_stream():
     x, pos, tx, tpos = _tensors()
     want = ropelab.rope(x, variant="pack4", positions=pos)
