@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from . import fused, records, reference
+from . import fused, records, reference, scaling
 from .precision import DEFAULT_MAX_POSITION, bucket_errors, position_buckets, sample_positions
 
 KIND = "precision_fused"
@@ -64,7 +64,7 @@ def position_error(*, storage: str = "float32", cache: bool = True, interleave: 
         ref_max = float(ref[sel].max())
         rows.append(dict(kernel="fused_qknorm_rope", path="cache" if cache else "sincos",
                          storage=storage, layout="gptj" if interleave else "neox",
-                         yarn="-" if yarn is None else f"factor={fused.as_yarn(yarn).factor:g}",
+                         yarn="-" if yarn is None else f"factor={scaling.as_fused_yarn(yarn).factor:g}",
                          fastmath=bool(fastmath), head_dim=head_dim, **r,
                          max_abs_ref=ref_max, max_rel_err=r["max_abs_err"] / ref_max))
     return rows
