@@ -91,7 +91,7 @@ def run_checks(variants=None, shapes=None, seed: int = 0, fastmath: bool = True)
                 want = reference.rope(x, pos, freqs=freqs, attention_factor=att, **opts)
                 # Each accuracy mode is judged by its own error model (ropelab.tolerance).
                 tol = rope_atol(float(np.abs(x).max()), max_angle(pos, freqs), mode=mode,
-                                attention_factor=att, max_position=int(pos.max()))
+                                attention_factor=att, max_position=int(np.abs(pos).max()))
                 shown = dict(opts, **variant_options)
                 if heads > 1:
                     shown["heads"] = heads

@@ -39,7 +39,7 @@ from .freqs import (  # noqa: F401
     yarn_inv_freq,
     yarn_mscale,
 )
-from .problem import RopeInputError
+from .errors import RopeInputError
 
 
 def _fail(msg: str):

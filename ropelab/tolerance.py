@@ -36,9 +36,9 @@ sin/cos values themselves (``sqrt(2) u A a`` for a correctly rounded table) and 
     (``2 sqrt(2) u A a``): ``7.1 u`` in all, within ``8 u``.  Holds for every position below
     the cache's ``max_positions`` (the API refuses the others).
 ``Mode.REDUCED`` (``freq_table`` with ``reduce_angle=True``)
-    ``S * (8 u + sqrt(2) * e_angle + 2 * e_sincos)``, for positions up to
-    :data:`REDUCED_MAX_POSITION` ``= 2**24 - 1``, the last at which ``float32(position)`` is
-    exact.  The kernel (``freq_table.reduced_angle``) works in turns: the frequency in turns
+    ``S * (8 u + sqrt(2) * e_angle + 2 * e_sincos)``, for ``|position|`` up to
+    :data:`REDUCED_MAX_POSITION` ``= 2**24`` (``freq_table.REDUCE_LIMIT``): every such integer is
+    exact in float32.  The kernel (``freq_table.reduced_angle``) works in turns: the frequency in turns
     ``T = f / (2 pi)`` is a float32 head ``h`` plus tail ``l``; with ``p`` the position,
     ``t = p h`` rounded, ``err = fma(p, h, -t)`` (exact), ``frac = (t - trunc(t)) + (err + p l)``,
     angle ``= frac * float32(2 pi)``.  With ``N = M / (2 pi)`` the largest number of turns:
@@ -56,7 +56,8 @@ sin/cos values themselves (``sqrt(2) u A a`` for a correctly rounded table) and 
       larger).  The same budget serves both builds (libdevice's error there is ~1e-7).
 
     Beyond ``2**24`` the position itself rounds to float32 (a whole radian off at ``2**24 + 1``
-    for a frequency of 1): no budget exists there, and :func:`rope_atol` refuses one.
+    for a frequency of 1): no budget exists there, and :func:`rope_atol` refuses one (the API
+    refuses such positions for this mode before launch).
 
 The models are bounds for tests, not measurements.  ``tests/test_tolerance.py`` checks every
 row of the recorded H200 precision run (``data/precision``) against its mode's budget, and that
@@ -78,8 +79,9 @@ FAST_SINCOS_PER_RAD = 3e-7
 FAST_SINCOS_FLOOR = 2e-6
 # sin.approx below 10 rad: twice the H200's 1.22e-6 (data/sincos_error, 1 .. 10 rad).
 SINCOS_BELOW_10_RAD = 2.5e-6
-# float32(position) is exact up to 2**24; reduce_angle's budget is derived up to here.
-REDUCED_MAX_POSITION = 2**24 - 1
+# float32(position) is exact up to 2**24; reduce_angle's budget is derived up to here (the
+# same number as ropelab.kernels.freq_table.REDUCE_LIMIT, which the API enforces).
+REDUCED_MAX_POSITION = 2**24
 
 
 class Mode(enum.Enum):
@@ -110,8 +112,8 @@ def mode_for(*, fastmath: bool, cache: bool = False, reduce_angle: bool = False,
 
 
 def max_angle(positions, freqs, attention_factor: float = 1.0) -> float:
-    """The largest rotation angle in radians: largest position times largest frequency."""
-    pmax = float(np.max(positions)) if np.size(positions) else 0.0
+    """The largest rotation angle in radians: largest |position| times largest frequency."""
+    pmax = float(np.max(np.abs(positions))) if np.size(positions) else 0.0
     return pmax * float(np.max(freqs)) if np.size(freqs) else 0.0
 
 
@@ -142,8 +144,8 @@ def rope_atol(max_abs_x: float, angle: float, *, mode: Mode | None = None,
     """Absolute tolerance for one rotated element (see the module docstring).
 
     Give ``mode``, or ``fastmath`` alone as shorthand for ``Mode.FAST`` / ``Mode.PRECISE``.
-    ``max_position``, when given, is checked against the mode's limit: beyond it the model
-    claims nothing and this raises ``ValueError``.
+    ``max_position`` (the largest ``|position|``), when given, is checked against the mode's
+    limit: beyond it the model claims nothing and this raises ``ValueError``.
     """
     if (mode is None) == (fastmath is None):
         raise TypeError("rope_atol needs exactly one of mode= or fastmath=")

@@ -19,7 +19,7 @@ def error_and_tolerance(x, got, pos, *, scaling=None, fastmath=True, variant_opt
     want = reference.rope(x, pos, freqs=freqs, attention_factor=att, **opts)
     mode = mode_for(fastmath=fastmath, **(variant_options or {}))
     tol = rope_atol(float(np.abs(x).max()), max_angle(pos, freqs), mode=mode, attention_factor=att,
-                    max_position=int(np.max(pos)))
+                    max_position=int(np.max(np.abs(pos))))
     return float(np.abs(np.asarray(got, np.float64) - want).max()), tol
 
 

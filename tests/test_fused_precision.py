@@ -33,3 +33,11 @@ def test_record_refuses_the_simulator(tmp_path):
     with pytest.raises(records.RecordError, match="simulator"):
         fused_precision.record(tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_yarn_case_labels_its_rows():
+    # default_cases() has a YaRN case (SGLang's dict form); its rows name the factor.
+    rows = fused_precision.position_error(cache=True, yarn=fused_precision.YARN, max_position=2**10,
+                                          samples_per_bucket=2, heads=(1, 1, 0), head_dim=64)
+    assert {r["yarn"] for r in rows} == {"factor=8"}
+    assert max(r["max_rel_err"] for r in rows) < 3e-6

@@ -11,16 +11,9 @@ import pytest
 
 import ropelab
 from ropelab import RopeInputError, reference, scaling
-from ropelab.kernels import fused_qknorm_rope as fused_kernel
 from ropelab.kernels import pair_sincos
 from ropelab.scaling import NTK, Linear, Llama3, YaRN, resolve
 from test_freqs import llama3_by_hand, yarn_by_hand
-
-
-@pytest.fixture
-def launch_counter(launches):
-    """Launches of any kernel (the conftest's counter covers the one launch path)."""
-    return launches
 
 
 def test_linear_divides_every_frequency():
@@ -160,7 +153,7 @@ def test_fused_kernel_takes_a_yarn_object_like_its_dict(rng):
     assert np.abs(as_object - plain).max() > 0.1  # the YaRN parameters did reach the kernel
 
 
-def test_fused_kernel_refuses_a_non_positive_attention_factor_before_launch(launch_counter):
+def test_fused_kernel_refuses_a_non_positive_attention_factor_before_launch(launches):
     qkv = np.ones((2, 3 * 64), np.float32)
     before = qkv.copy()
     with pytest.raises(RopeInputError, match="attention_factor must be > 0"):
@@ -168,7 +161,7 @@ def test_fused_kernel_refuses_a_non_positive_attention_factor_before_launch(laun
                                   q_weight=np.ones(64, np.float32), k_weight=np.ones(64, np.float32),
                                   positions=np.zeros(2, np.int32),
                                   yarn=dict(factor=2.0, low=1.0, high=3.0, attention_factor=0.0))
-    assert launch_counter == [] and np.array_equal(qkv, before)
+    assert launches == [] and np.array_equal(qkv, before)
 
 
 def test_hugging_face_dicts():

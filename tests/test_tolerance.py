@@ -70,9 +70,10 @@ def test_models_differ_where_the_modes_do():
 
 
 def test_reduce_angle_has_no_budget_past_2_to_the_24():
-    rope_atol(1.0, 1e7, mode=Mode.REDUCED, max_position=2**24 - 1)
-    with pytest.raises(ValueError, match="up to 16777215"):
-        rope_atol(1.0, 1e7, mode=Mode.REDUCED, max_position=2**24)
+    assert REDUCED_MAX_POSITION == freq_table.REDUCE_LIMIT == 2**24  # the model's and the API's
+    rope_atol(1.0, 1e7, mode=Mode.REDUCED, max_position=2**24)
+    with pytest.raises(ValueError, match="up to 16777216"):
+        rope_atol(1.0, 1e7, mode=Mode.REDUCED, max_position=2**24 + 1)
     rope_atol(1.0, 1e7, mode=Mode.FAST, max_position=2**30)  # the angle-scaled models have none
 
 
@@ -150,7 +151,7 @@ def test_reduce_angle_budget_catches_the_fma_split_into_multiply_and_add(rng, mo
 
 
 def test_reduce_angle_meets_its_claim_up_to_2_to_the_24(rng):
-    """Position independent accuracy up to 2**24 - 1, where float32 positions stop being exact."""
+    """Position independent accuracy up to 2**24 (inclusive): past it float32 positions round."""
     tokens = 300
     edges = [REDUCED_MAX_POSITION, REDUCED_MAX_POSITION - 1, 2**23, 2**23 + 1, 131071, 4097, 0]
     pos = np.concatenate([edges, rng.integers(0, REDUCED_MAX_POSITION + 1, tokens - len(edges))])
