@@ -59,10 +59,45 @@ for (tokens, hidden), ms in seed_rows:
 # its launch.  Two kernels with the same launch cost and L2-resident data look the same, which
 # is exactly what the seed saw (0.00627 against 0.00602 ms).
 #
-# ## 2. What a launch costs the host
+# ## 2. What a caller pays
 #
-# The recorded launch-overhead run: the host time per launch, over 2000 back-to-back launches
-# of each launcher.
+# A kernel's speed is only worth what a caller gets through the function they call.  This
+# section times `ropelab.rope` and `ropelab.fused_qknorm_rope` exactly as a PyTorch user calls
+# them: tensors on the device, device `positions`, `out=` given.  Two numbers per call:
+#
+# * **host time per call**: 300 calls back to back on a small shape, one synchronize at the
+#   end.  The kernels are shorter than a call, so this is what the Python side costs.
+# * **events**: CUDA events around one call, after a 1 GiB fill that keeps the GPU busy while
+#   the host works.  If the call waits for the GPU inside (a synchronization), the GPU idles
+#   until the host is done, and that idle time lands between the events.
+#
+# The recorded run measured the reviewed code (commit e4c1533, "before") and this one
+# ("after") in the same session, each in its own process.
+
+# %%
+public = course.recorded("public_path")
+if public is not None:
+    print(course.provenance(public))
+    print(course.public_path_table(public))
+
+# %% [markdown]
+# Before, every call copied the device `positions` to the host to check their values.  A
+# device-to-host copy waits for all the work queued on the GPU, so every call was a
+# synchronization: the GPU finished the fill, then idled while Python validated, converted
+# each tensor with `cuda.as_cuda_array`, let numba's dispatcher type every argument, and only
+# then launched.  That is why a kernel of about 260 us (pack4 on 32768 x 4096) cost over 800 us
+# between the events, and a 9 us kernel over 500 us.
+#
+# After: a call validates its arguments once per *call shape* (types, shapes, strides, dtypes,
+# options) and remembers the result; a later call of the same shape reads three pointers,
+# checks that they do not overlap, and launches through `cuLaunchKernel` with parameters packed
+# once (`ropelab.kernels._launch`).  Device positions are never read on the host: a kernel
+# with a position limit (a cos/sin cache) writes NaN for an out-of-range token and records it
+# in a device error word that `ropelab.check_errors()` reads when the caller chooses to
+# synchronize.  `check_positions=True` puts the old synchronous check back, on request: the
+# last rows of the table show what it costs.
+#
+# The host cost per call, beside other launchers measured in the same run:
 
 # %%
 overhead = course.recorded("launch_overhead")
@@ -76,25 +111,39 @@ if overhead is not None:
     plt.show()
 
 # %% [markdown]
-# Side by side with the kernels they launch (the bench record's times at the seed's smallest
-# shape):
+# The public call costs a few microseconds more than firing the bound launch alone (the cache
+# lookup and the overlap check), and less than twice a CuPy `RawKernel` launch with as many
+# arguments; numba's own dispatcher costs several times more, which is why ropelab does not
+# call it per launch.
+#
+# On the GPU's timeline, the bench record times each variant twice: the public call, and the
+# same compiled launch fired with fixed pointers (`:kernel`).  With the GPU kept busy by the
+# fill, the two agree to within run-to-run noise:
 
 # %%
 bench_record = course.recorded("bench")
-if overhead is not None and bench_record is not None:
-    per = {r["launcher"]: r["us_per_launch"] for r in overhead["rows"]}
-    for name in ("ropelab flat launch() 4096x512", "numba flat dispatcher call 4096x512",
-                 "cupy RawKernel cuda_flat 4096x512", "torch in-place add"):
-        print(f"{name:<38} {per[name]:>6.1f} us of host time per launch")
-    for v in ("flat", "cuda_flat"):
-        print(f"{v + ' kernel on 4096x512, GPU time':<38} {course.bench_row(bench_record, v, '4096x512')['median_us']:>6.1f} us")
+if bench_record is not None:
+    print(course.public_vs_kernel(bench_record, shapes=("4096x512", "32768x4096", "flux_1024")))
 
 # %% [markdown]
-# A Numba launch costs tens of microseconds of Python before the GPU sees anything: more than
-# the whole kernel at the seed's sizes on an H200.  CuPy and PyTorch launch for a few
-# microseconds.  So a wall-clock or event measurement around one Numba launch on an idle GPU
-# times the launch, not the kernel; and the same kernel launched from CUDA C++ would look
-# several times faster.
+# Because a call neither synchronizes nor allocates once its shape is known, it can be
+# captured in a CUDA graph: warm it up once outside the capture (that compiles the kernel and
+# uploads its tables), then capture and replay.  `tests/test_gpu_public_path.py` does this on
+# the H200 for `ropelab.rope` and `ropelab.fused_qknorm_rope` and checks the replay against
+# the eager result:
+#
+# ```python
+# out = torch.empty_like(x)
+# ropelab.rope(x, variant="pair_sincos", positions=pos, out=out)   # warm-up
+# g = torch.cuda.CUDAGraph()
+# with torch.cuda.graph(g):
+#     ropelab.rope(x, variant="pair_sincos", positions=pos, out=out)
+# g.replay()
+# ```
+#
+# Calls on PyTorch tensors run on PyTorch's current stream (and CuPy arrays on CuPy's), so
+# inside `torch.cuda.stream(s)` or a graph capture they land where the surrounding code's work
+# does; `stream=` overrides it.
 #
 # ## 3. The method: events, a cold L2, a busy GPU
 #

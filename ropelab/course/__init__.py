@@ -24,12 +24,15 @@ from .primer import (paper_budget, plot_compile_pipeline, plot_execution_model,
 from .plots import (plot_all_variants, plot_freq_drift, plot_fused_map, plot_launch_overhead,
                     plot_precision, plot_roof, plot_sincos_error, plot_thread_map)
 from .tables import (COPY_ROWS, bench_row, bench_table, case_label, copy_table, drift_table,
-                     live_bench, noise_table, precision_table, provenance, recorded,
+                     live_bench, noise_table, precision_table, provenance, public_path_table,
+                     public_vs_kernel, recorded,
                      recorded_runs, relative_times, repeat_gaps, roof_gbps, run_to_run,
                      share_of_roof, sincos_table, spread)
 from .tracing import FusedMap, ThreadMap, trace_fused, trace_threads
 
 __all__ = [
+    "public_path_table",
+    "public_vs_kernel",
     "bench_row", "bench_table", "case_label", "check", "Check", "COPY_ROWS", "copy_table",
     "drift_table", "excerpt", "exercises", "FusedMap", "live_bench", "noise_table",
     "paper_budget", "plot_all_variants", "plot_compile_pipeline", "plot_execution_model",

@@ -291,3 +291,33 @@ def drift_table(record, chunks=(1, 2, 4, 8, 16, 32, 64), fastmath: bool = True) 
         lines.append(f"{chunk:>12} {max(r[rel_key] for r in rows):>20.1e} "
                      f"{max(r[ang_key] for r in rows):>22.1e}")
     return "\n".join(lines)
+
+
+def public_path_table(record) -> str:
+    """The ``public_path`` record: each public call before (the reviewed code) and after the
+    one-launch-path rework, host time per call and GPU-timeline time per call."""
+    rows = record["rows"]
+    lines = [f"{'call':<34} {'shape':<16} {'side':<7} {'host us/call':>12} {'events us':>10}",
+             "-" * 84]
+    for r in sorted(rows, key=lambda r: (r["call"], r["shape"], r["side"] != "before")):
+        host = "-" if r["host_us"] is None else f"{r['host_us']:.1f}"
+        ev = "-" if r["event_us"] is None else f"{r['event_us']:.1f}"
+        lines.append(f"{r['call']:<34} {r['shape']:<16} {r['side']:<7} {host:>12} {ev:>10}"
+                     + (f"  ({r['error']})" if r.get("error") else ""))
+    return "\n".join(lines)
+
+
+def public_vs_kernel(record, shapes=None) -> str:
+    """Bench rows of the public call (``name``) beside the kernel alone (``name:kernel``): the
+    GPU-timeline cost of going through ``ropelab.rope`` / ``ropelab.fused_qknorm_rope``."""
+    rows = {(r["variant"], r["shape"], r["dtype"]): r for r in record["rows"]}
+    lines = [f"{'variant':<22} {'shape':<22} {'public us':>10} {'kernel us':>10} {'public/kernel':>14}",
+             "-" * 82]
+    for (name, shape, dtype), r in rows.items():
+        k = rows.get((name + ":kernel", shape, dtype))
+        if k is None or (shapes and shape not in shapes):
+            continue
+        label = shape if dtype == "float32" else f"{shape} {dtype}"
+        lines.append(f"{name:<22} {label:<22} {r['median_us']:>10.2f} {k['median_us']:>10.2f} "
+                     f"{r['median_us'] / k['median_us']:>14.3f}")
+    return "\n".join(lines)
