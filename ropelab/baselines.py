@@ -29,6 +29,8 @@ import importlib
 
 import numpy as np
 
+from .measure.entry import Entry
+
 CUDA_SOURCE = r"""
 template <typename I>
 __device__ __forceinline__ void rope_pair(const float* x, float* out, const int* positions,
@@ -573,7 +575,6 @@ def check_twin(shapes=None, storages=("bfloat16", "float16", "float32"),
 
 def entries() -> list:
     """Bench entries for the baselines whose packages import here."""
-    from .bench import Entry
 
     have = available()
     out = []

@@ -33,6 +33,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import cuda
 
+from . import baselines as bl
+from . import charts, records
+from .measure.entry import Entry
 from .shapes import PRODUCTION_SHAPES, ROPE_SHAPES, qk_bytes, rope_bytes  # noqa: F401 (re-exported)
 from .target import SIMULATED
 
@@ -224,7 +227,7 @@ def target_summary(rows: list[dict]) -> list[str]:
     Best plain-RoPE numba variant at >= 1 GB as a share of the copy; each numba variant over its
     CUDA C++ twin; the fused kernel's share of the copy on the production shapes.
     """
-    from .baselines import TWINS
+    TWINS = bl.TWINS
 
     out = []
     big = [r for r in rows if r["family"] == "numba" and r["bytes_moved"] >= 1e9
@@ -424,18 +427,6 @@ class Buffers:
                 torch.as_tensor(self.positions, device="cuda"))
 
 
-@dataclass
-class Entry:
-    """Something to time: ``make(buffers) -> launch()`` or None when it does not apply."""
-
-    name: str
-    family: str
-    make: object
-    fastmath: object = None
-    fused: bool = False
-    group: int = 0  # run order: 0 ropelab + copy + CUDA C++, 1 eager PyTorch, 2 torch.compile
-
-
 # Variant options timed besides the defaults (issue: the cos/sin cache, the vLLM / FlashInfer
 # method, had never been timed); max_positions=None means "the shape's token count".
 EXTRA_OPTIONS = {"freq_table": ({"cache": True, "max_positions": None},)}
@@ -594,8 +585,6 @@ def plan(variants=None, baselines: bool = True, precise: bool = False) -> list[E
     """Everything to time, in run order (most important first)."""
     entries = [_copy_entry()] + _variant_entries(variants, precise) + _fused_entries(variants)
     if baselines:
-        from . import baselines as bl
-
         entries += bl.entries()
     return sorted(entries, key=lambda e: e.group)  # stable: keeps the order inside a group
 
@@ -694,7 +683,6 @@ def launch_overhead(launches: int = 2000, warmup: int = 100, progress: bool = Tr
     require_gpu()
     import ropelab
 
-    from . import baselines as bl
     from .kernels import flat
     from .kernels._launch import bind, jitted
 
@@ -784,7 +772,6 @@ def _kind_dir(root, kind):
 
 def show_recorded(root=None, charts_dir=None) -> int:
     """Print the newest recorded bench (and launch-overhead) data; optionally draw charts."""
-    from . import records
 
     try:
         rec = records.load("bench", _kind_dir(root, "bench"))
@@ -806,7 +793,6 @@ def show_recorded(root=None, charts_dir=None) -> int:
     except FileNotFoundError:
         pass
     if charts_dir:
-        from . import charts
 
         for path in charts.save_all(rec, charts_dir):
             print(f"wrote {path}")
@@ -815,7 +801,6 @@ def show_recorded(root=None, charts_dir=None) -> int:
 
 def run_cli(args) -> int:
     """``python -m ropelab bench``: sweep, record, chart; refuse under the simulator."""
-    from . import records
 
     if args.recorded:
         return show_recorded(args.out, args.charts_dir)
@@ -831,7 +816,6 @@ def run_cli(args) -> int:
             launches=over[0]["launches"], warmup=100), directory=_kind_dir(args.out, "launch_overhead"))
         print(f"recorded {path}")
         return 0
-    from . import baselines
 
     groups = [g.strip() for g in args.shapes.split(",") if g.strip()]
     shapes = shapes_for(groups)
@@ -840,7 +824,7 @@ def run_cli(args) -> int:
     method = method_text(timer.l2_bytes, timer.flush_bytes, timer.warmup, timer.repeats)
     meta = records.metadata()
     meta.update(l2_bytes=timer.l2_bytes, flush_bytes=timer.flush_bytes,
-                **{f"{k}_version": v for k, v in baselines.available().items()})
+                **{f"{k}_version": v for k, v in bl.available().items()})
     saved = {}
 
     def save(rows):
@@ -862,7 +846,6 @@ def run_cli(args) -> int:
             directory=_kind_dir(args.out, "launch_overhead"))
         print(f"recorded {path}")
     if not args.no_charts and "bench" in saved:
-        from . import charts
 
         rec = records.load("bench", _kind_dir(args.out, "bench"))
         for path in charts.save_all(rec, args.charts_dir or saved["bench"].parent / "charts"):

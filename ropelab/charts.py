@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .baselines import TWINS
+
 
 def _plt():
     import matplotlib
@@ -136,7 +138,6 @@ def roof_chart(record, variants=None):
 
 def twin_pairs(record) -> list[tuple[str, str]]:
     """(numba variant, CUDA C++ twin) pairs present in the record."""
-    from .baselines import TWINS
 
     names = {r["variant"] for r in record["rows"]}
     return [(n, c) for n, c in TWINS.items() if n in names and c in names]

@@ -1,0 +1,88 @@
+"""The package's import graph has no cycle, not even through imports inside functions.
+
+A late import (inside a function) is allowed for a reason that is not a cycle: an optional
+dependency, or keeping ``import ropelab`` cheap.  This test resolves every ``from ... import``
+of every module, top-level and late, and fails on any strongly connected component.
+"""
+
+import ast
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[1] / "ropelab"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in PKG.rglob("*.py"):
+        parts = path.relative_to(PKG.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+def _targets(mods, current, node) -> set[str]:
+    package = current if mods[current].name == "__init__.py" else current.rsplit(".", 1)[0]
+    if node.level:
+        parts = package.split(".")
+        base = ".".join(parts[:len(parts) - node.level + 1])
+        mod = base + ("." + node.module if node.module else "")
+    else:
+        mod = node.module or ""
+    subs = {f"{mod}.{a.name}" for a in node.names} & set(mods)
+    return subs or ({mod} & set(mods))
+
+
+def graph() -> dict[str, set[str]]:
+    mods = _modules()
+    g = {}
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text())
+        g[name] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                g[name] |= _targets(mods, name, node)
+        g[name].discard("ropelab")  # the root package re-exports; importing it is no cycle
+    return g
+
+
+def cycles(g) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in g.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in list(g):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles_even_through_late_imports():
+    assert cycles(graph()) == []
+
+
+def test_the_cycle_finder_finds_a_planted_cycle():
+    g = graph()
+    g["ropelab.reference"] = g["ropelab.reference"] | {"ropelab.api"}  # api -> ... -> reference
+    found = cycles(g)
+    assert any("ropelab.reference" in c and "ropelab.api" in c for c in found)
