@@ -34,20 +34,20 @@ def _check(args) -> int:
 
 
 def _census(args) -> int:
-    from .ptx import run_cli
+    from .measure.census import run_cli
 
     return run_cli(args)
 
 
 def _bench(args) -> int:
-    from .bench import run_cli
+    from .measure.bench import run_cli
 
     return run_cli(args)
 
 
 def _precision(args) -> int:
-    from .precision import record_precision
-    from .records import RecordError
+    from .measure.precision import record_precision
+    from .measure.records import RecordError
 
     try:
         result = record_precision(args.out, max_position=args.max_position,

@@ -113,7 +113,7 @@ def rope(
     with or without fast-math.  For accurate results there use ``variant="freq_table"`` with
     ``cache=True, max_positions=N`` (cos/sin built in float64 on the host) or
     ``reduce_angle=True`` (fma angle reduction, up to position 2**24); measured errors:
-    :mod:`ropelab.precision`.
+    :mod:`ropelab.measure.precision`.
 
     Returns
     -------

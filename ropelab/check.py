@@ -9,6 +9,7 @@ import numpy as np
 from . import fused, kernels, reference
 from .api import rope
 from .scaling import Llama3, YaRN, resolve
+from .shapes import PRODUCTION_SHAPES
 from .target import SIMULATED, TARGET
 from .tolerance import Mode, max_angle, mode_for, rope_atol
 
@@ -118,8 +119,6 @@ def run_fused_checks(seed: int = 0, fastmath: bool = True) -> list[CheckRow]:
     if SIMULATED:
         results = [fused.check_case(rng, fastmath=fastmath, **case) for case in FUSED_SIM_CASES]
     else:
-        from .shapes import PRODUCTION_SHAPES
-
         # Two production shapes (full and partial rotary) in every storage and layout: the
         # float64 judge runs on the host, and the other shapes differ only in head counts.
         shapes = [PRODUCTION_SHAPES[n] for n in ("flux_1024", "qwen_image_partial")]

@@ -17,7 +17,7 @@ step 60  public    python3 scripts/public_path_before_after.py
 step 30  overhead  python3 -m ropelab bench --overhead-only
 step 40  gputests  python3 -m pytest -o addopts="" -q -p no:cacheprovider tests/test_gpu_public_path.py
 step 110 check     python3 -m ropelab check
-step 50  fusedprec python3 -m ropelab.fused_precision --samples 32
+step 50  fusedprec python3 -m ropelab.measure.fused_precision --samples 32
 step 200 profile   python3 -m ropelab profile --timeout-s 90 --reports "$OUT/ncu"
 step 55  timing    python3 -m ropelab.measure.timing --rounds 8 --repeats 10
 ls -la "$OUT"

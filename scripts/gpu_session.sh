@@ -32,7 +32,7 @@ step 100 public    python3 scripts/public_path_before_after.py
 step 45  overhead  python3 -m ropelab bench --overhead-only
 step 230 bench     python3 -m ropelab bench --shapes all --budget-s 175 --no-overhead
 step 60  check     python3 -m ropelab check
-step 45  fusedprec python3 -m ropelab.fused_precision --samples 32
+step 45  fusedprec python3 -m ropelab.measure.fused_precision --samples 32
 echo "== [$(( $(date +%s) - T0 ))s] summary" | tee -a "$LOG"
 python3 -m ropelab bench --recorded > "$OUT/summary.txt" 2>&1
 bundle

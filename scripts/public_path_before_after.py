@@ -134,7 +134,7 @@ def main() -> int:
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     rows = run_side("before", os.path.join(here, ".old")) + run_side("after", here)
     sys.path.insert(0, here)
-    from ropelab import records
+    from ropelab.measure import records
 
     method = ("PyTorch tensors and device int32 positions, called as a user calls the public "
               "functions. host_us: wall time per call over 300 back-to-back calls on a small "

@@ -10,7 +10,8 @@ import pytest
 
 import ropelab
 
-from ropelab import bench, kernels
+from ropelab.measure import bench
+from ropelab import kernels
 
 
 def test_quantiles_interpolate_linearly():
@@ -169,7 +170,7 @@ def test_sweep_reports_skips_instead_of_hiding_them():
 
 
 def test_plan_lists_copy_variants_and_only_importable_baselines():
-    from ropelab import baselines
+    from ropelab.measure import baselines
 
     names = [e.name for e in bench.plan(baselines=True)]
     assert names[0] == "copy_d2d"

@@ -9,7 +9,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from ropelab import charts, course
+from ropelab.measure import charts
+from ropelab import course
 from ropelab.course.plots import _drawn_buckets
 
 META = {"gpu": "Test GPU", "driver": "1.0", "numba_cuda": "0.30.4", "date": "2026-01-02T03:04:05Z"}

@@ -7,7 +7,7 @@ import sys
 
 from test_records import bench_rows, fake_meta
 
-from ropelab import records
+from ropelab.measure import records
 
 
 def cli(*args, env=None):

@@ -178,7 +178,7 @@ def test_bench_plots_draw_what_the_record_holds():
 
 
 def test_recorded_returns_none_and_says_todo_when_missing(tmp_path, monkeypatch, capsys):
-    from ropelab import records
+    from ropelab.measure import records
 
     monkeypatch.setattr(records, "DATA_DIR", tmp_path)
     assert course.recorded("bench") is None

@@ -94,12 +94,13 @@ def test_scan_finds_nested_regions():
 def test_markers_do_not_invalidate_the_census_cache(tmp_path, monkeypatch):
     import shutil
 
-    from ropelab import ptx
+    from ropelab.measure import census as ptx
 
     package = tmp_path / "ropelab"
     shutil.copytree(ptx.PACKAGE_DIR / "kernels", package / "kernels",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    for helper in ("problem.py", "ptx.py", "bf16.py"):
+    for helper in ("problem.py", "measure/census.py", "bf16.py"):
+        (package / helper).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ptx.PACKAGE_DIR / helper, package / helper)
     monkeypatch.setattr(ptx, "PACKAGE_DIR", package)
     before = ptx.cache_key()

@@ -447,7 +447,7 @@ _PTX_PROBE = """
 import json
 from numba import cuda
 from ropelab.kernels import fused_qknorm_rope as m
-from ropelab.ptx import count_ptx
+from ropelab.measure.census import count_ptx
 for plan in m.census_plans():
     ptx = cuda.compile_ptx(plan.kernel, plan.argtypes(), cc=(9, 0), fastmath=True)[0]
     row = count_ptx(ptx)

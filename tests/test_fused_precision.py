@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ropelab
-from ropelab import fused_precision, records
+from ropelab.measure import fused_precision, records
 
 SMALL = dict(max_position=2**17, samples_per_bucket=2, heads=(1, 1, 0), head_dim=64)
 

@@ -1,4 +1,4 @@
-"""The CUDA C++ twin of the fused kernel (ropelab.baselines): compiled by NVRTC without a GPU.
+"""The CUDA C++ twin of the fused kernel (ropelab.measure.baselines): compiled by NVRTC without a GPU.
 
 Running it needs a GPU and CuPy (``baselines.check_twin()``, the bench's ``cuda_fused`` rows);
 here NVRTC from cuda-bindings compiles the source with the options CuPy uses, and the PTX is
@@ -8,9 +8,9 @@ held to the same access widths as the numba kernel's census.  Budget: about 3 s.
 import numpy as np
 import pytest
 
-from ropelab import baselines
+from ropelab.measure import baselines
 from ropelab.kernels import fused_qknorm_rope as kmod
-from ropelab.ptx import count_ptx
+from ropelab.measure.census import count_ptx
 
 pytest.importorskip("cuda.bindings.nvrtc")
 

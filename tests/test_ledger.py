@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ropelab import records
+from ropelab.measure import records
 from ropelab.course import ledger
 
 ROOT = Path(__file__).resolve().parents[1]

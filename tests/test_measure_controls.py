@@ -6,7 +6,7 @@ import pytest
 from numba import cuda
 
 from ropelab.measure import controls, order
-from ropelab.ptx import _find_nvdisasm
+from ropelab.measure.census import _find_nvdisasm
 
 from reference_check import assert_matches_reference
 

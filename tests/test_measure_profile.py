@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ropelab import kernels, records
+from ropelab import kernels
+from ropelab.measure import records
 from ropelab.measure import cases, profile, store
 
 FLAT = ("_ZN7ropelab7kernels4flat9rope_flatB2v1B116cw51cXTLSUwv1sDUaKthqaNgoKmjgEhasCBDCg1bcEAD"

@@ -1,4 +1,4 @@
-"""ropelab.precision: buckets and aggregation (by hand), the measurement's structure on the
+"""ropelab.measure.precision: buckets and aggregation (by hand), the measurement's structure on the
 simulator (its numbers mean nothing there), and the refusal to record simulator data.
 
 Budget: about 10 s (the CLI test starts one Python process).
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import ropelab
-from ropelab import precision, records
+from ropelab.measure import precision, records
 
 
 def test_buckets_are_contiguous_powers_of_two_up_to_131072():

@@ -6,7 +6,8 @@ driver needed): a few seconds, done once for this module.
 
 import pytest
 
-from ropelab import kernels, ptx
+from ropelab import kernels
+from ropelab.measure import census as ptx
 
 SYNTHETIC = """
 .visible .entry k(

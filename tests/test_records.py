@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ropelab import bench, ptx, records
+from ropelab.measure import bench, census as ptx, records
 
 DATA = Path(records.DATA_DIR)
 

@@ -14,7 +14,8 @@ from numba import cuda
 
 import ropelab
 from reference_check import error_and_tolerance
-from ropelab import kernels, records, reference
+from ropelab import kernels, reference
+from ropelab.measure import records
 from ropelab.kernels import flat, freq_table
 from ropelab.problem import RopeProblem
 from ropelab.tolerance import REDUCED_MAX_POSITION, Mode, max_angle, mode_for, rope_atol

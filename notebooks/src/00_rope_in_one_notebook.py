@@ -34,7 +34,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import ropelab
-from ropelab import course, ptx, reference
+from ropelab import course, reference
+from ropelab.measure import census as ptx
 
 print(ropelab.format_description())
 
@@ -301,7 +302,7 @@ print(f"in that time: about {budget['fp32_per_pair']:.0f} FP32 instructions per 
 #    call into *libdevice* (NVIDIA's accurate math library) or, with `fastmath=True`, the SFU
 #    approximation `sin.approx.f32`;
 # 3. compiles that with libNVVM to **PTX**, a virtual instruction set that is portable across
-#    GPU generations (`ropelab.ptx.census()` counts instructions at this level, with no GPU);
+#    GPU generations (`ropelab.measure.census.census()` counts instructions at this level, with no GPU);
 # 4. has PTX assembled into **SASS**, the machine code of one GPU generation (compute
 #    capability 9.0 for H100 and H200), by the driver or by nvJitLink.
 #

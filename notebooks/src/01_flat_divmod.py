@@ -20,7 +20,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import ropelab
-from ropelab import charts, course, ptx, reference
+from ropelab.measure import charts, census as ptx
+from ropelab import course, reference
 from ropelab.problem import RopeProblem
 
 print(ropelab.format_description())
@@ -123,7 +124,7 @@ for r in results:
 # %% [markdown]
 # ## Census: what the division costs
 #
-# `ropelab.ptx.census()` compiles every kernel to PTX for the H200 (compute capability 9.0),
+# `ropelab.measure.census.census()` compiles every kernel to PTX for the H200 (compute capability 9.0),
 # in a child process that needs no GPU, and counts instructions by kind.  PTX is the compiler's
 # virtual instruction set, one step above the GPU's machine code (SASS), and its counts are
 # deterministic for the pinned compiler versions, so this cell's output is checked.

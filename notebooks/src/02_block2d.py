@@ -19,7 +19,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import ropelab
-from ropelab import course, ptx
+from ropelab import course
+from ropelab.measure import census as ptx
 from ropelab.problem import RopeProblem
 
 print(ropelab.format_description())

@@ -25,7 +25,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import ropelab
-from ropelab import baselines, charts, course, ptx
+from ropelab.measure import baselines, charts, census as ptx
+from ropelab import course
 
 print(ropelab.format_description())
 
@@ -187,9 +188,9 @@ if bench is not None:
 #
 # ## Numba against CUDA C++
 #
-# `ropelab.baselines` holds CUDA C++ twins of `flat` and `pack4`: the same index types, the
+# `ropelab.measure.baselines` holds CUDA C++ twins of `flat` and `pack4`: the same index types, the
 # same float32 formulas and guard, compiled by NVRTC with `--use_fast_math` as the seed does.
-# Here is the `float4` twin, printed from `ropelab.baselines.CUDA_SOURCE`:
+# Here is the `float4` twin, printed from `ropelab.measure.baselines.CUDA_SOURCE`:
 
 # %%
 src = baselines.CUDA_SOURCE

@@ -26,7 +26,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import ropelab
-from ropelab import course, ptx, reference
+from ropelab import course, reference
+from ropelab.measure import census as ptx
 from ropelab.kernels import freq_table
 from ropelab.problem import RopeProblem
 
@@ -151,7 +152,7 @@ for p, a32, a64 in zip(positions, angle32, angle64):
 # in the first column.  Both scale with the angle.
 #
 # **2. The sine.**  With fast-math, `math.sin` becomes `sin.approx.ftz.f32`, a hardware
-# approximation whose error grows with the size of its argument.  `ropelab.precision` times
+# approximation whose error grows with the size of its argument.  `ropelab.measure.precision` times
 # nothing; it measures errors on a GPU and records them.  First, the function alone, on exact
 # float32 angles:
 

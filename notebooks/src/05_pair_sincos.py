@@ -28,7 +28,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import ropelab
-from ropelab import course, ptx, reference, scaling
+from ropelab import course, reference, scaling
+from ropelab.measure import census as ptx
 from ropelab.kernels import pair_sincos
 from ropelab.problem import RopeProblem
 

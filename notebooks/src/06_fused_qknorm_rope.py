@@ -30,7 +30,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import ropelab
-from ropelab import course, fused, ptx, shapes
+from ropelab import course, fused, shapes
+from ropelab.measure import census as ptx
 from ropelab.kernels import fused_qknorm_rope as fused_kernel
 
 print(ropelab.format_description())
@@ -307,7 +308,7 @@ if bench is not None:
 # %%
 # NBVAL_IGNORE_OUTPUT
 if ropelab.TARGET == "gpu":
-    from ropelab import bench as bench_module
+    from ropelab.measure import bench as bench_module
 
     timer = bench_module.Timer(repeats=20)
     entries = bench_module.plan(["fused_qknorm_rope"], baselines=False)

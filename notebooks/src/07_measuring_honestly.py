@@ -27,7 +27,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import ropelab
-from ropelab import bench, course, ptx
+from ropelab.measure import bench, census as ptx
+from ropelab import course
 from ropelab.course import ledger
 from ropelab.measure import seed_claims
 
@@ -147,7 +148,7 @@ if bench_record is not None:
 #
 # ## 3. The method: events, a cold L2, a busy GPU
 #
-# `ropelab.bench.Timer` measures only GPU time, and only cold:
+# `ropelab.measure.bench.Timer` measures only GPU time, and only cold:
 
 # %%
 print(inspect.getsource(bench.Timer.time))
@@ -228,7 +229,7 @@ if bench_record is not None:
 # %%
 import json
 
-from ropelab import records
+from ropelab.measure import records
 
 first_run = records.validate(json.loads(
     (records.DATA_DIR / "history" / "bench-first-run-sync-copy-20261129.json").read_text()))

@@ -1,14 +1,14 @@
 """The PTX census of any kernel (a learner's included), compiled without a GPU, with a cache.
 
-:mod:`ropelab.ptx` counts the instructions of ropelab's registered kernels.  The exercise grader
+:mod:`ropelab.measure.census` counts the instructions of ropelab's registered kernels.  The exercise grader
 also needs the counts of a kernel that exists only in a notebook cell.  numba-cuda picks the
-simulator or the real compiler once per process, so, as :mod:`ropelab.ptx` does, the compiling
+simulator or the real compiler once per process, so, as :mod:`ropelab.measure.census` does, the compiling
 happens in a child process (``NUMBA_ENABLE_CUDASIM=0``, an explicit compute capability, no
 driver needed).  The child cannot import a notebook, so the parent *ships* the kernel: its
 source text, plus a description of every global name it uses (a module, a number, a function
 importable from a package, or another function from the same notebook, shipped the same way).
 
-Counts are :func:`ropelab.ptx.count_ptx`'s, plus three that the exercises grade on
+Counts are :func:`ropelab.measure.census.count_ptx`'s, plus three that the exercises grade on
 (:func:`count_extras`).  Every result is cached under a key made of the kernel's code (its
 syntax tree: comments and blank lines do not matter), what it was shipped with, the signature,
 the compiler versions, and (for ropelab's own kernels, or a kernel that calls one of ropelab's
@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 from numba import cuda
 
-from .. import ptx
+from ..measure import census as ptx
 
 EXTRAS_VERSION = 3  # bump when count_extras changes: it invalidates cached results
 DATA_FILE = ptx.DATA_FILE.parent / "exercises.json"
@@ -56,7 +56,7 @@ class CensusError(RuntimeError):
 # --------------------------------------------------------------------------------------------
 
 def count_extras(ptx_text: str) -> dict:
-    """Counts the exercises grade on, beyond :func:`ropelab.ptx.count_ptx`.
+    """Counts the exercises grade on, beyond :func:`ropelab.measure.census.count_ptx`.
 
     ``shfl``
         warp shuffles (``shfl.sync.*``).
@@ -359,7 +359,7 @@ def _read(path: Path) -> dict:
 
 
 def _write(path: Path, entries: dict) -> None:
-    doc = {"rules": "ropelab.course.kernel_census: ropelab.ptx.count_ptx + count_extras, "
+    doc = {"rules": "ropelab.course.kernel_census: ropelab.measure.census.count_ptx + count_extras, "
                     "fast-math, cc 9.0",
            "entries": dict(sorted(entries.items()))}
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ class Claim:
 
 
 def _records():
-    from .. import records
+    from ..measure import records
 
     out = {}
     for kind in ("bench", "sincos_error", "sincos_per_pair"):
@@ -84,7 +84,8 @@ def _per_pair_timing(record) -> Claim:
 
 def claims() -> list[Claim]:
     """Every claim with its verdict, computed from the records and the census."""
-    from .. import ptx, shapes
+    from ..measure import census as ptx
+    from .. import shapes
     from ..measure import seed_claims
     from .tables import share_of_roof
 
@@ -294,7 +295,7 @@ def census_table(kernels) -> str:
 
 def per_pair_table() -> str:
     """The GPU record of per-element against per-pair sin/cos, or a line saying it is missing."""
-    from .. import records
+    from ..measure import records
     from ..measure import seed_claims
     from .tables import provenance, spread
 

@@ -9,12 +9,12 @@ from ..target import SIMULATED
 
 
 def recorded(kind: str):
-    """The newest record of ``kind`` under ``data/`` (see :mod:`ropelab.records`), or None.
+    """The newest record of ``kind`` under ``data/`` (see :mod:`ropelab.measure.records`), or None.
 
     None is printed as a TODO line: the notebooks are meant to ship with recorded data, and a
     missing record means the GPU run has not been committed yet.
     """
-    from .. import records
+    from ..measure import records
 
     try:
         return records.load(kind)
@@ -29,7 +29,7 @@ def recorded_runs(kind: str) -> list[dict]:
     newest): two runs of the same code show how far a measurement moves between runs."""
     import json
 
-    from .. import records
+    from ..measure import records
 
     paths = sorted((records.DATA_DIR / kind).glob(f"{kind}-*.json"))
     runs = [records.validate(json.loads(p.read_text())) for p in paths]
@@ -127,7 +127,7 @@ def bench_table(record, variants, shapes=None, dtypes=("float32",)) -> str:
 
 
 def live_bench(variants, shapes=((4096, 1024), (32768, 4096)), repeats: int = 20) -> str:
-    """Time ``variants`` (and a device copy) now, on this machine's GPU, with ropelab.bench.
+    """Time ``variants`` (and a device copy) now, on this machine's GPU, with ropelab.measure.bench.
 
     On the simulator this returns a sentence instead: a simulated kernel has no meaningful
     time.  Notebooks print the result in a cell whose output nbval ignores.
@@ -135,7 +135,7 @@ def live_bench(variants, shapes=((4096, 1024), (32768, 4096)), repeats: int = 20
     if SIMULATED:
         return ("no GPU in this process: nothing is timed live (the simulator's times would "
                 "describe Python threads); the chart above is the recorded GPU run")
-    from .. import bench
+    from ..measure import bench
 
     timer = bench.Timer(repeats=repeats)
     entries = bench.plan(list(variants), baselines=False)
@@ -227,7 +227,7 @@ def run_to_run(current, previous, variants, dtype: str = "float32") -> dict[str,
     return out
 
 
-# Precision records (kinds "precision", "sincos_error", "freq_drift"; see ropelab.precision)
+# Precision records (kinds "precision", "sincos_error", "freq_drift"; see ropelab.measure.precision)
 
 
 def _case_rows(record, variant: str, options: str = "-", fastmath: bool = True,

@@ -8,7 +8,7 @@ shared; and since the default frequencies form a geometric sequence,
 with one multiply each by the constant ``ratio ** S`` (evaluated on the host in float64).
 
 Each multiply rounds, so the recurrence drifts from the ``pow``-per-pair value by up to about
-``k`` float32 roundings after ``k`` steps (``k < chunk``); :func:`ropelab.precision.freq_drift`
+``k`` float32 roundings after ``k`` steps (``k < chunk``); :func:`ropelab.measure.precision.freq_drift`
 measures that drift on a GPU (the ``freq_drift`` record under ``data/``) for several chunk
 lengths, with the kernel's own stride.
 
@@ -34,7 +34,7 @@ more memory sectors than it used.)  Slots past the rotated pairs copy the partia
 pass-through, as in ``freq_table``.
 
 Precision: the angle is a float32 product as in ``flat``; for positions in the tens of thousands
-use ``freq_table`` with ``cache=True`` or ``reduce_angle=True`` (see :mod:`ropelab.precision`).
+use ``freq_table`` with ``cache=True`` or ``reduce_angle=True`` (see :mod:`ropelab.measure.precision`).
 """
 
 import math

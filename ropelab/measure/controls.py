@@ -27,7 +27,7 @@ Nothing here validates its input: these are instruments, not course API.
 
 ``python -m ropelab.measure.controls`` prints the census of every entry (PTX counts, the order
 of loads and stores in PTX and SASS, see :mod:`ropelab.measure.order`); ``--save`` writes it to
-``data/census/controls.json``.  Like ``ropelab.ptx``, it compiles in a child process without a
+``data/census/controls.json``.  Like ``ropelab.measure.census``, it compiles in a child process without a
 GPU.
 """
 
@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 from numba import cuda, float32, uint64
 
-from .. import ptx as _ptx
+from . import census as _ptx
 from ..kernels import block2d, flat, pack4
 from ..kernels._launch import Plan, blocks_for, launch
 from ..problem import census_problem
@@ -361,7 +361,7 @@ def cache_key() -> str:
     h = hashlib.sha256(json.dumps({"v": CENSUS_VERSION, "versions": _versions()},
                                   sort_keys=True).encode())
     paths = sorted((PACKAGE_DIR / "kernels").glob("*.py"))
-    paths += [Path(__file__), PACKAGE_DIR / "measure" / "order.py", PACKAGE_DIR / "ptx.py"]
+    paths += [Path(__file__), PACKAGE_DIR / "measure" / "order.py", PACKAGE_DIR / "measure" / "census.py"]
     for path in paths:
         h.update(path.name.encode())
         h.update(path.read_bytes())
@@ -395,7 +395,7 @@ def census(*, use_cache: bool = True) -> dict:
     """``{"key", "cc", "versions", "rows"}``: each entry's PTX counts and memory order.
 
     Served from ``data/census/controls.json`` when its key matches; otherwise compiled in a
-    child process (real compiler, no driver, like :func:`ropelab.ptx.census`).
+    child process (real compiler, no driver, like :func:`ropelab.measure.census.census`).
     """
     key = cache_key()
     if use_cache:

@@ -1,6 +1,6 @@
 """The order of a kernel's memory instructions, read from its PTX and its SASS (no GPU needed).
 
-Counting instructions (``ropelab.ptx``) says *what* a kernel executes; for a memory-bound kernel
+Counting instructions (``ropelab.measure.census``) says *what* a kernel executes; for a memory-bound kernel
 the order matters as much: how many loads a thread has issued before it must wait for the first
 one.  A thread that waits after each load keeps fewer bytes in flight, and by Little's law a
 GPU needs a fixed number of bytes in flight to reach its bandwidth.

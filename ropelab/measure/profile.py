@@ -17,7 +17,7 @@ How (GPU only; the simulator has no counters and the command refuses there):
 3. ``ncu --import ... --csv --page raw --print-units base`` gives one row per launch; result
    *i* is matched to launched case *i*, and its kernel name is checked against the case.
 4. :func:`summarize` keeps a few numbers per kernel; global load/store widths come from the
-   instruction census (``ropelab.ptx``, ``ropelab.measure.controls``), which compiles the same
+   instruction census (``ropelab.measure.census``, ``ropelab.measure.controls``), which compiles the same
    kernels (sectors per request come from the counters).  The record is written by
    :mod:`ropelab.measure.store`, one file per run.
 
@@ -304,7 +304,7 @@ def _width_text(table: dict) -> str | None:
 
 def census_widths() -> tuple[dict, dict]:
     """({kernel: {"ld": "32x3", "st": "32x2"}}, {census: key}) from the PTX and controls censuses."""
-    from .. import ptx
+    from . import census as ptx
     from . import controls
 
     widths, keys = {}, {}
@@ -488,7 +488,7 @@ def record_profile(groups=_cases.GROUPS, *, only: str | None = None, ncu: str | 
                    reports: Path | str | None = None, out: Path | str | None = None,
                    timeout_s: float = 240.0, log=print, command: str | None = None) -> Path:
     """Profile the cases of ``groups`` (optionally only ids matching regex ``only``); record them."""
-    from .. import records
+    from . import records
     from . import store
 
     meta = records.metadata()  # refuses on the simulator
@@ -565,7 +565,7 @@ def record_profile(groups=_cases.GROUPS, *, only: str | None = None, ncu: str | 
 
 def load(directory: Path | str | None = None) -> dict:
     """The newest recorded profile (``data/profile/``)."""
-    from .. import records
+    from . import records
 
     return records.load(KIND, directory)
 
@@ -636,7 +636,7 @@ def add_arguments(p) -> None:
 
 
 def run_cli(args) -> int:
-    from .. import records
+    from . import records
     from ..target import SIMULATED
 
     groups = [g.strip() for g in args.groups.split(",") if g.strip()]

@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="data root (default the repo's data/)")
     args = p.parse_args(argv)
 
-    from .. import records
+    from . import records
     from . import store
 
     rows = [row_for(tool, Path(log).read_text(errors="replace"), int(rc), float(s), args.options)

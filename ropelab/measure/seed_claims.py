@@ -19,7 +19,7 @@
    with NVRTC (no GPU needed): ``__sincosf`` against ``__sinf`` + ``__cosf``, and SGLang-style
    per-element / per-pair kernels, so the census shows what nvcc's compiler makes of them.
 
-:func:`census` counts PTX instructions of every build here (rules of :mod:`ropelab.ptx`): the
+:func:`census` counts PTX instructions of every build here (rules of :mod:`ropelab.measure.census`): the
 Numba kernels are compiled in a child process with the simulator off, as the main census does;
 the CUDA C++ ones in-process with NVRTC.  Results are cached per source and compiler versions.
 
@@ -45,7 +45,7 @@ from pathlib import Path
 import numpy as np
 from numba import cuda, float32, uint32
 
-from .. import ptx
+from . import census as ptx
 
 WARP = 32
 HEAD_DIM = 128
@@ -323,7 +323,7 @@ def census_key() -> str:
     h = hashlib.sha256()
     h.update(json.dumps({"census": ptx.CENSUS_VERSION, "cc": ptx.CC, "versions": ptx._versions()},
                         sort_keys=True).encode())
-    # Excerpt markers compile to nothing (see ropelab.ptx.cache_key).
+    # Excerpt markers compile to nothing (see ropelab.measure.census.cache_key).
     h.update(re.sub(rb"(?m)^[ \t]*# ex: (begin|end) \S+[ \t]*\n", b"", Path(__file__).read_bytes()))
     return h.hexdigest()[:16]
 
@@ -374,11 +374,12 @@ def measure(repeats: int | None = None, progress: bool = True) -> list[dict]:
     """Time the per-element and per-pair forms in float32 on the production shapes (Q and K
     heads, in place, fast-math, no YaRN): the CUDA C++ kernels of :data:`CUDA_SOURCE` (the
     seed's compiler, through CuPy) and the Numba builds of :func:`make_kernel`, with the device
-    copy of the same bytes timed the same way (cold L2, events; :class:`ropelab.bench.Timer`).
+    copy of the same bytes timed the same way (cold L2, events; :class:`ropelab.measure.bench.Timer`).
     Every kernel is checked against the float64 reference first."""
     import cupy
 
-    from .. import bench, reference, shapes
+    from . import bench
+    from .. import reference, shapes
     from ..kernels._launch import jitted
     from ..tolerance import max_angle, rope_atol
 
@@ -441,7 +442,7 @@ METHOD = ("Per-element (SGLang before PR 21654: pow and sin/cos for every elemen
           "per-pair (after) RoPE, a warp per (token, head), float32 in place on the Q and K heads "
           "of each production shape, fast-math, no YaRN: cuda_cpp rows are "
           "ropelab.measure.seed_claims.CUDA_SOURCE compiled by NVRTC through CuPy, numba rows "
-          "make_kernel's builds. Timed with ropelab.bench.Timer: cold L2 (fill before every "
+          "make_kernel's builds. Timed with ropelab.measure.bench.Timer: cold L2 (fill before every "
           "launch), CUDA events, median and 20th/80th percentiles; copy_gbps from "
           "cuMemcpyDtoDAsync of the same bytes timed the same way.")
 
@@ -468,7 +469,7 @@ def main(argv=None) -> int:
             CENSUS_FILE.write_text(json.dumps(doc, indent=1) + "\n")
             print(f"wrote {CENSUS_FILE}")
     if args.record:
-        from .. import records
+        from . import records
 
         rows = measure(repeats=args.repeats)
         print(f"saved {records.save(RECORD_KIND, rows, method=METHOD)}")

@@ -1,9 +1,9 @@
-"""Write measurement records under ``data/<kind>/`` in :mod:`ropelab.records`' format, one file
+"""Write measurement records under ``data/<kind>/`` in :mod:`ropelab.measure.records`' format, one file
 per run: ``<kind>-<gpu>-<YYYYMMDD>-<HHMMSS>.json`` (plus a CSV copy of the rows).
 
-``ropelab.records.save`` names a file by day, so a second run on the same day replaces the
+``ropelab.measure.records.save`` names a file by day, so a second run on the same day replaces the
 first; evidence runs are repeated (before and after a fix), so each keeps its own file.
-``ropelab.records.load(kind)`` still returns the newest by the date in its metadata.
+``ropelab.measure.records.load(kind)`` still returns the newest by the date in its metadata.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from .. import records
+from . import records
 
 
 def _slug(text: str) -> str:

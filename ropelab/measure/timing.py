@@ -2,7 +2,7 @@
 
 Each entry of :data:`ropelab.measure.controls.KERNELS` (references, controls, the 128-bit copy
 kernel) and the copy engine's device-to-device copy is timed on each shape with the bench's
-:class:`ropelab.bench.Timer`: an L2-evicting fill before every timed launch, CUDA events around
+:class:`ropelab.measure.bench.Timer`: an L2-evicting fill before every timed launch, CUDA events around
 the launch.  The entries take turns: ``rounds`` times, every entry gets ``repeats`` launches,
 so a slow drift of clocks or temperature spreads over all of them instead of favouring the
 entries timed first.  Each row's ``vs_reference`` is its median over the median of the entry
@@ -40,7 +40,7 @@ def _reference(name: str) -> str | None:
 
 def time_shape(tokens: int, hidden: int, timer, *, rounds: int, repeats: int, names=None) -> list[dict]:
     """Rows for one shape: every applicable entry plus the copy, interleaved over ``rounds``."""
-    from ..bench import Buffers, host_fields, plain_shape, quantiles, summarize
+    from .bench import Buffers, host_fields, plain_shape, quantiles, summarize
 
     shape = plain_shape(tokens, hidden)
     buf = Buffers(shape)
@@ -76,7 +76,7 @@ def time_shape(tokens: int, hidden: int, timer, *, rounds: int, repeats: int, na
 
 
 def method_text(timer, rounds: int, repeats: int) -> str:
-    from ..bench import method_text as bench_method
+    from .bench import method_text as bench_method
 
     return (f"{rounds} rounds; in each, every entry gets {repeats} timed launches in turn (drift "
             f"spreads over all entries); vs_reference = median / median of the reference entry "
@@ -114,8 +114,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="data root (default the repo's data/)")
     args = p.parse_args(argv)
 
-    from .. import records
-    from ..bench import BenchError, Timer, require_gpu
+    from . import records
+    from .bench import BenchError, Timer, require_gpu
     from . import store
 
     try:

@@ -5,13 +5,13 @@ its (fast-math) sine and cosine: the angle's rounding error grows with the posit
 ``angle * 2**-23`` rad, so the output error does too.  ``cache=True`` reads float32 cos/sin
 tables computed in float64 on the host: the only errors left are float32 roundings, the same at
 every position.  :func:`position_error` measures both, bucketed by position as
-:mod:`ropelab.precision` does for plain RoPE, and :func:`record` saves them on a GPU as
+:mod:`ropelab.measure.precision` does for plain RoPE, and :func:`record` saves them on a GPU as
 ``data/precision/precision_fused-<gpu>-<date>.json`` (kind ``precision_fused``).
 
 Run on a GPU host::
 
-    python -m ropelab.fused_precision            # records up to position 131072
-    python -m ropelab.fused_precision --max-position 4096 --no-save   # print only
+    python -m ropelab.measure.fused_precision            # records up to position 131072
+    python -m ropelab.measure.fused_precision --max-position 4096 --no-save   # print only
 
 The simulator runs :func:`position_error` too (tests use it on tiny inputs), but its sin/cos are
 double-precision library calls without fast-math: :func:`record` refuses to run there.
@@ -24,7 +24,8 @@ import sys
 
 import numpy as np
 
-from . import fused, records, reference, scaling
+from .. import fused, reference, scaling
+from . import records
 from .precision import DEFAULT_MAX_POSITION, bucket_errors, position_buckets, sample_positions
 
 KIND = "precision_fused"
@@ -102,7 +103,7 @@ def record(directory=None, *, max_position: int = DEFAULT_MAX_POSITION,
            samples_per_bucket: int = 64, save: bool = True) -> dict:
     """Measure :func:`default_cases` on this GPU; save the rows (unless ``save=False``).
 
-    Refuses on the simulator (:class:`ropelab.records.RecordError`) before measuring.  Returns
+    Refuses on the simulator (:class:`ropelab.measure.records.RecordError`) before measuring.  Returns
     ``{"rows", "worst", "path"}``.
     """
     meta = records.metadata()  # raises under the simulator
@@ -114,7 +115,7 @@ def record(directory=None, *, max_position: int = DEFAULT_MAX_POSITION,
         where = directory if directory is not None else records.DATA_DIR / "precision"
         out["path"] = records.save(
             KIND, rows, meta=meta, directory=where,
-            method=(f"ropelab.fused_precision.position_error: qkv [tokens, ({HEADS[0]} Q + "
+            method=(f"ropelab.measure.fused_precision.position_error: qkv [tokens, ({HEADS[0]} Q + "
                     f"{HEADS[1]} K heads) x {HEAD_DIM}] N(0,1) with per-head scales, weights "
                     f"U(0.5, 1.5), one token per position, up to {samples_per_bucket} positions "
                     f"per power-of-two bucket up to {max_position} (both ends included), base "
@@ -126,7 +127,7 @@ def record(directory=None, *, max_position: int = DEFAULT_MAX_POSITION,
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ropelab.fused_precision",
+    parser = argparse.ArgumentParser(prog="python -m ropelab.measure.fused_precision",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--max-position", type=int, default=DEFAULT_MAX_POSITION)
     parser.add_argument("--samples", type=int, default=64, help="positions per bucket")
@@ -137,7 +138,7 @@ def main(argv=None) -> int:
         out = record(args.out, max_position=args.max_position, samples_per_bucket=args.samples,
                      save=not args.no_save)
     except records.RecordError as exc:
-        print(f"ropelab.fused_precision: {exc}", file=sys.stderr)
+        print(f"ropelab.measure.fused_precision: {exc}", file=sys.stderr)
         return 1
     for w in out["worst"]:
         print(f"{w['path']:<7} {w['storage']:<9} {w['layout']:<5} yarn {w['yarn']:<10} "

@@ -35,9 +35,9 @@ from numba import cuda
 
 from . import baselines as bl
 from . import charts, records
-from .measure.entry import Entry
-from .shapes import PRODUCTION_SHAPES, ROPE_SHAPES, qk_bytes, rope_bytes  # noqa: F401 (re-exported)
-from .target import SIMULATED
+from .entry import Entry
+from ..shapes import PRODUCTION_SHAPES, ROPE_SHAPES, qk_bytes, rope_bytes  # noqa: F401 (re-exported)
+from ..target import SIMULATED
 
 # At least this much, and at least 4x the L2.  1 GiB keeps the H200 busy for ~300 us, longer than
 # the host needs to enqueue any launch we time (numba's dispatch of a many-argument kernel is
@@ -279,7 +279,7 @@ def _host_cell(row: dict) -> str:
 # --------------------------------------------------------------------------------------------
 
 def require_gpu() -> None:
-    from .target import SIMULATED
+    from ..target import SIMULATED
 
     if SIMULATED:
         raise BenchError(
@@ -405,7 +405,7 @@ class Buffers:
         self._memcpy(self._dst_ptr, self._src_ptr, self._nbytes, 0)
 
     def problem(self):
-        from .problem import RopeProblem
+        from ..problem import RopeProblem
 
         s = self.shape
         return RopeProblem(tokens=s.tokens, heads=1, head_dim=s.hidden, rotary_dim=s.hidden)
@@ -444,7 +444,7 @@ def _variant_entries(names=None, precise: bool = False) -> list[Entry]:
     compiled, pre-packed launch with fixed pointers: the GPU work of the call and nothing else.
     Their difference is what the public path costs on the GPU's timeline.
     """
-    from . import kernels
+    from .. import kernels
 
     entries = []
     for name, variant in kernels.VARIANTS.items():
@@ -479,12 +479,12 @@ def _public_maker(name: str, options: dict, fastmath: bool):
 
 def _kernel_maker(variant, options: dict, fastmath: bool):
     def make(buf: Buffers):
-        from .kernels._launch import bind
+        from ..kernels._launch import bind
 
         problem = buf.problem()
         plan = variant.plan(problem, _resolved(options, problem.tokens), fastmath=fastmath)
         if SIMULATED:  # the sweep's plumbing is tested on the simulator: no driver to bind to
-            from .kernels._launch import launch
+            from ..kernels._launch import launch
 
             return lambda: launch(plan, (buf.x, buf.out, buf.positions))
         n = problem.elements
@@ -498,7 +498,7 @@ def _kernel_maker(variant, options: dict, fastmath: bool):
 def _fused_entries(names=None) -> list[Entry]:
     """The fused kernel through ``ropelab.fused_qknorm_rope`` (at its default and at each
     heads-per-warp setting), and its kernel alone."""
-    from .kernels import fused_qknorm_rope as kmod
+    from ..kernels import fused_qknorm_rope as kmod
 
     if names and "fused_qknorm_rope" not in names:
         return []
@@ -516,7 +516,7 @@ def fused_user_arrays(shape: Shape, seed: int = 0):
     """(qkv, q_weight, k_weight, positions) on the device as a PyTorch user holds them
     (``torch.bfloat16`` for bfloat16) when PyTorch is installed, else numba arrays (bfloat16
     as uint16 bit patterns)."""
-    from . import fused
+    from .. import fused
 
     heads = (shape.heads_q, shape.heads_k, shape.heads_v or 0)
     host = fused.random_inputs(np.random.default_rng(seed), shape.tokens, heads, shape.head_dim,
@@ -551,17 +551,17 @@ def _fused_maker(heads_per_warp, kernel: bool = False):
         call()
         if not kernel:
             return call
-        from . import fused
-        from .arrays import inspect_array
-        from .kernels import fused_qknorm_rope as kmod
-        from .kernels._launch import bind
+        from .. import fused
+        from ..arrays import inspect_array
+        from ..kernels import fused_qknorm_rope as kmod
+        from ..kernels._launch import bind
 
         info = inspect_array(qkv, "qkv")
         problem = fused.build_problem(info, **kw)
         plan = kmod.VARIANT.plan(problem, {}, aligned=info.ptr % 16 == 0)
         if SIMULATED:
-            from .arrays import device_view
-            from .kernels._launch import launch
+            from ..arrays import device_view
+            from ..kernels._launch import launch
 
             words = np.uint32 if problem.storage == "bfloat16" else None
             views = [device_view(qkv, info, words)] + [
@@ -683,8 +683,8 @@ def launch_overhead(launches: int = 2000, warmup: int = 100, progress: bool = Tr
     require_gpu()
     import ropelab
 
-    from .kernels import flat
-    from .kernels._launch import bind, jitted
+    from ..kernels import flat
+    from ..kernels._launch import bind, jitted
 
     # A small shape: each kernel runs shorter than the host needs to launch it, so the launch
     # queue never fills and the wall clock measures the host, not the GPU.

@@ -29,7 +29,7 @@ import importlib
 
 import numpy as np
 
-from .measure.entry import Entry
+from .entry import Entry
 
 CUDA_SOURCE = r"""
 template <typename I>
@@ -492,9 +492,9 @@ class TwinCase:
                  max_position=4096):
         import cupy
 
-        from . import fused
-        from .arrays import inspect_array
-        from .kernels import fused_qknorm_rope as kmod
+        from .. import fused
+        from ..arrays import inspect_array
+        from ..kernels import fused_qknorm_rope as kmod
 
         hq, hk, hv = heads
         rng = np.random.default_rng(seed)
@@ -537,9 +537,9 @@ def check_twin(shapes=None, storages=("bfloat16", "float16", "float32"),
     ``shapes``: :class:`ropelab.shapes.FusedShape` values (default: the production shapes).
     Returns :class:`ropelab.fused.FusedCheck` rows (``passed`` says if each is within budget).
     """
-    from . import fused, reference
-    from .shapes import PRODUCTION_SHAPES
-    from .target import SIMULATED
+    from .. import fused, reference
+    from ..shapes import PRODUCTION_SHAPES
+    from ..target import SIMULATED
 
     if SIMULATED or not available()["cupy"]:
         raise RuntimeError("check_twin needs a GPU and CuPy (pip install -e '.[baselines]')")

@@ -31,11 +31,12 @@ import math
 import numpy as np
 from numba import cuda
 
-from . import kernels, records, reference
-from .api import rope
-from .kernels._launch import Plan, blocks_for, launch
-from .kernels import pair_sincos
-from .scaling import Llama3, parse, resolve
+from .. import kernels, reference
+from . import records
+from ..api import rope
+from ..kernels._launch import Plan, blocks_for, launch
+from ..kernels import pair_sincos
+from ..scaling import Llama3, parse, resolve
 
 DEFAULT_MAX_POSITION = 131072
 # A maximum error (relative to max|x|) below this is invisible once activations are rounded to
@@ -268,7 +269,7 @@ def record_precision(directory=None, *, max_position: int = DEFAULT_MAX_POSITION
                      samples_per_bucket: int = 128) -> dict:
     """Measure everything above on the current GPU and save it under ``data/`` (or ``directory``).
 
-    Refuses on the simulator (:class:`ropelab.records.RecordError`) before measuring anything.
+    Refuses on the simulator (:class:`ropelab.measure.records.RecordError`) before measuring anything.
     Returns ``{"precision": path, "freq_drift": path, "sincos_error": path, "skipped": [...],
     "verdict": [...]}``.  ``directory`` None writes to ``data/<kind>/``; otherwise to
     ``directory/<kind>/``.
@@ -283,7 +284,7 @@ def record_precision(directory=None, *, max_position: int = DEFAULT_MAX_POSITION
     out = {"skipped": skipped, "verdict": long_context_verdict(rows)}
     out["precision"] = records.save(
         "precision", rows, meta=meta, directory=where("precision"),
-        method=(f"ropelab.precision.precision_by_position: x [tokens, 128] ~ N(0,1) float32, one "
+        method=(f"ropelab.measure.precision.precision_by_position: x [tokens, 128] ~ N(0,1) float32, one "
                 f"token per position, up to {samples_per_bucket} positions per power-of-two bucket "
                 f"up to {max_position} (both ends included), base 10000, interleaved, full rotary; "
                 f"error = |kernel - float64 reference| over all elements of a bucket; fastmath on "
@@ -291,7 +292,7 @@ def record_precision(directory=None, *, max_position: int = DEFAULT_MAX_POSITION
     drift = [r for fm in (True, False) for r in freq_drift(fastmath=fm, position=max_position)]
     out["freq_drift"] = records.save(
         "freq_drift", drift, meta=meta, directory=where("freq_drift"),
-        method=("ropelab.precision.freq_drift: pair_sincos.DRIFT_KERNEL computes every pair's "
+        method=("ropelab.measure.precision.freq_drift: pair_sincos.DRIFT_KERNEL computes every pair's "
                 "frequency (rotary_dim 128, base 10000) with one pow per pair and as the kernel "
                 "does it: pow for the thread's first slot j % stride (stride = threads per head) "
                 "then j // stride multiplications by ratio ** stride; relative errors vs float64; angle "
@@ -299,7 +300,7 @@ def record_precision(directory=None, *, max_position: int = DEFAULT_MAX_POSITION
     sc = [r for fm in (True, False) for r in sincos_error(fastmath=fm)]
     out["sincos_error"] = records.save(
         "sincos_error", sc, meta=meta, directory=where("sincos_error"),
-        method=("ropelab.precision.sincos_error: math.sin/math.cos in a kernel on 4096 float32 "
+        method=("ropelab.measure.precision.sincos_error: math.sin/math.cos in a kernel on 4096 float32 "
                 "angles log-uniform per decade 0.1 .. 1e6 rad, vs numpy float64 sin/cos of the same "
                 "float32 values; fastmath on (sin.approx/cos.approx) and off (libdevice)."))
     return out

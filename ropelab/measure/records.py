@@ -20,7 +20,7 @@ from pathlib import Path
 SCHEMA = 1
 REQUIRED_META = ("gpu", "compute_capability", "driver", "cuda_driver_api", "numba", "numba_cuda",
                  "numpy", "python", "date")
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 
 
 class RecordError(RuntimeError):
@@ -29,7 +29,7 @@ class RecordError(RuntimeError):
 
 def metadata() -> dict:
     """Provenance of a measurement made now, on the current target."""
-    from .target import SIMULATED, describe
+    from ..target import SIMULATED, describe
 
     if SIMULATED:
         raise RecordError("refusing to record measurements made on the Numba CUDA simulator: "

@@ -7,7 +7,7 @@ print them and nbval can check them.
 
 Why a child process: under the simulator ``cuda.compile_ptx`` is None, and numba-cuda picks
 simulator or real compiler once per process.  The census therefore runs
-``python -m ropelab.ptx --child`` with ``NUMBA_ENABLE_CUDASIM=0`` and ``ROPELAB_TARGET=gpu``;
+``python -m ropelab.measure.census --child`` with ``NUMBA_ENABLE_CUDASIM=0`` and ``ROPELAB_TARGET=gpu``;
 with an explicit ``cc`` the real compiler needs no driver.  Kernel modules import without a
 driver because their dispatchers are lazy.
 
@@ -63,7 +63,7 @@ from pathlib import Path
 
 CENSUS_VERSION = 1  # bump when the counting rules change: it invalidates cached results
 CC = (9, 0)
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # ropelab/: the kernel sources are hashed from here
 DATA_FILE = PACKAGE_DIR.parent / "data" / "census" / "census.json"
 
 _SFU = ("sin", "cos", "ex2", "lg2", "rsqrt", "rcp", "sqrt", "tanh")
@@ -181,7 +181,7 @@ def count_sass(sass: str) -> dict:
 
 def _registries():
     """(registry name, {name: Variant}) for every kernel registry."""
-    from . import kernels
+    from .. import kernels
 
     return [("VARIANTS", dict(kernels.VARIANTS)), ("FUSED", dict(kernels.FUSED))]
 
@@ -228,7 +228,7 @@ def cache_key(sass: bool = False) -> str:
         # Excerpt markers ("# ex: begin NAME", see ropelab.course.display) compile to nothing:
         # adding one must not invalidate the committed census.
         h.update(re.sub(rb"(?m)^[ \t]*# ex: (begin|end) \S+[ \t]*\n", b"", path.read_bytes()))
-    for helper in ("problem.py", "ptx.py", "bf16.py"):
+    for helper in ("problem.py", "measure/census.py", "bf16.py"):
         h.update((PACKAGE_DIR / helper).read_bytes())
     return h.hexdigest()[:16]
 
@@ -315,7 +315,7 @@ def _annotate_f64(rows: list[dict]) -> list[dict]:
 
 def _run_child(sass: bool, progress: bool) -> list[dict]:
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", ROPELAB_TARGET="gpu", ROPELAB_QUIET="1")
-    cmd = [sys.executable, "-m", "ropelab.ptx", "--child"] + (["--sass"] if sass else [])
+    cmd = [sys.executable, "-m", "ropelab.measure.census", "--child"] + (["--sass"] if sass else [])
     total = None
     bar = None
     if progress:
@@ -389,7 +389,7 @@ def census(*, sass: bool = False, use_cache: bool = True, progress: bool = False
                 return doc
     rows = _run_child(sass, progress)
     doc = {"key": key, "cc": ".".join(map(str, CC)), "versions": _versions(),
-           "rules": "see ropelab.ptx module docstring", "census_version": CENSUS_VERSION,
+           "rules": "see ropelab.measure.census module docstring", "census_version": CENSUS_VERSION,
            "sass": sass, "rows": rows}
     try:
         user_file.parent.mkdir(parents=True, exist_ok=True)
