@@ -16,6 +16,12 @@ from __future__ import annotations
 
 import collections
 import re
+import sys
+from pathlib import Path
+
+# A script's sys.path starts at scripts/, not the working directory: put this checkout's
+# ropelab first, not whichever one the environment has installed.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from numba import cuda, float32, types
 
