@@ -11,6 +11,15 @@ conversions integer work:
   into infinity) and stays a quiet NaN with its sign.  Overflow rounds to infinity, as IEEE
   round-to-nearest does.
 
+On the GPU, two float32 are rounded and packed into one word by the hardware instruction
+``cvt.rn.bf16x2.f32`` (sm_80 and later: one ``F2FP.BF16.F32.PACK_AB``), instead of about forty
+integer instructions per pair.  It rounds exactly as :func:`from_float32` for every non-NaN
+input (subnormals kept, overflow to infinity); a NaN becomes the canonical quiet NaN ``0x7FFF``
+(sign and payload dropped), which is what CUDA's own ``cuda_bf16.hpp`` software path gives to
+match that instruction.  :func:`from_float32_cvt` is that rule on the host, and the simulator's
+``pack2`` uses it, so simulated and GPU words agree bit for bit.  A GPU older than sm_80 has no
+such instruction: there ``pack2`` keeps the integer version.
+
 The device helpers need to reinterpret a float32's bits as an integer and back.  On a GPU that
 is libdevice's ``__nv_float_as_int``/``__nv_int_as_float``, a plain register move (``mov.b32``);
 the simulator cannot call libdevice, so there the same two steps go through NumPy views.  The
@@ -20,11 +29,12 @@ rounding logic around them is written once and runs on both.
 from __future__ import annotations
 
 import numpy as np
-from numba import cuda, int32, uint16, uint32
+from numba import cuda, float32, int32, uint16, uint32
 
 from .target import SIMULATED
 
 NAN_QUIET_BIT = 0x0040  # the top mantissa bit of a bfloat16
+CANONICAL_NAN = 0x7FFF  # what cvt.rn.bf16(x2).f32 writes for any NaN input
 _ABS_MASK = 0x7FFFFFFF
 _INF_BITS = 0x7F800000
 
@@ -47,6 +57,15 @@ def from_float32(x) -> np.ndarray:
     rounded = (b + 0x7FFF + ((b >> 16) & 1)) >> 16
     quiet = (b >> 16) | NAN_QUIET_BIT
     return np.where(nan, quiet, rounded).astype(np.uint16)
+
+
+def from_float32_cvt(x) -> np.ndarray:
+    """float32 -> bfloat16 bits as the GPU's ``cvt.rn.bf16x2.f32`` rounds them.
+
+    :func:`from_float32` for every non-NaN value; any NaN becomes :data:`CANONICAL_NAN`.
+    """
+    x = np.asarray(x, dtype=np.float32)
+    return np.where(np.isnan(x), np.uint16(CANONICAL_NAN), from_float32(x)).astype(np.uint16)
 
 
 def random_bf16(rng: np.random.Generator, shape, scale: float = 1.0) -> np.ndarray:
@@ -113,6 +132,63 @@ def unpack_high(word):
 
 
 @cuda.jit(device=True, inline="always")
-def pack2(lo, hi):
-    """float32 ``lo``, ``hi`` -> one uint32 word of two bfloat16, each rounded to nearest even."""
+def pack2_integer(lo, hi):
+    """float32 ``lo``, ``hi`` -> one uint32 word of two bfloat16 by integer work (any GPU)."""
     return uint32(store_bf16(lo)) | (uint32(store_bf16(hi)) << uint32(16))
+
+
+def _has_bf16_cvt() -> bool:
+    """Whether every visible GPU is sm_80 or later, asked of libcuda without a context.
+
+    No driver (the census child compiles for sm_90 without one) counts as yes.
+    """
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return True
+    count, major = ctypes.c_int(0), ctypes.c_int(0)
+    if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return True
+    for dev in range(count.value):
+        # 75: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
+        if lib.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) == 0 and major.value < 8:
+            return False
+    return True
+
+
+if SIMULATED:
+    def pack2(lo, hi):
+        """float32 ``lo``, ``hi`` -> one uint32 word (``lo`` in the low half), as the GPU's
+        ``cvt.rn.bf16x2.f32`` rounds them (:func:`from_float32_cvt`)."""
+        b = from_float32_cvt(np.array([lo, hi], dtype=np.float32))
+        return np.uint32(b[0]) | (np.uint32(b[1]) << np.uint32(16))
+elif _has_bf16_cvt():
+    from llvmlite import ir
+    from numba import types
+    from numba.core.errors import TypingError
+    from numba.cuda.extending import intrinsic
+
+    _CVT_TYPE = ir.FunctionType(ir.IntType(32), [ir.FloatType(), ir.FloatType()])
+
+    @intrinsic
+    def _cvt_rn_bf16x2(typingctx, hi, lo):
+        """``cvt.rn.bf16x2.f32 d, hi, lo``: ``hi`` rounded into the upper half of ``d``."""
+        if hi != types.float32 or lo != types.float32:  # a float64 would round twice
+            raise TypingError(f"_cvt_rn_bf16x2 needs two float32, got {hi}, {lo}")
+
+        def codegen(context, builder, sig, args):
+            # Pure (no side effect): the compiler may schedule or drop it like arithmetic.
+            asm = ir.InlineAsm(_CVT_TYPE, "cvt.rn.bf16x2.f32 $0, $1, $2;", "=r,f,f")
+            return builder.call(asm, args)
+
+        return types.uint32(hi, lo), codegen
+
+    @cuda.jit(device=True, inline="always")
+    def pack2(lo, hi):
+        """float32 ``lo``, ``hi`` -> one uint32 word of two bfloat16 (``lo`` in the low half),
+        each rounded to nearest even by one hardware instruction."""
+        return _cvt_rn_bf16x2(float32(hi), float32(lo))
+else:
+    pack2 = pack2_integer

@@ -108,3 +108,51 @@ def test_packed_words_hold_element_2k_low_and_2k_plus_1_high(rng):
     np.testing.assert_array_equal(lo, bf16.to_float32(bits[0::2]))
     np.testing.assert_array_equal(hi, bf16.to_float32(bits[1::2]))
     np.testing.assert_array_equal(again, words)
+
+
+# Halfway cases, subnormals, infinities and NaNs of both signs, for the hardware-style pack.
+PACK_SPECIALS = [a for a, _ in EXACT] + [
+    0x3F80C000, 0xBF808000, 0xBF818000,  # more ties (odd up, even down), negative too
+    0x007F8000, 0x80008000, 0x00800000,  # subnormal ties, smallest normal
+    0x7F7F8000, 0xFF7F8000,  # ties at the top: odd mantissa rounds up to +-inf
+    0x7FFFFFFF, 0xFFC00000, 0xFF800001, 0x7FA00000,  # NaNs: quiet, signalling, negative
+]
+
+
+def test_cvt_rule_is_the_reference_except_nan_is_canonical(rng):
+    x = np.concatenate([_f32(PACK_SPECIALS), rng.integers(0, 2**32, 50000, dtype=np.uint32).view(np.float32)])
+    got = bf16.from_float32_cvt(x)
+    nan = np.isnan(x)
+    assert nan.sum() > 100  # random bit patterns include NaNs (about 1 in 256)
+    np.testing.assert_array_equal(got[~nan], bf16.from_float32(x[~nan]))
+    assert (got[nan] == bf16.CANONICAL_NAN).all()
+    assert bf16.CANONICAL_NAN & bf16.NAN_QUIET_BIT  # a quiet NaN
+
+
+def pair_kernel(lo, hi, words):
+    i = cuda.grid(1)
+    if i < words.size:
+        words[i] = bf16.pack2(lo[i], hi[i])
+
+
+def test_pack2_matches_the_cvt_rule_bit_for_bit(rng):
+    # On a GPU this checks cvt.rn.bf16x2.f32 itself (operand order, rounding, NaN); on the
+    # simulator, the simulator's twin of it.
+    specials = _f32(PACK_SPECIALS)
+    n = 1024
+    lo = np.concatenate([specials, rng.integers(0, 2**32, n, dtype=np.uint32).view(np.float32),
+                         (rng.standard_normal(n) * 1e3).astype(np.float32)])
+    hi = np.concatenate([specials[::-1], rng.integers(0, 2**32, n, dtype=np.uint32).view(np.float32),
+                         (rng.standard_normal(n) * 1e-3).astype(np.float32)])
+    words = np.zeros(lo.size, np.uint32)
+    cuda.jit(pair_kernel)[(lo.size + 255) // 256, 256](lo, hi, words)
+    np.testing.assert_array_equal(words & np.uint32(0xFFFF), bf16.from_float32_cvt(lo))
+    np.testing.assert_array_equal(words >> np.uint32(16), bf16.from_float32_cvt(hi))
+
+
+@pytest.mark.skipif(not bf16.SIMULATED, reason="calls the simulator's pack2 as a Python function")
+def test_simulated_pack2_over_many_random_pairs(rng):
+    x = rng.integers(0, 2**32, (20000, 2), dtype=np.uint32).view(np.float32)
+    got = np.array([bf16.pack2(a, b) for a, b in x], dtype=np.uint32)
+    want = bf16.from_float32_cvt(x).astype(np.uint32)
+    np.testing.assert_array_equal(got, want[:, 0] | (want[:, 1] << np.uint32(16)))

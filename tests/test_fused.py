@@ -452,7 +452,7 @@ for plan in m.census_plans():
     ptx = cuda.compile_ptx(plan.kernel, plan.argtypes(), cc=(9, 0), fastmath=True)[0]
     row = count_ptx(ptx)
     row.update(kernel=plan.kernel.__qualname__, bfly=ptx.count("shfl.sync.bfly.b32"),
-               idx=ptx.count("shfl.sync.idx.b32"))
+               idx=ptx.count("shfl.sync.idx.b32"), cvt_bf16x2=ptx.count("cvt.rn.bf16x2.f32"))
     print(json.dumps(row))
 """
 
@@ -511,6 +511,15 @@ def test_float32_keeps_its_128_bit_warp_per_head(fused_census):
         row = fused_census[f"fused_qknorm_rope_d128_{layout}_float32_v128"]
         assert row["ld_global"]["128"] == 1 and row["st_global"] == {"128": 1}
         assert row["bfly"] == 5
+
+
+def test_bfloat16_kernels_pack_with_the_hardware_conversion(fused_census):
+    # One cvt.rn.bf16x2.f32 per pair of stored elements (8 or 4 elements a lane), none of
+    # ropelab.bf16's integer rounding, and no float64 anywhere; other storages never use it.
+    for name, row in fused_census.items():
+        pairs = 2 if name.endswith("_v64") else 4
+        assert row["cvt_bf16x2"] == (pairs if "bfloat16" in name else 0), name
+        assert row["f64"] == 0, name
 
 
 def test_cache_kernel_reads_cos_sin_and_computes_none(fused_census):

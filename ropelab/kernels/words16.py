@@ -8,7 +8,8 @@ half (little-endian).  Each storage dtype needs three device functions, collecte
 * ``low(word)`` / ``high(word)``: the float32 value of one half;
 * ``pack(lo, hi)``: two float32, each rounded to nearest even, as one word.
 
-bfloat16 is the top half of a float32, so its codec is integer work (:mod:`ropelab.bf16`).
+bfloat16 is the top half of a float32, so its halves unpack with a shift or a mask, and its
+pack is one ``cvt.rn.bf16x2.f32`` on sm_80+ (:mod:`ropelab.bf16`).
 float16 has its own exponent width, so its halves go through the hardware conversions:
 ``cvt.f32.f16`` (exact) and ``cvt.rn.f16.f32`` (round to nearest even, overflow to infinity,
 NaN kept).  Numba has no way to reinterpret 16 bits as a ``float16`` scalar, so two small
