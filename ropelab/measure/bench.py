@@ -506,6 +506,9 @@ def _fused_entries(names=None) -> list[Entry]:
                      fused=True),
                Entry("fused_qknorm_rope:kernel", "kernel_fused", _fused_maker(None, kernel=True),
                      fastmath=True, fused=True)]
+    # The long-context path: cos/sin read from float32 tables instead of computed.
+    entries.append(Entry("fused_qknorm_rope:cache", "ropelab_fused", _fused_maker(None, cache=True),
+                         fastmath=True, fused=True))
     for hpw in kmod.HEADS_PER_WARP_CHOICES:
         entries.append(Entry(f"fused_qknorm_rope_{hpw}head{'s' if hpw > 1 else ''}",
                              "ropelab_fused", _fused_maker(hpw), fastmath=True, fused=True))
@@ -537,7 +540,7 @@ def _fused_kwargs(shape: Shape) -> dict:
                 rotary_dim=shape.rotary_dim)
 
 
-def _fused_maker(heads_per_warp, kernel: bool = False):
+def _fused_maker(heads_per_warp, kernel: bool = False, cache: bool = False):
     def make(buf: Buffers):
         import ropelab
 
@@ -545,6 +548,8 @@ def _fused_maker(heads_per_warp, kernel: bool = False):
             return None
         qkv, wq, wk, pos = fused_user_arrays(buf.shape)
         kw = _fused_kwargs(buf.shape)
+        if cache:  # positions of fused_user_arrays are below 4096 (fused.random_inputs)
+            kw.update(cache=True, max_positions=4096)
         # In place, so every repeat re-normalizes the previous output: values stay O(weight).
         call = lambda: ropelab.fused_qknorm_rope(qkv, q_weight=wq, k_weight=wk,  # noqa: E731
                                                  positions=pos, heads_per_warp=heads_per_warp, **kw)
