@@ -195,19 +195,168 @@ if bench is not None:
 
 # %% [markdown]
 # So the division was not what limited `flat`.  Since its index math became unsigned
-# (notebook 01) it divides once per thread, and removing even that bought nothing: both
-# kernels sit below the copy for a reason other than their instruction count.  Notebook 03
-# finds it in the width of the loads.  Float32 RoPE moves 16 bytes per pair and spends a few
-# dozen instructions on them; where a kernel waits on memory, fewer instructions change
-# nothing.
+# (notebook 01) it divides once per thread, and removing even that bought nothing.  Float32
+# RoPE moves 16 bytes per pair and spends a few dozen instructions on them; where a kernel
+# waits on memory, fewer instructions change nothing.  What `block2d` lost is found by
+# changing one thing at a time.
 #
-# Why `block2d` loses is a question this record does not answer.  What differs between the
-# two launches is the block shape: `block2d` runs one block per token, with as many threads as
-# the row has pairs (up to 1024, looping beyond), where `flat` runs small blocks of 256 threads
-# over the whole array.  Large blocks are scheduled onto an SM all at once and leave it all at
-# once, and on the 1 GB shape each thread loops over two pairs.  Either could cost the few
-# percent measured; neither was isolated in this run, so treat them as hypotheses to test,
-# not as the explanation.
+# ## Why `block2d` loses: controlled variants
+#
+# `ropelab.measure.controls` holds kernels that each differ from `block2d` (or `flat`) in one
+# respect.  Timed in one run with the references (`python -m ropelab.measure.timing`, cold L2,
+# the entries interleaved round by round), the time ratio of each pair says what that one
+# respect costs.  What each control changes, and which result would confirm which suspect:
+
+# %%
+import inspect
+
+from ropelab.measure import controls, timing
+from ropelab.measure import profile as ncu
+
+block2d_entries = [n for n, e in controls.KERNELS.items() if e.question == "block2d"]
+for name in block2d_entries:
+    e = controls.KERNELS[name]
+    if e.role == "control":
+        print(f"{name} (vs {e.reference}): {e.isolates}.\n    reading: {e.confirms}.")
+
+# %% [markdown]
+# The recorded times (`ratio`: median time over the reference's median, same shape and run;
+# `round lo-hi`: the range of that ratio over the run's rounds; `of copy`: the device copy of
+# the same bytes, same run):
+
+# %%
+ctl = course.recorded("controls")
+if ctl is not None:
+    print(course.provenance(ctl))
+    print(timing.format_rows([r for r in ctl["rows"] if r["entry"] in block2d_entries + ["copy_d2d"]]))
+
+# %% [markdown]
+# The readings, collected from the rows above:
+
+# %%
+if ctl is not None:
+    ctl_row = {(r["entry"], r["shape"]): r for r in ctl["rows"]}
+
+    def ratio_range(entry, shape_list):
+        ratios = [ctl_row[(entry, s)]["vs_reference"] for s in shape_list]
+        return f"{min(ratios):.2f} to {max(ratios):.2f}"
+
+    small = ("4096x512", "8192x1024")
+    every = small + ("32768x4096",)
+    print("block2d / flat                 on", ", ".join(every), ":", ratio_range("block2d", every))
+    print("block2d_loads_first / block2d  on", ", ".join(every), ":", ratio_range("block2d_loads_first", every))
+    print("block2d_pos_in_loop / block2d  on", ", ".join(small), ":", ratio_range("block2d_pos_in_loop", small))
+    print("block2d_no_loop / block2d      on", ", ".join(small), ":", ratio_range("block2d_no_loop", small))
+    print("flat_serial_pos / flat         on", ", ".join(every), ":", ratio_range("flat_serial_pos", every))
+    print("flat_block2d_exponent / flat   on", ", ".join(every), ":", ratio_range("flat_block2d_exponent", every))
+    print("block2d_256 / block2d          on 32768x4096 :", ratio_range("block2d_256", ("32768x4096",)))
+
+# %% [markdown]
+# * Writing the loads first in the source (`block2d_loads_first`) changes nothing: the
+#   compiler already schedules them as early as it can.
+# * Reading the position next to the pair's loads (`block2d_pos_in_loop`), or dropping the
+#   loop so that the position read and the pair's loads share one block of code
+#   (`block2d_no_loop`), brings `block2d` level with `flat` on the two smaller shapes.
+# * The converse holds too: `flat` made to wait for the position before it may load its pair
+#   (`flat_serial_pos`) becomes as slow as `block2d`, or slower.
+# * The exponent formula (`flat_block2d_exponent`) costs nothing.
+#
+# The machine code says why.  The census of the controls reads each kernel's SASS in order:
+# `L` a global load, `S` a store, `w` an instruction that needs a load still in flight (the warp
+# stalls there).  `in flight` is the largest number of loads issued and not yet waited for:
+
+# %%
+ctl_census = controls.census()
+rows = [r for r in ctl_census["rows"] if r["name"] in block2d_entries]
+print(controls.format_census(dict(ctl_census, rows=rows)))
+print()
+for r in rows:
+    print(f"{r['name']:<22} loads issued before the first wait: {r['sass_schedule']['loads_before_first_wait']}")
+
+# %% [markdown]
+# `flat` issues its three loads (the position and the pair's two floats) back to back and
+# then waits once: one trip to memory.  `block2d` issues the position load and waits for it
+# before it issues the pair's loads: two trips to memory in a row, per thread.  Its position
+# is read and converted to float32 before the stride loop, and the pair's loads sit inside the
+# loop, in another block of code, so the compiler does not issue them ahead of that
+# conversion.  With one pair per thread, as on these shapes, every thread pays two memory
+# latencies where `flat` pays one, and the SM has fewer bytes in flight to cover them.
+#
+# Nsight Compute (`python -m ropelab profile`, recorded under `data/profile/`) sees the same
+# thing from the hardware counters.  `long_scoreboard` is the state of a warp waiting for
+# global memory, counted in cycles per issued instruction; `issue%` is the share of cycles in
+# which a scheduler issued anything; `occ%` is achieved / theoretical occupancy:
+
+# %%
+prof = course.recorded("profile")
+if prof is not None:
+    print(ncu.profile_table(prof, r"^(flat|block2d\w*|flat_\w+)@"))
+
+# %%
+if prof is not None:
+    def prof_row(case):
+        return next(r for r in prof["rows"] if r["case"] == case)
+
+    for shape in ("seed_4096x512", "large_32768x4096"):
+        for name in ("flat", "block2d", "block2d_pos_in_loop", "flat_serial_pos"):
+            r = prof_row(f"{name}@{shape}")
+            assert r["stall_1"] == "long_scoreboard"
+            print(f"{name:<20} {shape:<17} waiting for memory {r['stall_1_cycles']:5.1f} cycles per "
+                  f"instruction, issuing in {r['issue_active_pct']:.0f}% of cycles")
+
+# %% [markdown]
+# `block2d` waits on memory about twice as long per instruction as `flat`; moving its
+# position read into the loop cuts that wait, and making `flat` wait for the position raises
+# it.  The cause is the serialized position read, not the division, the loop's arithmetic or
+# the exponent.
+#
+# **The fix** is to let the pair's loads go out together with the position: read the position
+# inside the loop, next to the pair's loads.  That is the whole of `block2d_pos_in_loop`
+# (the stores to `out` might alias `positions` as far as the compiler knows, so it cannot
+# move the read back out of the loop):
+
+# %%
+print(inspect.getsource(controls.rope_block2d_pos_in_loop))
+
+# %% [markdown]
+# `ropelab`'s `block2d` keeps the seed's order on purpose: it is the lesson's kernel, and
+# the controls above are its measured correction.  The fix's effect, from the same run:
+
+# %%
+if ctl is not None:
+    for shape in every:
+        fixed = ctl_row[("block2d_pos_in_loop", shape)]["median_us"]
+        print(f"{shape:<11} block2d_pos_in_loop / block2d {fixed / ctl_row[('block2d', shape)]['median_us']:.3f}, "
+              f"/ flat {fixed / ctl_row[('flat', shape)]['median_us']:.3f}")
+
+# %% [markdown]
+# The fixed kernel takes `flat`'s time on all three shapes.  Dropping the loop instead
+# (`block2d_no_loop`) works only while a row fits one block of 256 or 512 threads: on the 1 GB
+# shape it launches 1024-thread blocks with one pair per thread, and has the lowest achieved
+# occupancy in the profile above, for the reason the next paragraph gives.
+#
+# **Large blocks cost too, on wide rows.**  At 32768 x 4096 a row has 2048 pairs, so `block2d`
+# launches 1024-thread blocks and each thread loops over two pairs; `block2d_256` runs the
+# same kernel with 256-thread blocks (eight pairs per thread).  A block leaves the SM only
+# when its last warp finishes, and an SM holds at most two blocks of 1024 threads, so its
+# warp slots sit partly empty while each block drains.  The profile's achieved occupancy,
+# and the time ratio from the controls:
+
+# %%
+if prof is not None and ctl is not None:
+    for name in ("block2d", "block2d_256", "flat"):
+        r = prof_row(f"{name}@large_32768x4096")
+        print(f"{name:<12} {r['block']:>5} threads per block: achieved occupancy "
+              f"{r['achieved_occupancy_pct']:.0f}% of {r['theoretical_occupancy_pct']:.0f}%")
+    print(f"block2d_256 / block2d on 32768x4096: {ctl_row[('block2d_256', '32768x4096')]['vs_reference']:.3f}, "
+          f"of copy {100 * ctl_row[('block2d_256', '32768x4096')]['frac_of_copy']:.1f}% "
+          f"(flat {100 * ctl_row[('flat', '32768x4096')]['frac_of_copy']:.1f}%)")
+
+# %% [markdown]
+# With eight pairs per thread, `block2d_256` also pays its one position wait once for eight
+# pairs instead of once for two, which is why it passes `flat` on this shape.  On 4096 x 512
+# `block2d_256` is the same launch as `block2d` (256 pairs per row) and its ratio is 1 within
+# the run's noise, as it should be.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -222,6 +371,9 @@ print(course.live_bench(["flat", "block2d"]))
 # * On a memory-bound kernel, fewer instructions do not buy time by themselves: here half the
 #   machine code went away and the kernel got slower.  Compare the census with the recorded
 #   times rather than assuming either way.
+# * The order of the loads matters as much as their count: a load that must wait for another
+#   (here the token's position) makes every thread pay two memory latencies instead of one.
+#   Controlled variants, each changing one thing, and the profiler's stall counts found it.
 #
 # ## Exercise: the stride loop
 #

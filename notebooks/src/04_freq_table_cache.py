@@ -220,22 +220,24 @@ print(course.excerpt(freq_table, "reduced_angle"))
 bench = course.recorded("bench")
 if bench is not None:
     print(course.provenance(bench))
-    print(course.bench_table(bench, ["torch_copy", "flat", "freq_table"]))
+    print(course.bench_table(bench, ["torch_copy", "flat", "freq_table", "freq_table:cache"]))
 
 # %%
 if bench is not None:
-    course.plot_roof(bench, ["flat", "block2d", "pack4", "freq_table"])
+    course.plot_roof(bench, ["flat", "block2d", "pack4", "freq_table", "freq_table:cache"])
     plt.show()
 
 # %% [markdown]
-# Time of `freq_table` relative to `flat` on each shape:
+# `freq_table:cache` is the same variant called with `cache=True, max_positions=tokens` (the
+# cos/sin cache, the method of vLLM and FlashInfer).  Time of each relative to `flat` on each
+# shape:
 
 # %%
 if bench is not None:
-    print(course.relative_times(bench, "flat", ["freq_table"]))
+    print(course.relative_times(bench, "flat", ["freq_table", "freq_table:cache"]))
 
 # %% [markdown]
-# Level, on every shape.  Removing `pow` removed two special-function calls per pair and
+# The table is level with `flat`, on every shape.  Removing `pow` removed two special-function calls per pair and
 # saved no time, because the `pow` was not what limited `flat`.  What `freq_table` added (a
 # slot per head with a pass-through branch, a second index computation to find the token of a
 # head, a load from the frequency table) costs nothing measurable either.  Both kernels wait
@@ -246,8 +248,46 @@ if bench is not None:
 # It was not always so: in the first recorded run (`data/history/`), before both kernels'
 # index math became unsigned, `freq_table` was slower than `flat` by a sixth to a quarter.
 #
-# The benchmark times each variant in its default mode, the table; the cache and the fma
-# angle reduction are shown here for precision.
+# ## Why the cache is slower here: it moves more bytes
+#
+# The cache is the slowest of the three on every shape, and the reason is in the bytes, not the
+# arithmetic.  The benchmark gives every token its own position (`positions = arange(tokens)`)
+# and every row is one head, so each token reads its own row of the table: `pairs` cosines and
+# `pairs` sines, 4 bytes each, which is half as many bytes again as the row of `x` it reads
+# and writes.  `bytes_moved` in the table counts only the operation's minimum (x in, out,
+# positions), so the cache's GB/s there understates what it really moved.  The bytes it must
+# move, against the time it took:
+
+# %%
+if bench is not None:
+    print(f"{'shape':<12} {'minimum MB':>10} {'table MB':>9} {'bytes / minimum':>16} {'time cache / table':>19}")
+    for shape in ("4096x512", "4096x1024", "8192x512", "8192x1024", "32768x4096"):
+        row = course.bench_row(bench, "freq_table:cache", shape)
+        table_bytes = row["tokens"] * (row["hidden"] // 2) * 2 * 4  # cos and sin, float32, one row per token
+        ratio = row["median_us"] / course.bench_row(bench, "freq_table", shape)["median_us"]
+        print(f"{shape:<12} {row['bytes_moved'] / 1e6:>10.1f} {table_bytes / 1e6:>9.1f} "
+              f"{(row['bytes_moved'] + table_bytes) / row['bytes_moved']:>16.2f} {ratio:>19.2f}")
+
+# %% [markdown]
+# The time grows with the bytes: the cache kernel is as memory-bound as the others, with more
+# memory to move.  The Nsight Compute profile confirms it from the DRAM counters
+# (`traffic` = DRAM bytes over the minimum; on the small shape the output stays in the 60 MB
+# L2 for every kernel, so all of them read less than the minimum from DRAM) and shows that the
+# cache kernel uses no transcendental unit at all (`XU%`):
+
+# %%
+prof = course.recorded("profile")
+if prof is not None:
+    from ropelab.measure import profile as ncu
+
+    print(ncu.profile_table(prof, r"^(flat|freq_table\S*)@"))
+
+# %% [markdown]
+# A cache pays off where its rows are shared: with many heads per token, one row of
+# `rotary_dim / 2` pairs serves every head of the token, so its bytes are divided by the number
+# of heads, and they usually stay in L2.  Its real advantage is precision at long positions,
+# which costs no time to keep (above).  The fma angle reduction is not in the benchmark; the
+# profile above times it as the `reduce_angle=True` row.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -260,7 +300,9 @@ print(course.live_bench(["flat", "freq_table"]))
 #   On the H200 it saved no time (`freq_table` is level with `flat`): removing work that is not
 #   the bottleneck never does.
 # * A cos/sin cache removes all transcendental math and is exact at every position, for
-#   `8 x positions x pairs` bytes of memory and two extra loads per pair.
+#   `8 x positions x pairs` bytes of memory and two extra loads per pair.  On one-head rows
+#   with a position per token those loads are half as many bytes again as the data, and the
+#   recorded run is slower by up to that much.
 # * Long contexts break fast-math RoPE twice: the float32 angle is coarse, and `sin.approx`
 #   is inaccurate for large arguments.  `fastmath=False` fixes only the second; a float64-built
 #   cache or an exact angle reduction fixes both.

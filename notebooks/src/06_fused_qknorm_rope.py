@@ -17,8 +17,10 @@
 # * **in place on a packed `qkv` buffer**, `[tokens, (Q heads + K heads + V heads) * head_dim]`,
 #   the layout an attention layer's fused projection produces; V is never touched;
 # * the **production shapes** of SGLang's benchmark, in bfloat16 and float32;
-# * a refinement the H200 asked for: **several heads per warp** for 16-bit storage, and what
-#   Little's law says about why.
+# * a refinement the H200 asked for: **half a warp per head** with 128-bit word loads for
+#   16-bit storage, what Little's law says about why (worked out with numbers), and what the
+#   profiler says about the rest;
+# * a **long-context path**: a float32 cos/sin cache, and its precision by position.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -33,6 +35,7 @@ import ropelab
 from ropelab import course, fused, shapes
 from ropelab.measure import census as ptx
 from ropelab.kernels import fused_qknorm_rope as fused_kernel
+from ropelab.measure import profile as ncu
 
 print(ropelab.format_description())
 
@@ -219,25 +222,73 @@ if bench is not None:
 # builds come close to the copy on every production shape.  The bfloat16 builds do not: they
 # move half the bytes but stay near two thirds of their copy.
 #
-# ## Little's law, and several heads per warp
+# ## Little's law, and half a warp per head
 #
 # A memory system delivers its bandwidth only when enough bytes are in flight to cover its
-# latency: bytes in flight = bandwidth x latency.  Here is what one warp asks for before it
-# must wait, with one head:
+# latency: bytes in flight = bandwidth x latency.  Worked out per SM for the recorded run:
+#
+# * **bandwidth per SM**: the device copy of the same bytes, timed in the same run, divided by
+#   the GPU's SMs (from the record's metadata);
+# * **latency**: an assumption, not a measurement.  DRAM latency under load on H100/H200-class
+#   HBM is commonly quoted at roughly 600 to 800 ns; the cell takes both ends.
 
 # %%
-head_dim = 128
-for storage, width in (("bfloat16", 2), ("float32", 4)):
-    print(f"{storage:<9} one head = {head_dim} elements x {width} bytes = {head_dim * width} bytes in flight per warp")
+sms = bench["meta"]["sm_count"] if bench is not None else None
+LATENCY_NS = (600, 800)  # assumed loaded DRAM latency, H100/H200 class (not measured here)
+if bench is not None:
+    copy_gbps = course.bench_row(bench, "copy_d2d", "flux_1024", "bfloat16")["gbps"]
+    per_sm = copy_gbps / sms  # GB/s = bytes per ns
+    need = [per_sm * t for t in LATENCY_NS]
+    print(f"copy of flux_1024's bfloat16 bytes: {copy_gbps:.0f} GB/s over {sms} SMs = {per_sm:.1f} bytes per ns per SM")
+    print(f"bytes in flight needed per SM at {LATENCY_NS[0]}-{LATENCY_NS[1]} ns: "
+          f"{need[0] / 1024:.1f} to {need[1] / 1024:.1f} KiB")
 
 # %% [markdown]
-# A bfloat16 head is half the bytes of a float32 head, and a warp does the same work per
-# element for it (sums, shuffles, sines, plus the conversions).  So an SM full of bfloat16
-# warps keeps half as many bytes in flight as one full of float32 warps.  The remedy
-# the kernel offers is `heads_per_warp`: a warp issues the loads of 2 (or 4) heads before any
-# arithmetic, doubling (quadrupling) its bytes in flight, at the price of registers.  The
-# same token as in the first thread map, traced with two heads per warp: a warp now covers two
-# neighbouring heads, and each lane holds four elements of each.
+# What the kernel keeps in flight: each lane issues the loads of all its heads before any
+# arithmetic, so a warp has `bytes per lane x 32` in flight, and an SM that many times its
+# resident warps.  Bytes per lane follow from the kernel's mapping (`head_dim / lanes per
+# head` elements of each head the lane's group handles); resident warps come from the
+# profile's achieved occupancy (a share of the H200's 64 warp slots per SM).  The first line is
+# the old 16-bit mapping, one head per warp on 32 lanes, for comparison:
+
+# %%
+prof = course.recorded("profile")
+ITEM = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def warp_bytes(storage, lanes_per_head, heads_per_warp, head_dim=128):
+    per_lane = (head_dim // lanes_per_head) * ITEM[storage] * (heads_per_warp * lanes_per_head // 32)
+    return per_lane, per_lane * 32
+
+
+if prof is not None and bench is not None:
+    print(f"{'mapping':<34} {'B/lane':>6} {'B/warp':>6} {'warps/SM':>8} {'KiB in flight/SM':>16} {'of need':>11}")
+    settings = [("bfloat16", 32, 1, "bfloat16 old: 1 head, 32 lanes")]
+    settings += [(st, fused_kernel.LANES_PER_HEAD[st], fused_kernel.HEADS_PER_WARP[st],
+                  f"{st} now: {fused_kernel.HEADS_PER_WARP[st]} head(s), {fused_kernel.LANES_PER_HEAD[st]} lanes")
+                 for st in ("bfloat16", "float16", "float32")]
+    for storage, lanes, hpw, label in settings:
+        occ = next(r for r in prof["rows"]
+                   if r["case"] == f"fused_qknorm_rope[{storage},gptj]@flux_1024")["achieved_occupancy_pct"]
+        warps = 64 * occ / 100
+        lane_b, warp_b = warp_bytes(storage, lanes, hpw)
+        in_flight = warps * warp_b
+        print(f"{label:<34} {lane_b:>6} {warp_b:>6} {warps:>8.0f} {in_flight / 1024:>16.1f} "
+              f"{in_flight / need[1]:>5.1f}-{in_flight / need[0]:.1f}x")
+    print("(warps/SM: achieved occupancy of today's kernel at flux_1024, also used for the old mapping)")
+
+# %% [markdown]
+# With one head per warp on 32 lanes, a 16-bit warp had only 256 bytes in flight (8 bytes per
+# lane), and even a nearly full SM fell short of the bytes Little's law asks for: that is the
+# ceiling the earlier bfloat16 runs sat under.  Half a warp per head, with each lane moving its
+# 8 elements as one 128-bit word (`ld.global.v4.u32`), doubles the bytes per lane and per warp,
+# and now every storage keeps more bytes in flight than the assumed latency needs, at either
+# end of the range.  So latency hiding is no longer what limits the kernel; for bfloat16 the
+# profile below shows what does.  (The old mapping's row uses today's occupancy, so it shows the
+# direction, not an exact figure.)
+#
+# The same token as in the first thread map, traced with today's 16-bit mapping: each colour
+# is one head, and a warp now covers two neighbouring heads, sixteen lanes each.
 
 # %%
 fmap2 = course.trace_fused(tokens=1, heads=(2, 2, 1), head_dim=128, heads_per_warp=2)
@@ -251,11 +302,11 @@ plt.show()
 # %%
 hpw_rows = ["fused_qknorm_rope_1head", "fused_qknorm_rope_2heads", "fused_qknorm_rope_4heads"]
 if bench is not None:
-    print(course.copy_table(bench, hpw_rows, shapes=production))
+    print(course.copy_table(bench, hpw_rows, shapes=production, dtypes=("bfloat16", "float16", "float32")))
 
 # %%
 if bench is not None:
-    for storage in ("bfloat16", "float32"):
+    for storage in ("bfloat16", "float16", "float32"):
         shares = [bench_row["frac_of_copy"] for bench_row in
                   (course.bench_row(bench, v, "flux_1024", storage) for v in hpw_rows)]
         print(f"flux_1024 {storage:<9} of copy with 1 / 2 / 4 heads per warp: "
@@ -279,31 +330,146 @@ for run in course.recorded_runs("bench")[-2:]:  # this run and the one before it
     print()
 
 # %% [markdown]
-# What the record says, and what it does not:
-#
-# * **bfloat16: two heads per warp help**, by 8 to 10 percent of the time on every production
-#   shape in both runs, several times either run's twin gap; four heads are slightly slower
-#   than two.  So the kernel defaults to two heads per warp for 16-bit storage.
-# * **float32: no setting is clearly better.**  A float32 head, moved with 128-bit loads, is
-#   already 512 bytes per warp.  The three settings differ by a few percent at most: more
-#   than the newer run's twin gap, within the older run's on two shapes, and of the size by
-#   which the same code moves from one run to the next (notebook 07 measures it).  One head is
-#   fastest on three shapes in both runs; on `zimage_1024` the two runs disagree.  The default stays one head per warp: the simplest kernel, not a proven
-#   winner.
-# * **The rest of the gap is not explained by this run.**  The project's target is 80 percent
-#   of the copy on `flux_1024` and `qwen_image_1024` in bfloat16, and two heads per warp get
-#   to the low seventies.  If bytes in flight were the whole story, four heads would have
-#   closed more of it.  Candidates (occupancy lost to registers, the bfloat16 conversions, the
-#   32-bit word accesses instead of 128-bit vectors) were not measured separately; each is a
-#   hypothesis, not a finding.
-#
-# The default rows (`fused_qknorm_rope`, two heads for bfloat16 and one for float32) against
-# the fastest copy of the whole run, for comparison with the other notebooks' tables:
+# Which setting is fastest, per shape and storage, in the newest run:
 
 # %%
 if bench is not None:
-    print(course.bench_table(bench, ["fused_qknorm_rope"], shapes=production,
-                             dtypes=("bfloat16", "float32")))
+    for storage in ("bfloat16", "float16", "float32"):
+        for shape in production:
+            times = {v: course.bench_row(bench, v, shape, storage)["median_us"] for v in hpw_rows}
+            best = min(times, key=times.get)
+            print(f"{storage:<9} {shape:<19} fastest {best:<25} (1 / 2 / 4 heads: "
+                  + " / ".join(f"{times[v]:.1f}" for v in hpw_rows) + " us)")
+
+# %% [markdown]
+# For 16-bit storage, two heads per warp means half a warp per head with 128-bit words (one
+# head per warp keeps the whole warp on one head, 8 bytes per lane), and it is the default.
+# For float32, where one head per warp already moves 16 bytes per lane, the three settings are
+# within a few percent of each other with no consistent winner across the shapes, and the
+# default stays the simplest kernel, one head per warp.
+#
+# ## Against the copy and against CUDA C++
+#
+# The default, timed through the public `ropelab.fused_qknorm_rope` call the way a user calls
+# it, against the copy of the same bytes and against the CUDA C++ twin of the fused kernel in
+# `ropelab.baselines` (same mapping, nvcc's conversions, compiled by NVRTC), all in the same
+# run.  The bench times ropelab's GPT-J (interleaved) layout; the twin is timed in both
+# layouts:
+
+# %%
+if bench is not None:
+    print(course.provenance(bench))
+    print(f"{'shape':<19} {'storage':<9} {'ropelab':>8} {'twin gptj':>10} {'twin neox':>10} {'ropelab / twin':>15}")
+    for shape in production:
+        for storage in ("bfloat16", "float16", "float32"):
+            ours = course.bench_row(bench, "fused_qknorm_rope", shape, storage)
+            twin = course.bench_row(bench, "cuda_fused", shape, storage)
+            neox = course.bench_row(bench, "cuda_fused_neox", shape, storage)
+            print(f"{shape:<19} {storage:<9} {100 * ours['frac_of_copy']:>7.1f}% {100 * twin['frac_of_copy']:>9.1f}% "
+                  f"{100 * neox['frac_of_copy']:>9.1f}% {ours['median_us'] / twin['median_us']:>15.2f}")
+    print("(columns 3-5: share of the same-run copy; last: time ratio, above 1 = ropelab slower)")
+
+# %% [markdown]
+# float32 is level with its twin except on `zimage_1024`, and float16 trails its twin by less
+# than a tenth.  (On `zimage_1024`, the profile below gives `barriers` as the block limit, and
+# float16's achieved occupancy there is far below the other shapes'; that shape stays below
+# the copy for that reason.)  bfloat16 is the outlier: the same mapping and the same bytes as
+# float16, and still well below the copy, and below its twin.  Bytes in flight cannot explain that (the Little's law table gives both 16-bit storages
+# the same bytes).  The Nsight Compute profile of the production cases
+# (`python -m ropelab profile`, `data/profile/`) says where the time goes:
+
+# %%
+if prof is not None:
+    print(ncu.profile_table(prof, r"^fused_qknorm_rope\[\w+,gptj\]@(flux|qwen_image_1024|zimage)"))
+
+# %%
+if prof is not None:
+    for storage in ("bfloat16", "float16", "float32"):
+        r = next(r for r in prof["rows"] if r["case"] == f"fused_qknorm_rope[{storage},gptj]@flux_1024")
+        print(f"{storage:<9} flux_1024: issuing in {r['issue_active_pct']:.0f}% of cycles, top stalls "
+              f"{r['stall_1']} {r['stall_1_cycles']:.1f} / {r['stall_2']} {r['stall_2_cycles']:.1f} cycles per "
+              f"instruction, DRAM {r['dram_pct']:.0f}% of peak")
+    # Same GPU, same clocks: issued instructions scale with duration x issue share.
+    work = {st: next(r for r in prof["rows"] if r["case"] == f"fused_qknorm_rope[{st},gptj]@flux_1024")
+            for st in ("bfloat16", "float16")}
+    est = {st: r["duration_us"] * r["issue_active_pct"] for st, r in work.items()}
+    print(f"bfloat16 issues about {est['bfloat16'] / est['float16']:.2f}x the instructions of float16 "
+          f"(profiled duration x issue share)")
+
+# %% [markdown]
+# * **float32** warps mostly wait for memory (`long_scoreboard` first) and issue in well under
+#   half of the cycles: a memory-bound kernel, as it should be, near the copy.
+# * **bfloat16** warps are mostly `not_selected`: ready to issue, but the scheduler issued
+#   another warp's instruction in that cycle, and the issue slots are busy about three cycles
+#   in four.  The kernel is issue-bound: it runs out of instruction slots before it runs out of
+#   bandwidth.
+# * **float16** issues in as large a share of cycles, but finishes sooner: at the same issue
+#   rate, bfloat16 simply has more instructions to issue (the last line above estimates how
+#   many more).  The loads, the shuffles and the float32 arithmetic are the same in both
+#   builds; the difference is the conversions.  A float16 value converts to and from float32 with one
+#   hardware instruction each way.  `ropelab` stores bfloat16 as 16-bit patterns and converts in
+#   integer code (`ropelab.bf16`): widening is one shift, but rounding back to nearest-even,
+#   with NaN kept quiet, takes several integer instructions per element, for every element of
+#   every head.  The CUDA C++ twin uses the hardware conversion (`__float2bfloat16_rn`), which
+#   is why it gets closer to the copy in bfloat16.
+#
+# A cheaper bfloat16 rounding is the lever left; the cells above print whatever the newest
+# recorded run says, so they will show it when it lands.
+#
+# ## The long-context path: a cos/sin cache
+#
+# With the default sin/cos path, every lane computes `sin` and `cos` of `position x frequency`
+# in float32 with the fast-math intrinsics, whose error grows with the angle (notebook 04).
+# `fused_qknorm_rope(..., cache=True, max_positions=N)` instead reads cosines and sines from a
+# `[N, rotary_dim / 2]` float32 table built on the host in float64 (the YaRN-blended
+# frequencies go into it too), the method of vLLM, FlashInfer and SGLang.  Its precision by
+# position, measured on the H200 (`python -m ropelab.fused_precision`, `data/precision/`):
+# the worst relative error over Q and K in each bucket of positions, float32 storage, GPT-J:
+
+# %%
+from ropelab import fused_precision, records
+
+fprec = records.load("precision_fused", ropelab.records.DATA_DIR / "precision")
+print(course.provenance(fprec))
+by_path = {}
+for r in fprec["rows"]:
+    if r["storage"] == "float32" and r["layout"] == "gptj" and r["yarn"] == "-" and r["fastmath"]:
+        by_path.setdefault(r["path"], {})[(r["pos_lo"], r["pos_hi"])] = r["max_rel_err"]
+print(f"{'positions':>17} {'cache':>10} {'sin/cos':>10}")
+for lo, hi in sorted(by_path["cache"]):
+    print(f"{lo:>8}-{hi:<8} {by_path['cache'][(lo, hi)]:>10.1e} {by_path['sincos'].get((lo, hi), float('nan')):>10.1e}")
+
+# %% [markdown]
+# The worst case of every recorded configuration (storages, layouts, YaRN, fast-math on and
+# off):
+
+# %%
+for w in sorted(fused_precision.worst_by_case(fprec["rows"]),
+                key=lambda w: (w["storage"], w["path"], w["layout"], w["yarn"], w["fastmath"])):
+    print(f"{w['storage']:<9} {w['path']:<7} {w['layout']:<5} yarn {w['yarn']:<3} fastmath {str(w['fastmath']):<5} "
+          f"worst relative error {w['max_rel_err']:.1e} at positions up to {w['at_pos_hi']}")
+
+# %% [markdown]
+# The cache's error stays flat at the float32 rounding level at every position, to the end
+# of the range; the sin/cos path's error grows with the position by orders of magnitude.
+# Turning fast-math off does not rescue the sin/cos path: the float32 product `position x
+# frequency` is already coarse at long positions.  In bfloat16 storage the final rounding
+# sets a floor for both paths; the cache stays at that floor, while the sin/cos path grows
+# past it at long positions.
+#
+# Its speed: the cache path reads `rotary_dim / 2` cosines and sines per token, shared by all
+# the token's heads, so the extra bytes are small next to Q and K.  Whether the newest bench
+# record timed it:
+
+# %%
+if bench is not None:
+    cache_rows = [r for r in bench["rows"] if r["variant"].startswith("fused_qknorm_rope") and "cache" in r["variant"]]
+    if cache_rows:
+        for r in cache_rows:
+            print(f"{r['variant']:<32} {r['shape']:<19} {r['dtype']:<9} {r['median_us']:8.2f} us, "
+                  f"{100 * r['frac_of_copy']:.1f}% of copy")
+    else:
+        print("no fused cache row in this bench record: the long-context path is not timed yet")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -324,9 +490,12 @@ else:
 #   the copy roof for the bytes that remain.
 # * A warp per head keeps the head in registers; a five-step shuffle butterfly gives every
 #   lane the head's sum of squares without shared memory or a block-wide barrier.
-# * Count the bytes a warp keeps in flight (Little's law): a bfloat16 head is only 256 bytes,
-#   and two heads per warp recover part of the difference to the copy; the record does not
-#   explain the rest.
+# * Count the bytes a warp keeps in flight (Little's law): a 16-bit head is only 256 bytes, so
+#   16-bit storage runs half a warp per head with 128-bit words, two heads per warp.  Once the
+#   bytes in flight suffice, the profiler names the next limit: for bfloat16, instruction
+#   issue, spent on the conversions.
+# * For long contexts, a float32 cos/sin cache keeps the error at the rounding level at every
+#   position, where the sin/cos path's error grows with the position.
 # * Before calling one setting faster, compare the difference with the noise: two timings of
 #   the same kernel in one run, and the same table from another run.  For float32 heads per
 #   warp the differences were of the size of the run-to-run noise.
