@@ -2,7 +2,7 @@
 
 No GPU needed: the kernels are compiled for sm_90 with ``cuda.compile_ptx`` (explicit cc, no
 driver) and the PTX is linked with nvJitLink and disassembled with nvdisasm
-(:func:`ropelab.ptx.ptx_to_sass`).  Run with the simulator off::
+(:func:`ropelab.measure.census.ptx_to_sass`).  Run with the simulator off::
 
     NUMBA_ENABLE_CUDASIM=0 ROPELAB_TARGET=gpu ROPELAB_QUIET=1 python scripts/bf16_fused_census.py
 
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from numba import cuda, float32, types
 
 from ropelab import bf16
-from ropelab.ptx import CC, count_ptx, ptx_to_sass, targets
+from ropelab.measure.census import CC, count_ptx, ptx_to_sass, targets
 
 _SASS_OP = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)")
 WORDS = types.Array(types.uint32, 1, "C")
