@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -12,24 +11,11 @@ from .scaling import Llama3, YaRN, resolve
 from .shapes import PRODUCTION_SHAPES
 from .target import SIMULATED, TARGET
 from .tolerance import Mode, max_angle, mode_for, rope_atol
+from .verdict import CheckRow  # noqa: F401 (the row type run_checks returns)
 
 # The simulator runs each CUDA thread as a Python thread (~10^4 per second): keep it small.
 SIM_SHAPES = [(1, 6), (7, 130), (3, 2048)]
 GPU_SHAPES = [(1, 6), (257, 130), (1031, 2050)]  # uneven sizes; the float64 judge runs on the host
-
-
-@dataclass
-class CheckRow:
-    variant: str
-    target: str
-    shape: tuple
-    options: str
-    max_error: float
-    tolerance: float
-
-    @property
-    def passed(self) -> bool:
-        return bool(np.isfinite(self.max_error) and self.max_error <= self.tolerance)
 
 
 def cases_for(module):
@@ -127,7 +113,7 @@ def run_fused_checks(seed: int = 0, fastmath: bool = True) -> list[CheckRow]:
     rows = []
     for r in results:
         err = r.max_error if r.v_unchanged else float("inf")  # V bytes changed: fail loudly
-        rows.append(CheckRow("fused_qknorm_rope", TARGET, (r.name,),
+        rows.append(CheckRow("fused_qknorm_rope", TARGET, r.shape,
                              f"{r.storage},{r.options}", err, r.tolerance))
     return rows
 

@@ -9,7 +9,6 @@ data moves or any kernel runs; a bad call raises :class:`ropelab.RopeInputError`
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 from numba import cuda
@@ -20,9 +19,10 @@ from .kernels import fused_qknorm_rope as _kernel
 from .kernels._launch import bind, launch
 from .problem import FusedProblem, check_base, check_position_values
 from .problem import check_rotary_dim as check_rope_rotary_dim
-from .target import SIMULATED
+from .target import SIMULATED, TARGET
 from .tolerance import F32_EPS, rope_atol
 from .validate import check_bool, check_float, check_int, fail
+from .verdict import CheckRow
 
 
 # ---- validation --------------------------------------------------------------------------------
@@ -360,23 +360,9 @@ def random_inputs(rng: np.random.Generator, tokens: int, heads: tuple[int, int, 
     return enc(raw), enc(wq), enc(wk), pos
 
 
-@dataclass
-class FusedCheck:
-    name: str
-    storage: str
-    options: str
-    max_error: float
-    tolerance: float
-    v_unchanged: bool
-
-    @property
-    def passed(self) -> bool:
-        return bool(np.isfinite(self.max_error) and self.max_error <= self.tolerance and self.v_unchanged)
-
-
 def check_case(rng, *, tokens, heads, head_dim, rotary_dim, storage, interleave=True, yarn=None,
                fastmath=True, name="", eps=1e-6, base=10000.0, max_position=4096,
-               warps_per_block=None, heads_per_warp=None, cache=False) -> FusedCheck:
+               warps_per_block=None, heads_per_warp=None, cache=False) -> CheckRow:
     """Run the kernel once on random inputs and compare with the float64 reference.
 
     Positions are drawn from ``[0, max_position)``; ``cache=True`` runs the cos/sin cache path
@@ -407,17 +393,18 @@ def check_case(rng, *, tokens, heads, head_dim, rotary_dim, storage, interleave=
     err = float(np.abs(decode(got, storage)[:, :qk] - want[:, :qk]).max())
     opts = ([("gptj" if interleave else "neox"), f"rot={rd}"] + ([f"yarn={y.factor:g}"] if y else [])
             + ([f"cache={max_position}"] if cache else []))
-    return FusedCheck(name or f"{tokens}x({hq}+{hk}+{hv})x{head_dim}", storage, ",".join(opts), err, tol, v_same)
+    return CheckRow("fused_qknorm_rope", TARGET, (name or f"{tokens}x({hq}+{hk}+{hv})x{head_dim}",),
+                    ",".join(opts), err, tol, storage, v_same)
 
 
 def check_production(shapes=None, storages=("bfloat16", "float16", "float32"), layouts=(True, False),
-                     seed: int = 0, fastmath: bool = True) -> list[FusedCheck]:
+                     seed: int = 0, fastmath: bool = True) -> list[CheckRow]:
     """The fused kernel against the reference at SGLang's production shapes (needs a GPU).
 
     Under the simulator this would run millions of Python threads; it refuses instead.
     """
     from .shapes import PRODUCTION_SHAPES
-    from .target import SIMULATED
+    from .target import SIMULATED, TARGET
 
     if SIMULATED:
         raise RuntimeError("check_production needs a GPU: the simulator would take hours")

@@ -10,25 +10,7 @@
 # Run from the repository root with the numpy 2.4.6 cp312 wheel in .whl/ (carried: .whl/ is
 # git-ignored).  The host's numpy 2.5 breaks numba-cuda 0.30.4 (np.row_stack), hence the install,
 # as in scripts/gpu_session.sh.
-set -uo pipefail
-export PYTHONUNBUFFERED=1 ROPELAB_TARGET=gpu
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD || { echo "wheel install failed"; exit 1; }
-
-export OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT" data
-LOG="$OUT/evidence.log"
-: > "$LOG"
-T0=$(date +%s)
-say() { echo "== [$(( $(date +%s) - T0 ))s] $*" | tee -a "$LOG"; }
-bundle() { tar czf "$OUT/data.tgz" --exclude='*.ncu-rep' --exclude='data/profile/reports' data 2>/dev/null; }
-step() {  # step SECONDS NAME COMMAND...: run with a time limit, log, bundle
-  local limit=$1 name=$2; shift 2
-  say "$name: $*"
-  timeout -k 10 "$limit" "$@" 2>&1 | tee -a "$LOG"
-  say "$name exit ${PIPESTATUS[0]}"
-  bundle
-}
+LOG_NAME=evidence.log source "$(dirname "$0")/gpu_common.sh"
 
 say "tools"
 { command -v ncu || ls -d /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null; \

@@ -12,21 +12,7 @@
 # Run from the repository root with the numpy 2.4.6 cp312 wheel in .whl/ (carried: .whl/ is
 # git-ignored; the host's numpy 2.5 breaks numba-cuda 0.30.4).  The record goes to data/bench/;
 # after every step data/ is bundled into $OUT/data.tgz.  Unpack here with: tar xzf data.tgz
-set -uo pipefail
-export PYTHONUNBUFFERED=1 ROPELAB_TARGET=gpu
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD || { echo "wheel install failed"; exit 1; }
-export OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT" data
-LOG="$OUT/fused_bench.log"; : > "$LOG"; T0=$(date +%s)
-bundle() { tar czf "$OUT/data.tgz" --exclude='*.ncu-rep' data 2>/dev/null; }
-step() {  # step SECONDS NAME COMMAND...: run with a time limit, log, bundle
-  local limit=$1 name=$2; shift 2
-  echo "== [$(( $(date +%s) - T0 ))s] $name: $*" | tee -a "$LOG"
-  timeout -k 5 "$limit" "$@" 2>&1 | grep -v "it/s\]\|s/it\]\|row/s\]\|s/row\]" | tee -a "$LOG"
-  echo "== $name exit ${PIPESTATUS[0]}" | tee -a "$LOG"
-  bundle
-}
+LOG_NAME=fused_bench.log source "$(dirname "$0")/gpu_common.sh"
 
 step 40  bf16tests python3 -m pytest -o addopts="" -q -p no:cacheprovider tests/test_bf16.py
 step 60  gputests  python3 -m pytest -o addopts="" -q -p no:cacheprovider tests/test_gpu_public_path.py -k fused

@@ -10,21 +10,7 @@
 # reviewed code in .old/ (git archive e4c1533 ropelab | tar -x -C .old).  Records go to data/;
 # after every step data/ is bundled into $OUT/data.tgz, so whatever finished before a time limit
 # comes back.  Unpack here with: tar xzf data.tgz
-set -uo pipefail
-export PYTHONUNBUFFERED=1 ROPELAB_TARGET=gpu
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD || { echo "wheel install failed"; exit 1; }
-export OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT" data
-LOG="$OUT/session.log"; : > "$LOG"; T0=$(date +%s)
-bundle() { tar czf "$OUT/data.tgz" --exclude='*.ncu-rep' data 2>/dev/null; }
-step() {  # step SECONDS NAME COMMAND...: run with a time limit, log, bundle
-  local limit=$1 name=$2; shift 2
-  echo "== [$(( $(date +%s) - T0 ))s] $name: $*" | tee -a "$LOG"
-  timeout -k 5 "$limit" "$@" 2>&1 | grep -v "it/s\]\|s/it\]\|row/s\]\|s/row\]" | tee -a "$LOG"
-  echo "== $name exit ${PIPESTATUS[0]}" | tee -a "$LOG"
-  bundle
-}
+LOG_NAME=session.log source "$(dirname "$0")/gpu_common.sh"
 
 step 15  info      python3 -m ropelab info
 step 70  gputests  python3 -m pytest -o addopts="" -q -p no:cacheprovider tests/test_gpu_public_path.py tests/test_fused_twin.py

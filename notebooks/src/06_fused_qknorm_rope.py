@@ -141,7 +141,7 @@ checks.append(fused.check_case(rng, tokens=2, heads=(1, 1, 1), head_dim=64, rota
                                storage="float32", yarn=dict(factor=4.0, low=4.0, high=20.0,
                                                             attention_factor=1.1), name="yarn"))
 for c in checks:
-    print(f"{c.name:<13} {c.storage:<9} {c.options:<18} tolerance {c.tolerance:.1e}, "
+    print(f"{c.label:<13} {c.storage:<9} {c.options:<18} tolerance {c.tolerance:.1e}, "
           f"V unchanged {c.v_unchanged}: {'PASS' if c.passed else 'FAIL'}")
 
 # %%

@@ -5,33 +5,16 @@ verdict); the raw error is kept apart because it depends on the machine and the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from .. import reference
+from ..target import TARGET
 from ..tolerance import max_angle, rope_atol
+from ..verdict import CheckRow
 
 
-@dataclass
-class Check:
-    """One comparison against the float64 reference."""
-
-    name: str
-    shape: tuple
-    max_error: float
-    tolerance: float
-
-    @property
-    def passed(self) -> bool:
-        return bool(np.isfinite(self.max_error) and self.max_error <= self.tolerance)
-
-    @property
-    def line(self) -> str:
-        """Deterministic text: no raw error (it depends on the machine and the target)."""
-        shape = "x".join(map(str, self.shape))
-        return (f"{self.name:<10} shape {shape:<12} max|error| <= {self.tolerance:.1e}: "
-                f"{'PASS' if self.passed else 'FAIL'}")
+# The notebooks' check row is the package's one check row type.
+Check = CheckRow
 
 
 def check(name: str, x: np.ndarray, got: np.ndarray, positions=None, *, fastmath: bool = True,
@@ -52,4 +35,4 @@ def check(name: str, x: np.ndarray, got: np.ndarray, positions=None, *, fastmath
     tol = rope_atol(float(np.abs(x).max()), max_angle(pos, freqs), fastmath=fastmath,
                     attention_factor=reference_options.get("attention_factor", 1.0))
     err = float(np.abs(np.asarray(got, dtype=np.float64) - want).max())
-    return Check(name, tuple(x.shape), err, tol)
+    return CheckRow(name, TARGET, tuple(x.shape), "-", err, tol)

@@ -535,7 +535,7 @@ def check_twin(shapes=None, storages=("bfloat16", "float16", "float32"),
     (:func:`ropelab.fused.tolerance`, fast-math); needs a GPU and CuPy.
 
     ``shapes``: :class:`ropelab.shapes.FusedShape` values (default: the production shapes).
-    Returns :class:`ropelab.fused.FusedCheck` rows (``passed`` says if each is within budget).
+    Returns :class:`ropelab.verdict.CheckRow` rows (``passed`` says if each is within budget).
     """
     from .. import fused, reference
     from ..shapes import PRODUCTION_SHAPES
