@@ -119,7 +119,7 @@ for tokens, hidden in [(1, 2), (7, 130), (3, 2048)]:
 # %%
 # NBVAL_IGNORE_OUTPUT
 for r in results:
-    print(f"{r.name:<10} {'x'.join(map(str, r.shape)):<8} max|error| {r.max_error:.2e} ({ropelab.TARGET})")
+    print(f"{r.variant:<10} {'x'.join(map(str, r.shape)):<8} max|error| {r.max_error:.2e} ({ropelab.TARGET})")
 
 # %% [markdown]
 # ## Census: what the division costs

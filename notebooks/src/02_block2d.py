@@ -125,7 +125,7 @@ for (tokens, hidden), tpb in cases:
 # %%
 # NBVAL_IGNORE_OUTPUT
 for r in results:
-    print(f"{r.name:<11} {'x'.join(map(str, r.shape)):<8} max|error| {r.max_error:.2e} ({ropelab.TARGET})")
+    print(f"{r.variant:<11} {'x'.join(map(str, r.shape)):<8} max|error| {r.max_error:.2e} ({ropelab.TARGET})")
 
 # %% [markdown]
 # ## Census against 01

@@ -115,7 +115,7 @@ for variant in ("pack4", "pack4_scalar"):
 # %%
 # NBVAL_IGNORE_OUTPUT
 for r in results:
-    print(f"{r.name:<13} {'x'.join(map(str, r.shape)):<8} max|error| {r.max_error:.2e} ({ropelab.TARGET})")
+    print(f"{r.variant:<13} {'x'.join(map(str, r.shape)):<8} max|error| {r.max_error:.2e} ({ropelab.TARGET})")
 
 # %% [markdown]
 # ## Census

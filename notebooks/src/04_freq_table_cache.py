@@ -94,7 +94,7 @@ for mode, options in modes.items():
 # %%
 # NBVAL_IGNORE_OUTPUT
 for r in results:
-    print(f"{r.name:<8} max|error| {r.max_error:.2e} ({ropelab.TARGET})")
+    print(f"{r.variant:<8} max|error| {r.max_error:.2e} ({ropelab.TARGET})")
 
 # %% [markdown]
 # A cache has a length.  A position past it is refused before the kernel runs, instead of

@@ -98,7 +98,7 @@ for chunk in (1, 4, 64):
 # %%
 # NBVAL_IGNORE_OUTPUT
 for r in results:
-    print(f"{r.name:<9} max|error| {r.max_error:.2e} ({ropelab.TARGET})")
+    print(f"{r.variant:<9} max|error| {r.max_error:.2e} ({ropelab.TARGET})")
 
 # %% [markdown]
 # ## Census

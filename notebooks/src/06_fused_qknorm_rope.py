@@ -147,7 +147,7 @@ for c in checks:
 # %%
 # NBVAL_IGNORE_OUTPUT
 for c in checks:
-    print(f"{c.name:<13} {c.storage:<9} {c.options:<18} max|error| {c.max_error:.2e} ({ropelab.TARGET})")
+    print(f"{c.label:<13} {c.storage:<9} {c.options:<18} max|error| {c.max_error:.2e} ({ropelab.TARGET})")
 
 # %% [markdown]
 # The public function validates everything before a kernel runs.  For example, the warp
