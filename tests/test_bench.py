@@ -203,7 +203,8 @@ def test_fused_entry_runs_the_fused_kernel_on_a_tiny_qkv():
     # The public call at its default, the kernel alone, and the public call at every
     # heads-per-warp setting.
     assert [r["variant"] for r in fused_rows] == [
-        "fused_qknorm_rope", "fused_qknorm_rope:kernel", "fused_qknorm_rope:cache", "fused_qknorm_rope_1head",
+        "fused_qknorm_rope", "fused_qknorm_rope:kernel", "fused_qknorm_rope:neox",
+        "fused_qknorm_rope:cache", "fused_qknorm_rope_1head",
         "fused_qknorm_rope_2heads", "fused_qknorm_rope_4heads"]
     assert fused_rows[0]["bytes_moved"] == bench.qk_bytes(2, 1, 1, 64, 4)
     assert fused_rows[0]["frac_of_copy"] == pytest.approx(2 / 3, abs=1e-3)

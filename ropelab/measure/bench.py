@@ -506,6 +506,9 @@ def _fused_entries(names=None) -> list[Entry]:
                      fused=True),
                Entry("fused_qknorm_rope:kernel", "kernel_fused", _fused_maker(None, kernel=True),
                      fastmath=True, fused=True)]
+    # The NeoX (half-split) layout, partners exchanged by shuffle.
+    entries.append(Entry("fused_qknorm_rope:neox", "ropelab_fused", _fused_maker(None, neox=True),
+                         fastmath=True, fused=True))
     # The long-context path: cos/sin read from float32 tables instead of computed.
     entries.append(Entry("fused_qknorm_rope:cache", "ropelab_fused", _fused_maker(None, cache=True),
                          fastmath=True, fused=True))
@@ -540,7 +543,7 @@ def _fused_kwargs(shape: Shape) -> dict:
                 rotary_dim=shape.rotary_dim)
 
 
-def _fused_maker(heads_per_warp, kernel: bool = False, cache: bool = False):
+def _fused_maker(heads_per_warp, kernel: bool = False, cache: bool = False, neox: bool = False):
     def make(buf: Buffers):
         import ropelab
 
@@ -548,6 +551,8 @@ def _fused_maker(heads_per_warp, kernel: bool = False, cache: bool = False):
             return None
         qkv, wq, wk, pos = fused_user_arrays(buf.shape)
         kw = _fused_kwargs(buf.shape)
+        if neox:
+            kw.update(interleave=False)
         if cache:  # positions of fused_user_arrays are below 4096 (fused.random_inputs)
             kw.update(cache=True, max_positions=4096)
         # In place, so every repeat re-normalizes the previous output: values stay O(weight).
