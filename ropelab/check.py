@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fused, kernels, reference
+from . import bf16, fused, kernels, reference, scaling
+from .kernels import fused_qknorm_rope as fused_kernel
 from .api import rope
 from .scaling import Llama3, YaRN, resolve
 from .shapes import PRODUCTION_SHAPES
 from .target import SIMULATED, TARGET
-from .tolerance import Mode, max_angle, mode_for, rope_atol
+from .tolerance import Mode, fused_atol, max_angle, mode_for, rope_atol
 from .verdict import CheckRow  # noqa: F401 (the row type run_checks returns)
 
 # The simulator runs each CUDA thread as a Python thread (~10^4 per second): keep it small.
@@ -103,12 +104,12 @@ FUSED_SIM_CASES = [
 def run_fused_checks(seed: int = 0, fastmath: bool = True) -> list[CheckRow]:
     rng = np.random.default_rng(seed)
     if SIMULATED:
-        results = [fused.check_case(rng, fastmath=fastmath, **case) for case in FUSED_SIM_CASES]
+        results = [check_case(rng, fastmath=fastmath, **case) for case in FUSED_SIM_CASES]
     else:
         # Two production shapes (full and partial rotary) in every storage and layout: the
         # float64 judge runs on the host, and the other shapes differ only in head counts.
         shapes = [PRODUCTION_SHAPES[n] for n in ("flux_1024", "qwen_image_partial")]
-        results = fused.check_production(shapes, storages=("bfloat16", "float16", "float32"),
+        results = check_production(shapes, storages=("bfloat16", "float16", "float32"),
                                          seed=seed, fastmath=fastmath)
     rows = []
     for r in results:
@@ -128,3 +129,90 @@ def format_rows(rows: list[CheckRow]) -> str:
     failed = sum(not r.passed for r in rows)
     lines.append(f"{len(rows) - failed} passed, {failed} failed")
     return "\n".join(lines)
+
+
+# ---- the fused kernel: inputs, one case against the judge, the production shapes -----------
+
+def decode(values: np.ndarray, storage: str) -> np.ndarray:
+    """Stored values -> float64 (bfloat16 bits decoded exactly)."""
+    if storage == "bfloat16":
+        return bf16.to_float32(values).astype(np.float64)
+    return np.asarray(values, dtype=np.float64)
+
+
+def random_inputs(rng: np.random.Generator, tokens: int, heads: tuple[int, int, int], head_dim: int,
+                  storage: str, max_position: int = 4096):
+    """Host inputs in the storage dtype: (qkv, q_weight, k_weight, positions int32).
+
+    qkv is N(0, 1) with a per-head offset of scale (so heads differ in RMS); weights are near 1.
+    """
+    hq, hk, hv = heads
+    width = (hq + hk + hv) * head_dim
+    scale = np.repeat(rng.uniform(0.25, 4.0, hq + hk + hv), head_dim)
+    raw = rng.standard_normal((tokens, width)) * scale
+    wq = rng.uniform(0.5, 1.5, head_dim)
+    wk = rng.uniform(0.5, 1.5, head_dim)
+    pos = rng.integers(0, max_position, tokens).astype(np.int32)
+    if storage == "bfloat16":
+        enc = lambda a: bf16.from_float32(a.astype(np.float32))  # noqa: E731
+    else:
+        enc = lambda a: a.astype(fused_kernel.STORAGES[storage])  # noqa: E731
+    return enc(raw), enc(wq), enc(wk), pos
+
+
+def check_case(rng, *, tokens, heads, head_dim, rotary_dim, storage, interleave=True, yarn=None,
+               fastmath=True, name="", eps=1e-6, base=10000.0, max_position=4096,
+               warps_per_block=None, heads_per_warp=None, cache=False) -> CheckRow:
+    """Run the kernel once on random inputs and compare with the float64 reference.
+
+    Positions are drawn from ``[0, max_position)``; ``cache=True`` runs the cos/sin cache path
+    with ``max_positions=max_position``."""
+    qkv, wq, wk, pos = random_inputs(rng, tokens, heads, head_dim, storage, max_position)
+    hq, hk, hv = heads
+    kw = dict(num_heads_q=hq, num_heads_k=hk, num_heads_v=hv, head_dim=head_dim, eps=eps,
+              base=base, rotary_dim=rotary_dim, interleave=interleave)
+    y = scaling.as_fused_yarn(yarn)
+    rd = rotary_dim or head_dim
+    freqs, att = scaling.resolve(y, rotary_dim=rd, base=base)
+    want = reference.fused_qknorm_rope(decode(qkv, storage), q_weight=decode(wq, storage),
+                                       k_weight=decode(wk, storage), positions=pos, freqs=freqs,
+                                       attention_factor=att, **kw)
+    before = qkv.copy()
+    cached = dict(cache=True, max_positions=max_position) if cache else {}
+    got = fused.fused_qknorm_rope(qkv, q_weight=wq, k_weight=wk, positions=pos, yarn=y,
+                            fastmath=fastmath, warps_per_block=warps_per_block,
+                            heads_per_warp=heads_per_warp, **cached, **kw)
+    qk = (hq + hk) * head_dim
+    v_same = bool(np.array_equal(before[:, qk:].view(np.uint8), got[:, qk:].view(np.uint8)))
+    normed = reference.fused_qknorm_rope(decode(before, storage), q_weight=decode(wq, storage),
+                                         k_weight=decode(wk, storage), positions=np.zeros_like(pos),
+                                         **kw)
+    angle = float(np.abs(pos).max()) * float(freqs.max())
+    tol = fused_atol(float(np.abs(normed[:, :qk]).max()), float(np.abs(want[:, :qk]).max()), angle,
+                    storage, fastmath=fastmath, attention_factor=att, cache=cache)
+    err = float(np.abs(decode(got, storage)[:, :qk] - want[:, :qk]).max())
+    opts = ([("gptj" if interleave else "neox"), f"rot={rd}"] + ([f"yarn={y.factor:g}"] if y else [])
+            + ([f"cache={max_position}"] if cache else []))
+    return CheckRow("fused_qknorm_rope", TARGET, (name or f"{tokens}x({hq}+{hk}+{hv})x{head_dim}",),
+                    ",".join(opts), err, tol, storage, v_same)
+
+
+def check_production(shapes=None, storages=("bfloat16", "float16", "float32"), layouts=(True, False),
+                     seed: int = 0, fastmath: bool = True) -> list[CheckRow]:
+    """The fused kernel against the reference at SGLang's production shapes (needs a GPU).
+
+    Under the simulator this would run millions of Python threads; it refuses instead.
+    """
+    if SIMULATED:
+        raise RuntimeError("check_production needs a GPU: the simulator would take hours")
+    rng = np.random.default_rng(seed)
+    rows = []
+    for shape in (shapes or PRODUCTION_SHAPES.values()):
+        for storage in storages:
+            for inter in layouts:
+                rows.append(check_case(rng, tokens=shape.tokens,
+                                       heads=(shape.heads_q, shape.heads_k, shape.heads_v),
+                                       head_dim=shape.head_dim, rotary_dim=shape.rotary_dim,
+                                       storage=storage, interleave=inter, fastmath=fastmath,
+                                       name=shape.name))
+    return rows

@@ -8,21 +8,18 @@ data moves or any kernel runs; a bad call raises :class:`ropelab.RopeInputError`
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 from numba import cuda
 
-from . import bf16, calls, reference, scaling, streams
+from . import calls, scaling, streams
 from .arrays import FAST_META, ArrayInfo, device_view, inspect_array, overlaps, register_fast_types
 from .kernels import fused_qknorm_rope as _kernel
 from .kernels._launch import bind, launch
 from .problem import FusedProblem, check_base, check_position_values
 from .problem import check_rotary_dim as check_rope_rotary_dim
-from .target import SIMULATED, TARGET
-from .tolerance import F32_EPS, rope_atol
+from .target import SIMULATED
 from .validate import check_bool, check_float, check_int, fail
-from .verdict import CheckRow
 
 
 # ---- validation --------------------------------------------------------------------------------
@@ -300,122 +297,3 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
     ptrs = [int(a.__cuda_array_interface__["data"][0]) for a in small]
     call.bound.fire((qkv_info.ptr, *ptrs), handle if handle is not None else call.current())
     return qkv
-
-
-# ---- accuracy: tolerance, and a check at given shapes ------------------------------------------
-
-STORAGE_UNIT = {"float32": 0.0, "float16": 2.0**-11, "bfloat16": 2.0**-8}
-
-
-def tolerance(normed_max: float, out_max: float, angle: float, storage: str, *, fastmath: bool,
-              attention_factor: float = 1.0, cache: bool = False) -> float:
-    """Absolute tolerance for one output element of the fused kernel.
-
-    ``normed_max`` is max |RMSNorm output| (before rotation), ``out_max`` max |final output| and
-    ``angle`` the largest rotation angle, all from the float64 reference.  Budget:
-
-    * the norm: float32 sum of up to 512 squares, a square root and a division, then two
-      products, a few dozen ulps relative (``32 * 2**-24``); fast-math ``sqrt.approx`` and
-      ``div.approx`` add about ``2**-21``;
-    * the rotation: :func:`ropelab.tolerance.rope_atol` on the normalized values; with the
-      cos/sin cache (``cache=True``) no angle is formed on the device, so the budget does not
-      grow with it: cos and sin rounded once to float32 (``2**-24`` each, ``sqrt(2)`` of the
-      value together), the product with the attention factor and the rotation's two products
-      and sum, ``8 * 2**-24`` of the value;
-    * the final rounding to the storage dtype: half an ulp, at most ``2**-8`` (bfloat16) or
-      ``2**-11`` (float16) of the value.
-    """
-    norm = normed_max * max(abs(attention_factor), 1.0) * (32 * F32_EPS + (2.0**-21 if fastmath else 0.0))
-    if cache:
-        rot = normed_max * max(abs(attention_factor), 1.0) * (8 + math.sqrt(2)) * F32_EPS
-    else:
-        rot = rope_atol(normed_max, angle, fastmath=fastmath, attention_factor=attention_factor)
-    return norm + rot + out_max * STORAGE_UNIT[storage]
-
-
-def decode(values: np.ndarray, storage: str) -> np.ndarray:
-    """Stored values -> float64 (bfloat16 bits decoded exactly)."""
-    if storage == "bfloat16":
-        return bf16.to_float32(values).astype(np.float64)
-    return np.asarray(values, dtype=np.float64)
-
-
-def random_inputs(rng: np.random.Generator, tokens: int, heads: tuple[int, int, int], head_dim: int,
-                  storage: str, max_position: int = 4096):
-    """Host inputs in the storage dtype: (qkv, q_weight, k_weight, positions int32).
-
-    qkv is N(0, 1) with a per-head offset of scale (so heads differ in RMS); weights are near 1.
-    """
-    hq, hk, hv = heads
-    width = (hq + hk + hv) * head_dim
-    scale = np.repeat(rng.uniform(0.25, 4.0, hq + hk + hv), head_dim)
-    raw = rng.standard_normal((tokens, width)) * scale
-    wq = rng.uniform(0.5, 1.5, head_dim)
-    wk = rng.uniform(0.5, 1.5, head_dim)
-    pos = rng.integers(0, max_position, tokens).astype(np.int32)
-    if storage == "bfloat16":
-        enc = lambda a: bf16.from_float32(a.astype(np.float32))  # noqa: E731
-    else:
-        enc = lambda a: a.astype(_kernel.STORAGES[storage])  # noqa: E731
-    return enc(raw), enc(wq), enc(wk), pos
-
-
-def check_case(rng, *, tokens, heads, head_dim, rotary_dim, storage, interleave=True, yarn=None,
-               fastmath=True, name="", eps=1e-6, base=10000.0, max_position=4096,
-               warps_per_block=None, heads_per_warp=None, cache=False) -> CheckRow:
-    """Run the kernel once on random inputs and compare with the float64 reference.
-
-    Positions are drawn from ``[0, max_position)``; ``cache=True`` runs the cos/sin cache path
-    with ``max_positions=max_position``."""
-    qkv, wq, wk, pos = random_inputs(rng, tokens, heads, head_dim, storage, max_position)
-    hq, hk, hv = heads
-    kw = dict(num_heads_q=hq, num_heads_k=hk, num_heads_v=hv, head_dim=head_dim, eps=eps,
-              base=base, rotary_dim=rotary_dim, interleave=interleave)
-    y = scaling.as_fused_yarn(yarn)
-    rd = rotary_dim or head_dim
-    freqs, att = scaling.resolve(y, rotary_dim=rd, base=base)
-    want = reference.fused_qknorm_rope(decode(qkv, storage), q_weight=decode(wq, storage),
-                                       k_weight=decode(wk, storage), positions=pos, freqs=freqs,
-                                       attention_factor=att, **kw)
-    before = qkv.copy()
-    cached = dict(cache=True, max_positions=max_position) if cache else {}
-    got = fused_qknorm_rope(qkv, q_weight=wq, k_weight=wk, positions=pos, yarn=y,
-                            fastmath=fastmath, warps_per_block=warps_per_block,
-                            heads_per_warp=heads_per_warp, **cached, **kw)
-    qk = (hq + hk) * head_dim
-    v_same = bool(np.array_equal(before[:, qk:].view(np.uint8), got[:, qk:].view(np.uint8)))
-    normed = reference.fused_qknorm_rope(decode(before, storage), q_weight=decode(wq, storage),
-                                         k_weight=decode(wk, storage), positions=np.zeros_like(pos),
-                                         **kw)
-    angle = float(np.abs(pos).max()) * float(freqs.max())
-    tol = tolerance(float(np.abs(normed[:, :qk]).max()), float(np.abs(want[:, :qk]).max()), angle,
-                    storage, fastmath=fastmath, attention_factor=att, cache=cache)
-    err = float(np.abs(decode(got, storage)[:, :qk] - want[:, :qk]).max())
-    opts = ([("gptj" if interleave else "neox"), f"rot={rd}"] + ([f"yarn={y.factor:g}"] if y else [])
-            + ([f"cache={max_position}"] if cache else []))
-    return CheckRow("fused_qknorm_rope", TARGET, (name or f"{tokens}x({hq}+{hk}+{hv})x{head_dim}",),
-                    ",".join(opts), err, tol, storage, v_same)
-
-
-def check_production(shapes=None, storages=("bfloat16", "float16", "float32"), layouts=(True, False),
-                     seed: int = 0, fastmath: bool = True) -> list[CheckRow]:
-    """The fused kernel against the reference at SGLang's production shapes (needs a GPU).
-
-    Under the simulator this would run millions of Python threads; it refuses instead.
-    """
-    from .shapes import PRODUCTION_SHAPES
-    from .target import SIMULATED, TARGET
-
-    if SIMULATED:
-        raise RuntimeError("check_production needs a GPU: the simulator would take hours")
-    rng = np.random.default_rng(seed)
-    rows = []
-    for shape in (shapes or PRODUCTION_SHAPES.values()):
-        for storage in storages:
-            for inter in layouts:
-                rows.append(check_case(rng, tokens=shape.tokens,
-                                       heads=(shape.heads_q, shape.heads_k, shape.heads_v),
-                                       head_dim=shape.head_dim, rotary_dim=shape.rotary_dim,
-                                       storage=storage, interleave=inter, fastmath=fastmath,
-                                       name=shape.name))
-    return rows

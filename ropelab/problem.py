@@ -12,7 +12,7 @@ import numpy as np
 
 from . import reference
 from .arrays import ArrayInfo
-from .errors import RopeInputError
+from .errors import RopeInputError  # noqa: F401 (kernels raise it through this module)
 from .validate import check_float, check_int, fail
 
 # CUDA's per-block thread limit on every GPU since compute capability 2.0.

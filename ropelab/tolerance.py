@@ -158,3 +158,34 @@ def rope_atol(max_abs_x: float, angle: float, *, mode: Mode | None = None,
                          f"up to {limit} (float32 positions are exact only up to 2**24)")
     scale = max(max_abs_x, 1e-30) * max(abs(attention_factor), 1.0)
     return scale * _budget(mode, float(angle))
+
+
+# ---- the fused QK-RMSNorm + RoPE kernel ------------------------------------------------------
+
+STORAGE_UNIT = {"float32": 0.0, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+
+
+def fused_atol(normed_max: float, out_max: float, angle: float, storage: str, *, fastmath: bool,
+              attention_factor: float = 1.0, cache: bool = False) -> float:
+    """Absolute tolerance for one output element of the fused kernel.
+
+    ``normed_max`` is max |RMSNorm output| (before rotation), ``out_max`` max |final output| and
+    ``angle`` the largest rotation angle, all from the float64 reference.  Budget:
+
+    * the norm: float32 sum of up to 512 squares, a square root and a division, then two
+      products, a few dozen ulps relative (``32 * 2**-24``); fast-math ``sqrt.approx`` and
+      ``div.approx`` add about ``2**-21``;
+    * the rotation: :func:`ropelab.tolerance.rope_atol` on the normalized values; with the
+      cos/sin cache (``cache=True``) no angle is formed on the device, so the budget does not
+      grow with it: cos and sin rounded once to float32 (``2**-24`` each, ``sqrt(2)`` of the
+      value together), the product with the attention factor and the rotation's two products
+      and sum, ``8 * 2**-24`` of the value;
+    * the final rounding to the storage dtype: half an ulp, at most ``2**-8`` (bfloat16) or
+      ``2**-11`` (float16) of the value.
+    """
+    norm = normed_max * max(abs(attention_factor), 1.0) * (32 * F32_EPS + (2.0**-21 if fastmath else 0.0))
+    if cache:
+        rot = normed_max * max(abs(attention_factor), 1.0) * (8 + math.sqrt(2)) * F32_EPS
+    else:
+        rot = rope_atol(normed_max, angle, fastmath=fastmath, attention_factor=attention_factor)
+    return norm + rot + out_max * STORAGE_UNIT[storage]

@@ -16,6 +16,7 @@ import pytest
 from numba import cuda
 
 import ropelab
+from ropelab import check as ropelab_check
 from ropelab import bf16, fused, reference, shapes
 from ropelab.kernels import FUSED
 from ropelab.arrays import inspect_array
@@ -97,7 +98,7 @@ CASES = [
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}t-{c[1]}-d{c[2]}-r{c[3]}{'-yarn' if c[4] else ''}")
 def test_kernel_matches_reference(rng, storage, interleave, case):
     tokens, heads, d, rd, yarn = case
-    row = fused.check_case(rng, tokens=tokens, heads=heads, head_dim=d, rotary_dim=rd,
+    row = ropelab_check.check_case(rng, tokens=tokens, heads=heads, head_dim=d, rotary_dim=rd,
                            storage=storage, interleave=interleave, yarn=yarn)
     assert row.v_unchanged, "V bytes changed"
     assert row.max_error <= row.tolerance, row
@@ -107,14 +108,14 @@ def test_kernel_matches_reference(rng, storage, interleave, case):
 def test_tight_tolerance_at_small_angles_without_fastmath(rng, interleave):
     # Positions below 64 keep every angle small, so the budget is a few float32 ulps: an error
     # in the norm (a wrong mean, a missing lane in the reduction) cannot hide in it.
-    row = fused.check_case(rng, tokens=4, heads=(2, 1, 1), head_dim=64, rotary_dim=64,
+    row = ropelab_check.check_case(rng, tokens=4, heads=(2, 1, 1), head_dim=64, rotary_dim=64,
                            storage="float32", interleave=interleave, fastmath=False, max_position=64)
     assert row.tolerance < 2e-4 and row.max_error <= row.tolerance, row
 
 
 @pytest.mark.parametrize("head_dim, rotary_dim, interleave", [(192, 190, True), (512, 256, False)])
 def test_other_head_dims(rng, head_dim, rotary_dim, interleave):
-    row = fused.check_case(rng, tokens=2, heads=(1, 1, 1), head_dim=head_dim, rotary_dim=rotary_dim,
+    row = ropelab_check.check_case(rng, tokens=2, heads=(1, 1, 1), head_dim=head_dim, rotary_dim=rotary_dim,
                            storage="float32", interleave=interleave)
     assert row.passed, row
 
@@ -122,7 +123,7 @@ def test_other_head_dims(rng, head_dim, rotary_dim, interleave):
 @pytest.mark.parametrize("wpb", [1, 2, 4])
 def test_head_counts_not_a_multiple_of_the_warps_per_block(rng, wpb):
     # 3 Q + 2 K heads = 5 warps per token: every block size leaves a partial last head group.
-    row = fused.check_case(rng, tokens=3, heads=(3, 2, 1), head_dim=64, rotary_dim=32,
+    row = ropelab_check.check_case(rng, tokens=3, heads=(3, 2, 1), head_dim=64, rotary_dim=32,
                            storage="bfloat16", interleave=wpb != 2, warps_per_block=wpb)
     assert row.passed, row
 
@@ -137,7 +138,7 @@ def test_head_counts_not_a_multiple_of_the_warps_per_block(rng, wpb):
 ])
 def test_several_heads_per_warp_match_reference(rng, storage, interleave, heads, wpb, hpw):
     head_dim = 128 if storage == "float32" else 64
-    row = fused.check_case(rng, tokens=3, heads=heads, head_dim=head_dim, rotary_dim=head_dim // 2,
+    row = ropelab_check.check_case(rng, tokens=3, heads=heads, head_dim=head_dim, rotary_dim=head_dim // 2,
                            storage=storage, interleave=interleave, warps_per_block=wpb,
                            heads_per_warp=hpw)
     assert row.passed, row
@@ -212,7 +213,7 @@ def test_half_warp_and_vector_paths_match_reference(rng, storage, interleave, he
                                                     rotary_dim, yarn, hpw, lanes, monkeypatch):
     if lanes is not None:  # not a public option: change the storage's default for this test
         monkeypatch.setitem(kmod.LANES_PER_HEAD, storage, lanes)
-    row = fused.check_case(rng, tokens=2, heads=heads, head_dim=head_dim, rotary_dim=rotary_dim,
+    row = ropelab_check.check_case(rng, tokens=2, heads=heads, head_dim=head_dim, rotary_dim=rotary_dim,
                            storage=storage, interleave=interleave, yarn=yarn, heads_per_warp=hpw)
     assert row.passed, row
 
@@ -289,7 +290,7 @@ def test_read_only_qkv_is_refused_before_launch(rng, launches):
 
 
 def _inputs(rng, storage="float32", tokens=3, heads=(2, 1, 2), d=64):
-    qkv, wq, wk, pos = fused.random_inputs(rng, tokens, heads, d, storage)
+    qkv, wq, wk, pos = ropelab_check.random_inputs(rng, tokens, heads, d, storage)
     kw = dict(num_heads_q=heads[0], num_heads_k=heads[1], num_heads_v=heads[2], head_dim=d,
               q_weight=wq, k_weight=wk, positions=pos)
     return qkv, kw
@@ -438,7 +439,7 @@ def test_production_shapes():
 
 
 def test_bf16_inputs_are_exact_bfloat16():
-    qkv, wq, wk, pos = fused.random_inputs(np.random.default_rng(0), 2, (1, 1, 1), 64, "bfloat16")
+    qkv, wq, wk, pos = ropelab_check.random_inputs(np.random.default_rng(0), 2, (1, 1, 1), 64, "bfloat16")
     assert qkv.dtype == np.uint16 and pos.dtype == np.int32
     np.testing.assert_array_equal(bf16.from_float32(bf16.to_float32(qkv)), qkv)
 
@@ -568,7 +569,7 @@ LONG = 2**17  # positions up to 131072, where float32 angles are off by ~1e-2 ra
     ("float16", False, None),
 ])
 def test_cache_matches_reference_at_long_positions(rng, storage, interleave, yarn):
-    row = fused.check_case(rng, tokens=3, heads=(1, 2, 1), head_dim=64, rotary_dim=32,
+    row = ropelab_check.check_case(rng, tokens=3, heads=(1, 2, 1), head_dim=64, rotary_dim=32,
                            storage=storage, interleave=interleave, yarn=yarn, max_position=LONG,
                            cache=True)
     assert row.passed, row
@@ -582,8 +583,8 @@ def test_cache_tolerance_is_tight_enough_to_tell_the_sincos_path_apart(rng):
     # far outside the cache's budget, which is what the budget must be able to see.
     kw = dict(tokens=3, heads=(1, 1, 1), head_dim=64, rotary_dim=64, storage="float32",
               max_position=LONG)
-    sincos = fused.check_case(np.random.default_rng(1), **kw)
-    cached = fused.check_case(np.random.default_rng(1), cache=True, **kw)
+    sincos = ropelab_check.check_case(np.random.default_rng(1), **kw)
+    cached = ropelab_check.check_case(np.random.default_rng(1), cache=True, **kw)
     assert cached.passed, cached
     assert sincos.max_error > 10 * cached.tolerance, (sincos, cached)
 
@@ -597,7 +598,7 @@ def _float32_tables(freq_bytes, max_positions):
 
 def test_cache_built_in_float32_fails_the_check(rng, monkeypatch):
     monkeypatch.setattr(kmod, "cos_sin_tables", _float32_tables)
-    row = fused.check_case(rng, tokens=3, heads=(1, 1, 1), head_dim=64, rotary_dim=64,
+    row = ropelab_check.check_case(rng, tokens=3, heads=(1, 1, 1), head_dim=64, rotary_dim=64,
                            storage="float32", max_position=LONG, cache=True)
     assert row.max_error > 10 * row.tolerance, row
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import ropelab
+from ropelab import check as ropelab_check
 from ropelab import reference
 
 pytestmark = pytest.mark.skipif(ropelab.SIMULATED, reason="needs a GPU")
@@ -95,10 +96,8 @@ def test_cuda_graph_capture_replays_eager_result():
 
 
 def test_fused_graph_capture_and_bfloat16_tensors():
-    from ropelab import fused
-
     rng = np.random.default_rng(1)
-    qkv, wq, wk, pos = fused.random_inputs(rng, 64, (4, 2, 2), 128, "bfloat16")
+    qkv, wq, wk, pos = ropelab_check.random_inputs(rng, 64, (4, 2, 2), 128, "bfloat16")
     to = lambda a: torch.from_numpy(np.ascontiguousarray(a)).cuda()  # noqa: E731
     tq, twq, twk, tpos = to(qkv).view(torch.bfloat16), to(wq).view(torch.bfloat16), \
         to(wk).view(torch.bfloat16), to(pos)

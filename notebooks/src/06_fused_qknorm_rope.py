@@ -33,6 +33,7 @@ import numpy as np
 
 import ropelab
 from ropelab import course, fused, shapes
+from ropelab import check as ropelab_check
 from ropelab.measure import census as ptx
 from ropelab.kernels import fused_qknorm_rope as fused_kernel
 from ropelab.measure import profile as ncu
@@ -123,7 +124,7 @@ plt.show()
 #
 # ## Correctness
 #
-# `ropelab.fused.check_case` draws random heads with very different magnitudes, runs the
+# `ropelab.ropelab_check.check_case` draws random heads with very different magnitudes, runs the
 # kernel in place, and compares with the float64 reference under a tolerance that adds the
 # norm's rounding, the rotation's (notebook 04) and the final rounding to the storage dtype.
 # It also checks that the V columns are bit-identical afterwards.
@@ -133,11 +134,11 @@ rng = np.random.default_rng(6)
 checks = []
 for storage in ("float32", "float16", "bfloat16"):
     for interleave in (True, False):
-        checks.append(fused.check_case(rng, tokens=3, heads=(2, 2, 1), head_dim=64, rotary_dim=None,
+        checks.append(ropelab_check.check_case(rng, tokens=3, heads=(2, 2, 1), head_dim=64, rotary_dim=None,
                                        storage=storage, interleave=interleave, name="3 tok, 2+2+1"))
-checks.append(fused.check_case(rng, tokens=2, heads=(2, 1, 1), head_dim=128, rotary_dim=64,
+checks.append(ropelab_check.check_case(rng, tokens=2, heads=(2, 1, 1), head_dim=128, rotary_dim=64,
                                storage="bfloat16", interleave=False, name="partial"))
-checks.append(fused.check_case(rng, tokens=2, heads=(1, 1, 1), head_dim=64, rotary_dim=None,
+checks.append(ropelab_check.check_case(rng, tokens=2, heads=(1, 1, 1), head_dim=64, rotary_dim=None,
                                storage="float32", yarn=dict(factor=4.0, low=4.0, high=20.0,
                                                             attention_factor=1.1), name="yarn"))
 for c in checks:

@@ -30,6 +30,8 @@ import importlib
 import numpy as np
 
 from .entry import Entry
+from .. import check as ropelab_check
+from ..tolerance import fused_atol
 
 CUDA_SOURCE = r"""
 template <typename I>
@@ -483,7 +485,7 @@ def _twin_function(name: str):
 class TwinCase:
     """The twin on one set of random inputs, on the GPU: ``launch()`` runs it in place.
 
-    Inputs are :func:`ropelab.fused.random_inputs` (as the numba rows of the bench use), held as
+    Inputs are :func:`ropelab.check.random_inputs` (as the numba rows of the bench use), held as
     CuPy arrays (bfloat16 as uint16 bits); grid, block and scalar arguments are the numba
     kernel's own (:mod:`ropelab.kernels.fused_qknorm_rope`) at the twin's lanes per head.
     """
@@ -498,7 +500,7 @@ class TwinCase:
 
         hq, hk, hv = heads
         rng = np.random.default_rng(seed)
-        self.host = fused.random_inputs(rng, tokens, heads, head_dim, storage, max_position)
+        self.host = ropelab_check.random_inputs(rng, tokens, heads, head_dim, storage, max_position)
         self.problem = fused.build_problem(inspect_array(self.host[0], "qkv"), num_heads_q=hq,
                                            num_heads_k=hk, num_heads_v=hv, head_dim=head_dim,
                                            rotary_dim=rotary_dim, interleave=interleave)
@@ -553,7 +555,7 @@ def check_twin(shapes=None, storages=("bfloat16", "float16", "float32"),
                 qkv, wq, wk, pos = case.host
                 kw = dict(num_heads_q=heads[0], num_heads_k=heads[1], num_heads_v=heads[2],
                           head_dim=shape.head_dim, rotary_dim=shape.rotary_dim, interleave=inter)
-                dq, dwq, dwk = (fused.decode(a, storage) for a in (qkv, wq, wk))
+                dq, dwq, dwk = (ropelab_check.decode(a, storage) for a in (qkv, wq, wk))
                 want = reference.fused_qknorm_rope(dq, q_weight=dwq, k_weight=dwk, positions=pos,
                                                    **kw)
                 normed = reference.fused_qknorm_rope(dq, q_weight=dwq, k_weight=dwk,
@@ -562,10 +564,10 @@ def check_twin(shapes=None, storages=("bfloat16", "float16", "float32"),
                 got = case.qkv.get()
                 qk = (heads[0] + heads[1]) * shape.head_dim
                 angle = float(np.abs(pos).max()) * float(case.problem.inv_freq.max())
-                tol = fused.tolerance(float(np.abs(normed[:, :qk]).max()),
+                tol = fused_atol(float(np.abs(normed[:, :qk]).max()),
                                       float(np.abs(want[:, :qk]).max()), angle, storage,
                                       fastmath=True)
-                err = float(np.abs(fused.decode(got, storage)[:, :qk] - want[:, :qk]).max())
+                err = float(np.abs(ropelab_check.decode(got, storage)[:, :qk] - want[:, :qk]).max())
                 v_same = bool(np.array_equal(got[:, qk:].view(np.uint8), qkv[:, qk:].view(np.uint8)))
                 rows.append(fused.FusedCheck(f"cuda_fused {shape.name}", storage,
                                              f"{'gptj' if inter else 'neox'},rot={shape.rotary_dim}",
@@ -615,7 +617,7 @@ def overhead_cases(x, out, pos, tokens: int, hidden: int) -> list:
         # for ropelab.fused_qknorm_rope's host cost.
         twin = TwinCase(64, (24, 24, 24), 128, 128, "bfloat16", True)
         twin.launch()
-        cases.append((f"cupy RawKernel cuda_fused 64x(24+24+24)x128 bfloat16", len(twin.args),
+        cases.append(("cupy RawKernel cuda_fused 64x(24+24+24)x128 bfloat16", len(twin.args),
                       twin.launch))
     if available()["torch"]:
         import torch

@@ -35,6 +35,7 @@ from numba import cuda
 
 from . import baselines as bl
 from . import charts, records
+from .. import check as ropelab_check
 from .entry import Entry
 from ..shapes import PRODUCTION_SHAPES, ROPE_SHAPES, qk_bytes, rope_bytes  # noqa: F401 (re-exported)
 from ..target import SIMULATED
@@ -522,11 +523,9 @@ def fused_user_arrays(shape: Shape, seed: int = 0):
     """(qkv, q_weight, k_weight, positions) on the device as a PyTorch user holds them
     (``torch.bfloat16`` for bfloat16) when PyTorch is installed, else numba arrays (bfloat16
     as uint16 bit patterns)."""
-    from .. import fused
-
     heads = (shape.heads_q, shape.heads_k, shape.heads_v or 0)
-    host = fused.random_inputs(np.random.default_rng(seed), shape.tokens, heads, shape.head_dim,
-                               shape.dtype)
+    host = ropelab_check.random_inputs(np.random.default_rng(seed), shape.tokens, heads,
+                                       shape.head_dim, shape.dtype)
     try:
         import torch
     except ImportError:
@@ -553,7 +552,7 @@ def _fused_maker(heads_per_warp, kernel: bool = False, cache: bool = False, neox
         kw = _fused_kwargs(buf.shape)
         if neox:
             kw.update(interleave=False)
-        if cache:  # positions of fused_user_arrays are below 4096 (fused.random_inputs)
+        if cache:  # positions of fused_user_arrays are below 4096 (ropelab_check.random_inputs)
             kw.update(cache=True, max_positions=4096)
         # In place, so every repeat re-normalizes the previous output: values stay O(weight).
         call = lambda: ropelab.fused_qknorm_rope(qkv, q_weight=wq, k_weight=wk,  # noqa: E731

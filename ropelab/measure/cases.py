@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 import sys
 
+from .. import check as ropelab_check
+
 GROUPS = ("plain", "controls", "fused")
 BASE = 10000.0
 FUSED_DTYPES = ("bfloat16", "float16", "float32")
@@ -175,10 +177,8 @@ def launch_case(case: dict, plain: _PlainInputs) -> None:
     else:
         import numpy as np
 
-        from .. import fused
-
         plain.key = plain.arrays = None
-        qkv, wq, wk, pos = fused.random_inputs(np.random.default_rng(0), case["tokens"],
+        qkv, wq, wk, pos = ropelab_check.random_inputs(np.random.default_rng(0), case["tokens"],
                                                tuple(case["heads"]), case["head_dim"], case["dtype"])
         hq, hk, hv = case["heads"]
         ropelab.fused_qknorm_rope(

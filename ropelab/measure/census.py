@@ -52,7 +52,6 @@ precision ops (``D*`` opcodes and ``.F64`` conversions).
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import os
 import re

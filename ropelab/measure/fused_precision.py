@@ -25,6 +25,7 @@ import sys
 import numpy as np
 
 from .. import fused, reference, scaling
+from .. import check as ropelab_check
 from . import records
 from .precision import DEFAULT_MAX_POSITION, bucket_errors, position_buckets, sample_positions
 
@@ -47,17 +48,17 @@ def position_error(*, storage: str = "float32", cache: bool = True, interleave: 
     rng = np.random.default_rng(seed)
     buckets = position_buckets(max_position)
     pos = sample_positions(buckets, samples_per_bucket, rng)
-    qkv, wq, wk, _ = fused.random_inputs(rng, len(pos), tuple(heads), head_dim, storage)
+    qkv, wq, wk, _ = ropelab_check.random_inputs(rng, len(pos), tuple(heads), head_dim, storage)
     hq, hk, hv = heads
     kw = dict(num_heads_q=hq, num_heads_k=hk, num_heads_v=hv, head_dim=head_dim,
               interleave=interleave, yarn=yarn)
-    want = reference.fused_qknorm_rope(fused.decode(qkv, storage), q_weight=fused.decode(wq, storage),
-                                       k_weight=fused.decode(wk, storage), positions=pos, **kw)
+    want = reference.fused_qknorm_rope(ropelab_check.decode(qkv, storage), q_weight=ropelab_check.decode(wq, storage),
+                                       k_weight=ropelab_check.decode(wk, storage), positions=pos, **kw)
     opts = dict(cache=True, max_positions=max_position + 1) if cache else {}
     got = fused.fused_qknorm_rope(qkv.copy(), q_weight=wq, k_weight=wk, positions=pos,
                                   fastmath=fastmath, **opts, **kw)
     qk = (hq + hk) * head_dim
-    err = np.abs(fused.decode(got, storage)[:, :qk] - want[:, :qk])
+    err = np.abs(ropelab_check.decode(got, storage)[:, :qk] - want[:, :qk])
     ref = np.abs(want[:, :qk])
     rows = []
     for r in bucket_errors(pos, err, buckets):
