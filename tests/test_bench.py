@@ -200,10 +200,11 @@ def test_fused_entry_runs_the_fused_kernel_on_a_tiny_qkv():
                          progress=False)
     assert not result.skipped, result.skipped
     fused_rows = [r for r in result.rows if r["family"] in ("ropelab_fused", "kernel_fused")]
-    # The public call at its default, the kernel alone, and the public call at every
-    # heads-per-warp setting.
+    # The public call at its default, the kernel alone, the NeoX layout, the two controlled
+    # kernel rows, the cache path, and the public call at every heads-per-warp setting.
     assert [r["variant"] for r in fused_rows] == [
         "fused_qknorm_rope", "fused_qknorm_rope:kernel", "fused_qknorm_rope:neox",
+        "fused_qknorm_rope:neox_shuffle", "fused_qknorm_rope:1token_blocks",
         "fused_qknorm_rope:cache", "fused_qknorm_rope_1head",
         "fused_qknorm_rope_2heads", "fused_qknorm_rope_4heads"]
     assert fused_rows[0]["bytes_moved"] == bench.qk_bytes(2, 1, 1, 64, 4)

@@ -156,15 +156,20 @@ def _problem(storage, head_dim=128, rotary_dim=None, interleave=True, heads=(1, 
 
 @pytest.mark.parametrize("storage, head_dim, rotary_dim, interleave, options, suffix", [
     # The public call's defaults: 16-bit storage on half warps with the widest access that fits.
-    ("bfloat16", 128, None, True, {}, "_v128_h2_g16"),
-    ("float16", 128, None, False, {}, "_v128_h2_g16"),
-    ("bfloat16", 64, None, True, {}, "_v64_h2_g16"),  # 4 elements a lane: 64-bit
-    ("bfloat16", 192, None, True, {}, "_v64_h2_g16"),  # 12 elements: 24 bytes, 64-bit steps
-    ("float32", 128, None, True, {}, "_v128"),  # float32 keeps a warp per head
-    ("bfloat16", 128, None, True, {"heads_per_warp": 1}, "_v64"),
-    ("bfloat16", 128, None, True, {"heads_per_warp": 4}, "_v128_h4_g16"),
-    ("bfloat16", 128, None, True, {"lanes_per_head": 32}, "_v64_h2"),  # a whole warp, two rounds
-    ("float32", 128, None, True, {"heads_per_warp": 2, "lanes_per_head": 16}, "_v128_h2_g16"),
+    ("bfloat16", 128, None, True, {}, "_v128_h2_g16_full"),
+    # NeoX with every dim rotated: a lane holds 4 elements of each half, 64-bit accesses.
+    ("float16", 128, None, False, {}, "_v64_h2_g16_split_full"),
+    ("float16", 128, None, False, {"neox_split": False}, "_v128_h2_g16_full"),  # partner shuffles
+    ("bfloat16", 128, 64, False, {}, "_v128_h2_g16"),  # partial rotary: the shuffle mapping
+    ("bfloat16", 64, None, True, {}, "_v64_h2_g16_full"),  # 4 elements a lane: 64-bit
+    ("bfloat16", 192, None, True, {}, "_v64_h2_g16_full"),  # 12 elements: 24 bytes, 64-bit steps
+    ("bfloat16", 128, 96, True, {}, "_v128_h2_g16"),  # partial rotary: a test per pair
+    ("float32", 128, None, True, {}, "_v128_full"),  # float32 keeps a warp per head
+    ("float32", 128, None, False, {}, "_v128_full"),  # ... and its NeoX partner shuffles
+    ("bfloat16", 128, None, True, {"heads_per_warp": 1}, "_v64_full"),
+    ("bfloat16", 128, None, True, {"heads_per_warp": 4}, "_v128_h4_g16_full"),
+    ("bfloat16", 128, None, True, {"lanes_per_head": 32}, "_v64_h2_full"),  # whole warp, two rounds
+    ("float32", 128, None, True, {"heads_per_warp": 2, "lanes_per_head": 16}, "_v128_h2_g16_full"),
     # NeoX: 24 rotated dims do not fill whole 8-element lanes, so the plan keeps 32 lanes.
     ("bfloat16", 128, 24, False, {}, "_v64_h2"),
 ])
@@ -179,7 +184,7 @@ def test_plan_picks_lanes_and_access_width(storage, head_dim, rotary_dim, interl
 def test_unaligned_buffers_take_the_word_path():
     p = _problem("bfloat16")
     assert kmod.VARIANT.plan(p, {}, aligned=False).kernel.__qualname__ == \
-        "fused_qknorm_rope_d128_gptj_bfloat16_h2_g16"
+        "fused_qknorm_rope_d128_gptj_bfloat16_h2_g16_full"
 
 
 @pytest.mark.parametrize("options, match", [
@@ -208,6 +213,10 @@ def test_lanes_per_head_16_refuses_a_neox_split_it_cannot_hold():
     ("float16", False, (2, 3, 1), 64, 64, None, 4, None),        # 5 of 8 slots real
     ("bfloat16", True, (2, 1, 1), 128, 96, None, 1, None),       # a warp per head, 64-bit
     ("float32", False, (2, 1, 1), 128, 64, None, 2, 16),         # float32 on half warps
+    ("bfloat16", False, (2, 1, 1), 128, 128, None, 1, None),     # split NeoX, a warp a head:
+    ("float16", False, (2, 1, 1), 128, 128, None, 1, None),      # 2-element runs, no vectors
+    ("bfloat16", False, (3, 2, 1), 256, 256, dict(factor=4.0, low=2.0, high=9.0,
+                                                   attention_factor=1.2), None, None),  # 128-bit runs
 ])
 def test_half_warp_and_vector_paths_match_reference(rng, storage, interleave, heads, head_dim,
                                                     rotary_dim, yarn, hpw, lanes, monkeypatch):
@@ -219,8 +228,11 @@ def test_half_warp_and_vector_paths_match_reference(rng, storage, interleave, he
 
 
 @pytest.mark.parametrize("storage", ["bfloat16", "float16"])
-@pytest.mark.parametrize("interleave", [True, False], ids=["gptj", "neox"])
-def test_vector_and_word_paths_write_the_same_bits(rng, storage, interleave, monkeypatch):
+@pytest.mark.parametrize("interleave, rotary_dim", [(True, 64), (False, 64), (True, 128),
+                                                    (False, 128)],
+                         ids=["gptj-partial", "neox-shuffle", "gptj-full", "neox-split"])
+def test_vector_and_word_paths_write_the_same_bits(rng, storage, interleave, rotary_dim,
+                                                   monkeypatch):
     # A weight 2 bytes past a 16-byte boundary sends the call down the word (or element) path;
     # the same inputs on aligned buffers take the 128-bit path.  Same arithmetic, same bits.
     kernels_run = []
@@ -228,7 +240,8 @@ def test_vector_and_word_paths_write_the_same_bits(rng, storage, interleave, mon
     monkeypatch.setattr(fused, "launch", lambda plan, arrays: (
         kernels_run.append(plan.kernel.__qualname__), real_launch(plan, arrays)))
     qkv, kw = _inputs(rng, storage, tokens=2, heads=(2, 1, 1), d=128)
-    kw["rotary_dim"] = 64
+    kw["rotary_dim"] = rotary_dim
+    kw["interleave"] = interleave
     wq = kw.pop("q_weight")
     kw = _on_device(kw)
     fast = cuda.to_device(qkv)
@@ -237,7 +250,8 @@ def test_vector_and_word_paths_write_the_same_bits(rng, storage, interleave, mon
     spare[1:] = wq
     ropelab.fused_qknorm_rope(fast, **{**kw, "q_weight": cuda.to_device(wq)})
     ropelab.fused_qknorm_rope(slow, **{**kw, "q_weight": spare[1:]})
-    assert ["_v128_" in k for k in kernels_run] == [True, False], kernels_run
+    # (the split NeoX lane moves two runs of 4 elements: 64-bit accesses)
+    assert ["_v128_" in k or "_v64_" in k for k in kernels_run] == [True, False], kernels_run
     got_fast = fast.copy_to_host()
     np.testing.assert_array_equal(got_fast.view(np.uint16), slow.copy_to_host().view(np.uint16))
     assert not np.array_equal(got_fast.view(np.uint16), qkv.view(np.uint16))
@@ -246,8 +260,8 @@ def test_vector_and_word_paths_write_the_same_bits(rng, storage, interleave, mon
 def test_two_heads_per_warp_halves_the_warps():
     p = fused.build_problem(inspect_array(np.zeros((7, 48 * 128 + 24 * 128), np.uint16), "qkv"),
                             num_heads_q=24, num_heads_k=24, num_heads_v=24, head_dim=128)
-    assert kmod.launch_config(p, 8, heads_per_warp=1) == ((7, 6), 256)
-    assert kmod.launch_config(p, 8, heads_per_warp=2) == ((7, 3), 256)
+    assert kmod.launch_config(p, 8, heads_per_warp=1) == ((7, 6), (256, 1))
+    assert kmod.launch_config(p, 8, heads_per_warp=2) == ((7, 3), (256, 1))
 
 
 @pytest.mark.parametrize("bad", [0, 3, 8, True, 1.0])
@@ -417,8 +431,8 @@ def test_module_follows_the_kernel_module_shape():
         assert hasattr(kmod, name), name
     assert set(kmod.CALLER) == set(kmod.STORAGES) == set(STORAGES)
     p = fused.FusedProblem(7, 24, 24, 24, 128, 128, True, "bfloat16", 1e-6, 1e4)
-    assert kmod.launch_config(p) == ((7, 6), 256)  # 48 heads in groups of 8 warps
-    assert kmod.launch_config(p, warps_per_block=5) == ((7, 10), 160)
+    assert kmod.launch_config(p) == ((7, 6), (256, 1))  # 48 heads in groups of 8 warps
+    assert kmod.launch_config(p, warps_per_block=5) == ((7, 10), (160, 1))
 
 
 def test_warps_per_block_choice_minimises_idle_warps():
@@ -426,6 +440,47 @@ def test_warps_per_block_choice_minimises_idle_warps():
     assert kmod.pick_warps_per_block(60) == 4
     assert kmod.pick_warps_per_block(6) == 2
     assert kmod.pick_warps_per_block(64) == 8
+    assert kmod.pick_warps_per_block(5) == 1  # odd: one warp per token, eight tokens a block
+
+
+def test_small_head_counts_fill_the_block_with_tokens():
+    # zimage: 60 Q+K heads, two a warp: 30 warps a token, blocks of 2 warps and 4 tokens (the
+    # 64-thread blocks of one token each were launch-bound); tokens left over fill a last block.
+    z = shapes.PRODUCTION_SHAPES["zimage_1024"]
+    assert kmod.launch_config(z, heads_per_warp=2) == ((1024, 15), (64, 4))
+    p = fused.FusedProblem(10, 1, 1, 0, 64, 64, True, "bfloat16", 1e-6, 1e4)
+    assert kmod.launch_config(p, heads_per_warp=2) == ((2, 1), (32, 8))  # 10 tokens: 8 + 2
+    assert kmod.launch_config(p, heads_per_warp=2, tokens_per_block=2) == ((5, 1), (32, 2))
+    tiny = fused.FusedProblem(3, 1, 1, 0, 64, 64, True, "bfloat16", 1e-6, 1e4)
+    assert kmod.launch_config(tiny, heads_per_warp=2) == ((1, 1), (32, 3))  # no empty rows
+
+
+@pytest.mark.parametrize("tpb", [1, 3])
+@pytest.mark.parametrize("interleave", [True, False], ids=["gptj", "neox"])
+def test_token_rows_match_reference(rng, monkeypatch, tpb, interleave):
+    # 3 heads, two a warp: 2 warps a token, so blocks of 2 * tpb warps.  7 tokens in rows of 3:
+    # the last block has one real row of three.
+    monkeypatch.setattr(kmod, "BLOCK_WARPS", 2 * tpb)
+    seen = []
+    real_launch = fused.launch
+    monkeypatch.setattr(fused, "launch", lambda plan, arrays: (seen.append(plan),
+                                                               real_launch(plan, arrays)))
+    row = ropelab_check.check_case(rng, tokens=7, heads=(2, 1, 1), head_dim=64, rotary_dim=64,
+                                   storage="bfloat16", interleave=interleave)
+    assert seen and seen[-1].block[:2] == (64, tpb), seen
+    assert row.passed, row
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"tokens_per_block": 0}, "tokens_per_block"),
+    ({"tokens_per_block": 2.0}, "tokens_per_block"),
+    ({"warps_per_block": 32, "tokens_per_block": 2}, "exceeds CUDA's 1024"),
+    ({"neox_split": True}, "neox_split=True needs"),  # GPT-J has no halves to split
+    ({"neox_split": "yes"}, "neox_split"),
+])
+def test_mapping_options_are_checked(options, match):
+    with pytest.raises((ropelab.RopeInputError, TypeError), match=match):
+        kmod.VARIANT.plan(_problem("bfloat16"), options)
 
 
 def test_production_shapes():
@@ -473,14 +528,15 @@ def fused_census():
 
 def test_census_compiles_every_mapping(fused_census):
     assert sorted(fused_census) == sorted([
-        "fused_qknorm_rope_d128_gptj_bfloat16_v128_h2_g16",
-        "fused_qknorm_rope_d128_neox_bfloat16_v128_h2_g16",
-        "fused_qknorm_rope_d128_gptj_float16_v128_h2_g16",
-        "fused_qknorm_rope_d128_neox_float16_v128_h2_g16",
-        "fused_qknorm_rope_d128_gptj_float32_v128",
-        "fused_qknorm_rope_d128_neox_float32_v128",
-        "fused_qknorm_rope_d128_gptj_bfloat16_v64",
-        "fused_qknorm_rope_d128_gptj_bfloat16_v128_h2_g16_cache",
+        "fused_qknorm_rope_d128_gptj_bfloat16_v128_h2_g16_full",
+        "fused_qknorm_rope_d128_neox_bfloat16_v64_h2_g16_split_full",
+        "fused_qknorm_rope_d128_neox_bfloat16_v128_h2_g16_full",  # neox_split=False: shuffles
+        "fused_qknorm_rope_d128_gptj_float16_v128_h2_g16_full",
+        "fused_qknorm_rope_d128_neox_float16_v64_h2_g16_split_full",
+        "fused_qknorm_rope_d128_gptj_float32_v128_full",
+        "fused_qknorm_rope_d128_neox_float32_v128_full",
+        "fused_qknorm_rope_d128_gptj_bfloat16_v64_full",
+        "fused_qknorm_rope_d128_gptj_bfloat16_v128_h2_g16_full_cache",
     ])
     for name, row in fused_census.items():
         assert row["f64"] == 0, f"{name}: float64 in a fast-math build"
@@ -489,27 +545,41 @@ def test_census_compiles_every_mapping(fused_census):
 
 
 @pytest.mark.parametrize("storage", ["bfloat16", "float16"])
-@pytest.mark.parametrize("layout", ["gptj", "neox"])
-def test_16_bit_defaults_move_heads_with_128_bit_accesses(fused_census, storage, layout):
-    row = fused_census[f"fused_qknorm_rope_d128_{layout}_{storage}_v128_h2_g16"]
-    # One 128-bit load of qkv and one of the weight per lane; the only narrower loads are the
-    # position and the frequencies (32-bit); one 128-bit store per lane, nothing narrower.
-    assert row["ld_global"]["128"] == 2 and set(row["ld_global"]) == {"128", "32"}, row["ld_global"]
+def test_16_bit_gptj_moves_heads_with_128_bit_accesses(fused_census, storage):
+    row = fused_census[f"fused_qknorm_rope_d128_gptj_{storage}_v128_h2_g16_full"]
+    # 128-bit loads of qkv, of the weight and of the lane's four frequencies; the position is
+    # the only narrower load; one 128-bit store per lane, nothing narrower.
+    assert row["ld_global"] == {"128": 3, "32": 1}, row["ld_global"]
     assert row["st_global"] == {"128": 1}
     assert row["bfly"] == 4  # the half-warp reduction: 8, 4, 2, 1
-    assert row["idx"] == (0 if layout == "gptj" else 8)  # NeoX: one partner shuffle per slot
-    assert row["sfu"].get("sin") == (4 if layout == "gptj" else 8)  # per pair / per slot
+    assert row["idx"] == 0
+    assert row["sfu"].get("sin") == row["sfu"].get("cos") == 4  # one sin/cos per pair
+
+
+@pytest.mark.parametrize("storage", ["bfloat16", "float16"])
+def test_16_bit_neox_holds_whole_pairs_in_a_lane(fused_census, storage):
+    split = fused_census[f"fused_qknorm_rope_d128_neox_{storage}_v64_h2_g16_split_full"]
+    # Two 64-bit runs a lane (4 elements of each half) for qkv and for the weight, no partner
+    # shuffle, and one sin/cos per pair as in GPT-J.
+    assert split["ld_global"] == {"64": 4, "128": 1, "32": 1}, split["ld_global"]
+    assert split["st_global"] == {"64": 2}
+    assert split["idx"] == 0 and split["bfly"] == 4
+    assert split["sfu"].get("sin") == 4
+    if storage == "bfloat16":  # the controlled mapping: partners by shuffle, sin/cos per slot
+        shuffled = fused_census["fused_qknorm_rope_d128_neox_bfloat16_v128_h2_g16_full"]
+        assert shuffled["idx"] == 8 and shuffled["sfu"].get("sin") == 8
+        assert split["instructions"] < shuffled["instructions"]
 
 
 def test_one_head_per_warp_moves_16_bit_heads_with_64_bit_accesses(fused_census):
-    row = fused_census["fused_qknorm_rope_d128_gptj_bfloat16_v64"]
+    row = fused_census["fused_qknorm_rope_d128_gptj_bfloat16_v64_full"]
     assert row["ld_global"]["64"] == 2 and row["st_global"] == {"64": 1}
     assert row["bfly"] == 5  # a whole warp: 16, 8, 4, 2, 1
 
 
 def test_float32_keeps_its_128_bit_warp_per_head(fused_census):
     for layout in ("gptj", "neox"):
-        row = fused_census[f"fused_qknorm_rope_d128_{layout}_float32_v128"]
+        row = fused_census[f"fused_qknorm_rope_d128_{layout}_float32_v128_full"]
         assert row["ld_global"]["128"] == 1 and row["st_global"] == {"128": 1}
         assert row["bfly"] == 5
 
@@ -518,13 +588,13 @@ def test_bfloat16_kernels_pack_with_the_hardware_conversion(fused_census):
     # One cvt.rn.bf16x2.f32 per pair of stored elements (8 or 4 elements a lane), none of
     # ropelab.bf16's integer rounding, and no float64 anywhere; other storages never use it.
     for name, row in fused_census.items():
-        pairs = 2 if name.endswith("_v64") else 4
+        pairs = 2 if name.endswith("_v64_full") else 4
         assert row["cvt_bf16x2"] == (pairs if "bfloat16" in name else 0), name
         assert row["f64"] == 0, name
 
 
 def test_cache_kernel_reads_cos_sin_and_computes_none(fused_census):
-    row = fused_census["fused_qknorm_rope_d128_gptj_bfloat16_v128_h2_g16_cache"]
+    row = fused_census["fused_qknorm_rope_d128_gptj_bfloat16_v128_h2_g16_full_cache"]
     assert "sin" not in row["sfu"] and "cos" not in row["sfu"]
     # 4 pairs a lane: 4 cos and 4 sin loads, plus the position; the error word is one store.
     assert row["ld_global"] == {"128": 2, "32": 9}
@@ -552,8 +622,8 @@ def test_float32_vector_and_scalar_paths_agree(rng, monkeypatch):
     kw = _on_device(kw)
     ropelab.fused_qknorm_rope(aligned, **kw)
     ropelab.fused_qknorm_rope(shifted, **kw)
-    assert kernels_run == ["fused_qknorm_rope_d128_gptj_float32_v128",
-                           "fused_qknorm_rope_d128_gptj_float32"]
+    assert kernels_run == ["fused_qknorm_rope_d128_gptj_float32_v128_full",
+                           "fused_qknorm_rope_d128_gptj_float32_full"]
     np.testing.assert_array_equal(aligned.copy_to_host(), shifted.copy_to_host())
 
 

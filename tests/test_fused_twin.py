@@ -22,17 +22,32 @@ def twin_ptx():
 
 @pytest.mark.parametrize("storage", ["bfloat16", "float16", "float32"])
 @pytest.mark.parametrize("interleave", [True, False], ids=["gptj", "neox"])
-def test_twin_moves_a_lane_with_one_128_bit_access(twin_ptx, storage, interleave):
+def test_twin_moves_a_lane_as_the_numba_kernel_does(twin_ptx, storage, interleave):
     body = twin_ptx[baselines.fused_twin_name(storage, 128, interleave)]
     counts = count_ptx(body)
-    # qkv and the weight: one 128-bit load each; qkv: one 128-bit store; the rest is 32-bit.
-    assert counts["ld_global"]["128"] == 2 and set(counts["ld_global"]) == {"128", "32"}
-    assert counts["st_global"] == {"128": 1}
     lanes = baselines.FUSED_TWIN_STORAGE[storage][2]
-    assert lanes == kmod.pick_lanes_per_head(_problem(storage, interleave), 32 // lanes)
+    problem = _problem(storage, interleave)
+    assert lanes == kmod.pick_lanes_per_head(problem, 32 // lanes)
+    split = kmod.neox_split(problem)
+    if split:  # 16-bit NeoX: two 64-bit runs of qkv and of the weight, no partner shuffle
+        assert counts["ld_global"] == {"64": 4, "128": 1, "32": 1}, counts["ld_global"]
+        assert counts["st_global"] == {"64": 2}
+    else:  # one 128-bit access of qkv and of the weight; GPT-J: frequencies in one 128 too
+        wide = 3 if interleave and lanes == 16 else 2
+        assert counts["ld_global"]["128"] == wide, counts["ld_global"]
+        assert set(counts["ld_global"]) == {"128", "32"}
+        assert counts["st_global"] == {"128": 1}
     assert body.count("shfl.sync.bfly") == (5 if lanes == 32 else 4)
-    assert body.count("shfl.sync.idx") == (0 if interleave else 128 // lanes)
+    assert body.count("shfl.sync.idx") == (0 if interleave or split else 128 // lanes)
     assert counts["f64"] == 0 and counts["int_divrem"] == 0 and counts["local_bytes"] == 0
+    if storage != "float32":  # the same one-instruction pack as numba's build
+        kind = "bf16x2" if storage == "bfloat16" else "f16x2"
+        assert body.count(f"cvt.rn.{kind}.f32") == 4
+
+
+def test_twin_compiles_partial_rotary_too(twin_ptx):
+    body = twin_ptx[baselines.fused_twin_name("bfloat16", 128, False, full=False)]
+    assert body.count("shfl.sync.idx") == 8  # partial NeoX: partners by shuffle, as numba
 
 
 def test_twin_at_head_dim_64_uses_64_bit_accesses_for_16_bit_storage(twin_ptx):

@@ -136,18 +136,28 @@ def vector_bytes_for(storage: str, elements_per_lane: int) -> int:
 
 @cache
 def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int = 0,
-                heads_per_warp: int = 1, lanes_per_head: int = 32, cos_sin_cache: bool = False):
+                heads_per_warp: int = 1, lanes_per_head: int = 32, cos_sin_cache: bool = False,
+                split: bool = False, full_rotary: bool = False):
     """The kernel function for one head size, pair layout, storage dtype and mapping (cached).
 
-    ``vector_bytes`` (16, 8 or 0): each lane moves its elements with accesses of that many bytes
-    (:func:`vector_bytes_for`); ``qkv`` and, for 16-bit storage, both weights must then start on
-    a 16-byte boundary, which the launcher checks before it picks a vector kernel.  0: bfloat16
-    as single 32-bit words, float32 and float16 one element at a time.
+    ``vector_bytes`` (16, 8 or 0): each lane moves each of its runs of contiguous elements with
+    accesses of that many bytes (:func:`vector_bytes_for`); ``qkv`` and, for 16-bit storage,
+    both weights must then start on a 16-byte boundary, which the launcher checks before it
+    picks a vector kernel.  0: bfloat16 as single 32-bit words, float32 and float16 one element
+    at a time.
 
     ``heads_per_warp`` (1, 2 or 4) and ``lanes_per_head`` (32 or 16): see the module docstring.
 
     ``cos_sin_cache``: read cos/sin from float32 tables instead of computing them (long
     contexts); the kernel then takes the two tables and the error word instead of ``inv_freq``.
+
+    ``split`` (NeoX only, with ``full_rotary``): a lane holds ``E / 2`` elements of each half of
+    the head, so both elements of every pair sit in one lane: no shuffle, and one sin/cos per
+    pair as in GPT-J.  Without it NeoX partners are fetched by shuffle.
+
+    ``full_rotary``: ``rotary_dim == head_dim``, known when the kernel is built: no per-pair
+    test, and the attention factor folds into the norm's scale (one multiply per head instead
+    of two per pair).
     """
     if head_dim not in HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {head_dim}")
@@ -156,11 +166,19 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
     if lanes_per_head not in LANES_PER_HEAD_CHOICES or heads_per_warp * lanes_per_head < WARP:
         raise ValueError(f"lanes_per_head must be 32, or 16 with two or more heads per warp; got "
                          f"{lanes_per_head} with {heads_per_warp}")
+    if split and (interleave or not full_rotary):
+        raise ValueError("split=True is the NeoX layout with every dim rotated")
     G = int(lanes_per_head)
     E = head_dim // G  # elements per lane, even
-    if vector_bytes not in (0, vector_bytes_for(storage, E)):
-        raise ValueError(f"{vector_bytes}-byte accesses do not fit {E} {storage} elements per lane")
-    PAIRS = E // 2  # interleaved pairs per lane
+    SPLIT = bool(split)
+    IN_LANE = bool(interleave) or SPLIT  # both elements of each pair in the same lane
+    RUNS = 2 if SPLIT else 1  # runs of contiguous elements per lane and head
+    RUN = E // RUNS
+    HALF = head_dim // 2  # where a split lane's second run starts
+    if vector_bytes not in (0, vector_bytes_for(storage, RUN)):
+        raise ValueError(f"{vector_bytes}-byte accesses do not fit runs of {RUN} {storage} elements")
+    PAIRS = E // 2  # pairs per lane
+    FULL = bool(full_rotary)
     INV_HEAD_DIM = float32(1.0 / head_dim)  # a power of two: exact
     INTERLEAVE = bool(interleave)
     CACHE = bool(cos_sin_cache)
@@ -173,18 +191,25 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
     SLOTS = E * ROUNDS  # register slots per lane (local.array needs a plain constant)
     # bfloat16 qkv arrives as uint32 words of two elements: word index = element index / 2.
     PACKED = storage == "bfloat16"
-    WORDS = E // 2
+    UNIT = 2 if PACKED else 1  # elements per item of qkv as the kernel sees it
+    WORDS = RUN // 2
     # 16-bit storage in vector accesses: CHUNK elements (CHUNK / 2 words) per access.
     WIDE16 = storage != "float32" and vector_bytes > 0
     V4 = vector_bytes == 16
     CHUNK = vector_bytes // 2
-    CHUNKS = E // CHUNK if WIDE16 else 0
+    CHUNKS = RUN // CHUNK if WIDE16 else 0
+    STEP = CHUNK // UNIT  # items of qkv per access
     VEC4 = storage == "float32" and vector_bytes == 16
-    QUADS = E // 4
+    QUADS = RUN // 4
+    # A lane's frequencies are PAIRS consecutive floats at a 16-byte boundary: 128-bit loads.
+    FREQ4 = IN_LANE and FULL and not CACHE and PAIRS % 4 == 0
     load = _LOAD[storage]
     store = _STORE[storage]
     low, high, pack = CODECS.get(storage, CODECS["bfloat16"])  # unused for float32
 
+    # Index arithmetic: numba widens uint32 (op) uint32 to 64 bits; every step is cast back to
+    # uint32 so that the code stays in 32-bit integer instructions (the launcher refuses
+    # buffers of 2**32 elements or more).
     # ex: begin fused_kernel
     @cuda.jit(device=True, inline="always")
     def body(qkv, q_weight, k_weight, positions, table_a, table_b, errors, heads_q, heads_qk,
@@ -195,59 +220,69 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
         lane = tid & uint32(WARP - 1)
         sub = lane & uint32(SUB_MASK)  # lane within its head's group
         group = lane >> uint32(LOG2G)  # which of the warp's side-by-side heads
-        warp = uint32(cuda.blockIdx.y) * (uint32(cuda.blockDim.x) >> uint32(5)) + (tid >> uint32(5))
-        head0 = warp * uint32(heads_per_warp)  # this warp's first head
-        if head0 >= heads_qk:  # the last block column of a head count that is not a multiple
+        warp = uint32(uint32(cuda.blockIdx.y) * (uint32(cuda.blockDim.x) >> uint32(5))
+                      + (tid >> uint32(5)))
+        head0 = uint32(warp * uint32(heads_per_warp))  # this warp's first head
+        # blockDim.y tokens per block, one per row of warps (small head counts fill a block).
+        token = uint32(uint32(cuda.blockIdx.x) * uint32(cuda.blockDim.y) + uint32(cuda.threadIdx.y))
+        if head0 >= heads_qk or token >= uint32(positions.shape[0]):  # warp-uniform
             return
-        token = uint32(cuda.blockIdx.x)
-        row = token * heads_total
+        row = uint32(token * heads_total)
         vals = cuda.local.array(SLOTS, float32)
         sums = cuda.local.array(ROUNDS, float32)
+        bases = cuda.local.array(ROUNDS, uint32)  # each head's first item, for load and store
 
         # Phase 1: every load of every head this lane works on, before any arithmetic.  A head
         # past the end (an odd head count) loads nothing but still joins the shuffles below.
         for r in range(ROUNDS):
             ss = float32(0.0)
-            head = head0 + uint32(r * GROUPS) + group
+            head = uint32(head0 + uint32(r * GROUPS) + group)
+            # index of the lane's first item of qkv (a word of two, for bfloat16)
+            bases[r] = uint32(uint32(row + head) * uint32(head_dim // UNIT) + sub * uint32(RUN // UNIT))
             if head < heads_qk:
-                first = (row + head) * uint32(head_dim) + sub * uint32(E)  # element index
-                if WIDE16:
-                    at = (first >> uint32(1)) if PACKED else first
-                    step = uint32(CHUNK // 2) if PACKED else uint32(CHUNK)
-                    for k in range(CHUNKS):
-                        if V4:
-                            w0, w1, w2, w3 = load_u32x4(qkv, at + uint32(k) * step)
-                            words = (w0, w1, w2, w3)
-                        else:
-                            w0, w1 = load_u32x2(qkv, at + uint32(k) * step)
-                            words = (w0, w1, w0, w1)  # same tuple type; only two are used
-                        for m in range(CHUNK // 2):
-                            lo = low(words[m])
-                            hi = high(words[m])
-                            vals[r * E + k * CHUNK + 2 * m] = lo
-                            vals[r * E + k * CHUNK + 2 * m + 1] = hi
-                            ss += lo * lo + hi * hi
-                elif PACKED:
-                    for k in range(WORDS):
-                        word = qkv[(first >> uint32(1)) + uint32(k)]
-                        lo = unpack_low(word)
-                        hi = unpack_high(word)
-                        vals[r * E + 2 * k] = lo
-                        vals[r * E + 2 * k + 1] = hi
-                        ss += lo * lo + hi * hi
-                elif VEC4:
-                    for k in range(QUADS):
-                        a, b, c, d = load_f32x4(qkv, first + uint32(4 * k))
-                        vals[r * E + 4 * k] = a
-                        vals[r * E + 4 * k + 1] = b
-                        vals[r * E + 4 * k + 2] = c
-                        vals[r * E + 4 * k + 3] = d
-                        ss += a * a + b * b + c * c + d * d
-                else:
-                    for i in range(E):
-                        v = load(qkv[first + uint32(i)])
-                        vals[r * E + i] = v
-                        ss += v * v
+                for q in range(RUNS):
+                    first = uint32(bases[r] + uint32(q * HALF // UNIT))
+                    o = r * E + q * RUN
+                    if WIDE16:
+                        for k in range(CHUNKS):
+                            if V4:
+                                w0, w1, w2, w3 = load_u32x4(qkv, uint32(first + uint32(k * STEP)))
+                                words = (w0, w1, w2, w3)
+                            else:
+                                w0, w1 = load_u32x2(qkv, uint32(first + uint32(k * STEP)))
+                                words = (w0, w1, w0, w1)  # same tuple type; only two are used
+                            for m in range(CHUNK // 2):
+                                lo = low(words[m])
+                                hi = high(words[m])
+                                vals[o + k * CHUNK + 2 * m] = lo
+                                vals[o + k * CHUNK + 2 * m + 1] = hi
+                                ss = ss + lo * lo  # one fused multiply-add each
+                                ss = ss + hi * hi
+                    elif PACKED:
+                        for k in range(WORDS):
+                            word = qkv[uint32(first + uint32(k))]
+                            lo = unpack_low(word)
+                            hi = unpack_high(word)
+                            vals[o + 2 * k] = lo
+                            vals[o + 2 * k + 1] = hi
+                            ss = ss + lo * lo
+                            ss = ss + hi * hi
+                    elif VEC4:
+                        for k in range(QUADS):
+                            a, b, c, d = load_f32x4(qkv, uint32(first + uint32(4 * k)))
+                            vals[o + 4 * k] = a
+                            vals[o + 4 * k + 1] = b
+                            vals[o + 4 * k + 2] = c
+                            vals[o + 4 * k + 3] = d
+                            ss = ss + a * a
+                            ss = ss + b * b
+                            ss = ss + c * c
+                            ss = ss + d * d
+                    else:
+                        for i in range(RUN):
+                            v = load(qkv[uint32(first + uint32(i))])
+                            vals[o + i] = v
+                            ss = ss + v * v
             else:  # defined values for the shuffles and arithmetic it still joins
                 for i in range(E):
                     vals[r * E + i] = float32(0.0)
@@ -263,8 +298,36 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
             if not in_range:
                 prow = uint32(0)  # read a valid row; the head is overwritten with NaN below
         pos = float32(p)
+
+        # cos/sin of this lane's pairs depend on the token and the lane only: computed once and
+        # shared by every head the lane works on.
+        cs = cuda.local.array(PAIRS, float32)
+        sn = cuda.local.array(PAIRS, float32)
+        if IN_LANE:
+            if FREQ4:
+                for k in range(PAIRS // 4):
+                    f0, f1, f2, f3 = load_f32x4(table_a, uint32(sub * uint32(PAIRS) + uint32(4 * k)))
+                    freqs = (f0, f1, f2, f3)
+                    for m in range(4):
+                        angle = pos * freqs[m]
+                        cs[4 * k + m] = math.cos(angle)
+                        sn[4 * k + m] = math.sin(angle)
+            else:
+                for j in range(PAIRS):
+                    pair = uint32(sub * uint32(PAIRS) + uint32(j))
+                    cs[j] = float32(1.0)
+                    sn[j] = float32(0.0)
+                    if FULL or pair < n_pairs:  # partial rotary: later pairs are only normalized
+                        if CACHE:
+                            cs[j] = table_a[prow, pair]
+                            sn[j] = table_b[prow, pair]
+                        else:
+                            angle = pos * table_a[pair]
+                            cs[j] = math.cos(angle)
+                            sn[j] = math.sin(angle)
+
         for r in range(ROUNDS):
-            head = head0 + uint32(r * GROUPS) + group
+            head = uint32(head0 + uint32(r * GROUPS) + group)
             ss = sums[r]
             # ex: begin fused_butterfly
             # Butterfly: after the steps every lane holds the sum over its group's lanes.
@@ -277,69 +340,81 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
             scale = float32(1.0) / math.sqrt(ss * INV_HEAD_DIM + eps)
             # ex: end fused_butterfly
             is_q = head < heads_q
-            w0_index = sub * uint32(E)
-            if WIDE16:
-                for k in range(CHUNKS):
-                    # Two loads in two branches, not one load through a selected pointer: the
-                    # selected pointer loses its address space (a generic ld in the PTX).
-                    at = w0_index + uint32(k * CHUNK)
-                    if V4:
-                        if is_q:
-                            w0, w1, w2, w3 = load_u32x4(q_weight, at)
+            for q in range(RUNS):
+                w_first = uint32(sub * uint32(RUN) + uint32(q * HALF))
+                o = r * E + q * RUN
+                if WIDE16:
+                    for k in range(CHUNKS):
+                        # Two loads in two branches, not one load through a selected pointer:
+                        # the selected pointer loses its address space (a generic ld in the PTX).
+                        at = uint32(w_first + uint32(k * CHUNK))
+                        if V4:
+                            if is_q:
+                                w0, w1, w2, w3 = load_u32x4(q_weight, at)
+                            else:
+                                w0, w1, w2, w3 = load_u32x4(k_weight, at)
+                            words = (w0, w1, w2, w3)
                         else:
-                            w0, w1, w2, w3 = load_u32x4(k_weight, at)
-                        words = (w0, w1, w2, w3)
-                    else:
-                        if is_q:
-                            w0, w1 = load_u32x2(q_weight, at)
-                        else:
-                            w0, w1 = load_u32x2(k_weight, at)
-                        words = (w0, w1, w0, w1)
-                    for m in range(CHUNK // 2):
-                        at = r * E + k * CHUNK + 2 * m
-                        vals[at] = vals[at] * scale * low(words[m])
-                        vals[at + 1] = vals[at + 1] * scale * high(words[m])
-            else:
-                weight = q_weight if is_q else k_weight
-                for i in range(E):
-                    vals[r * E + i] = vals[r * E + i] * scale * load(weight[w0_index + uint32(i)])
+                            if is_q:
+                                w0, w1 = load_u32x2(q_weight, at)
+                            else:
+                                w0, w1 = load_u32x2(k_weight, at)
+                            words = (w0, w1, w0, w1)
+                        for m in range(CHUNK // 2):
+                            at = o + k * CHUNK + 2 * m
+                            vals[at] = vals[at] * low(words[m])
+                            vals[at + 1] = vals[at + 1] * high(words[m])
+                else:
+                    weight = q_weight if is_q else k_weight
+                    for i in range(RUN):
+                        vals[o + i] = vals[o + i] * load(weight[uint32(w_first + uint32(i))])
 
             # ex: begin fused_rope_gptj
-            if INTERLEAVE:
+            if IN_LANE:
+                # x * weight is in vals; the norm's scale (and the attention factor) ride on
+                # cos and sin: two multiplies per pair instead of one per element and two per
+                # pair.
+                rot = scale * attention_factor
                 for j in range(PAIRS):
-                    pair = sub * uint32(PAIRS) + uint32(j)
-                    if pair < n_pairs:  # partial rotary: later pairs are only normalized
-                        if CACHE:
-                            c = table_a[prow, pair] * attention_factor
-                            s = table_b[prow, pair] * attention_factor
-                        else:
-                            angle = pos * table_a[pair]
-                            c = math.cos(angle) * attention_factor
-                            s = math.sin(angle) * attention_factor
-                        x0 = vals[r * E + 2 * j]
-                        x1 = vals[r * E + 2 * j + 1]
-                        vals[r * E + 2 * j] = x0 * c - x1 * s
-                        vals[r * E + 2 * j + 1] = x0 * s + x1 * c
+                    if INTERLEAVE:  # GPT-J: pair j is slots (2j, 2j+1)
+                        a = r * E + 2 * j
+                        b = a + 1
+                    else:  # split NeoX: pair j is slot j of each run
+                        a = r * E + j
+                        b = a + RUN
+                    x0 = vals[a]
+                    x1 = vals[b]
+                    if FULL or uint32(sub * uint32(PAIRS) + uint32(j)) < n_pairs:
+                        c = cs[j] * rot
+                        s = sn[j] * rot
+                        vals[a] = x0 * c - x1 * s
+                        vals[b] = x0 * s + x1 * c
+                    else:  # partial rotary: normalized only
+                        vals[a] = x0 * scale
+                        vals[b] = x1 * scale
             # ex: end fused_rope_gptj
             else:
+                for i in range(E):
+                    vals[r * E + i] = vals[r * E + i] * scale
                 # Lanes [0, n) of a group hold first halves of pairs, [n, 2n) the second halves,
                 # n = half_lanes; the partner is n lanes away inside the same group.
                 first_half = sub < half_lanes
-                rotated = sub < half_lanes + half_lanes
+                rotated = sub < uint32(half_lanes + half_lanes)
                 if first_half:
-                    partner, pair0, sign = lane + half_lanes, sub * uint32(E), float32(-1.0)
+                    partner, pair0, sign = uint32(lane + half_lanes), uint32(sub * uint32(E)), float32(-1.0)
                 elif rotated:
-                    partner, pair0, sign = lane - half_lanes, (sub - half_lanes) * uint32(E), float32(1.0)
+                    partner, pair0, sign = (uint32(lane - half_lanes),
+                                            uint32((sub - half_lanes) * uint32(E)), float32(1.0))
                 else:
                     partner, pair0, sign = lane, uint32(0), float32(0.0)
                 for i in range(E):
                     other = cuda.shfl_sync(FULL_MASK, vals[r * E + i], partner)
                     if rotated:
                         if CACHE:
-                            c = table_a[prow, pair0 + uint32(i)] * attention_factor
-                            s = table_b[prow, pair0 + uint32(i)] * attention_factor
+                            c = table_a[prow, uint32(pair0 + uint32(i))] * attention_factor
+                            s = table_b[prow, uint32(pair0 + uint32(i))] * attention_factor
                         else:
-                            angle = pos * table_a[pair0 + uint32(i)]
+                            angle = pos * table_a[uint32(pair0 + uint32(i))]
                             c = math.cos(angle) * attention_factor
                             s = math.sin(angle) * attention_factor
                         # first half: x*c - partner*s; second half: partner*s + x*c
@@ -352,31 +427,29 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
                             vals[r * E + i] = NAN
                         if sub == uint32(0):
                             errors[0] = p
-                first = (row + head) * uint32(head_dim) + sub * uint32(E)
-                if WIDE16:
-                    at = (first >> uint32(1)) if PACKED else first
-                    step = uint32(CHUNK // 2) if PACKED else uint32(CHUNK)
-                    for k in range(CHUNKS):
-                        o = r * E + k * CHUNK
-                        if V4:
-                            store_u32x4(qkv, at + uint32(k) * step,
-                                        pack(vals[o], vals[o + 1]), pack(vals[o + 2], vals[o + 3]),
-                                        pack(vals[o + 4], vals[o + 5]), pack(vals[o + 6], vals[o + 7]))
-                        else:
-                            store_u32x2(qkv, at + uint32(k) * step,
-                                        pack(vals[o], vals[o + 1]), pack(vals[o + 2], vals[o + 3]))
-                elif PACKED:
-                    for k in range(WORDS):
-                        qkv[(first >> uint32(1)) + uint32(k)] = pack2(vals[r * E + 2 * k],
-                                                                    vals[r * E + 2 * k + 1])
-                elif VEC4:
-                    for k in range(QUADS):
-                        store_f32x4(qkv, first + uint32(4 * k), vals[r * E + 4 * k],
-                                    vals[r * E + 4 * k + 1], vals[r * E + 4 * k + 2],
-                                    vals[r * E + 4 * k + 3])
-                else:
-                    for i in range(E):
-                        qkv[first + uint32(i)] = store(vals[r * E + i])
+                for q in range(RUNS):
+                    first = uint32(bases[r] + uint32(q * HALF // UNIT))
+                    o = r * E + q * RUN
+                    if WIDE16:
+                        for k in range(CHUNKS):
+                            v = o + k * CHUNK
+                            if V4:
+                                store_u32x4(qkv, uint32(first + uint32(k * STEP)),
+                                            pack(vals[v], vals[v + 1]), pack(vals[v + 2], vals[v + 3]),
+                                            pack(vals[v + 4], vals[v + 5]), pack(vals[v + 6], vals[v + 7]))
+                            else:
+                                store_u32x2(qkv, uint32(first + uint32(k * STEP)),
+                                            pack(vals[v], vals[v + 1]), pack(vals[v + 2], vals[v + 3]))
+                    elif PACKED:
+                        for k in range(WORDS):
+                            qkv[uint32(first + uint32(k))] = pack2(vals[o + 2 * k], vals[o + 2 * k + 1])
+                    elif VEC4:
+                        for k in range(QUADS):
+                            store_f32x4(qkv, uint32(first + uint32(4 * k)), vals[o + 4 * k],
+                                        vals[o + 4 * k + 1], vals[o + 4 * k + 2], vals[o + 4 * k + 3])
+                    else:
+                        for i in range(RUN):
+                            qkv[uint32(first + uint32(i))] = store(vals[o + i])
     # ex: end fused_kernel
 
     if CACHE:
@@ -396,7 +469,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
         f"fused_qknorm_rope_d{head_dim}_{'gptj' if interleave else 'neox'}_{storage}"
         f"{f'_v{vector_bytes * 8}' if vector_bytes else ''}"
         f"{f'_h{heads_per_warp}' if heads_per_warp > 1 else ''}{'_g16' if G == 16 else ''}"
-        f"{'_cache' if CACHE else ''}")
+        f"{'_split' if SPLIT else ''}{'_full' if FULL else ''}{'_cache' if CACHE else ''}")
     return fused_qknorm_rope
 
 
@@ -406,23 +479,34 @@ KERNEL = make_kernel(128, True, "bfloat16")
 
 
 def pick_warps_per_block(head_groups: int) -> int:
-    """Warps per block: 8 or 4 (or 2) with the fewest idle warps in the last block column.
-
-    Blocks of 2 warps still fill an H100/H200 SM (32 resident blocks x 2 warps = 64 warps).
-    """
+    """Warps per token in a block: 8, 4, 2 or 1 with the fewest idle warps in the last block
+    column (ties go to the larger; the block is filled with tokens, see :func:`launch_config`)."""
     best, waste_best = 8, None
-    for w in (8, 4, 2):
+    for w in (8, 4, 2, 1):
         waste = (-head_groups) % w / (head_groups + (-head_groups) % w)
         if waste_best is None or waste < waste_best - 1e-12:
             best, waste_best = w, waste
     return best
 
 
-def launch_config(problem, warps_per_block=None, heads_per_warp=1):
-    """((tokens, head_blocks), threads): grid x is the token, grid y a group of heads."""
+# Warps per block the launcher aims at: a block of 2 warps (zimage's 30 head pairs) is legal,
+# but an SM then holds its limit of 32 blocks, and short blocks spend their time being launched
+# and retired (the 2026-12-01 profile: 64-thread blocks at 82% of the copy).  Rows of warps
+# for several tokens keep every block at 8 warps.
+BLOCK_WARPS = 8
+
+
+def launch_config(problem, warps_per_block=None, heads_per_warp=1, tokens_per_block=None):
+    """``((token_blocks, head_blocks), (threads_x, tokens_per_block))``.
+
+    ``blockIdx.x * blockDim.y + threadIdx.y`` is the token, ``blockIdx.y * warps_per_block +
+    warp`` the warp within the token's heads.  By default a block has ``BLOCK_WARPS`` warps:
+    ``8 / warps_per_block`` tokens (fewer when there are fewer tokens).
+    """
     groups = -(-(problem.heads_q + problem.heads_k) // heads_per_warp)  # warps needed per token
     wpb = warps_per_block or pick_warps_per_block(groups)
-    return (problem.tokens, (groups + wpb - 1) // wpb), wpb * WARP
+    tpb = tokens_per_block or max(1, min(BLOCK_WARPS // wpb, problem.tokens))
+    return (-(-problem.tokens // tpb), (groups + wpb - 1) // wpb), (wpb * WARP, tpb)
 
 
 def scalar_args(problem, lanes_per_head: int = 32) -> tuple:
@@ -435,13 +519,27 @@ def scalar_args(problem, lanes_per_head: int = 32) -> tuple:
             np.uint32(half_lanes), np.float32(problem.eps), np.float32(problem.attention_factor))
 
 
-def neox_fits(problem, lanes_per_head: int) -> bool:
-    """Whether each half of the rotated dims fills whole lanes of a ``lanes_per_head`` group."""
+def neox_split(problem, requested=None) -> bool:
+    """Whether NeoX pairs are held whole by one lane (each lane takes ``E / 2`` elements of each
+    half): every dim rotated and 16-bit storage.  ``requested=False`` keeps the shuffle mapping
+    (the controlled comparison); ``True`` where it cannot apply is refused."""
+    fits = (not problem.interleave and problem.rotary_dim == problem.head_dim
+            and problem.storage != "float32")
+    if requested is None:
+        return fits
+    if check_bool("neox_split", requested) and not fits:
+        fail("neox_split=True needs interleave=False, rotary_dim == head_dim and 16-bit storage")
+    return bool(requested)
+
+
+def neox_fits(problem, lanes_per_head: int, split: bool = False) -> bool:
+    """Whether each half of the rotated dims fills whole lanes of a ``lanes_per_head`` group
+    (always, when pairs are split across a lane's two runs)."""
     per_lane = problem.head_dim // lanes_per_head
-    return problem.interleave or problem.rotary_dim % (2 * per_lane) == 0
+    return problem.interleave or split or problem.rotary_dim % (2 * per_lane) == 0
 
 
-def pick_lanes_per_head(problem, heads_per_warp: int, requested=None) -> int:
+def pick_lanes_per_head(problem, heads_per_warp: int, requested=None, split: bool = False) -> int:
     """Lanes per head: the caller's choice (checked) or the storage's default where it fits."""
     if requested is not None:
         lanes = check_int("lanes_per_head", requested)
@@ -449,12 +547,12 @@ def pick_lanes_per_head(problem, heads_per_warp: int, requested=None) -> int:
             fail(f"lanes_per_head must be one of {LANES_PER_HEAD_CHOICES}, got {lanes}")
         if lanes * heads_per_warp < WARP:
             fail("lanes_per_head=16 puts two heads in a warp: it needs heads_per_warp >= 2")
-        if not neox_fits(problem, lanes):
+        if not neox_fits(problem, lanes, split):
             fail(f"with interleave=False and lanes_per_head={lanes}, rotary_dim must be a "
                  f"multiple of {2 * problem.head_dim // lanes}; got {problem.rotary_dim}")
         return lanes
     lanes = LANES_PER_HEAD[problem.storage] if heads_per_warp > 1 else WARP
-    return lanes if neox_fits(problem, lanes) else WARP
+    return lanes if neox_fits(problem, lanes, split) else WARP
 
 
 # The caller's arrays as the kernel sees them: qkv, q_weight, k_weight, positions.  bfloat16 qkv
@@ -465,7 +563,7 @@ CALLER = {
     "bfloat16": (np.dtype(np.uint32), np.dtype(np.uint16), np.dtype(np.uint16), np.dtype(np.int32)),
 }
 OPTIONS = {"warps_per_block": None, "heads_per_warp": None, "lanes_per_head": None,
-           "cache": False, "max_positions": None}
+           "tokens_per_block": None, "neox_split": None, "cache": False, "max_positions": None}
 
 
 @lru_cache(maxsize=16)
@@ -503,15 +601,23 @@ def cache_options(problem, options: dict) -> int | None:
 
 
 def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan:
-    """``threads`` is unused (the block is ``warps_per_block`` warps); ``aligned``: ``qkv`` and
-    both weights start on a 16-byte boundary (the vector accesses need it)."""
+    """``threads`` is unused (the block is ``warps_per_block`` warps by ``tokens_per_block``);
+    ``aligned``: ``qkv`` and both weights start on a 16-byte boundary (the vector accesses need
+    it)."""
     hpw = options.get("heads_per_warp") or HEADS_PER_WARP[problem.storage]
-    lanes = pick_lanes_per_head(problem, hpw, options.get("lanes_per_head"))
+    split = neox_split(problem, options.get("neox_split"))
+    lanes = pick_lanes_per_head(problem, hpw, options.get("lanes_per_head"), split)
     max_positions = cache_options(problem, options)
-    grid, block = launch_config(problem, options.get("warps_per_block"), hpw)
-    width = vector_bytes_for(problem.storage, problem.head_dim // lanes) if aligned else 0
+    tpb = options.get("tokens_per_block")
+    if tpb is not None:
+        tpb = check_int("tokens_per_block", tpb, minimum=1, maximum=32)
+    grid, block = launch_config(problem, options.get("warps_per_block"), hpw, tpb)
+    if block[0] * block[1] > 1024:
+        fail(f"a block of {block[0]} x {block[1]} threads exceeds CUDA's 1024")
+    run = problem.head_dim // lanes // (2 if split else 1)  # contiguous elements a lane moves
+    width = vector_bytes_for(problem.storage, run) if aligned else 0
     fn = make_kernel(problem.head_dim, problem.interleave, problem.storage, width, hpw, lanes,
-                     max_positions is not None)
+                     max_positions is not None, split, problem.rotary_dim == problem.head_dim)
     freq_bytes = problem.inv_freq.tobytes()
     if max_positions is None:
         return Plan(fn, fastmath, grid, block, CALLER[problem.storage],
@@ -525,12 +631,14 @@ def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan
 
 def census_plans() -> list[Plan]:
     """What the PTX census compiles, all at head_dim 128: each storage at its default mapping in
-    both layouts, bfloat16 with one head per warp (the course's first mapping), and the cos/sin
-    cache kernel of bfloat16."""
+    both layouts, bfloat16 NeoX with the shuffle mapping beside its default split one, bfloat16
+    with one head per warp (the course's first mapping), and the cos/sin cache kernel of
+    bfloat16."""
     out = []
     cases = [(st, None, inter, {}) for st in ("bfloat16", "float16", "float32")
              for inter in (True, False)]
-    cases += [("bfloat16", 1, True, {}), ("bfloat16", None, True,
+    cases += [("bfloat16", None, False, {"neox_split": False}), ("bfloat16", 1, True, {}),
+              ("bfloat16", None, True,
                                           {"cache": True, "max_positions": 16})]
     for storage, hpw, inter, extra in cases:
         p = FusedProblem(1, 1, 1, 1, 128, 128, inter, storage, 1e-6, 10000.0,

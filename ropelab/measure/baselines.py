@@ -91,14 +91,18 @@ extern "C" __global__ void empty_kernel() {}
 # The CUDA C++ twin of ropelab's fused QK-RMSNorm + RoPE (ropelab.kernels.fused_qknorm_rope at
 # its default mapping), written to compare numba's code generation with nvcc-style C++ on the
 # same algorithm: a group of G lanes per (token, head) -- 32 for float32, 16 (two heads per
-# warp) for bfloat16 and float16 --, each lane moving its E = HEAD_DIM / G elements with 128-bit
-# accesses (64-bit when a lane holds 8 bytes), a shuffle butterfly inside the group for the sum
-# of squares, the float32 inverse-frequency table, one __sincosf per pair (GPT-J) or per slot
-# with the partner fetched by __shfl_sync (NeoX).  Same grid and block as the numba kernel
-# (blockIdx.x the token, blockIdx.y * warps_per_block + warp the warp) and the same scalar
-# arguments.  16-bit conversions are written out (bf16: integer round to nearest even; fp16:
-# the cvt instructions), so the source needs no CUDA header and compiles with bare NVRTC.
-# qkv, q_weight and k_weight must start on 16-byte boundaries (fresh allocations do).
+# warp) for bfloat16 and float16 --, each lane moving its E = HEAD_DIM / G elements as one run
+# (GPT-J, NeoX by shuffle) or as two runs of E / 2, one in each half of the head (SPLIT NeoX:
+# both elements of every pair in the lane), with the widest accesses that divide a run; a
+# shuffle butterfly inside the group for the sum of squares; the float32 inverse-frequency
+# table (128-bit loads of a lane's 4 frequencies when every dim rotates); one __sincosf per
+# pair (per slot for shuffled NeoX partners); and, when every dim rotates (FULL), the norm's
+# scale and the attention factor folded into cos and sin.  Same grid and block as the numba
+# kernel (blockIdx.x * blockDim.y + threadIdx.y the token, blockIdx.y * warps + warp the warp)
+# and the same scalar arguments, plus the token count the numba kernel reads from positions'
+# shape.  16-bit packing is one cvt.rn.{bf16x2,f16x2}.f32 per two elements, as numba's build
+# emits; the source needs no CUDA header and compiles with bare NVRTC.  qkv, q_weight and
+# k_weight must start on 16-byte boundaries (fresh allocations do).
 FUSED_TWIN_SOURCE = r"""
 #define FULL_MASK 0xffffffffu
 
@@ -110,17 +114,14 @@ struct F32 {  // one float per 32-bit word
 
 struct Bf16 {  // two bfloat16 per word, element 2k in the low half
     static constexpr int PER_WORD = 2;
-    static __device__ __forceinline__ unsigned bits(float x) {
-        unsigned b = __float_as_uint(x);
-        if ((b & 0x7fffffffu) > 0x7f800000u) return (b >> 16) | 0x40u;  // NaN stays a quiet NaN
-        return (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;                  // round to nearest even
-    }
     static __device__ __forceinline__ void unpack(unsigned w, float* v) {
         v[0] = __uint_as_float(w << 16);
         v[1] = __uint_as_float(w & 0xffff0000u);
     }
-    static __device__ __forceinline__ unsigned pack(const float* v) {
-        return bits(v[0]) | (bits(v[1]) << 16);
+    static __device__ __forceinline__ unsigned pack(const float* v) {  // round to nearest even
+        unsigned d;
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(v[1]), "f"(v[0]));
+        return d;
     }
 };
 
@@ -131,17 +132,14 @@ struct Half {  // two float16 per word
         asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
         return f;
     }
-    static __device__ __forceinline__ unsigned short bits(float f) {
-        unsigned short h;
-        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-        return h;
-    }
     static __device__ __forceinline__ void unpack(unsigned w, float* v) {
         v[0] = to_float((unsigned short)(w & 0xffffu));
         v[1] = to_float((unsigned short)(w >> 16));
     }
     static __device__ __forceinline__ unsigned pack(const float* v) {
-        return (unsigned)bits(v[0]) | ((unsigned)bits(v[1]) << 16);
+        unsigned d;
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(v[1]), "f"(v[0]));
+        return d;
     }
 };
 
@@ -182,40 +180,47 @@ __device__ __forceinline__ void store_words(void* p, const unsigned* w) {
     }
 }
 
-// S: storage (F32, Bf16, Half); ITEM: its size in bytes; G: lanes per head (32 or 16).
-template <typename S, int ITEM, int HEAD_DIM, int G, bool INTERLEAVE>
+// S: storage (F32, Bf16, Half); ITEM: its size in bytes; G: lanes per head (32 or 16);
+// SPLIT: NeoX pairs held whole by a lane (two runs); FULL: rotary_dim == HEAD_DIM.
+template <typename S, int ITEM, int HEAD_DIM, int G, bool INTERLEAVE, bool SPLIT, bool FULL>
 __global__ void fused_qknorm_rope_twin(char* qkv, const char* q_weight, const char* k_weight,
                                        const int* positions, const float* inv_freq,
                                        unsigned heads_q, unsigned heads_qk, unsigned heads_total,
                                        unsigned n_pairs, unsigned half_lanes, float eps,
-                                       float attention_factor) {
+                                       float attention_factor, unsigned tokens) {
     constexpr int E = HEAD_DIM / G;          // elements per lane
-    constexpr int WORDS = E / S::PER_WORD;   // 32-bit words per lane
+    constexpr int RUNS = SPLIT ? 2 : 1;      // runs of contiguous elements per lane
+    constexpr int RUN = E / RUNS;
+    constexpr int RUN_WORDS = RUN / S::PER_WORD;
+    constexpr int PAIRS = E / 2;
+    constexpr bool IN_LANE = INTERLEAVE || SPLIT;
     constexpr int HEADS_PER_WARP = 32 / G;
     const unsigned lane = threadIdx.x & 31u;
     const unsigned sub = lane & (G - 1);     // lane within its head's group
     const unsigned group = lane / G;
     const unsigned warp = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5);
     const unsigned head0 = warp * HEADS_PER_WARP;
-    if (head0 >= heads_qk) return;           // warp-uniform
-    const unsigned token = blockIdx.x;
+    const unsigned token = blockIdx.x * blockDim.y + threadIdx.y;
+    if (head0 >= heads_qk || token >= tokens) return;  // warp-uniform
     const unsigned head = head0 + group;
     const bool valid = head < heads_qk;      // a half warp past the last head still shuffles
-    const size_t first = ((size_t)token * heads_total + head) * HEAD_DIM + sub * E;
+    const size_t base = ((size_t)token * heads_total + head) * HEAD_DIM;
 
-    unsigned w[WORDS];
     float v[E];
-    if (valid) {
-        load_words<WORDS>(qkv + first * ITEM, w);
-    } else {
 #pragma unroll
-        for (int k = 0; k < WORDS; ++k) w[k] = 0u;
+    for (int q = 0; q < RUNS; ++q) {
+        unsigned w[RUN_WORDS];
+        const unsigned off = sub * RUN + q * (HEAD_DIM / 2);
+        if (valid) {
+            load_words<RUN_WORDS>(qkv + (base + off) * ITEM, w);
+        } else {
+#pragma unroll
+            for (int k = 0; k < RUN_WORDS; ++k) w[k] = 0u;
+        }
+#pragma unroll
+        for (int k = 0; k < RUN_WORDS; ++k) S::unpack(w[k], v + q * RUN + k * S::PER_WORD);
     }
     float ss = 0.0f;
-#pragma unroll
-    for (int k = 0; k < WORDS; ++k) {
-        S::unpack(w[k], v + k * S::PER_WORD);
-    }
 #pragma unroll
     for (int i = 0; i < E; ++i) ss += v[i] * v[i];
 #pragma unroll
@@ -223,30 +228,52 @@ __global__ void fused_qknorm_rope_twin(char* qkv, const char* q_weight, const ch
     const float scale = 1.0f / sqrtf(ss * (1.0f / HEAD_DIM) + eps);
 
     const char* weight = head < heads_q ? q_weight : k_weight;
-    unsigned ww[WORDS];
-    float wt[E];
-    load_words<WORDS>(weight + (size_t)sub * E * ITEM, ww);
 #pragma unroll
-    for (int k = 0; k < WORDS; ++k) S::unpack(ww[k], wt + k * S::PER_WORD);
+    for (int q = 0; q < RUNS; ++q) {
+        unsigned ww[RUN_WORDS];
+        float wt[RUN];
+        load_words<RUN_WORDS>(weight + (size_t)(sub * RUN + q * (HEAD_DIM / 2)) * ITEM, ww);
 #pragma unroll
-    for (int i = 0; i < E; ++i) v[i] = v[i] * scale * wt[i];
+        for (int k = 0; k < RUN_WORDS; ++k) S::unpack(ww[k], wt + k * S::PER_WORD);
+#pragma unroll
+        for (int i = 0; i < RUN; ++i) v[q * RUN + i] *= wt[i];
+    }
 
     const float pos = (float)positions[token];
-    if (INTERLEAVE) {
+    if (IN_LANE) {
+        const float rot = scale * attention_factor;  // rides on cos and sin
+        float f[PAIRS];
+        if constexpr (FULL && PAIRS % 4 == 0) {
 #pragma unroll
-        for (int j = 0; j < E / 2; ++j) {
-            const unsigned pair = sub * (E / 2) + j;
-            if (pair < n_pairs) {
+            for (int k = 0; k < PAIRS / 4; ++k) {
+                const float4 u = reinterpret_cast<const float4*>(inv_freq + sub * PAIRS)[k];
+                f[4 * k] = u.x; f[4 * k + 1] = u.y; f[4 * k + 2] = u.z; f[4 * k + 3] = u.w;
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < PAIRS; ++j)
+                f[j] = (FULL || sub * PAIRS + j < n_pairs) ? inv_freq[sub * PAIRS + j] : 0.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < PAIRS; ++j) {
+            const int a = INTERLEAVE ? 2 * j : j;
+            const int b = INTERLEAVE ? 2 * j + 1 : RUN + j;
+            const float x0 = v[a], x1 = v[b];
+            if (FULL || sub * PAIRS + j < n_pairs) {
                 float s, c;
-                __sincosf(pos * inv_freq[pair], &s, &c);
-                c *= attention_factor;
-                s *= attention_factor;
-                const float x0 = v[2 * j], x1 = v[2 * j + 1];
-                v[2 * j] = x0 * c - x1 * s;
-                v[2 * j + 1] = x0 * s + x1 * c;
+                __sincosf(pos * f[j], &s, &c);
+                c *= rot;
+                s *= rot;
+                v[a] = x0 * c - x1 * s;
+                v[b] = x0 * s + x1 * c;
+            } else {  // partial rotary: normalized only
+                v[a] = x0 * scale;
+                v[b] = x1 * scale;
             }
         }
     } else {
+#pragma unroll
+        for (int i = 0; i < E; ++i) v[i] *= scale;
         const bool first_half = sub < half_lanes;
         const bool rotated = sub < 2 * half_lanes;
         const unsigned partner = first_half ? lane + half_lanes : rotated ? lane - half_lanes : lane;
@@ -265,8 +292,12 @@ __global__ void fused_qknorm_rope_twin(char* qkv, const char* q_weight, const ch
 
     if (valid) {
 #pragma unroll
-        for (int k = 0; k < WORDS; ++k) w[k] = S::pack(v + k * S::PER_WORD);
-        store_words<WORDS>(qkv + first * ITEM, w);
+        for (int q = 0; q < RUNS; ++q) {
+            unsigned w[RUN_WORDS];
+#pragma unroll
+            for (int k = 0; k < RUN_WORDS; ++k) w[k] = S::pack(v + q * RUN + k * S::PER_WORD);
+            store_words<RUN_WORDS>(qkv + (base + sub * RUN + q * (HEAD_DIM / 2)) * ITEM, w);
+        }
     }
 }
 """
@@ -276,16 +307,20 @@ FUSED_TWIN_STORAGE = {"float32": ("F32", 4, 32), "bfloat16": ("Bf16", 2, 16),
                       "float16": ("Half", 2, 16)}
 
 
-def fused_twin_name(storage: str, head_dim: int, interleave: bool) -> str:
-    """The template instantiation of the twin for one case (a CuPy/NVRTC name expression)."""
+def fused_twin_name(storage: str, head_dim: int, interleave: bool, full: bool = True) -> str:
+    """The template instantiation of the twin for one case (a CuPy/NVRTC name expression):
+    the numba kernel's mapping (:func:`ropelab.kernels.fused_qknorm_rope.neox_split`) at
+    ``rotary_dim == head_dim`` (``full``) or below it."""
     kind, item, lanes = FUSED_TWIN_STORAGE[storage]
-    return (f"fused_qknorm_rope_twin<{kind}, {item}, {head_dim}, {lanes}, "
-            f"{'true' if interleave else 'false'}>")
+    split = not interleave and full and storage != "float32"
+    flag = lambda b: "true" if b else "false"  # noqa: E731
+    return (f"fused_qknorm_rope_twin<{kind}, {item}, {head_dim}, {lanes}, {flag(interleave)}, "
+            f"{flag(split)}, {flag(full)}>")
 
 
 def fused_twin_names(head_dims=(64, 128, 256)) -> list[str]:
-    return [fused_twin_name(st, d, inter) for st in FUSED_TWIN_STORAGE for d in head_dims
-            for inter in (True, False)]
+    return [fused_twin_name(st, d, inter, full) for st in FUSED_TWIN_STORAGE for d in head_dims
+            for inter in (True, False) for full in (True, False)]
 
 
 def compile_fused_twin_ptx(names=None, arch: str = "compute_90") -> dict:
@@ -505,18 +540,20 @@ class TwinCase:
                                            num_heads_k=hk, num_heads_v=hv, head_dim=head_dim,
                                            rotary_dim=rotary_dim, interleave=interleave)
         lanes = FUSED_TWIN_STORAGE[storage][2]
-        if not kmod.neox_fits(self.problem, lanes):
+        if not kmod.neox_fits(self.problem, lanes, kmod.neox_split(self.problem)):
             raise ValueError(f"the twin needs rotary_dim a multiple of {2 * head_dim // lanes} "
                              f"for NeoX; got {rotary_dim}")
         self.qkv, self.q_weight, self.k_weight, self.positions = (cupy.asarray(a) for a in self.host)
         self.inv_freq = cupy.asarray(self.problem.inv_freq.astype(np.float32))
-        self.fn = _twin_function(fused_twin_name(storage, head_dim, interleave))
+        full = self.problem.rotary_dim == head_dim
+        assert kmod.neox_split(self.problem) == (not interleave and full and storage != "float32")
+        self.fn = _twin_function(fused_twin_name(storage, head_dim, interleave, full))
         self.grid, self.block = kmod.launch_config(self.problem, None, 32 // lanes)
         self.args = (self.qkv, self.q_weight, self.k_weight, self.positions, self.inv_freq,
-                     *kmod.scalar_args(self.problem, lanes))
+                     *kmod.scalar_args(self.problem, lanes), np.uint32(tokens))
 
     def launch(self):
-        self.fn(self.grid, (self.block,), self.args)
+        self.fn(self.grid, self.block, self.args)
 
 
 def _make_cuda_fused(interleave: bool):

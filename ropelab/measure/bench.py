@@ -507,8 +507,16 @@ def _fused_entries(names=None) -> list[Entry]:
                      fused=True),
                Entry("fused_qknorm_rope:kernel", "kernel_fused", _fused_maker(None, kernel=True),
                      fastmath=True, fused=True)]
-    # The NeoX (half-split) layout, partners exchanged by shuffle.
+    # The NeoX (half-split) layout: by default a lane holds both elements of its pairs (every
+    # dim rotated, 16-bit storage); the controlled row keeps the partner shuffles.
     entries.append(Entry("fused_qknorm_rope:neox", "ropelab_fused", _fused_maker(None, neox=True),
+                         fastmath=True, fused=True))
+    entries.append(Entry("fused_qknorm_rope:neox_shuffle", "kernel_fused",
+                         _fused_maker(None, neox=True, options={"neox_split": False}),
+                         fastmath=True, fused=True))
+    # Controlled: one token per block (blocks of 2 warps at zimage's 30 head pairs).
+    entries.append(Entry("fused_qknorm_rope:1token_blocks", "kernel_fused",
+                         _fused_maker(None, options={"tokens_per_block": 1}),
                          fastmath=True, fused=True))
     # The long-context path: cos/sin read from float32 tables instead of computed.
     entries.append(Entry("fused_qknorm_rope:cache", "ropelab_fused", _fused_maker(None, cache=True),
@@ -542,7 +550,12 @@ def _fused_kwargs(shape: Shape) -> dict:
                 rotary_dim=shape.rotary_dim)
 
 
-def _fused_maker(heads_per_warp, kernel: bool = False, cache: bool = False, neox: bool = False):
+def _fused_maker(heads_per_warp, kernel: bool = False, cache: bool = False, neox: bool = False,
+                 options=None):
+    """``options``: kernel options the public call does not take (controlled rows); they time
+    the kernel alone (``kernel=True``)."""
+    kernel = kernel or options is not None
+
     def make(buf: Buffers):
         import ropelab
 
@@ -567,7 +580,7 @@ def _fused_maker(heads_per_warp, kernel: bool = False, cache: bool = False, neox
 
         info = inspect_array(qkv, "qkv")
         problem = fused.build_problem(info, **kw)
-        plan = kmod.VARIANT.plan(problem, {}, aligned=info.ptr % 16 == 0)
+        plan = kmod.VARIANT.plan(problem, dict(options or {}), aligned=info.ptr % 16 == 0)
         if SIMULATED:
             from ..arrays import device_view
             from ..kernels._launch import launch
