@@ -227,3 +227,15 @@ def test_target_summary_reads_the_targets_off_the_rows():
     assert "best plain RoPE at 32768x4096: pack4 96.2% of copy" in text
     assert "pack4 / cuda_float4: worst time ratio 1.500 at 4096x512" in text
     assert "fused_qknorm_rope flux_1024 bfloat16: 75.0% of copy" in text
+
+
+def test_fused_rows_can_be_picked_by_name():
+    # A short GPU call times a few rows and the twins; "fused_qknorm_rope" still means all.
+    everything = [e.name for e in bench._fused_entries(["fused_qknorm_rope"])]
+    assert len(everything) > 3 and everything[0] == "fused_qknorm_rope"
+    picked = [e.name for e in bench._fused_entries(["fused_qknorm_rope:default",
+                                                    "fused_qknorm_rope:neox"])]
+    assert picked == ["fused_qknorm_rope", "fused_qknorm_rope:neox"]
+    assert bench._fused_entries(["flat"]) == []
+    names = [e.name for e in bench.plan(["fused_qknorm_rope:neox"], baselines=False)]
+    assert names == ["copy_d2d", "fused_qknorm_rope:neox"]

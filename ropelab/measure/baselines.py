@@ -574,10 +574,12 @@ def check_twin(shapes=None, storages=("bfloat16", "float16", "float32"),
     (:func:`ropelab.fused.tolerance`, fast-math); needs a GPU and CuPy.
 
     ``shapes``: :class:`ropelab.shapes.FusedShape` values (default: the production shapes).
-    Returns :class:`ropelab.verdict.CheckRow` rows (``passed`` says if each is within budget).
+    Returns :class:`ropelab.verdict.CheckRow` rows (``passed`` says if each is within budget);
+    ``tests/test_gpu_public_path.py`` runs it on the GPU.
     """
-    from .. import fused, reference
+    from .. import reference
     from ..shapes import PRODUCTION_SHAPES
+    from ..verdict import CheckRow
     from ..target import SIMULATED
 
     if SIMULATED or not available()["cupy"]:
@@ -606,9 +608,9 @@ def check_twin(shapes=None, storages=("bfloat16", "float16", "float32"),
                                       fastmath=True)
                 err = float(np.abs(ropelab_check.decode(got, storage)[:, :qk] - want[:, :qk]).max())
                 v_same = bool(np.array_equal(got[:, qk:].view(np.uint8), qkv[:, qk:].view(np.uint8)))
-                rows.append(fused.FusedCheck(f"cuda_fused {shape.name}", storage,
-                                             f"{'gptj' if inter else 'neox'},rot={shape.rotary_dim}",
-                                             err, tol, v_same))
+                rows.append(CheckRow("cuda_fused", "gpu", (shape.name,),
+                                     f"{'gptj' if inter else 'neox'},rot={shape.rotary_dim}",
+                                     err, tol, storage, v_same))
     return rows
 
 

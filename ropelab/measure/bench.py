@@ -501,7 +501,11 @@ def _fused_entries(names=None) -> list[Entry]:
     heads-per-warp setting), and its kernel alone."""
     from ..kernels import fused_qknorm_rope as kmod
 
-    if names and "fused_qknorm_rope" not in names:
+    # "fused_qknorm_rope" is every fused row; "fused_qknorm_rope:default" the public call at
+    # its defaults alone; any other row is picked by its name.
+    picked = [("fused_qknorm_rope" if n == "fused_qknorm_rope:default" else n)
+              for n in (names or ()) if n.startswith("fused_qknorm_rope")]
+    if names and not picked:
         return []
     entries = [Entry("fused_qknorm_rope", "ropelab_fused", _fused_maker(None), fastmath=True,
                      fused=True),
@@ -524,6 +528,8 @@ def _fused_entries(names=None) -> list[Entry]:
     for hpw in kmod.HEADS_PER_WARP_CHOICES:
         entries.append(Entry(f"fused_qknorm_rope_{hpw}head{'s' if hpw > 1 else ''}",
                              "ropelab_fused", _fused_maker(hpw), fastmath=True, fused=True))
+    if names and "fused_qknorm_rope" not in names:  # single rows by name (a short GPU call)
+        entries = [e for e in entries if e.name in picked]
     return entries
 
 
@@ -851,8 +857,8 @@ def run_cli(args) -> int:
 
     def save(rows):
         if rows:
-            saved["bench"] = records.save("bench", rows, method=method, meta=meta,
-                                          directory=_kind_dir(args.out, "bench"))
+            saved["bench"] = records.save(args.kind, rows, method=method, meta=meta,
+                                          directory=_kind_dir(args.out, args.kind))
 
     result = sweep(shapes, entries, timer=timer, budget_s=args.budget_s, on_group_done=save)
     print(format_rows(result.rows))
