@@ -8,11 +8,11 @@
 # Run from the repository root with the numpy 2.4.6 cp312 wheel in .whl/ (carried).
 LOG_NAME=fused_final.log source "$(dirname "$0")/gpu_common.sh"
 
-step 60  gputests  python3 -m pytest -o addopts="" -q -p no:cacheprovider tests/test_gpu_public_path.py
-step 165 bench     python3 -m ropelab bench --shapes production --kind bench_fused --no-overhead --no-charts --budget-s 140 \
+step 45  gputests  python3 -m pytest -o addopts="" -q -p no:cacheprovider tests/test_gpu_public_path.py
+step 150 bench     python3 -m ropelab bench --shapes production --kind bench_fused --no-overhead --no-charts --budget-s 125 \
   --variant fused_qknorm_rope:default --variant fused_qknorm_rope:neox --variant fused_qknorm_rope:kernel
 step 215 profile   python3 -m ropelab profile --timeout-s 95 --reports /tmp/ncu
-step 115 sanitize  env SANITIZER_LIMIT_S=100 OUT=/tmp/san bash scripts/sanitize.sh
+step 115 sanitize  env SANITIZER_LIMIT_S=100 bash scripts/sanitize.sh
 say "summary"
 { python3 -m ropelab profile --recorded; cat data/sanitizer/sanitizer-*.csv | tail -2; } > "$OUT/summary.txt" 2>&1
 bundle

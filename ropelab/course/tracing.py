@@ -193,23 +193,27 @@ class FusedMap:
 
     ``warp`` is the global warp number ``(blockIdx.y * warps_per_block + threadIdx.x // 32)``
     within the token's block column, ``lane`` is ``threadIdx.x % 32``; ``-1`` where nothing was
-    written (the V heads).  ``token`` is the writer's ``blockIdx.x``.
+    written (the V heads).  ``token`` is the writer's token, ``blockIdx.x * tokens_per_block +
+    threadIdx.y`` (a block holds a row of warps for each of ``tokens_per_block`` tokens).
     """
 
     heads: tuple[int, int, int]
     head_dim: int
     grid: tuple[int, int]
-    block_dim: int
+    block_dim: int  # threads in x: warps per token times 32
     token: np.ndarray
     warp: np.ndarray
     lane: np.ndarray
     heads_per_warp: int = 1
+    tokens_per_block: int = 1
 
     def summary(self) -> str:
         hq, hk, hv = self.heads
         return (f"qkv of {self.token.shape[0]} tokens x ({hq} Q + {hk} K + {hv} V heads) x "
                 f"{self.head_dim}: grid {self.grid[0]} x {self.grid[1]} blocks of {self.block_dim} "
-                f"threads ({self.block_dim // 32} warps); each lane holds "
+                f"threads ({self.block_dim // 32} warps)"
+                + (f" x {self.tokens_per_block} tokens" if self.tokens_per_block > 1 else "")
+                + "; each lane holds "
                 f"{self.head_dim // 32} consecutive elements of "
                 + ("one head" if self.heads_per_warp == 1
                    else f"each of its warp's {self.heads_per_warp} heads"))
@@ -236,8 +240,8 @@ def _trace_fused_here(tokens: int, heads: list, head_dim: int, interleave: bool,
     kernels.launch(plan, (buf, _WatchedArray(weights, None, None),
                           _WatchedArray(weights.copy(), None, None),
                           _WatchedArray(np.arange(tokens, dtype=np.int32), None, None)))
-    grid, threads = kernel.launch_config(problem, warps_per_block, heads_per_warp)
-    return {"heads": list(heads), "head_dim": head_dim, "grid": list(grid), "block_dim": threads,
+    return {"heads": list(heads), "head_dim": head_dim, "grid": list(plan.grid[:2]),
+            "block_dim": plan.block[0], "tokens_per_block": plan.block[1],
             "heads_per_warp": heads_per_warp, "who": who.tolist()}
 
 
@@ -258,5 +262,6 @@ def trace_fused(tokens: int, heads=(2, 2, 1), head_dim: int = 64, *, interleave:
     written = who[..., 0] >= 0
     warp = np.where(written, who[..., 1] * warps_per + who[..., 2] // 32, -1)
     lane = np.where(written, who[..., 2] % 32, -1)
+    token = np.where(written, who[..., 0] * raw["tokens_per_block"] + who[..., 3], -1)
     return FusedMap(tuple(raw["heads"]), head_dim, tuple(raw["grid"]), raw["block_dim"],
-                    who[..., 0], warp, lane, raw["heads_per_warp"])
+                    token, warp, lane, raw["heads_per_warp"], raw["tokens_per_block"])

@@ -233,59 +233,59 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
         bases = cuda.local.array(ROUNDS, uint32)  # each head's first item, for load and store
 
         # Phase 1: every load of every head this lane works on, before any arithmetic.  A head
-        # past the end (an odd head count) loads nothing but still joins the shuffles below.
+        # past the end (an odd head count) reads the last head instead, works on it with the
+        # others (its shuffles stay inside its own group) and stores nothing: a select, where a
+        # branch around the loads would cost a divergence barrier and a second address.
+        last = uint32(heads_qk - uint32(1))
         for r in range(ROUNDS):
             ss = float32(0.0)
             head = uint32(head0 + uint32(r * GROUPS) + group)
+            src = head if head < heads_qk else last
             # index of the lane's first item of qkv (a word of two, for bfloat16)
-            bases[r] = uint32(uint32(row + head) * uint32(head_dim // UNIT) + sub * uint32(RUN // UNIT))
-            if head < heads_qk:
-                for q in range(RUNS):
-                    first = uint32(bases[r] + uint32(q * HALF // UNIT))
-                    o = r * E + q * RUN
-                    if WIDE16:
-                        for k in range(CHUNKS):
-                            if V4:
-                                w0, w1, w2, w3 = load_u32x4(qkv, uint32(first + uint32(k * STEP)))
-                                words = (w0, w1, w2, w3)
-                            else:
-                                w0, w1 = load_u32x2(qkv, uint32(first + uint32(k * STEP)))
-                                words = (w0, w1, w0, w1)  # same tuple type; only two are used
-                            for m in range(CHUNK // 2):
-                                lo = low(words[m])
-                                hi = high(words[m])
-                                vals[o + k * CHUNK + 2 * m] = lo
-                                vals[o + k * CHUNK + 2 * m + 1] = hi
-                                ss = ss + lo * lo  # one fused multiply-add each
-                                ss = ss + hi * hi
-                    elif PACKED:
-                        for k in range(WORDS):
-                            word = qkv[uint32(first + uint32(k))]
-                            lo = unpack_low(word)
-                            hi = unpack_high(word)
-                            vals[o + 2 * k] = lo
-                            vals[o + 2 * k + 1] = hi
-                            ss = ss + lo * lo
+            bases[r] = uint32(uint32(row + src) * uint32(head_dim // UNIT) + sub * uint32(RUN // UNIT))
+            for q in range(RUNS):
+                first = uint32(bases[r] + uint32(q * HALF // UNIT))
+                o = r * E + q * RUN
+                if WIDE16:
+                    for k in range(CHUNKS):
+                        if V4:
+                            w0, w1, w2, w3 = load_u32x4(qkv, uint32(first + uint32(k * STEP)))
+                            words = (w0, w1, w2, w3)
+                        else:
+                            w0, w1 = load_u32x2(qkv, uint32(first + uint32(k * STEP)))
+                            words = (w0, w1, w0, w1)  # same tuple type; only two are used
+                        for m in range(CHUNK // 2):
+                            lo = low(words[m])
+                            hi = high(words[m])
+                            vals[o + k * CHUNK + 2 * m] = lo
+                            vals[o + k * CHUNK + 2 * m + 1] = hi
+                            ss = ss + lo * lo  # one fused multiply-add each
                             ss = ss + hi * hi
-                    elif VEC4:
-                        for k in range(QUADS):
-                            a, b, c, d = load_f32x4(qkv, uint32(first + uint32(4 * k)))
-                            vals[o + 4 * k] = a
-                            vals[o + 4 * k + 1] = b
-                            vals[o + 4 * k + 2] = c
-                            vals[o + 4 * k + 3] = d
-                            ss = ss + a * a
-                            ss = ss + b * b
-                            ss = ss + c * c
-                            ss = ss + d * d
-                    else:
-                        for i in range(RUN):
-                            v = load(qkv[uint32(first + uint32(i))])
-                            vals[o + i] = v
-                            ss = ss + v * v
-            else:  # defined values for the shuffles and arithmetic it still joins
-                for i in range(E):
-                    vals[r * E + i] = float32(0.0)
+                elif PACKED:
+                    for k in range(WORDS):
+                        word = qkv[uint32(first + uint32(k))]
+                        lo = unpack_low(word)
+                        hi = unpack_high(word)
+                        vals[o + 2 * k] = lo
+                        vals[o + 2 * k + 1] = hi
+                        ss = ss + lo * lo
+                        ss = ss + hi * hi
+                elif VEC4:
+                    for k in range(QUADS):
+                        a, b, c, d = load_f32x4(qkv, uint32(first + uint32(4 * k)))
+                        vals[o + 4 * k] = a
+                        vals[o + 4 * k + 1] = b
+                        vals[o + 4 * k + 2] = c
+                        vals[o + 4 * k + 3] = d
+                        ss = ss + a * a
+                        ss = ss + b * b
+                        ss = ss + c * c
+                        ss = ss + d * d
+                else:
+                    for i in range(RUN):
+                        v = load(qkv[uint32(first + uint32(i))])
+                        vals[o + i] = v
+                        ss = ss + v * v
             sums[r] = ss
 
         p = positions[token]
