@@ -47,7 +47,20 @@ def test_errors_are_counted_by_kind():
     got = sanitizer.parse_log(DIRTY_MEMCHECK)
     assert got["errors_total"] == 3
     assert got["memory_errors"] == 2 and got["api_errors"] == 1
+    assert got["api_calls"] == "cuPointerGetAttribute CUDA_ERROR_INVALID_VALUE x1"
     assert (got["checks_passed"], got["checks_failed"]) == (60, 1)
+
+
+def test_api_errors_are_named_by_call():
+    # The H200 memcheck of 2026-12-01 11:44: cuda-bindings asking the 580 driver for entry
+    # points it does not export, 34 times; no memory error.
+    block = ('========= Program hit CUDA_ERROR_INVALID_VALUE (error 1) due to "invalid argument" '
+             'on CUDA API call to cuGetProcAddress_v2.\n=========     Saved host backtrace\n')
+    got = sanitizer.parse_log("========= COMPUTE-SANITIZER\n" + block * 34
+                              + "69 passed, 0 failed\n========= ERROR SUMMARY: 34 errors\n")
+    assert got["api_errors"] == 34 and got["memory_errors"] == 0
+    assert got["api_calls"] == "cuGetProcAddress_v2 CUDA_ERROR_INVALID_VALUE x34"
+    assert sanitizer.parse_log(CLEAN_MEMCHECK)["api_calls"] == ""
 
 
 def test_racecheck_summary_and_a_cut_run():

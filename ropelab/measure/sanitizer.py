@@ -21,14 +21,15 @@ from pathlib import Path
 KIND = "sanitizer"
 TARGET_COMMAND = "python -m ropelab check"
 COLUMNS = ("tool", "command", "exit_status", "seconds", "errors_total", "memory_errors",
-           "api_errors", "hazards", "race_errors", "race_warnings", "leaks", "checks_passed",
-           "checks_failed", "summary_found")
+           "api_errors", "api_calls", "hazards", "race_errors", "race_warnings", "leaks",
+           "checks_passed", "checks_failed", "summary_found")
 
 _ERROR_SUMMARY = re.compile(r"ERROR SUMMARY:\s*(\d+)\s+errors?")
 _RACE_SUMMARY = re.compile(r"RACECHECK SUMMARY:\s*(\d+)\s+hazards? displayed\s*\((\d+)\s+errors?,\s*(\d+)\s+warnings?\)")
 _MEMORY = re.compile(r"^=+\s+(Invalid __\w+__ (?:read|write|atomic)|Misaligned|Out-of-range|"
                      r"Invalid (?:global|shared|local) (?:read|write))", re.M)
 _API = re.compile(r"^=+\s+Program hit ", re.M)
+_API_CALL = re.compile(r"^=+\s+Program hit (\w+) \(error \d+\).* on CUDA API call to (\w+)\.", re.M)
 _LEAK = re.compile(r"^=+\s+Leaked \d+ bytes", re.M)
 _CHECKS = re.compile(r"^(\d+) passed, (\d+) failed\s*$", re.M)
 
@@ -46,6 +47,7 @@ def parse_log(text: str) -> dict:
         "errors_total": errors,
         "memory_errors": len(_MEMORY.findall(text)),
         "api_errors": len(_API.findall(text)),
+        "api_calls": api_calls(text),
         "hazards": int(race[-1][0]) if race else None,
         "race_errors": int(race[-1][1]) if race else None,
         "race_warnings": int(race[-1][2]) if race else None,
@@ -54,6 +56,16 @@ def parse_log(text: str) -> dict:
         "checks_failed": int(checks[-1][1]) if checks else None,
         "summary_found": bool(total or race),  # none: the run was cut short (timeout, crash)
     }
+
+
+def api_calls(text: str) -> str:
+    """Which CUDA API calls returned an error, and how often: ``"cuGetProcAddress_v2
+    CUDA_ERROR_INVALID_VALUE x34"`` ('' when none).  An API error is not a memory error: a
+    library asking the driver for an entry point that this driver does not have is one."""
+    counts: dict[tuple[str, str], int] = {}
+    for err, call in _API_CALL.findall(text):
+        counts[(call, err)] = counts.get((call, err), 0) + 1
+    return "; ".join(f"{call} {err} x{n}" for (call, err), n in sorted(counts.items()))
 
 
 def sanitizer_version(path: str) -> str | None:
