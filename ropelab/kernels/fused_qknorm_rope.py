@@ -330,10 +330,12 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
                         sn[4 * k + m] = math.sin(angle)
             else:
                 for j in range(PAIRS):
-                    pair = uint32(sub * uint32(PAIRS) + uint32(j))
+                    # The compare in 32 bits; the index left as numba widens it (a sum that
+                    # cannot wrap), so the compiler folds j into the load's address offset.
+                    pair = sub * uint32(PAIRS) + uint32(j)
                     cs[j] = float32(1.0)
                     sn[j] = float32(0.0)
-                    if FULL or pair < n_pairs:  # partial rotary: later pairs are only normalized
+                    if FULL or uint32(pair) < n_pairs:  # partial rotary: later pairs only normalized
                         if CACHE:
                             cs[j] = table_a[prow, pair]
                             sn[j] = table_b[prow, pair]
@@ -427,10 +429,10 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
                     other = cuda.shfl_sync(FULL_MASK, vals[r * E + i], partner)
                     if rotated:
                         if CACHE:
-                            c = table_a[prow, uint32(pair0 + uint32(i))] * attention_factor
-                            s = table_b[prow, uint32(pair0 + uint32(i))] * attention_factor
+                            c = table_a[prow, pair0 + uint32(i)] * attention_factor
+                            s = table_b[prow, pair0 + uint32(i)] * attention_factor
                         else:
-                            angle = pos * table_a[uint32(pair0 + uint32(i))]
+                            angle = pos * table_a[pair0 + uint32(i)]  # offset folded, as above
                             c = math.cos(angle) * attention_factor
                             s = math.sin(angle) * attention_factor
                         # first half: x*c - partner*s; second half: partner*s + x*c
