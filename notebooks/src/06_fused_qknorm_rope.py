@@ -20,6 +20,10 @@
 # * a refinement the H200 asked for: **half a warp per head** with 128-bit word loads for
 #   16-bit storage, what Little's law says about why (worked out with numbers), and what the
 #   profiler says about the rest;
+# * the **instruction diet** that followed, each step read off the SASS census and timed:
+#   32-bit index arithmetic, the norm's scale folded into cos and sin, NeoX pairs held whole by
+#   one lane, a select instead of a branch, and blocks filled with several tokens;
+# * a **CUDA C++ twin** of the same algorithm, timed in the same run;
 # * a **long-context path**: a float32 cos/sin cache, and its precision by position.
 
 # %%
@@ -66,22 +70,28 @@ print(course.excerpt(fused_kernel, "fused_kernel"))
 # %% [markdown]
 # Reading it top to bottom:
 #
-# 1. **Which head.**  The grid is two-dimensional: `blockIdx.x` is the token, and
-#    `blockIdx.y` with the warp number inside the block selects the warp.  A warp owns
-#    `HPW` (heads per warp) consecutive heads starting at `head0 = warp * HPW`; with
-#    `HPW = 1`, the mapping this notebook starts with, the warp number *is* the head.  No
-#    division.  Index arithmetic is 32-bit (`uint32`), which the buffer sizes allow.
+# 1. **Which head.**  The grid is two-dimensional: `blockIdx.x` (with `threadIdx.y`, when a
+#    block holds several tokens) is the token, and `blockIdx.y` with the warp number inside
+#    the block selects the warp.  A warp owns `HPW` (heads per warp) consecutive heads
+#    starting at `head0 = warp * HPW`; with `HPW = 1`, the mapping this notebook starts with,
+#    the warp number *is* the head.  No division.  Index arithmetic is 32-bit: Numba widens
+#    `uint32 + uint32` to 64 bits, so every step is cast back with `uint32(...)`.
 # 2. **Load.**  Lane `l` reads elements `l*E .. l*E + E-1` of its head (`E = head_dim / 32`)
 #    into a small local array that the compiler keeps in registers, summing their squares.
 #    With `HPW > 1` it issues the loads of all its heads first (phase 1), then does steps 3 to
-#    6 for each head in turn.
+#    6 for each head in turn.  A head past the end (an odd head count) reads the last head
+#    instead and never stores: a select, not a branch.
 # 3. **Reduce.**  Five `shfl_xor_sync` steps (16, 8, 4, 2, 1): at each one, every lane adds
 #    the running sum of the lane whose number differs in one bit.  After five steps every
 #    lane holds the sum over all 32 lanes.
-# 4. **Normalize** with one reciprocal square root, times the weight.
+# 4. **Normalize**: one reciprocal square root; the weight multiplies each element.
 # 5. **Rotate.**  Interleaved pairs `(2k, 2k+1)` never straddle two lanes (`E` is even), so a
-#    lane rotates its own pairs, one sine and cosine per pair.  Half-split pairs `(i, i + d/2)`
-#    live in different lanes: one `shfl_sync` per element fetches the partner.
+#    lane rotates its own pairs, one sine and cosine per pair, computed once per lane and
+#    shared by all its heads.  When every dim rotates, the norm's scale rides on cos and sin
+#    (`c * scale`), two multiplies per pair instead of one per element.  Half-split (NeoX)
+#    pairs `(i, i + d/2)` are held whole too, in 16-bit storage with every dim rotated: the
+#    lane takes `E/2` elements of each half (*split*).  Otherwise (partial rotary, float32)
+#    one `shfl_sync` per element fetches the partner from another lane.
 # 6. **Store** back where the values came from.
 #
 # Step 3 in the kernel:
@@ -172,13 +182,18 @@ except ropelab.RopeInputError as err:
 # and the bytes the kernel must move (Q and K read and written once):
 
 # %%
-print(f"{'shape':<20} {'tokens':>6} {'Q+K+V heads':>12} {'rot':>4} {'grid':>11} {'threads':>8}"
+print(f"{'shape':<20} {'tokens':>6} {'Q+K+V heads':>12} {'rot':>4} {'grid':>11} {'block':>8}"
       f" {'MB bf16':>8} {'MB fp32':>8}")
 for s in shapes.PRODUCTION_SHAPES.values():
-    grid, threads = fused_kernel.launch_config(s, heads_per_warp=1)
+    grid, block = fused_kernel.launch_config(s, heads_per_warp=1)
     heads = f"{s.heads_q}+{s.heads_k}+{s.heads_v}"
     print(f"{s.name:<20} {s.tokens:>6} {heads:>12} {s.rotary_dim:>4} {grid[0]:>6} x {grid[1]:<2}"
-          f" {threads:>8} {s.qk_bytes(2) / 1e6:>8.1f} {s.qk_bytes(4) / 1e6:>8.1f}")
+          f" {block[0]:>4} x {block[1]:<1} {s.qk_bytes(2) / 1e6:>8.1f} {s.qk_bytes(4) / 1e6:>8.1f}")
+
+# %% [markdown]
+# A block is `threads x tokens`: a row of warps for each of several tokens, so that every
+# block has 8 warps (`zimage_1024` needs 60 warps a token here: rows of 4 warps, 2 tokens).
+# Why that matters is measured below.
 
 # %% [markdown]
 # ## Census
@@ -195,35 +210,46 @@ for r in census["rows"]:
 
 # %% [markdown]
 # * No integer division (the 2-D grid) and no float64.
-# * One `sqrt` for the norm per lane, and in the interleaved build one `sin` and one `cos` per
-#   pair: two pairs per lane, two of each.  The half-split build computes them per element
-#   (each lane holds one side of four different pairs), so it has twice as many.
-# * These counts are per lane, for a whole head's worth of work shared by 32 lanes: the
+# * One `sqrt` for the norm per lane, and one `sin` and one `cos` per pair the lane holds: 2
+#   with one head per warp (`E = 4`), 4 with half a warp per head (`E = 8`).  The split NeoX
+#   builds (`_split`) hold both halves of their pairs and compute as many as GPT-J; the
+#   NeoX build with partner shuffles (`neox_split=False`, the mapping of partial rotary and of
+#   float32) computes them per element, twice as many.
+# * These counts are per lane, for a whole head's worth of work shared by its lanes: the
 #   shuffles replace a round trip through shared memory.
 # * The census covers each storage at its default mapping (for 16-bit storage: half a warp per
-#   head, two heads per warp, 128-bit accesses; see below) in both layouts, plus the bfloat16
-#   kernel with one head per warp, the mapping drawn above.
+#   head, two heads per warp, 128-bit accesses; see below) in both layouts, the bfloat16 NeoX
+#   build with partner shuffles, the bfloat16 kernel with one head per warp (the mapping drawn
+#   above), and the cos/sin cache build.  `_full` marks builds for `rotary_dim == head_dim`.
 #
 # ## Timing on an H200, one head per warp
 #
-# The fused rows of the recorded run with one head per warp.  These shapes move 100 to 270 MB,
+# The fused-only runs (`data/bench_fused/`) time the kernel's settings and controlled rows;
+# the newest one that times them all is the *sweep* below.  These shapes move 100 to 270 MB,
 # small enough that even a copy of their bytes stays below the run's fastest (1 GB) copy, so
 # each row is compared with the device copy of *its own shape's* bytes (Q and K read and
-# written), timed in the same run: the record's `frac_of_copy`.
+# written), timed in the same run: the record's `frac_of_copy`.  First, one head per warp:
 
 # %%
-bench = course.recorded("bench")
+fused_runs = course.recorded_runs("bench_fused")
+
+
+def newest_with(variant, runs=fused_runs):
+    """The newest run that timed ``variant`` (a later run may time fewer rows)."""
+    return next((r for r in reversed(runs) if any(row["variant"] == variant for row in r["rows"])), None)
+
+
+sweep = newest_with("fused_qknorm_rope:1token_blocks")
 production = list(shapes.PRODUCTION_SHAPES)
-if bench is not None:
-    print(course.provenance(bench))
-    print(course.copy_table(bench, ["fused_qknorm_rope_1head"], shapes=production))
+if sweep is not None:
+    print(course.provenance(sweep))
+    print(course.copy_table(sweep, ["fused_qknorm_rope_1head"], shapes=production))
 
 # %% [markdown]
 # A fused kernel of this kind has no arithmetic reason to be slower than the copy: per
 # element it does a handful of multiplies, and per pair one sine and cosine.  With one head per
-# warp the float32 builds come close to the copy on three of the four shapes (`zimage_1024`
-# is the lower one).  The 16-bit builds do not: they move half the bytes but stay well below
-# their copy.
+# warp the float32 builds come within a few percent of the copy.  The 16-bit builds do not:
+# they move half the bytes but stay near 82% of their copy.
 #
 # ## Little's law, and half a warp per head
 #
@@ -236,10 +262,10 @@ if bench is not None:
 #   HBM is commonly quoted at roughly 600 to 800 ns; the cell takes both ends.
 
 # %%
-sms = bench["meta"]["sm_count"] if bench is not None else None
+sms = sweep["meta"]["sm_count"] if sweep is not None else None
 LATENCY_NS = (600, 800)  # assumed loaded DRAM latency, H100/H200 class (not measured here)
-if bench is not None:
-    copy_gbps = course.bench_row(bench, "copy_d2d", "flux_1024", "bfloat16")["gbps"]
+if sweep is not None:
+    copy_gbps = course.bench_row(sweep, "copy_d2d", "flux_1024", "bfloat16")["gbps"]
     per_sm = copy_gbps / sms  # GB/s = bytes per ns
     need = [per_sm * t for t in LATENCY_NS]
     print(f"copy of flux_1024's bfloat16 bytes: {copy_gbps:.0f} GB/s over {sms} SMs = {per_sm:.1f} bytes per ns per SM")
@@ -264,7 +290,7 @@ def warp_bytes(storage, lanes_per_head, heads_per_warp, head_dim=128):
     return per_lane, per_lane * 32
 
 
-if prof is not None and bench is not None:
+if prof is not None and sweep is not None:
     print(f"{'mapping':<34} {'B/lane':>6} {'B/warp':>6} {'warps/SM':>8} {'KiB in flight/SM':>16} {'of need':>11}")
     settings = [("bfloat16", 32, 1, "bfloat16 old: 1 head, 32 lanes")]
     settings += [(st, fused_kernel.LANES_PER_HEAD[st], fused_kernel.HEADS_PER_WARP[st],
@@ -300,169 +326,241 @@ course.plot_fused_map(fmap2, token=0)
 plt.show()
 
 # %% [markdown]
-# The record times every setting:
+# The sweep times every setting:
 
 # %%
 hpw_rows = ["fused_qknorm_rope_1head", "fused_qknorm_rope_2heads", "fused_qknorm_rope_4heads"]
-if bench is not None:
-    print(course.copy_table(bench, hpw_rows, shapes=production, dtypes=("bfloat16", "float16", "float32")))
+if sweep is not None:
+    print(course.copy_table(sweep, hpw_rows, shapes=production, dtypes=("bfloat16", "float16", "float32")))
 
 # %%
-if bench is not None:
+if sweep is not None:
     for storage in ("bfloat16", "float16", "float32"):
         shares = [bench_row["frac_of_copy"] for bench_row in
-                  (course.bench_row(bench, v, "flux_1024", storage) for v in hpw_rows)]
+                  (course.bench_row(sweep, v, "flux_1024", storage) for v in hpw_rows)]
         print(f"flux_1024 {storage:<9} of copy with 1 / 2 / 4 heads per warp: "
               + " / ".join(f"{100 * f:.1f}%" for f in shares))
 print("default heads per warp by storage:", fused_kernel.HEADS_PER_WARP)
 
 # %% [markdown]
-# Are these differences real?  Two checks, both from recorded data.  Within this run, the
-# default row `fused_qknorm_rope` launches exactly the same float32 kernel as the explicit
-# one-head row, timed separately: the largest gap between these twins is the smallest
-# difference the run can resolve, its noise floor.  Across runs, the previous recorded run
-# timed the same kernels: a ranking that is real should come out the same there.
+# Are these differences real?  Within the run, the default row `fused_qknorm_rope` launches
+# exactly the same float32 kernel as the explicit one-head row, timed separately: the largest
+# gap between these twins is the smallest difference the run can resolve, its noise floor.
+# (The run before the sweep, below, timed the default and the twin again on the same kernel.)
 
 # %%
 twins = ("fused_qknorm_rope", "fused_qknorm_rope_1head")  # float32 default: one head per warp
-for run in course.recorded_runs("bench")[-2:]:  # this run and the one before it
-    print("the run", course.provenance(run))
+if sweep is not None:
+    print("the run", course.provenance(sweep))
     for storage in ("float32", "bfloat16"):
-        print(course.noise_table(run, hpw_rows, twins, shapes=production, dtype=storage,
+        print(course.noise_table(sweep, hpw_rows, twins, shapes=production, dtype=storage,
                                  same_dtype="float32"))
-    print()
 
 # %% [markdown]
 # Which setting is fastest, per shape and storage, in the newest run:
 
 # %%
-if bench is not None:
+if sweep is not None:
     for storage in ("bfloat16", "float16", "float32"):
         for shape in production:
-            times = {v: course.bench_row(bench, v, shape, storage)["median_us"] for v in hpw_rows}
+            times = {v: course.bench_row(sweep, v, shape, storage)["median_us"] for v in hpw_rows}
             best = min(times, key=times.get)
             print(f"{storage:<9} {shape:<19} fastest {best:<25} (1 / 2 / 4 heads: "
                   + " / ".join(f"{times[v]:.1f}" for v in hpw_rows) + " us)")
 
 # %% [markdown]
-# For 16-bit storage, two heads per warp means half a warp per head with 128-bit words (one
-# head per warp keeps the whole warp on one head, 8 bytes per lane), and it is the default.
-# For float32, where one head per warp already moves 16 bytes per lane, the three settings are
-# within a few percent of each other with no consistent winner across the shapes, and the
-# default stays the simplest kernel, one head per warp.
-#
 # ## Against the copy and against CUDA C++
 #
 # The default, timed through the public `ropelab.fused_qknorm_rope` call the way a user calls
-# it, against the copy of the same bytes and against the CUDA C++ twin of the fused kernel in
-# `ropelab.measure.baselines` (same mapping, nvcc's conversions, compiled by NVRTC), all in the same
-# run: the newest fused run (`data/bench_fused/`, recorded after the bfloat16 change described
-# at the end of this section).  The bench times ropelab's GPT-J (interleaved) layout; the twin
-# is timed in both layouts:
+# it, in both layouts, against the copy of the same bytes and against the CUDA C++ twin of the
+# fused kernel in `ropelab.measure.baselines`: the same algorithm and mapping written in C++
+# (16-bit packing with the one-instruction `cvt.rn.*x2.f32` conversions, `__sincosf`), compiled
+# by NVRTC with `--use_fast_math`, all in the same run.
 
 # %%
-# The newest fused-only run that timed the twins too (a later run may time ropelab alone).
-fused_runs = course.recorded_runs("bench_fused")
-latest = next((r for r in reversed(fused_runs)
-               if any(row["variant"] == "cuda_fused" for row in r["rows"])), bench)
+latest = newest_with("cuda_fused")
+LAYOUTS = (("gptj", "fused_qknorm_rope", "cuda_fused"), ("neox", "fused_qknorm_rope:neox", "cuda_fused_neox"))
+
+
+def row_or_none(run, variant, shape, storage):
+    try:
+        return course.bench_row(run, variant, shape, storage)
+    except KeyError:  # a row the run's time budget skipped
+        return None
+
+
+targets = [s for s in production if shapes.PRODUCTION_SHAPES[s].rotary_dim == shapes.PRODUCTION_SHAPES[s].head_dim]
 if latest is not None:
-    print(course.provenance(latest))
-    print(f"{'shape':<19} {'storage':<9} {'ropelab':>8} {'twin gptj':>10} {'twin neox':>10} {'ropelab / twin':>15}")
+    print(course.provenance(latest), "at", latest["meta"]["date"][11:16], "UTC")
+    print(f"{'shape':<19} {'storage':<9} {'layout':<6} {'ropelab':>8} {'twin':>7} {'ropelab / twin':>15}")
+    worst_share, worst_ratio = {}, 0.0
     for shape in production:
         for storage in ("bfloat16", "float16", "float32"):
-            ours = course.bench_row(latest, "fused_qknorm_rope", shape, storage)
-            twin = course.bench_row(latest, "cuda_fused", shape, storage)
-            neox = [r for r in latest["rows"] if r["variant"] == "cuda_fused_neox"
-                    and r["shape"] == shape and r["dtype"] == storage]  # a row the budget skipped is absent
-            neox_pct = f"{100 * neox[0]['frac_of_copy']:>9.1f}%" if neox else f"{'-':>10}"
-            print(f"{shape:<19} {storage:<9} {100 * ours['frac_of_copy']:>7.1f}% {100 * twin['frac_of_copy']:>9.1f}% "
-                  f"{neox_pct} {ours['median_us'] / twin['median_us']:>15.2f}")
-    print("(columns 3-5: share of the same-run copy; last: time ratio, above 1 = ropelab slower)")
+            for layout, ours_name, twin_name in LAYOUTS:
+                ours = row_or_none(latest, ours_name, shape, storage)
+                twin = row_or_none(latest, twin_name, shape, storage)
+                if ours is None:
+                    continue
+                twin_pct = f"{100 * twin['frac_of_copy']:>6.1f}%" if twin else f"{'-':>7}"
+                ratio = ours["median_us"] / twin["median_us"] if twin else None
+                print(f"{shape:<19} {storage:<9} {layout:<6} {100 * ours['frac_of_copy']:>7.1f}% {twin_pct} "
+                      f"{f'{ratio:.3f}' if ratio else '-':>15}")
+                if shape in targets:
+                    key = "16-bit" if storage != "float32" else "float32"
+                    worst_share[key] = min(worst_share.get(key, 1.0), ours["frac_of_copy"])
+                    worst_ratio = max(worst_ratio, ratio or 0.0)
+    print("(ropelab and twin: share of the same-run copy; ratio of times, above 1 = ropelab slower)")
+    print(f"on {', '.join(targets)}: lowest share of the copy "
+          + ", ".join(f"{k} {100 * v:.1f}%" for k, v in worst_share.items())
+          + f"; ropelab at most {100 * (worst_ratio - 1):.1f}% slower than its twin")
 
 # %% [markdown]
-# float32 is level with its twin (on `zimage_1024` both stay below the other shapes: the profile
-# below gives `barriers` as the block limit there, and a lower achieved occupancy).  float16
-# trails its twin on the two larger shapes: the twin's 16-bit conversions are single
-# instructions and its kernel is shorter.  The bfloat16 story took two steps.  In the first
-# full run (`data/bench/`, 07:28) bfloat16 had the same mapping and the same bytes as float16
-# and still sat near three quarters of the copy, well below its twin.  Bytes in flight cannot
-# explain that (the Little's law table gives both 16-bit storages the same bytes).  The Nsight
-# Compute profile of that build (`python -m ropelab profile`, `data/profile/`) says where the
-# time went:
+# On the three shapes whose heads rotate in full, every 16-bit row is well above nine tenths
+# of its copy in both layouts, and ropelab is within a few percent of its C++ twin: Numba's
+# code generation, once told what to do, is not what limits this kernel.  `qwen_image_partial`
+# rotates half of each head: GPT-J tests a pair before rotating it and keeps its speed, but its
+# NeoX layout falls back to the partner shuffles (see the controlled rows below) and, in this
+# run, trailed its twin by far more than the other rows.  Step 4 below is the fix.
+#
+# ## How it got there
+#
+# The kernel reached these numbers in steps, each read off a measurement and each timed in a
+# fused-only run (`data/bench_fused/`; the first row is the first full run, `data/bench/`).
+# GPT-J, share of the same-run copy, and the time against the twin where the run timed it:
 
 # %%
-if prof is not None:
-    print(ncu.profile_table(prof, r"^fused_qknorm_rope\[\w+,gptj\]@(flux|qwen_image_1024|zimage)"))
+first_full = course.recorded("bench")
+history = [r for r in [first_full] + fused_runs if r is not None]
+print(f"{'run (UTC)':<17} {'storage':<9} " + " ".join(f"{s:>16}" for s in targets) + f" {'vs twin':>14}")
+for run in history:
+    for storage in ("bfloat16", "float16"):
+        cells, ratios = [], []
+        for shape in targets:
+            ours = row_or_none(run, "fused_qknorm_rope", shape, storage)
+            twin = row_or_none(run, "cuda_fused", shape, storage)
+            cells.append(f"{100 * ours['frac_of_copy']:>15.1f}%" if ours else f"{'-':>16}")
+            if ours and twin:
+                ratios.append(ours["median_us"] / twin["median_us"])
+        span = f"{min(ratios):.2f}-{max(ratios):.2f}x" if ratios else "-"
+        print(f"{run['meta']['date'][:16]:<17} {storage:<9} " + " ".join(cells) + f" {span:>14}")
+
+# %% [markdown]
+# What changed between the runs:
+#
+# 1. **07:28 to 07:59: the bfloat16 pack.**  At 07:28 bfloat16 had the same mapping and bytes as
+#    float16 and sat near three quarters of the copy.  The Nsight Compute profile of that build
+#    (below, the older record) showed its warps mostly `not_selected`, issue slots busy about
+#    three cycles in four: issue-bound, spending instructions on an integer round-to-nearest-even
+#    of every element.  `ropelab.bf16.pack2` became the one Hopper instruction made for it,
+#    `cvt.rn.bf16x2.f32`.
+# 2. **To 11:20: fewer instructions per byte.**  The SASS census (no GPU needed) showed where
+#    the rest went, beside the twin's: Numba widens `uint32 + uint32` to 64 bits, so every
+#    index step was 64-bit (the `.EX` compares); the norm's scale and the attention factor were
+#    two multiplies per element and pair; each lane loaded its four frequencies one by one; and
+#    NeoX paid a shuffle and a sin/cos per element.  Casting each index step back to `uint32`,
+#    folding the scale into `cos` and `sin`, one 128-bit load of the frequencies, NeoX pairs
+#    held whole by a lane (two 64-bit runs), and blocks of several tokens took the bfloat16
+#    GPT-J kernel from 197 to 166 SASS instructions and NeoX from 242 to 161 (the census's
+#    count).
+# 3. **11:27 to 11:38: a select instead of a branch.**  Still 3-7% behind the twin in GPT-J, the
+#    census diff against the twin showed a divergence barrier (`BSSY`/`BSYNC`) around the loads
+#    of a head past the end, and the address of each head computed twice, once for the load
+#    and once for the store.  Reading the last head instead (and not storing it) removed both:
+#    166 to 148 instructions, the twin's 145.
+# 4. **11:46 to 11:55: offsets in the address.**  The partial-rotary NeoX build still trailed
+#    its twin by a fifth.  Its census diff: a 64-bit add pair (`IADD3`, `IADD3.X`) for every
+#    frequency load, because the index `uint32(pair0 + i)` may wrap in 32 bits, so the
+#    compiler cannot fold `i` into the load's constant offset.  Leaving that sum as Numba widens
+#    it (it cannot wrap) took the build from 255 to 229 instructions (the twin's 219):
 
 # %%
-if prof is not None:
+folded = newest_with("fused_qknorm_rope:neox")
+for run in (latest, folded):
+    if run is not None:
+        cells = [row_or_none(run, "fused_qknorm_rope:neox", "qwen_image_partial", st) for st in ("bfloat16", "float16")]
+        print(f"{run['meta']['date'][:16]}  qwen_image_partial NeoX, share of the copy: "
+              + ", ".join(f"{st} {100 * c['frac_of_copy']:.1f}%" for st, c in zip(("bfloat16", "float16"), cells) if c))
+
+# %% [markdown]
+#
+# The SASS instructions now, ropelab's builds next to the twin's, both compiled here without a
+# GPU (`ropelab census --sass`; the twin through NVRTC, nvJitLink and `nvdisasm`, the `sass`
+# extra):
+
+# %%
+from ropelab.measure import baselines
+
+sass = ptx.census(sass=True)
+PAIRS_OF_BUILDS = [  # (ropelab's build, the twin's instantiation)
+    ("fused_qknorm_rope_d128_gptj_bfloat16_v128_h2_g16_full", baselines.fused_twin_name("bfloat16", 128, True)),
+    ("fused_qknorm_rope_d128_neox_bfloat16_v64_h2_g16_split_full", baselines.fused_twin_name("bfloat16", 128, False)),
+    ("fused_qknorm_rope_d128_gptj_float16_v128_h2_g16_full", baselines.fused_twin_name("float16", 128, True)),
+    ("fused_qknorm_rope_d128_gptj_float32_v128_full", baselines.fused_twin_name("float32", 128, True)),
+]
+ours = {r["kernel"]: r for r in sass["rows"] if r["variant"] == "fused_qknorm_rope" and r["fastmath"]}
+try:
+    twin_counts = baselines.twin_sass_counts([t for _, t in PAIRS_OF_BUILDS])
+except Exception as exc:  # no nvdisasm (pip install -e ".[sass]"), or no NVRTC
+    twin_counts = {}
+    print(f"(the twin's SASS needs nvdisasm and NVRTC: {type(exc).__name__})")
+print(f"{'ropelab build':<58} {'ropelab':>8} {'twin':>5}")
+for kernel, twin in PAIRS_OF_BUILDS:
+    t = twin_counts.get(twin, {}).get("sass_instructions", "-")
+    print(f"{kernel:<58} {ours[kernel].get('sass_instructions', '-'):>8} {t:>5}")
+
+# %% [markdown]
+# The profile before and after, Nsight Compute on the H200 (`data/profile/`, the oldest and the
+# newest record; duration under the profiler's replay, not the bench's timing):
+
+# %%
+profiles = course.recorded_runs("profile")
+for run in (profiles[0], profiles[-1]) if len(profiles) > 1 else profiles:
+    print("the profile of", run["meta"]["date"][:16])
     for storage in ("bfloat16", "float16", "float32"):
-        r = next(r for r in prof["rows"] if r["case"] == f"fused_qknorm_rope[{storage},gptj]@flux_1024")
-        print(f"{storage:<9} flux_1024: issuing in {r['issue_active_pct']:.0f}% of cycles, top stalls "
+        r = next(r for r in run["rows"] if r["case"] == f"fused_qknorm_rope[{storage},gptj]@flux_1024")
+        print(f"  {storage:<9} flux_1024: issuing in {r['issue_active_pct']:.0f}% of cycles, top stalls "
               f"{r['stall_1']} {r['stall_1_cycles']:.1f} / {r['stall_2']} {r['stall_2_cycles']:.1f} cycles per "
-              f"instruction, DRAM {r['dram_pct']:.0f}% of peak")
-    # Same GPU, same clocks: issued instructions scale with duration x issue share.
-    work = {st: next(r for r in prof["rows"] if r["case"] == f"fused_qknorm_rope[{st},gptj]@flux_1024")
-            for st in ("bfloat16", "float16")}
-    est = {st: r["duration_us"] * r["issue_active_pct"] for st, r in work.items()}
-    print(f"bfloat16 issues about {est['bfloat16'] / est['float16']:.2f}x the instructions of float16 "
-          f"(profiled duration x issue share)")
-
-# %% [markdown]
-# * **float32** warps mostly wait for memory (`long_scoreboard` first) and issue in well under
-#   half of the cycles: a memory-bound kernel, as it should be, near the copy.
-# * **bfloat16** warps are mostly `not_selected`: ready to issue, but the scheduler issued
-#   another warp's instruction in that cycle, and the issue slots are busy about three cycles
-#   in four.  The kernel is issue-bound: it runs out of instruction slots before it runs out of
-#   bandwidth.
-# * **float16** issues in as large a share of cycles, but finishes sooner: at the same issue
-#   rate, bfloat16 simply has more instructions to issue (the last line above estimates how
-#   many more).  The loads, the shuffles and the float32 arithmetic are the same in both
-#   builds; the difference is the conversions.  A float16 value converts to and from float32 with one
-#   hardware instruction each way.  `ropelab` stores bfloat16 as 16-bit patterns and converts in
-#   integer code (`ropelab.bf16`): widening is one shift, but rounding back to nearest-even,
-#   with NaN kept quiet, took several integer instructions per element, for every element of
-#   every head.  The CUDA C++ twin uses the hardware conversion (`__float2bfloat16_rn`), which
-#   is why it got closer to the copy in bfloat16.
-#
-# The fix follows from the diagnosis: `ropelab.bf16.pack2` now rounds two floats to a word of
-# two bfloat16 with the one Hopper instruction made for it, `cvt.rn.bf16x2.f32` (an inline-PTX
-# intrinsic; its simulator twin rounds bit for bit the same).  The census counts the saving
-# without a GPU (about a quarter of the bfloat16 kernel's SASS), and the fused-only run after
-# the change (`data/bench_fused/`) measures it:
+              f"instruction, {r['registers']} registers, achieved occupancy {r['achieved_occupancy_pct']:.0f}%")
 
 # %%
-if bench is not None and latest is not None and latest is not bench:
-    print(f"{'shape':<19} {'bf16 before':>12} {'bf16 after':>11} {'twin':>7}   (share of the same-run copy)")
-    for shape in production:
-        before = course.bench_row(bench, "fused_qknorm_rope", shape, "bfloat16")
-        after = course.bench_row(latest, "fused_qknorm_rope", shape, "bfloat16")
-        twin = course.bench_row(latest, "cuda_fused", shape, "bfloat16")
-        print(f"{shape:<19} {100 * before['frac_of_copy']:>11.1f}% {100 * after['frac_of_copy']:>10.1f}% "
-              f"{100 * twin['frac_of_copy']:>6.1f}%")
+if prof is not None:
+    print(ncu.profile_table(prof, r"^fused_qknorm_rope\[\w+,(gptj|neox)\]@(flux|qwen_image_1024|zimage)"))
 
 # %% [markdown]
-# bfloat16 is now level with its twin and near nine tenths of the copy on `flux_1024` and the
-# Qwen shapes; `zimage_1024` stays lower for every storage and for the twin too, a property of
-# that shape's 60 heads per token (the block limit above), not of the conversion.  The issue's
-# target was 90% of the copy: flux_1024 and the Qwen shapes are within a few percent of it,
-# `zimage_1024` is not, and the printed rows say exactly how far each is.
+# * **Before**, bfloat16 warps were mostly `not_selected`: ready, but the scheduler issued
+#   another warp's instruction in that cycle.  Issue-bound.
+# * **Now** every storage waits first on memory (`long_scoreboard`: a load's data has not
+#   arrived), the state a memory-bound kernel should be in, and the issue slots have room left.
 #
-# Both layouts through the public call, from the newest fused-only run (`interleave=False`,
-# NeoX, exchanges each pair's partner by a shuffle inside the head's lanes, and computes sin/cos
-# per element rather than per pair):
+# ## Two controlled rows: leave one thing out
+#
+# Each change above that is not a pure instruction count has a row in the sweep that undoes it
+# alone, in the same run.  NeoX with the partner shuffles and per-element sin/cos
+# (`neox_split=False`) against split pairs; and blocks of one token (`tokens_per_block=1`)
+# against token rows, which matters where a token needs few warps: `zimage_1024`'s 60 heads
+# are 30 warps at two heads a warp, so one token a block means blocks of 2 warps.
 
 # %%
-if fused_runs:
-    layouts = fused_runs[-1]
-    print(course.provenance(layouts))
-    print(f"{'shape':<19} {'storage':<9} {'GPT-J':>7} {'NeoX':>7}   (share of the same-run copy)")
-    for shape in production:
-        for storage in ("bfloat16", "float16", "float32"):
-            gptj = course.bench_row(layouts, "fused_qknorm_rope", shape, storage)
-            neox = course.bench_row(layouts, "fused_qknorm_rope:neox", shape, storage)
-            print(f"{shape:<19} {storage:<9} {100 * gptj['frac_of_copy']:>6.1f}% {100 * neox['frac_of_copy']:>6.1f}%")
+controls = [("NeoX pairs: shuffled vs split", "fused_qknorm_rope:neox_shuffle", "fused_qknorm_rope:neox"),
+            ("blocks: 1 token vs token rows", "fused_qknorm_rope:1token_blocks", "fused_qknorm_rope")]
+if sweep is not None:
+    print(f"{'control':<31} {'shape':<16} {'storage':<9} {'without':>8} {'with':>7}")
+    for label, without, with_ in controls:
+        for shape in targets:
+            for storage in ("bfloat16", "float16", "float32"):
+                off = course.bench_row(sweep, without, shape, storage)
+                on = course.bench_row(sweep, with_, shape, storage)
+                print(f"{label:<31} {shape:<16} {storage:<9} {100 * off['frac_of_copy']:>7.1f}% "
+                      f"{100 * on['frac_of_copy']:>6.1f}%")
 
+# %% [markdown]
+# * Split pairs are worth about 15 points of the copy in 16-bit NeoX in this run; float32 NeoX,
+#   which keeps the shuffles, does not need them (it is memory-bound either way).  The sweep
+#   ran before step 4, which later took the shuffle build itself to 88-89% on the partial shape.
+# * Token rows change nothing where a token fills 8 warps (flux and Qwen) and about ten points
+#   on `zimage_1024`: blocks of 2 warps cap an SM at its 32-block limit and spend their short
+#   lives being launched and retired.
+#
 # %% [markdown]
 # NeoX in 16-bit storage stays near 82% of the copy on every shape: twice the sin/cos of GPT-J
 # and one partner shuffle per element are issued on top of the same bytes, and the 16-bit
@@ -511,18 +609,22 @@ for w in sorted(fused_precision.worst_by_case(fprec["rows"]),
 # past it at long positions.
 #
 # Its speed: the cache path reads `rotary_dim / 2` cosines and sines per token, shared by all
-# the token's heads, so the extra bytes are small next to Q and K.  Whether the newest bench
-# record timed it:
+# the token's heads, so the extra bytes are small next to Q and K.  The newest run that timed
+# it, beside the sin/cos path of the same run:
 
 # %%
-if fused_runs:
-    cache_rows = [r for r in fused_runs[-1]["rows"] if r["variant"].startswith("fused_qknorm_rope") and "cache" in r["variant"]]
-    if cache_rows:
-        for r in cache_rows:
-            print(f"{r['variant']:<32} {r['shape']:<19} {r['dtype']:<9} {r['median_us']:8.2f} us, "
-                  f"{100 * r['frac_of_copy']:.1f}% of copy")
-    else:
-        print("no fused cache row in this bench record: the long-context path is not timed yet")
+cache_run = newest_with("fused_qknorm_rope:cache")
+if cache_run is not None:
+    print(course.provenance(cache_run), "at", cache_run["meta"]["date"][11:16], "UTC")
+    print(f"{'shape':<19} {'storage':<9} {'sin/cos':>8} {'cache':>7} {'cache / sin/cos':>16}")
+    for shape in production:
+        for storage in ("bfloat16", "float16", "float32"):
+            plain = row_or_none(cache_run, "fused_qknorm_rope", shape, storage)
+            cached = row_or_none(cache_run, "fused_qknorm_rope:cache", shape, storage)
+            if plain is None or cached is None:  # the run's time budget skipped it
+                continue
+            print(f"{shape:<19} {storage:<9} {100 * plain['frac_of_copy']:>7.1f}% {100 * cached['frac_of_copy']:>6.1f}% "
+                  f"{cached['median_us'] / plain['median_us']:>16.3f}")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -545,15 +647,20 @@ else:
 #   lane the head's sum of squares without shared memory or a block-wide barrier.
 # * Count the bytes a warp keeps in flight (Little's law): a 16-bit head is only 256 bytes, so
 #   16-bit storage runs half a warp per head with 128-bit words, two heads per warp.  Once the
-#   bytes in flight suffice, the profiler names the next limit: for bfloat16, instruction
-#   issue, spent on the conversions.
+#   bytes in flight suffice, the profiler names the next limit: here, instruction issue.
+# * An issue-bound kernel gets faster by issuing less.  The SASS census, next to a C++ twin's,
+#   shows the instructions that need not be there (64-bit index math, per-element multiplies
+#   that can ride on cos and sin, a branch that can be a select), without a GPU; the GPU run
+#   then confirms each step.
+# * Keep blocks large enough: when one token needs few warps, give a block several tokens.
 # * For long contexts, a float32 cos/sin cache keeps the error at the rounding level at every
 #   position, where the sin/cos path's error grows with the position.
 # * Before calling one setting faster, compare the difference with the noise: two timings of
-#   the same kernel in one run, and the same table from another run.  For float32 heads per
-#   warp the differences were of the size of the run-to-run noise.
-# * Shape the thread's share of data so that pairs never straddle lanes (interleaved); when
-#   they must (half-split), fetch the partner with a shuffle.
+#   the same kernel in one run.  For float32 heads per warp the differences were of the size
+#   of that noise.
+# * Shape each lane's share of data so that pairs never straddle lanes: interleaved pairs
+#   are adjacent; half-split pairs are kept whole by giving a lane a run from each half.
+#   When they must straddle (partial rotary here), fetch the partner with a shuffle.
 # * In place on `qkv`: touch only Q and K, and test that V is bit-identical.
 #
 # ## Exercise: the shuffle butterfly

@@ -326,9 +326,14 @@ def fused_twin_names(head_dims=(64, 128, 256)) -> list[str]:
 def compile_fused_twin_ptx(names=None, arch: str = "compute_90") -> dict:
     """{name expression: PTX} through NVRTC (cuda-bindings), no GPU needed: a compile check of
     :data:`FUSED_TWIN_SOURCE` with the options CuPy uses for it."""
-    from cuda.bindings import nvrtc
-
     names = list(names or fused_twin_names())
+    ptx, lowered = _compile_twin_module(names, arch)
+    return {n: _ptx_entry(ptx, lowered[n]) for n in names}
+
+
+def _compile_twin_module(names, arch: str = "compute_90") -> tuple[str, dict]:
+    """(the whole PTX module, {name expression: mangled name}) of the twin's instantiations."""
+    from cuda.bindings import nvrtc
 
     def ok(result):
         err, *rest = result
@@ -354,7 +359,24 @@ def compile_fused_twin_ptx(names=None, arch: str = "compute_90") -> dict:
         lowered = {n: ok(nvrtc.nvrtcGetLoweredName(prog, n.encode())).decode() for n in names}
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    return {n: _ptx_entry(ptx, lowered[n]) for n in names}
+    return ptx, lowered
+
+
+def twin_sass_counts(names) -> dict:
+    """{name expression: SASS counts} of the twin (:func:`ropelab.measure.census.count_sass`),
+    compiled here without a GPU: NVRTC to PTX, nvJitLink to a cubin, ``nvdisasm`` (the ``sass``
+    extra).  Beside the numba kernel's census (``ropelab census --sass``) it shows what the two
+    compilers made of one algorithm."""
+    import re
+
+    from .census import count_sass, ptx_to_sass
+
+    module, lowered = _compile_twin_module(list(names))
+    sass = ptx_to_sass(module)
+    # nvdisasm prints one ".text.<mangled name>" section per kernel.
+    sections = re.split(r"^\s*\.section\s+\.text\.([^,\s]+),.*$", sass, flags=re.M)
+    bodies = dict(zip(sections[1::2], sections[2::2]))
+    return {n: count_sass(bodies[lowered[n]]) for n in names}
 
 
 def _ptx_entry(ptx: str, mangled: str) -> str:
