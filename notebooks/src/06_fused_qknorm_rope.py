@@ -369,6 +369,13 @@ if sweep is not None:
                   + " / ".join(f"{times[v]:.1f}" for v in hpw_rows) + " us)")
 
 # %% [markdown]
+# For 16-bit storage, two heads per warp means half a warp per head with 128-bit words (one
+# head per warp keeps the whole warp on one head, 8 bytes per lane), about 12 points of the
+# copy better, and it is the default; four heads per warp (two per half warp, one after the
+# other) keeps more bytes in flight but gives a few points back.  For float32, where one head
+# per warp already moves 16 bytes per lane, one head per warp is fastest on three of the four
+# shapes, by 1.5-3% (above this run's noise floor), and it stays the default.
+#
 # ## Against the copy and against CUDA C++
 #
 # The default, timed through the public `ropelab.fused_qknorm_rope` call the way a user calls
@@ -554,7 +561,7 @@ if sweep is not None:
                       f"{100 * on['frac_of_copy']:>6.1f}%")
 
 # %% [markdown]
-# * Split pairs are worth about 15 points of the copy in 16-bit NeoX in this run; float32 NeoX,
+# * Split pairs are worth 15 to 19 points of the copy in 16-bit NeoX in this run; float32 NeoX,
 #   which keeps the shuffles, does not need them (it is memory-bound either way).  The sweep
 #   ran before step 4, which later took the shuffle build itself to 88-89% on the partial shape.
 # * Token rows change nothing where a token fills 8 warps (flux and Qwen) and about ten points
@@ -656,8 +663,8 @@ else:
 # * For long contexts, a float32 cos/sin cache keeps the error at the rounding level at every
 #   position, where the sin/cos path's error grows with the position.
 # * Before calling one setting faster, compare the difference with the noise: two timings of
-#   the same kernel in one run.  For float32 heads per warp the differences were of the size
-#   of that noise.
+#   the same kernel in one run.  For float32 heads per warp the differences are a few times
+#   that noise, and small.
 # * Shape each lane's share of data so that pairs never straddle lanes: interleaved pairs
 #   are adjacent; half-split pairs are kept whole by giving a lane a run from each half.
 #   When they must straddle (partial rotary here), fetch the partner with a shuffle.
