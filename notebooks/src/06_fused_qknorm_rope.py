@@ -497,23 +497,24 @@ for run in (latest, folded):
 # %%
 from ropelab.measure import baselines
 
-sass = ptx.census(sass=True)
 PAIRS_OF_BUILDS = [  # (ropelab's build, the twin's instantiation)
     ("fused_qknorm_rope_d128_gptj_bfloat16_v128_h2_g16_full", baselines.fused_twin_name("bfloat16", 128, True)),
     ("fused_qknorm_rope_d128_neox_bfloat16_v64_h2_g16_split_full", baselines.fused_twin_name("bfloat16", 128, False)),
     ("fused_qknorm_rope_d128_gptj_float16_v128_h2_g16_full", baselines.fused_twin_name("float16", 128, True)),
     ("fused_qknorm_rope_d128_gptj_float32_v128_full", baselines.fused_twin_name("float32", 128, True)),
 ]
-ours = {r["kernel"]: r for r in sass["rows"] if r["variant"] == "fused_qknorm_rope" and r["fastmath"]}
 try:
+    sass = ptx.census(sass=True)
     twin_counts = baselines.twin_sass_counts([t for _, t in PAIRS_OF_BUILDS])
 except Exception as exc:  # no nvdisasm (pip install -e ".[sass]"), or no NVRTC
-    twin_counts = {}
-    print(f"(the twin's SASS needs nvdisasm and NVRTC: {type(exc).__name__})")
-print(f"{'ropelab build':<58} {'ropelab':>8} {'twin':>5}")
-for kernel, twin in PAIRS_OF_BUILDS:
-    t = twin_counts.get(twin, {}).get("sass_instructions", "-")
-    print(f"{kernel:<58} {ours[kernel].get('sass_instructions', '-'):>8} {t:>5}")
+    sass = None
+    print(f"SASS counts need nvdisasm and NVRTC (pip install -e '.[sass]'): {type(exc).__name__}")
+if sass is not None:
+    ours = {r["kernel"]: r for r in sass["rows"] if r["variant"] == "fused_qknorm_rope" and r["fastmath"]}
+    print(f"{'ropelab build':<58} {'ropelab':>8} {'twin':>5}")
+    for kernel, twin in PAIRS_OF_BUILDS:
+        t = twin_counts.get(twin, {}).get("sass_instructions", "-")
+        print(f"{kernel:<58} {ours[kernel].get('sass_instructions', '-'):>8} {t:>5}")
 
 # %% [markdown]
 # The profile before and after, Nsight Compute on the H200 (`data/profile/`, the oldest and the
