@@ -13,10 +13,13 @@ import ropelab
 from ropelab import kernels, reference
 
 VARIANTS = list(kernels.VARIANTS)
-# tokens x hidden: 1 and 3 tokens, 257 (not a multiple of any block), widths from one pair up
-# to 2048 (1024 pairs: the largest one-pass block2d row).  The simulator runs ~10^4 threads a
-# second, so the widest rows go with few tokens.
-SHAPES = [(1, 2), (3, 6), (257, 6), (1, 130), (3, 130), (257, 130), (1, 2048), (3, 2048)]
+# tokens x hidden: 1 and 3 tokens, 257 and 67 (not multiples of any block), widths from one
+# pair up to 2048 (1024 pairs: the largest one-pass block2d row).  The simulator runs ~10^4
+# threads a second, so the widest rows go with few tokens: 67 x 130 (65 pairs, an odd count)
+# still spans many blocks of every 1-D grid with a partial last block (flat: 4355 threads in 18
+# blocks of 256) and rows that start at varying offsets inside a block, for a quarter of the
+# threads 257 x 130 took.
+SHAPES = [(1, 2), (3, 6), (257, 6), (1, 130), (3, 130), (67, 130), (1, 2048), (3, 2048)]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def items():
+def items(fresh_census):
+    # claims() reads ptx.census(): the session's fresh compile put it in the user cache, so
+    # this does not compile the same kernels a second time when data/census is stale.
     return ledger.claims()
 
 

@@ -1,7 +1,8 @@
 """The PTX instruction census: counting rules on hand-written PTX, and the real kernels.
 
 The real census compiles every registered kernel twice in a child process (simulator off, no
-driver needed): a few seconds, done once for this module.
+driver needed): done once for the session (conftest.census_pair), with the determinism test's
+second, independent compile running beside it.
 """
 
 import pytest
@@ -73,8 +74,8 @@ def test_count_sass_reads_nvdisasm_lines():
 
 
 @pytest.fixture(scope="module")
-def doc():
-    return ptx.census(use_cache=False)
+def doc(fresh_census):
+    return fresh_census  # ptx.census(use_cache=False), compiled once per session (conftest)
 
 
 def _row(doc, variant, fastmath=True):
@@ -116,14 +117,16 @@ def test_precise_sinf_pulls_float64_and_is_labelled(doc):
     assert r["f64_note"] == ptx.LIBDEVICE_F64_NOTE
 
 
-def test_census_is_deterministic_and_cached(doc, tmp_path, monkeypatch):
-    monkeypatch.setenv("ROPELAB_CACHE", str(tmp_path))
-    again = ptx.census(use_cache=False)
+def test_census_is_deterministic_and_cached(doc, census_pair, monkeypatch):
+    # again: a second ptx.census(use_cache=False), compiled in another interpreter with
+    # ROPELAB_CACHE=cache_dir (empty before it), side by side with doc's (conftest.census_pair).
+    again, cache_dir = census_pair["second"], census_pair["cache_dir"]
+    monkeypatch.setenv("ROPELAB_CACHE", str(cache_dir))
     if again["key"] != doc["key"]:
         pytest.skip("a kernel source changed between the two compiles (someone is editing)")
     assert again["rows"] == doc["rows"]
     assert again["key"] == ptx.cache_key()
-    cached = list(tmp_path.glob("census-*.json"))
+    cached = list(cache_dir.glob("census-*.json"))
     assert len(cached) == 1
     assert ptx.census()["rows"] == again["rows"]  # served from the cache file
 
