@@ -537,12 +537,17 @@ def scalar_args(problem, lanes_per_head: int = 32) -> tuple:
             np.uint32(half_lanes), np.float32(problem.eps), np.float32(problem.attention_factor))
 
 
+def split_fits(interleave: bool, full_rotary: bool, storage: str) -> bool:
+    """Where the split NeoX mapping applies: NeoX, every dim rotated, 16-bit storage (float32
+    is memory-bound with the shuffles already).  The CUDA C++ twin follows the same rule."""
+    return not interleave and full_rotary and storage != "float32"
+
+
 def neox_split(problem, requested=None) -> bool:
     """Whether NeoX pairs are held whole by one lane (each lane takes ``E / 2`` elements of each
-    half): every dim rotated and 16-bit storage.  ``requested=False`` keeps the shuffle mapping
+    half), by default where :func:`split_fits`.  ``requested=False`` keeps the shuffle mapping
     (the controlled comparison); ``True`` where it cannot apply is refused."""
-    fits = (not problem.interleave and problem.rotary_dim == problem.head_dim
-            and problem.storage != "float32")
+    fits = split_fits(problem.interleave, problem.rotary_dim == problem.head_dim, problem.storage)
     if requested is None:
         return fits
     if check_bool("neox_split", requested) and not fits:

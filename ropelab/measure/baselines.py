@@ -311,8 +311,10 @@ def fused_twin_name(storage: str, head_dim: int, interleave: bool, full: bool = 
     """The template instantiation of the twin for one case (a CuPy/NVRTC name expression):
     the numba kernel's mapping (:func:`ropelab.kernels.fused_qknorm_rope.neox_split`) at
     ``rotary_dim == head_dim`` (``full``) or below it."""
+    from ..kernels.fused_qknorm_rope import split_fits
+
     kind, item, lanes = FUSED_TWIN_STORAGE[storage]
-    split = not interleave and full and storage != "float32"
+    split = split_fits(interleave, full, storage)
     flag = lambda b: "true" if b else "false"  # noqa: E731
     return (f"fused_qknorm_rope_twin<{kind}, {item}, {head_dim}, {lanes}, {flag(interleave)}, "
             f"{flag(split)}, {flag(full)}>")
@@ -567,9 +569,8 @@ class TwinCase:
                              f"for NeoX; got {rotary_dim}")
         self.qkv, self.q_weight, self.k_weight, self.positions = (cupy.asarray(a) for a in self.host)
         self.inv_freq = cupy.asarray(self.problem.inv_freq.astype(np.float32))
-        full = self.problem.rotary_dim == head_dim
-        assert kmod.neox_split(self.problem) == (not interleave and full and storage != "float32")
-        self.fn = _twin_function(fused_twin_name(storage, head_dim, interleave, full))
+        self.fn = _twin_function(fused_twin_name(storage, head_dim, interleave,
+                                                 self.problem.rotary_dim == head_dim))
         self.grid, self.block = kmod.launch_config(self.problem, None, 32 // lanes)
         self.args = (self.qkv, self.q_weight, self.k_weight, self.positions, self.inv_freq,
                      *kmod.scalar_args(self.problem, lanes), np.uint32(tokens))
