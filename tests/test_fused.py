@@ -232,13 +232,9 @@ def test_half_warp_and_vector_paths_match_reference(rng, storage, interleave, he
                                                     (False, 128)],
                          ids=["gptj-partial", "neox-shuffle", "gptj-full", "neox-split"])
 def test_vector_and_word_paths_write_the_same_bits(rng, storage, interleave, rotary_dim,
-                                                   monkeypatch):
+                                                   launched_plans):
     # A weight 2 bytes past a 16-byte boundary sends the call down the word (or element) path;
     # the same inputs on aligned buffers take the 128-bit path.  Same arithmetic, same bits.
-    kernels_run = []
-    real_launch = fused.launch
-    monkeypatch.setattr(fused, "launch", lambda plan, arrays: (
-        kernels_run.append(plan.kernel.__qualname__), real_launch(plan, arrays)))
     qkv, kw = _inputs(rng, storage, tokens=2, heads=(2, 1, 1), d=128)
     kw["rotary_dim"] = rotary_dim
     kw["interleave"] = interleave
@@ -251,6 +247,7 @@ def test_vector_and_word_paths_write_the_same_bits(rng, storage, interleave, rot
     ropelab.fused_qknorm_rope(fast, **{**kw, "q_weight": cuda.to_device(wq)})
     ropelab.fused_qknorm_rope(slow, **{**kw, "q_weight": spare[1:]})
     # (the split NeoX lane moves two runs of 4 elements: 64-bit accesses)
+    kernels_run = [p.kernel.__qualname__ for p in launched_plans]
     assert ["_v128_" in k or "_v64_" in k for k in kernels_run] == [True, False], kernels_run
     got_fast = fast.copy_to_host()
     np.testing.assert_array_equal(got_fast.view(np.uint16), slow.copy_to_host().view(np.uint16))
@@ -308,6 +305,16 @@ def _inputs(rng, storage="float32", tokens=3, heads=(2, 1, 2), d=64):
     kw = dict(num_heads_q=heads[0], num_heads_k=heads[1], num_heads_v=heads[2], head_dim=d,
               q_weight=wq, k_weight=wk, positions=pos)
     return qkv, kw
+
+
+@pytest.fixture
+def launched_plans(monkeypatch):
+    """The plans the public fused call launches (on the simulator), in order."""
+    plans = []
+    real_launch = fused.launch
+    monkeypatch.setattr(fused, "launch", lambda plan, arrays: (plans.append(plan),
+                                                               real_launch(plan, arrays)))
+    return plans
 
 
 def _on_device(kw):
@@ -457,17 +464,13 @@ def test_small_head_counts_fill_the_block_with_tokens():
 
 @pytest.mark.parametrize("tpb", [1, 3])
 @pytest.mark.parametrize("interleave", [True, False], ids=["gptj", "neox"])
-def test_token_rows_match_reference(rng, monkeypatch, tpb, interleave):
+def test_token_rows_match_reference(rng, monkeypatch, launched_plans, tpb, interleave):
     # 3 heads, two a warp: 2 warps a token, so blocks of 2 * tpb warps.  7 tokens in rows of 3:
     # the last block has one real row of three.
     monkeypatch.setattr(kmod, "BLOCK_WARPS", 2 * tpb)
-    seen = []
-    real_launch = fused.launch
-    monkeypatch.setattr(fused, "launch", lambda plan, arrays: (seen.append(plan),
-                                                               real_launch(plan, arrays)))
     row = ropelab_check.check_case(rng, tokens=7, heads=(2, 1, 1), head_dim=64, rotary_dim=64,
                                    storage="bfloat16", interleave=interleave)
-    assert seen and seen[-1].block[:2] == (64, tpb), seen
+    assert launched_plans and launched_plans[-1].block[:2] == (64, tpb), launched_plans
     assert row.passed, row
 
 
@@ -613,20 +616,16 @@ def test_misaligned_bfloat16_device_buffer_is_refused(rng):
         ropelab.fused_qknorm_rope(shifted, **kw)
 
 
-def test_float32_vector_and_scalar_paths_agree(rng, monkeypatch):
+def test_float32_vector_and_scalar_paths_agree(rng, launched_plans):
     qkv, kw = _inputs(rng, "float32", tokens=2, heads=(1, 1, 1), d=128)
     aligned = cuda.to_device(qkv)
     flat = cuda.to_device(np.zeros(qkv.size + 1, np.float32))
     flat[1:] = qkv.reshape(-1)
     shifted = flat[1:].reshape(qkv.shape)  # 4 bytes past a 16-byte boundary: scalar path
-    kernels_run = []
-    real_launch = fused.launch
-    monkeypatch.setattr(fused, "launch", lambda plan, arrays: (
-        kernels_run.append(plan.kernel.__qualname__), real_launch(plan, arrays)))
     kw = _on_device(kw)
     ropelab.fused_qknorm_rope(aligned, **kw)
     ropelab.fused_qknorm_rope(shifted, **kw)
-    assert kernels_run == ["fused_qknorm_rope_d128_gptj_float32_v128_full",
+    assert [p.kernel.__qualname__ for p in launched_plans] == ["fused_qknorm_rope_d128_gptj_float32_v128_full",
                            "fused_qknorm_rope_d128_gptj_float32_full"]
     np.testing.assert_array_equal(aligned.copy_to_host(), shifted.copy_to_host())
 
