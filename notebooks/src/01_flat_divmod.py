@@ -210,7 +210,7 @@ if bench is not None:
 # Both kernels stay clearly below the copy there: a division, a `pow`, a sine and a cosine per
 # pair, with one 4-byte load per float, do not keep enough bytes in flight (notebook 03).
 # At the seed's sizes (17 to 67 MB) even the copy stays well below the roof: a kernel that
-# lasts about 9 to 25 us spends a noticeable share of it filling and draining the GPU.  Notebook 07
+# lasts {{ bench.seed_shapes_us }} spends a noticeable share of it filling and draining the GPU.  Notebook 07
 # explains how these times were taken and why the seed's own table could not be trusted.
 #
 # On a GPU, this cell measures the kernel live with the same method (the output differs from

@@ -12,9 +12,10 @@ the prose and the record it read (a path under ``data/``, or the seed note it qu
 ``<topic>.<what>``; the topics follow the records (``bench``, ``fused``, ``controls``,
 ``profile``, ``history``, ``launch``, ``seed``).
 
-The README's measured numbers sit between markers, ``<!--n:KEY-->TEXT<!--/n-->`` (invisible
-when rendered); ``python -m ropelab.course.numbers --readme`` rewrites the text between them,
-and ``--check-readme`` exits 1 when the README disagrees with the records.
+The measured numbers of the README and of ``data/history/README.md`` sit between markers,
+``<!--n:KEY-->TEXT<!--/n-->`` (invisible when rendered); ``python -m ropelab.course.numbers
+--readme`` rewrites the text between them, and ``--check-readme`` exits 1 when one disagrees
+with the records.
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ from typing import Callable
 
 from ..measure import records
 from .ledger import DRAM_4090_GBPS, SEED_TABLE
-from .tables import bench_row, roof_gbps
+from .tables import bench_row, fused_history_table, roof_gbps
 
 ROOT = records.DATA_DIR.parent
 PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")
+# Markdown files outside the notebooks whose measured numbers are marked and rendered.
+MARKED_FILES = ("README.md", "data/history/README.md")
 README_MARK = re.compile(r"<!--n:([\w.]+)-->(.*?)<!--/n-->", re.S)
 
 
@@ -368,6 +371,15 @@ def _():
     return Rendered(span(gaps, lambda v: f"{v:.0f}", unit="%"), path)
 
 
+@number("history.fused_runs")
+def _():
+    """Every fused run, oldest first, after the first full bench run: a table in a code block."""
+    first_path, first = newest("bench")
+    fused = runs("bench_fused")
+    table = fused_history_table([first] + [r for _, r in fused], FULL_ROTARY)
+    return Rendered(f"\n```text\n{table}\n```\n", f"{first_path} and every run under data/bench_fused/")
+
+
 # ------------------------------------------------------------- launch and public path (07, README)
 
 @number("public.host_before_us")
@@ -387,19 +399,58 @@ def _public(column, side, call=None, shape=None):
     return Rendered(span([r[column] for r in rows], lambda v: f"{v:.0f}", sep=" to ", unit=" us"), path)
 
 
+@number("public.pack4_events_before_us")
+def _():
+    return _public("event_us", "before", "rope pack4", BIG)
+
+
+@number("public.pack4_events_after_us")
+def _():
+    return _public("event_us", "after", "rope pack4", BIG)
+
+
+@number("public.flat_small_events_before_us")
+def _():
+    return _public("event_us", "before", "rope flat", "4096x512")
+
+
+@number("public.flat_small_events_after_us")
+def _():
+    return _public("event_us", "after", "rope flat", "4096x512")
+
+
 # ------------------------------------------------------------------ the seed's note (07)
 
 SEED_NOTE = "the seed's note (its RTX 4090 table, quoted in ropelab/course/ledger.py)"
+# The seed's other columns and its headline factor, as its note states them (its f32 column is
+# ledger.SEED_TABLE, which notebook 07's computations use).
+SEED_PACK4_MS = {"4096x512": 0.00602, "8192x1024": 0.01843}
+SEED_TORCH_MS = {"4096x512": 0.843, "8192x1024": 2.525}
+SEED_COMPLEX_FACTOR = 135
+
+
+def _seed_ms(value: float) -> Rendered:
+    return Rendered(f"{value:g} ms", SEED_NOTE)
+
+
+for _shape in ("4096x512", "8192x1024"):
+    number(f"seed.pack4_{_shape}_ms")(lambda s=_shape: _seed_ms(SEED_PACK4_MS[s]))
+    number(f"seed.torch_{_shape}_ms")(lambda s=_shape: _seed_ms(SEED_TORCH_MS[s]))
+
+
+@number("seed.complex_factor")
+def _():
+    return Rendered(f"{SEED_COMPLEX_FACTOR} times", SEED_NOTE)
 
 
 @number("seed.f32_4096x512_ms")
 def _():
-    return Rendered(f"{SEED_TABLE['4096x512']:.5f} ms", SEED_NOTE)
+    return _seed_ms(SEED_TABLE["4096x512"])
 
 
 @number("seed.f32_8192x1024_ms")
 def _():
-    return Rendered(f"{SEED_TABLE['8192x1024']:.5f} ms", SEED_NOTE)
+    return _seed_ms(SEED_TABLE["8192x1024"])
 
 
 @number("seed.dram_4090_gbps")
@@ -442,20 +493,27 @@ def render_readme(text: str) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Render the course's measured numbers.")
-    parser.add_argument("--readme", action="store_true", help="rewrite README.md's marked numbers")
+    parser.add_argument("--readme", action="store_true",
+                        help="rewrite the marked numbers of README.md and data/history/README.md")
     parser.add_argument("--check-readme", action="store_true",
-                        help="exit 1 when README.md's marked numbers disagree with the records")
+                        help="exit 1 when a marked number disagrees with the records")
     args = parser.parse_args(argv)
-    readme = ROOT / "README.md"
     if args.readme or args.check_readme:
-        text = readme.read_text()
-        fresh = render_readme(text)
-        if args.check_readme:
-            print("README agrees with the records" if fresh == text else
-                  "README disagrees with the records: run python -m ropelab.course.numbers --readme")
-            return 0 if fresh == text else 1
-        readme.write_text(fresh)
-        print(f"rewrote {len(README_MARK.findall(fresh))} numbers in README.md")
+        stale = []
+        for name in MARKED_FILES:
+            path = ROOT / name
+            text = path.read_text()
+            fresh = render_readme(text)
+            if fresh != text:
+                stale.append(name)
+                if not args.check_readme:
+                    path.write_text(fresh)
+            print(f"{name}: {len(README_MARK.findall(fresh))} marked numbers, "
+                  + ("agree with the records" if fresh == text else
+                     "disagreed" + ("" if args.check_readme else ", rewritten")))
+        if args.check_readme and stale:
+            print("run: python -m ropelab.course.numbers --readme")
+            return 1
         return 0
     for key in sorted(REGISTRY):
         value = REGISTRY[key]()
