@@ -33,16 +33,17 @@ from .ledger import DRAM_4090_GBPS, SEED_TABLE
 from .tables import bench_row, fused_history_table, roof_gbps
 
 ROOT = records.DATA_DIR.parent
-PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")
+PLACEHOLDER = re.compile(r"\{\{\s*([\w.:]+)\s*\}\}")
 # Markdown files outside the notebooks whose measured numbers are marked and rendered.
 MARKED_FILES = ("README.md", "data/history/README.md")
-README_MARK = re.compile(r"<!--n:([\w.]+)-->(.*?)<!--/n-->", re.S)
+README_MARK = re.compile(r"<!--n:([\w.:]+)-->(.*?)<!--/n-->", re.S)
 
 
 @dataclass(frozen=True)
 class Rendered:
     text: str  # what the prose shows
-    record: str  # where it was read: a path relative to the repository, or the quoted source
+    record: str  # where it was read: paths relative to the repository ("; " between several),
+    # or the quoted source
 
 
 REGISTRY: dict[str, Callable[[], Rendered]] = {}
@@ -162,6 +163,67 @@ def _():
 def _():
     path, rec = _bench()
     return Rendered(f"{bench_row(rec, 'copy_d2d', BIG)['median_us']:.0f}", path)
+
+
+# The README's table: each row at the 1 GB shape, its median and its share of the roof.
+README_TABLE = ("copy_d2d", "pack4", "cuda_float4", "pair_sincos", "flat", "cuda_flat", "freq_table",
+                "block2d", "pack4_scalar", "torch_compile", "freq_table:cache", "torch_complex_seed")
+
+
+def _big_us(variant):
+    path, rec = _bench()
+    return Rendered(f"{bench_row(rec, variant, BIG)['median_us']:,.0f}", path)
+
+
+def _big_share(variant):
+    """Share of the copy of the same bytes timed in the same run (the record's frac_of_copy)."""
+    path, rec = _bench()
+    share = bench_row(rec, variant, BIG)["frac_of_copy"]
+    return Rendered(pct(share, 1 if share < 0.01 else 0), path)
+
+
+for _variant in README_TABLE:
+    number(f"bench.big_us.{_variant}")(lambda v=_variant: _big_us(v))
+    number(f"bench.big_share.{_variant}")(lambda v=_variant: _big_share(v))
+
+
+@number("bench.pack4_kernel_big_us")
+def _():
+    path, rec = _bench()
+    return Rendered(f"{bench_row(rec, 'pack4:kernel', BIG)['median_us']:.0f} us", path)
+
+
+@number("bench.torch_compile_seed_us")
+def _():
+    path, rec = _bench()
+    return Rendered(f"{bench_row(rec, 'torch_compile', '4096x512')['median_us']:.1f} us", path)
+
+
+def _public_vs_kernel(shapes=None):
+    """The largest gap between a public call's time and the same launch fired alone."""
+    path, rec = _bench()
+    rows = {(r["variant"], r["shape"], r["dtype"]): r["median_us"] for r in rec["rows"]}
+    gaps = [abs(rows[(v[:-len(":kernel")], s, d)] / t - 1) for (v, s, d), t in rows.items()
+            if v.endswith(":kernel") and (v[:-len(":kernel")], s, d) in rows
+            and (shapes is None or s in shapes)]
+    return Rendered(pct(max(gaps), 1), path)
+
+
+@number("bench.public_vs_kernel_pct")
+def _():
+    return _public_vs_kernel()
+
+
+@number("bench.public_vs_kernel_big_pct")
+def _():
+    return _public_vs_kernel((BIG,))
+
+
+@number("launch.rope_torch_us")
+def _():
+    path, rec = newest("launch_overhead")
+    row = next(r for r in rec["rows"] if r["launcher"].startswith("ropelab.rope(flat) torch arrays"))
+    return Rendered(f"{row['us_per_launch']:.0f} us", path)
 
 
 # -------------------------------------------------------------------- profile (notebook 03)
@@ -361,6 +423,19 @@ def _():
     return Rendered(span(ratios, lambda v: f"{v:.0f}", unit="%"), path)
 
 
+@number("history.bf16_before_pack_pct")
+def _():
+    """bfloat16 GPT-J in the first full run, before the one-instruction pack."""
+    path, rec = _bench()
+    return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope", FULL_ROTARY, ("bfloat16",))), path)
+
+
+@number("history.bf16_after_pack_pct")
+def _():
+    path, rec = run_at("bench_fused", "20261201T075911")
+    return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope", FULL_ROTARY, ("bfloat16",))), path)
+
+
 @number("fused.select_step_behind_twin_pct")
 def _():
     """Before step 3 of the history (the 11:27 run): GPT-J 16-bit behind its twin."""
@@ -377,7 +452,7 @@ def _():
     first_path, first = newest("bench")
     fused = runs("bench_fused")
     table = fused_history_table([first] + [r for _, r in fused], FULL_ROTARY)
-    return Rendered(f"\n```text\n{table}\n```\n", f"{first_path} and every run under data/bench_fused/")
+    return Rendered(f"\n```text\n{table}\n```\n", f"{first_path}; data/bench_fused/")
 
 
 # ------------------------------------------------------------- launch and public path (07, README)
@@ -397,6 +472,26 @@ def _public(column, side, call=None, shape=None):
     rows = [r for r in rec["rows"] if r["side"] == side and r[column] is not None
             and (call is None or r["call"] == call) and (shape is None or r["shape"] == shape)]
     return Rendered(span([r[column] for r in rows], lambda v: f"{v:.0f}", sep=" to ", unit=" us"), path)
+
+
+@number("public.rope_host_before_us")
+def _():
+    return _public("host_us", "before", "rope flat", "64x512")
+
+
+@number("public.rope_host_after_us")
+def _():
+    return _public("host_us", "after", "rope flat", "64x512")
+
+
+@number("public.fused_events_before_us")
+def _():
+    return _public("event_us", "before", "fused_qknorm_rope bf16", "4096xflux_1024")
+
+
+@number("public.fused_events_after_us")
+def _():
+    return _public("event_us", "after", "fused_qknorm_rope bf16", "4096xflux_1024")
 
 
 @number("public.pack4_events_before_us")
