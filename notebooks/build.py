@@ -114,21 +114,23 @@ def make_notebook(src: Path):
 
 
 def refresh_markdown(src: Path):
-    """The stored notebook of ``src`` with its Markdown cells made fresh from the source and
-    the records, outputs kept.  Raises ValueError when the code cells differ from the source's
-    (their stored outputs would then describe other code: rebuild instead)."""
+    """The notebook of ``src`` with fresh Markdown (from the source and today's records) and the
+    stored notebook's code cells, outputs included.  Markdown cells may be added, removed or
+    edited; raises ValueError when the code cells differ from the stored ones (their outputs
+    would then describe other code: rebuild instead)."""
     import nbformat
 
     stored = nbformat.read(notebook_path(src), as_version=4)
     fresh = make_notebook(src)
-    if [c.source for c in stored.cells if c.cell_type == "code"] != \
-            [c.source for c in fresh.cells if c.cell_type == "code"] or \
-            [c.cell_type for c in stored.cells] != [c.cell_type for c in fresh.cells]:
+    old_code = [c for c in stored.cells if c.cell_type == "code"]
+    new_code = [c for c in fresh.cells if c.cell_type == "code"]
+    if [c.source for c in old_code] != [c.source for c in new_code]:
         raise ValueError("code cells differ from the stored notebook's: rebuild it")
-    for old, new in zip(stored.cells, fresh.cells):
-        if new.cell_type == "markdown":
-            old.source, old.metadata = new.source, new.metadata
-    return stored
+    for old, new in zip(old_code, new_code):
+        new.outputs, new.execution_count = old.outputs, old.execution_count
+        new.metadata = old.metadata
+    fresh.metadata = stored.metadata  # the kernel's language_info from the run that made the outputs
+    return fresh
 
 
 def problems(nb) -> list[str]:

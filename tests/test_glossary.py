@@ -72,9 +72,11 @@ def test_terms_used_in_a_notebook_are_in_the_glossary(path):
 
 
 def _defined_in_place(term, text: str) -> bool:
-    """Notebook 00's primer style: the term (or an alias) in italics where it is introduced."""
+    """Notebook 00's primer style: the term (or an alias) in italics or bold where it is
+    introduced (a Markdown line break may fall inside it)."""
     names = (term.name,) + term.aliases
-    return any(re.search(r"(?<!\*)\*" + re.escape(n) + r"s?\*(?!\*)", text, re.I) for n in names)
+    return any(re.search(r"\*{1,2}" + r"\s+(?:#\s*)?".join(map(re.escape, n.split())) + r"s?\*{1,2}",
+                         text, re.I) for n in names)
 
 
 def test_notebook_00_defines_each_term_before_its_glossary_uses_it():
@@ -82,7 +84,8 @@ def test_notebook_00_defines_each_term_before_its_glossary_uses_it():
     where, _ = glossary_cell()
     problems = []
     for term in TERMS:
-        first = next((i for i, t in enumerate(cells[:where]) if term.used_in(t)), None)
+        # Cell 0 is the title and the outline of the sections, which names what they define.
+        first = next((i for i, t in enumerate(cells[:where]) if i > 0 and term.used_in(t)), None)
         if first is not None and not _defined_in_place(term, cells[first]):
             problems.append(f"{term.name} (cell {first})")
     assert not problems, ("notebook 00 uses these before its glossary without defining them in "

@@ -300,12 +300,12 @@ print(f"in that time: about {budget['fp32_per_pair']:.0f} FP32 instructions per 
 #    from the argument types (`float32` arrays, `uint64` scalars, ...); a float64 that sneaks in
 #    here is compiled as float64;
 # 2. lowers it to **NVVM IR**, the LLVM dialect NVIDIA's compiler reads; `math.sin` becomes a
-#    call into *libdevice* (NVIDIA's accurate math library) or, with `fastmath=True`, the SFU
+#    call into *libdevice* (NVIDIA's accurate math library) or, with `fastmath=True` (*fast-math*), the SFU
 #    approximation `sin.approx.f32`;
 # 3. compiles that with libNVVM to **PTX**, a virtual instruction set that is portable across
 #    GPU generations (`ropelab.measure.census.census()` counts instructions at this level, with no GPU);
 # 4. has PTX assembled into **SASS**, the machine code of one GPU generation (compute
-#    capability 9.0 for H100 and H200), by the driver or by nvJitLink.
+#    capability 9.0 for H100 and H200), by the driver or by *nvJitLink* (NVIDIA's linker library).
 #
 # The compiled kernel is cached per argument types, so later launches skip all of it.  A
 # **launch** then hands the driver the grid and block sizes and the arguments
