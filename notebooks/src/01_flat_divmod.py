@@ -185,7 +185,8 @@ if bench is not None:
 # How to read them.  The table's `p20-p80 us` column is the range of the middle 60 percent of
 # the launches behind each median, and its last column divides by the roof: the fastest
 # device copy measured in the run, the copy of the 1 GB shape.  The chart has one panel per
-# shape, each on its own linear axis starting at zero, so bar heights compare directly; the
+# shape, each on its own linear axis starting at zero (a panel switches to a log axis only
+# when one bar is over ten times another), so bar lengths compare directly; the
 # whiskers are the same 20-80 percent range, and the dashed line is the copy of that shape's
 # own bytes.  On the small shapes the whole difference between the bars is about a
 # microsecond, and notebook 07 shows that a recorded time at these sizes moves by several
