@@ -239,3 +239,22 @@ def test_06_second_thread_map_traces_the_16bit_mapping():
     intro = _text(cells[i - 1]["source"])
     assert "each colour is still one warp" in intro and "sixteen lanes each" in intro
     assert "each colour is one head" not in intro
+
+
+def test_trace_fused_draws_the_16bit_mapping_it_is_asked_for():
+    """The figure under the 16-bit text must come from a 16-bit trace: half a warp per head,
+    8 elements per lane, two heads per warp (colour = warp in the plot's title)."""
+    from ropelab import course
+
+    fmap = course.trace_fused(1, (2, 2, 1), 128, heads_per_warp=2, storage="float16")
+    assert fmap.elements_per_lane == 8
+    q0, q1 = fmap.lane[0, 0], fmap.lane[0, 1]
+    assert set(q0) == set(range(16)) and set(q1) == set(range(16, 32))
+    assert (fmap.warp[0, 0] == fmap.warp[0, 1]).all() and fmap.warp[0, 0, 0] != fmap.warp[0, 2, 0]
+    ax = course.plot_fused_map(fmap)
+    assert "float16: colour = warp" in ax.get_title()
+    import matplotlib.pyplot as plt
+
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="storage"):
+        course.trace_fused(1, (1, 1, 0), 64, storage="bfloat16")
