@@ -25,6 +25,11 @@
 #   one lane, a select instead of a branch, and blocks filled with several tokens;
 # * a **CUDA C++ twin** of the same algorithm, timed in the same run;
 # * a **long-context path**: a float32 cos/sin cache, and its precision by position.
+#
+# The notebook follows the kernel in the order one would build it: the norm and its warp
+# reduction, the rotation, 16-bit words, and the mapping that brings it to the copy, each step
+# with its measurement from the records (census, bench runs, controlled rows, profile).  The
+# runs that led there, one by one with their times of day, are kept in `data/history/README.md`.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
