@@ -110,6 +110,11 @@ def time_chart(record, variants=None):
     _, _, p20 = _grid([r for r in rows if _label(r) in keep], lambda r: r["p20_us"], names)
     _, _, p80 = _grid([r for r in rows if _label(r) in keep], lambda r: r["p80_us"], names)
     _, _, copy = _grid([r for r in rows if _label(r) in keep], copy_us, names)
+    if not shapes:  # e.g. a fused-only run: no plain RoPE row to draw
+        fig, ax = plt.subplots(figsize=(6, 2))
+        ax.text(0.5, 0.5, "no timed rows of these variants in this record", ha="center")
+        ax.set_axis_off()
+        return fig
     # Order rows by the time on the largest shape (the last column), slowest at the top.
     order = sorted(range(len(names)), key=lambda i: np.nan_to_num(med[i, -1], nan=-1.0))
     cols = min(len(shapes), 5)
@@ -150,9 +155,9 @@ def time_chart(record, variants=None):
     return fig
 
 
-def _largest_plain_shape(record, names) -> str:
+def _largest_plain_shape(record, names) -> str | None:
     rows = [r for r in record["rows"] if r["variant"] in names and r["dtype"] == "float32"]
-    return max(rows, key=lambda r: r["bytes_moved"])["shape"]
+    return max(rows, key=lambda r: r["bytes_moved"])["shape"] if rows else None
 
 
 def roof_chart(record, variants=None, shape=None):
