@@ -17,9 +17,10 @@ from numba import cuda
 
 import ropelab
 from ropelab import check as ropelab_check
-from ropelab import bf16, fused, reference, shapes
+from ropelab import bf16, reference, shapes
+from ropelab.ops import fused
 from ropelab.kernels import FUSED
-from ropelab.arrays import inspect_array
+from ropelab.ops.arrays import inspect_array
 from ropelab.kernels import fused_qknorm_rope as kmod
 from test_freqs import yarn_by_hand
 
@@ -310,10 +311,12 @@ def _inputs(rng, storage="float32", tokens=3, heads=(2, 1, 2), d=64):
 @pytest.fixture
 def launched_plans(monkeypatch):
     """The plans the public fused call launches (on the simulator), in order."""
+    from ropelab.ops import call
+
     plans = []
-    real_launch = fused.launch
-    monkeypatch.setattr(fused, "launch", lambda plan, arrays: (plans.append(plan),
-                                                               real_launch(plan, arrays)))
+    real_launch = call.launch
+    monkeypatch.setattr(call, "launch", lambda plan, arrays: (plans.append(plan),
+                                                              real_launch(plan, arrays)))
     return plans
 
 
