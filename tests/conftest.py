@@ -28,7 +28,10 @@ def launches(monkeypatch):
     Every launch goes through ropelab.kernels.launch: the simulator's dispatcher call or a
     bound cuLaunchKernel on a GPU; both are wrapped.
     """
-    from ropelab.kernels import launch as _launch
+    import importlib
+
+    # The module (``ropelab.kernels.launch`` as an attribute is the function it defines).
+    _launch = importlib.import_module("ropelab.kernels.launch")
 
     calls = []
     real_sim = _launch._launch_simulated
