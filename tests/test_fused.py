@@ -373,15 +373,15 @@ def _bad_cases(rng):
     yield "head_dim 32", dict(head_dim=32), ropelab.RopeInputError, "not supported"
     yield "weight shape", dict(q_weight=np.ones(32, np.float32)), ropelab.RopeInputError, r"q_weight must have shape \(64,\)"
     yield "weight 2-D", dict(k_weight=np.ones((1, 64), np.float32)), ropelab.RopeInputError, "k_weight must have shape"
-    yield "weight dtype", dict(k_weight=w.astype(np.float64)), TypeError, "k_weight must have the dtype of qkv"
+    yield "weight dtype", dict(k_weight=w.astype(np.float64)), ropelab.RopeInputError, "k_weight must have the dtype of qkv"
     yield "weight list", dict(q_weight=list(w)), TypeError, "q_weight must be a NumPy array"
     yield "rotary odd", dict(rotary_dim=33), ropelab.RopeInputError, "positive even"
     yield "rotary too big", dict(rotary_dim=66), ropelab.RopeInputError, r"must not exceed head_dim \(64\)"
     yield "rotary not lane-aligned for neox", dict(rotary_dim=30, interleave=False), ropelab.RopeInputError, "multiple of 2 \\* head_dim / 32 = 4"
     yield "rotary type", dict(rotary_dim=32.0), TypeError, "rotary_dim must be an int"
     yield "positions length", dict(positions=np.zeros(4, np.int32)), ropelab.RopeInputError, r"shape \(3,\)"
-    yield "positions dtype", dict(positions=np.zeros(3, np.int64)), TypeError, "positions must be int32"
-    yield "positions float", dict(positions=np.zeros(3, np.float32)), TypeError, "positions must be int32"
+    yield "positions past int32", dict(positions=np.full(3, 2**31, np.int64)), ropelab.RopeInputError, "fit in int32"
+    yield "positions float", dict(positions=np.zeros(3, np.float32)), ropelab.RopeInputError, "positions must be integers"
     yield "heads mismatch", dict(num_heads_v=1), ropelab.RopeInputError, r"rows have 320 elements but"
     yield "no q or k", dict(num_heads_q=0, num_heads_k=0, num_heads_v=5), ropelab.RopeInputError, "at least 1"
     yield "negative heads", dict(num_heads_k=-1, num_heads_v=3), ropelab.RopeInputError, "num_heads_k must be >= 0"
@@ -415,8 +415,8 @@ def test_bad_qkv_layouts(rng):
         ropelab.fused_qknorm_rope(wide[:, ::2], **kw)
     with pytest.raises(ropelab.RopeInputError, match="2-D"):
         ropelab.fused_qknorm_rope(qkv.reshape(3, 5, 64), **kw)
-    with pytest.raises(TypeError, match="float32, float16, or uint16"):
-        ropelab.fused_qknorm_rope(qkv.astype(np.float64), **kw)
+    with pytest.raises(ropelab.RopeInputError, match="float32, float16, or uint16"):
+        ropelab.fused_qknorm_rope(qkv.astype(np.float64), **kw)  # a bad value: the README's rule
     with pytest.raises(TypeError, match="must be a NumPy array or a CUDA array"):
         ropelab.fused_qknorm_rope(qkv.tolist(), **kw)
     np.testing.assert_array_equal(wide, 0)
