@@ -697,7 +697,7 @@ def test_cache_tables_hold_the_blended_frequencies_and_are_made_once():
 
 @pytest.mark.parametrize("positions, match", [
     ([0, 100, 3], "position 100 is out of range: the cos/sin cache holds positions 0 .. 99"),
-    ([0, -1, 3], "positions must be >= 0"),
+    ([0, -1, 3], "position -1 is out of range: the cos/sin cache holds positions 0 .. 99"),
 ])
 def test_cache_refuses_host_positions_outside_the_table(rng, launches, positions, match):
     qkv, kw = _inputs(rng)
