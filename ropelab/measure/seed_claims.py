@@ -47,7 +47,7 @@ from numba import cuda, float32, uint32
 
 from . import census as ptx
 
-WARP = 32
+from ..kernels._device import WARP  # noqa: E402  (one WARP for the package)
 HEAD_DIM = 128
 WARPS_PER_BLOCK = 4
 RECORD_KIND = "sincos_per_pair"
