@@ -283,3 +283,76 @@ def test_a_throwaway_variant_appears_in_check_the_bench_plan_and_the_census(monk
     assert "throwaway" in {t["variant"] for t in census.targets()}
     got = ropelab.rope(x32(2, 6), variant="throwaway")
     np.testing.assert_array_equal(got, ropelab.rope(x32(2, 6), variant="flat"))
+
+
+# ---- the device route and the fast path, driven on the simulator with a recording binder ---------
+
+class _CAI:
+    """A device array as any library exports it: only ``__cuda_array_interface__`` (fake memory)."""
+
+    def __init__(self, ptr, shape, typestr="<f4"):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
+                                         "strides": None, "version": 3}
+
+
+class _RecordingBound:
+    def __init__(self, plan, caller):
+        self.plan, self.caller, self.fired = plan, caller, []
+
+    def fire(self, ptrs, stream):
+        self.fired.append((tuple(ptrs), stream))
+
+
+@pytest.fixture
+def device_route(monkeypatch):
+    """The GPU route of both ops without a GPU: arrays are plain CAI objects, the binder records
+    what it would launch (pointers, stream) instead of calling cuLaunchKernel."""
+    from ropelab.ops import arrays, fused, rope
+
+    bounds = []
+
+    def bind(plan, caller):
+        bounds.append(_RecordingBound(plan, caller))
+        return bounds[-1]
+
+    monkeypatch.setattr(call, "bind", bind)
+    monkeypatch.setattr(call, "register_fast_types", lambda: None)
+    monkeypatch.setattr(rope, "SIMULATED", False)
+    monkeypatch.setattr(fused, "SIMULATED", False)
+    monkeypatch.setitem(FAST_META, _CAI, arrays._cai_meta)
+    call.clear()
+    yield bounds
+    call.clear()
+
+
+def test_the_second_call_of_a_shape_takes_the_fast_path_on_new_pointers(device_route):
+    x, out, pos = _CAI(1 << 20, (4, 8)), _CAI(2 << 20, (4, 8)), _CAI(3 << 20, (4,), "<i4")
+    ropelab.rope(x, out=out, positions=pos, variant="pack4")
+    assert len(device_route) == 1 and device_route[0].fired == [((1 << 20, 2 << 20, 3 << 20), 0)]
+    x2, out2 = _CAI(5 << 20, (4, 8)), _CAI(6 << 20, (4, 8))
+    assert ropelab.rope(x2, out=out2, positions=pos, variant="pack4",
+                        stream=ropelab.RawStream(77)) is out2
+    assert len(device_route) == 1  # no new validation, no new bind
+    assert device_route[0].fired[-1] == ((5 << 20, 6 << 20, 3 << 20), 77)
+    ropelab.rope(x2, out=x2, positions=pos, variant="pack4")  # in place: allowed
+    with pytest.raises(RopeInputError, match="overlaps x"):
+        ropelab.rope(x2, out=_CAI((5 << 20) + 64, (4, 8)), positions=pos, variant="pack4")
+    with pytest.raises(RopeInputError, match="overlaps positions"):
+        ropelab.rope(x2, out=_CAI((3 << 20) - 16, (4, 8)), positions=pos, variant="pack4")
+    with pytest.raises(RopeInputError, match="RawStream"):
+        ropelab.rope(x2, out=out2, positions=pos, variant="pack4", stream=999)
+    assert len(device_route[0].fired) == 3
+
+
+def test_the_fused_fast_path_rechecks_alignment_through_its_key(device_route):
+    kw = dict(num_heads_q=2, num_heads_k=1, num_heads_v=1, head_dim=64,
+              q_weight=_CAI(1 << 20, (64,), "<u2"), k_weight=_CAI(2 << 20, (64,), "<u2"),
+              positions=_CAI(3 << 20, (2,), "<i4"))
+    for start in ((4 << 20) + 8, (5 << 20) + 8):  # word-aligned, not 16-aligned
+        ropelab.fused_qknorm_rope(_CAI(start, (2, 256), "<u2"), **kw)
+    assert len(device_route) == 1 and len(device_route[0].fired) == 2  # the second: cached
+    # 2 bytes off a word (uint16 qkv is bfloat16 bits): refused, not replayed (it used to
+    # replay the cached launch and kill the context with a misaligned address).
+    with pytest.raises(RopeInputError, match="4-byte aligned"):
+        ropelab.fused_qknorm_rope(_CAI((6 << 20) + 2, (2, 256), "<u2"), **kw)
+    assert len(device_route) == 1 and len(device_route[0].fired) == 2

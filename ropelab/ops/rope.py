@@ -264,9 +264,8 @@ def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, sca
     return call.launch_device(
         key, plan, slots, ((x_info.size, 4), (x_info.size, 4), (problem.tokens, 4)),
         handle=handle, extents=(nbytes, nbytes, 4 * problem.tokens),
-        pairs=((1, 0, same_layout, "out partially overlaps x; pass out=x for in place, or a "
-                                   "separate array" if same_layout else
-                "out starts where x starts but has another layout; pass out=x for in place"),
+        pairs=((1, 0, same_layout, "out overlaps x without being x itself; pass out=x for in "
+                                   "place, or a separate array"),
                (1, 2, False, "out overlaps positions; the kernel would overwrite positions it "
                              "still reads")),
         defaults=defaults, alloc=(1, make, ptr_of), result=1,
