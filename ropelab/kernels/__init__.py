@@ -14,6 +14,8 @@ A new variant is one module plus one line in :data:`REGISTRY` below: the public 
 
 from . import block2d, flat, freq_table, fused_qknorm_rope, pack4, pack4_scalar, pair_sincos
 from ..errors import RopeInputError
+# ``kernels.launch`` is the function (what callers use); the module of the same name is reached
+# by ``from ropelab.kernels.launch import ...`` or ``importlib.import_module``.
 from .launch import launch
 from .plan import Plan, Variant
 
