@@ -41,7 +41,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import ropelab
-from ropelab import course, fused, shapes
+from ropelab import course, shapes
+from ropelab.ops import fused
 from ropelab import check as ropelab_check
 from ropelab.measure import census as ptx
 from ropelab.kernels import fused_qknorm_rope as fused_kernel

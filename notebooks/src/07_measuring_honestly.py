@@ -93,7 +93,7 @@ if public is not None:
 # After: a call validates its arguments once per *call shape* (types, shapes, strides, dtypes,
 # options) and remembers the result; a later call of the same shape reads three pointers,
 # checks that they do not overlap, and launches through `cuLaunchKernel` with parameters packed
-# once (`ropelab.kernels._launch`).  Device positions are never read on the host: a kernel
+# once (`ropelab.kernels.launch`).  Device positions are never read on the host: a kernel
 # with a position limit (a cos/sin cache) writes NaN for an out-of-range token and records it
 # in a device error word that `ropelab.check_errors()` reads when the caller chooses to
 # synchronize.  `check_positions=True` puts the old synchronous check back, on request: the
@@ -411,7 +411,7 @@ if bench_record is not None:
 # function closes over (or reads as a global) is frozen into the compiled kernel as a
 # constant, and a branch on it is folded away.  `make_kernel(per_pair, yarn)` above is such a
 # factory: `YARN_ALWAYS` and `YARN_AT_RUNTIME` are plain Python booleans, and each combination
-# becomes its own kernel with its own dispatcher (`ropelab.kernels._launch.jitted` caches one
+# becomes its own kernel with its own dispatcher (`ropelab.kernels.plan.jitted` caches one
 # per function).  The blend it calls:
 
 # %%

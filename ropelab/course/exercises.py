@@ -24,7 +24,8 @@ import numpy as np
 
 from .. import reference
 from ..kernels import block2d, flat, freq_table, fused_qknorm_rope, pack4_scalar, pair_sincos
-from ..problem import FusedProblem, census_problem
+from ..kernels.plan import census_problem
+from ..problem import FusedProblem
 from ..tolerance import max_angle
 from . import kernel_census
 from .grading import Case, Gate, Verdict, grade, tolerance
