@@ -24,11 +24,15 @@ writes the row (``2 * row``), the backward reads ``dy`` (the row), ``x`` (its Q 
 writes ``dx`` (the row): ``4 * row + QK`` bytes, the count the bench's copy roof uses.
 
 **Mapping.**  One warp per (token, head) "unit", in a grid-stride loop over units: a fixed grid
-(``blocks``) so that the weight-gradient partial sums are ``blocks`` rows and no more.  Lane
-``l`` holds pairs ``p = l + 32 k`` of the head (``k < H / 64``): GPT-J pair ``(2p, 2p+1)``;
-NeoX rotated pair ``(p, p + rotary_dim/2)``; a pass-through pair (``p >= rotary_dim/2``, both
-layouts) is ``(2p, 2p+1)``.  Every lane holds the same dims of every head it visits, so its
-weight-gradient accumulators are a few registers per dim, kept over all its units.
+(``blocks``) so that the weight-gradient partial sums are ``blocks`` rows and no more.  A head
+is cut into groups of four elements, two pairs: lane ``l`` takes groups ``q = l + 32 k``.  In
+GPT-J, and past ``rotary_dim`` in both layouts, group ``q`` is elements ``4q .. 4q+3`` (pairs
+side by side); a rotated NeoX group is elements ``2q, 2q+1`` and their partners
+``rotary_dim/2`` further on.  So a lane's pairs are whole (no shuffle), and in 16-bit storage
+every access is a 32-bit word of two elements: coalesced across the warp, half the
+instructions of 16-bit accesses.  At ``head_dim`` 128 each lane holds one group.  Every lane
+holds the same dims of every head it visits, so its weight-gradient accumulators are four
+registers per group, kept over all its units.
 
 **The weight gradient.**  At the end each block adds its warps' accumulators in shared memory
 in a fixed order, then either writes one row of ``partial[blocks, 2 * H]`` (two-stage: a second
@@ -46,13 +50,16 @@ from functools import cache, lru_cache
 import numpy as np
 from numba import cuda, float32, uint32
 
-from ..bf16 import load_bf16, store_bf16
 from ._device import FULL_MASK, WARP
+from .words16 import CODECS
 from .plan import Plan
 
 NAME = "fused_qknorm_rope_backward"
 STORAGES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
             "bfloat16": np.dtype(np.uint16)}
+# What the kernel reads each storage as: 16-bit storage as uint32 words of two elements.
+KERNEL_VIEW = {"float32": np.dtype(np.float32), "float16": np.dtype(np.uint32),
+               "bfloat16": np.dtype(np.uint32)}
 DW_MODES = ("two_stage", "atomic")
 WARPS_PER_BLOCK = 8
 # Enough blocks to fill an H200 once at 8 warps a block (132 SMs x 8 blocks of 256 threads);
@@ -61,36 +68,25 @@ MAX_BLOCKS = 1056
 REDUCE_PHASES = 32  # the reduce kernel's rows per column: a block of 32 x 32 threads
 
 
-@cuda.jit(device=True, inline="always")
-def _load_plain(v):
-    return float32(v)
-
-
-@cuda.jit(device=True, inline="always")
-def _store_plain(v):
-    return v  # float16 storage rounds on assignment (round to nearest even)
-
-
-_LOAD = {"float32": _load_plain, "float16": _load_plain, "bfloat16": load_bf16}
-_STORE = {"float32": _store_plain, "float16": _store_plain, "bfloat16": store_bf16}
-
-
 @cache
 def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: int = WARPS_PER_BLOCK,
                 cos_sin_cache: bool = False, atomic: bool = False):
     """The backward kernel for one head size, layout, storage and weight-gradient mode (cached).
 
+    16-bit storage arrives as ``uint32`` words of two elements (``x``, ``dy``, ``dx`` and both
+    weights: 4-byte aligned, which the public function checks); float32 as elements.
     ``cos_sin_cache``: read cos/sin from a flat float32 table of rows ``[cos half | sin half]``
     (``rotary_dim`` wide; built on the host from the frequencies, or the caller's own) instead
     of computing them; a position without a row makes the head's ``dx`` and its share of the
     weight gradients NaN and is recorded in the error word, as in the forward.
-    ``atomic``: the last argument is ``dw[2 * head_dim]`` (zeroed by the caller) and blocks add
-    into it; otherwise it is ``partial[blocks * 2 * head_dim]``.
+    ``atomic``: the ``sums`` argument is ``dw[2 * head_dim]`` (zeroed by the caller) and blocks
+    add into it; otherwise it is ``partial[blocks * 2 * head_dim]``.
     """
     if head_dim % 64 or head_dim <= 0:
         raise ValueError(f"head_dim must be a positive multiple of 64, got {head_dim}")
-    PAIRS = head_dim // 64  # pairs per lane
-    SLOTS = 2 * PAIRS  # elements per lane
+    GROUPS = head_dim // 4  # groups of four elements (two pairs) per head
+    PER_LANE = -(-GROUPS // WARP)  # groups per lane (the last may be idle: head_dim 64, 192)
+    SLOTS = 4 * PER_LANE
     HD = head_dim
     NQK = 2 * head_dim  # one row of partial sums: dq_weight then dk_weight
     WPB = int(warps_per_block)
@@ -99,10 +95,52 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
     INTERLEAVE = bool(interleave)
     CACHE = bool(cos_sin_cache)
     ATOMIC = bool(atomic)
+    WORDS = storage != "float32"
     NAN = float32(math.nan)
     ZERO = float32(0.0)
-    load = _LOAD[storage]
-    store = _STORE[storage]
+    low, high, pack = CODECS.get(storage, CODECS["bfloat16"])  # unused for float32
+
+    # A group's four elements are e0, e0 + 1, e1, e1 + 1 of the head.  Two layouts of pairs:
+    # adjacent (GPT-J, and every pass-through group): e0 = 4q, e1 = 4q + 2, pairs (e0, e0+1)
+    # and (e1, e1+1); crossed (NeoX, rotated): e0 = 2q, e1 = 2q + rotary_dim/2, pairs (e0, e1)
+    # and (e0+1, e1+1).  Either way the pairs are 2q and 2q + 1 (their frequencies), and in
+    # 16-bit storage each of e0, e1 starts one 32-bit word.
+    @cuda.jit(device=True, inline="always")
+    def get4(arr, at0, at1, vals, o):
+        if WORDS:
+            w0 = arr[at0 >> uint32(1)]
+            w1 = arr[at1 >> uint32(1)]
+            vals[o] = low(w0)
+            vals[o + 1] = high(w0)
+            vals[o + 2] = low(w1)
+            vals[o + 3] = high(w1)
+        else:
+            vals[o] = arr[at0]
+            vals[o + 1] = arr[at0 + uint32(1)]
+            vals[o + 2] = arr[at1]
+            vals[o + 3] = arr[at1 + uint32(1)]
+
+    @cuda.jit(device=True, inline="always")
+    def put4(arr, at0, at1, a, b, c, d):
+        if WORDS:
+            arr[at0 >> uint32(1)] = pack(a, b)
+            arr[at1 >> uint32(1)] = pack(c, d)
+        else:
+            arr[at0] = a
+            arr[at0 + uint32(1)] = b
+            arr[at1] = c
+            arr[at1 + uint32(1)] = d
+
+    @cuda.jit(device=True, inline="always")
+    def copy4(dst, src, at0, at1):  # V heads: the stored bits, unchanged
+        if WORDS:
+            dst[at0 >> uint32(1)] = src[at0 >> uint32(1)]
+            dst[at1 >> uint32(1)] = src[at1 >> uint32(1)]
+        else:
+            dst[at0] = src[at0]
+            dst[at0 + uint32(1)] = src[at0 + uint32(1)]
+            dst[at1] = src[at1]
+            dst[at1 + uint32(1)] = src[at1 + uint32(1)]
 
     # ex: begin backward_kernel
     @cuda.jit(device=True, inline="always")
@@ -111,49 +149,61 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
         tid = uint32(cuda.threadIdx.x)
         lane = tid & uint32(WARP - 1)
         warp_in_block = tid >> uint32(5)
-        total_warps = uint32(cuda.gridDim.x) * uint32(WPB)
-        units = uint32(positions.shape[0]) * heads_total
+        total_warps = uint32(uint32(cuda.gridDim.x) * uint32(WPB))
+        units = uint32(uint32(positions.shape[0]) * heads_total)
 
-        # The lane's dims: the same in every head, so the dw accumulators stay in registers.
-        dim_a = cuda.local.array(PAIRS, uint32)
-        dim_b = cuda.local.array(PAIRS, uint32)
-        for k in range(PAIRS):
-            p = lane + uint32(WARP * k)
-            if INTERLEAVE or p >= n_pairs:
-                dim_a[k] = p + p
-                dim_b[k] = p + p + uint32(1)
-            else:  # NeoX rotated pair
-                dim_a[k] = p
-                dim_b[k] = p + n_pairs
+        # The lane's groups: the same dims in every head, so the dw accumulators stay in
+        # registers across all the units the warp visits.
+        e0s = cuda.local.array(PER_LANE, uint32)
+        e1s = cuda.local.array(PER_LANE, uint32)
+        for k in range(PER_LANE):
+            q = uint32(lane + uint32(WARP * k))
+            if not INTERLEAVE and q + q < n_pairs:  # crossed
+                e0s[k] = uint32(q + q)
+                e1s[k] = uint32(q + q + n_pairs)
+            else:
+                e0s[k] = uint32(uint32(4) * q)
+                e1s[k] = uint32(uint32(4) * q + uint32(2))
         acc_q = cuda.local.array(SLOTS, float32)
         acc_k = cuda.local.array(SLOTS, float32)
         for i in range(SLOTS):
             acc_q[i] = ZERO
             acc_k[i] = ZERO
-        n = cuda.local.array(SLOTS, float32)  # x / r, then reused
-        dn = cuda.local.array(SLOTS, float32)
+        n = cuda.local.array(SLOTS, float32)  # x, then x / r
+        g = cuda.local.array(SLOTS, float32)  # dy, then dz, then dn = dz * w
+        w = cuda.local.array(SLOTS, float32)
 
-        unit = uint32(cuda.blockIdx.x) * uint32(WPB) + warp_in_block
+        unit = uint32(uint32(cuda.blockIdx.x) * uint32(WPB) + warp_in_block)
         while unit < units:  # warp-uniform: every lane of a warp takes the same units
-            token = unit // heads_total
-            head = unit - token * heads_total
-            first = unit * uint32(HD)  # the head's first element (rows are heads_total * HD)
+            token = uint32(unit // heads_total)
+            head = uint32(unit - token * heads_total)
+            first = uint32(unit * uint32(HD))  # the head's first element (rows: heads_total * HD)
             if head >= heads_qk:  # a V head: its gradient passes through
-                for k in range(PAIRS):
-                    dx[first + dim_a[k]] = dy[first + dim_a[k]]
-                    dx[first + dim_b[k]] = dy[first + dim_b[k]]
-                unit += total_warps
+                for k in range(PER_LANE):
+                    if lane + uint32(WARP * k) < uint32(GROUPS):
+                        copy4(dx, dy, uint32(first + e0s[k]), uint32(first + e1s[k]))
+                unit = uint32(unit + total_warps)
                 continue
+            is_q = head < heads_q
             ss = ZERO
-            for k in range(PAIRS):
-                a = load(x[first + dim_a[k]])
-                b = load(x[first + dim_b[k]])
-                n[2 * k] = a
-                n[2 * k + 1] = b
-                dn[2 * k] = load(dy[first + dim_a[k]])
-                dn[2 * k + 1] = load(dy[first + dim_b[k]])
-                ss += a * a
-                ss += b * b
+            for k in range(PER_LANE):
+                o = 4 * k
+                if lane + uint32(WARP * k) < uint32(GROUPS):
+                    at0 = uint32(first + e0s[k])
+                    at1 = uint32(first + e1s[k])
+                    get4(x, at0, at1, n, o)
+                    get4(dy, at0, at1, g, o)
+                    if is_q:  # two loads in two branches, as in the forward
+                        get4(q_weight, e0s[k], e1s[k], w, o)
+                    else:
+                        get4(k_weight, e0s[k], e1s[k], w, o)
+                else:  # an idle slot (head_dim 64 or 192): zeros add nothing below
+                    for j in range(4):
+                        n[o + j] = ZERO
+                        g[o + j] = ZERO
+                        w[o + j] = ZERO
+                for j in range(4):
+                    ss += n[o + j] * n[o + j]
             ss += cuda.shfl_xor_sync(FULL_MASK, ss, 16)
             ss += cuda.shfl_xor_sync(FULL_MASK, ss, 8)
             ss += cuda.shfl_xor_sync(FULL_MASK, ss, 4)
@@ -166,78 +216,85 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
             in_range = True
             if CACHE:  # a negative position wraps to a huge row: one compare checks both ends
                 row = uint32(pos)
-                in_range = row < uint32(table.shape[0]) // (n_pairs + n_pairs)
-                row = (row if in_range else uint32(0)) * (n_pairs + n_pairs)
-            is_q = head < heads_q
+                in_range = row < uint32(uint32(table.shape[0]) // uint32(n_pairs + n_pairs))
+                row = uint32((row if in_range else uint32(0)) * uint32(n_pairs + n_pairs))
             dot = ZERO
-            for k in range(PAIRS):
-                p = lane + uint32(WARP * k)
-                ga = dn[2 * k]
-                gb = dn[2 * k + 1]
-                if p < n_pairs:  # dz = R^T dy: rotate back by -theta, same attention factor
-                    if CACHE:
-                        c = table[row + p] * attention_factor
-                        s = table[row + n_pairs + p] * attention_factor
-                        if not in_range:
-                            c = NAN
-                            s = NAN
+            for k in range(PER_LANE):
+                o = 4 * k
+                q = uint32(lane + uint32(WARP * k))
+                crossed = not INTERLEAVE and q + q < n_pairs
+                # dz = R^T dy on the rotated pairs (rotate back by -theta, same attention
+                # factor); a pair's slots are (0, 2) and (1, 3) crossed, (0, 1) and (2, 3) not.
+                for h in range(2):
+                    p = uint32(q + q + uint32(h))
+                    if p < n_pairs:
+                        if CACHE:
+                            c = table[row + p] * attention_factor
+                            s = table[row + n_pairs + p] * attention_factor
+                            if not in_range:
+                                c = NAN
+                                s = NAN
+                        else:
+                            angle = float32(pos) * table[p]
+                            c = math.cos(angle) * attention_factor
+                            s = math.sin(angle) * attention_factor
+                        # Constant slot indices in each branch: registers, not local memory.
+                        if crossed:
+                            ga = g[o + h]
+                            gb = g[o + h + 2]
+                        else:
+                            ga = g[o + 2 * h]
+                            gb = g[o + 2 * h + 1]
+                        za = ga * c + gb * s
+                        zb = gb * c - ga * s
+                        if crossed:
+                            g[o + h] = za
+                            g[o + h + 2] = zb
+                        else:
+                            g[o + 2 * h] = za
+                            g[o + 2 * h + 1] = zb
+                for j in range(4):
+                    nj = n[o + j] * inv_r
+                    n[o + j] = nj
+                    if is_q:
+                        acc_q[o + j] += g[o + j] * nj
                     else:
-                        angle = float32(pos) * table[p]
-                        c = math.cos(angle) * attention_factor
-                        s = math.sin(angle) * attention_factor
-                    za = ga * c + gb * s
-                    zb = gb * c - ga * s
-                else:
-                    za = ga
-                    zb = gb
-                na = n[2 * k] * inv_r
-                nb = n[2 * k + 1] * inv_r
-                n[2 * k] = na
-                n[2 * k + 1] = nb
-                if is_q:
-                    acc_q[2 * k] += za * na
-                    acc_q[2 * k + 1] += zb * nb
-                    wa = load(q_weight[dim_a[k]])
-                    wb = load(q_weight[dim_b[k]])
-                else:
-                    acc_k[2 * k] += za * na
-                    acc_k[2 * k + 1] += zb * nb
-                    wa = load(k_weight[dim_a[k]])
-                    wb = load(k_weight[dim_b[k]])
-                da = za * wa
-                db = zb * wb
-                dn[2 * k] = da
-                dn[2 * k + 1] = db
-                dot += da * na
-                dot += db * nb
+                        acc_k[o + j] += g[o + j] * nj
+                    dn = g[o + j] * w[o + j]
+                    g[o + j] = dn
+                    dot += dn * nj
             dot += cuda.shfl_xor_sync(FULL_MASK, dot, 16)
             dot += cuda.shfl_xor_sync(FULL_MASK, dot, 8)
             dot += cuda.shfl_xor_sync(FULL_MASK, dot, 4)
             dot += cuda.shfl_xor_sync(FULL_MASK, dot, 2)
             dot += cuda.shfl_xor_sync(FULL_MASK, dot, 1)
             mean = dot * INV_HD
-            for k in range(PAIRS):
-                dx[first + dim_a[k]] = store((dn[2 * k] - n[2 * k] * mean) * inv_r)
-                dx[first + dim_b[k]] = store((dn[2 * k + 1] - n[2 * k + 1] * mean) * inv_r)
+            for k in range(PER_LANE):
+                o = 4 * k
+                if lane + uint32(WARP * k) < uint32(GROUPS):
+                    put4(dx, uint32(first + e0s[k]), uint32(first + e1s[k]),
+                         (g[o] - n[o] * mean) * inv_r, (g[o + 1] - n[o + 1] * mean) * inv_r,
+                         (g[o + 2] - n[o + 2] * mean) * inv_r, (g[o + 3] - n[o + 3] * mean) * inv_r)
             if CACHE and not in_range and lane == uint32(0):
                 errors[0] = pos
-            unit += total_warps
+            unit = uint32(unit + total_warps)
 
         # ex: begin backward_block_sum
         # The block's warps add their accumulators in shared memory, warp 0 first: a fixed
         # order, so the block's row does not depend on which warp finished first.
         block_sums = cuda.shared.array((WPB, NQK), float32)
-        for k in range(PAIRS):
-            block_sums[warp_in_block, dim_a[k]] = acc_q[2 * k]
-            block_sums[warp_in_block, dim_b[k]] = acc_q[2 * k + 1]
-            block_sums[warp_in_block, HD + dim_a[k]] = acc_k[2 * k]
-            block_sums[warp_in_block, HD + dim_b[k]] = acc_k[2 * k + 1]
+        for k in range(PER_LANE):
+            if lane + uint32(WARP * k) < uint32(GROUPS):
+                for j in range(4):
+                    dim = uint32(e0s[k] + uint32(j & 1)) if j < 2 else uint32(e1s[k] + uint32(j & 1))
+                    block_sums[warp_in_block, dim] = acc_q[4 * k + j]
+                    block_sums[warp_in_block, HD + dim] = acc_k[4 * k + j]
         cuda.syncthreads()
         col = tid
         while col < uint32(NQK):
             total = ZERO
-            for w in range(WPB):
-                total += block_sums[w, col]
+            for wi in range(WPB):
+                total += block_sums[wi, col]
             if ATOMIC:
                 cuda.atomic.add(sums, col, total)  # blocks arrive in any order
             else:
@@ -329,7 +386,8 @@ def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
           max_positions: int | None = None, user_cache: bool = False) -> tuple[Plan, Plan | None]:
     """The backward's plans: the main kernel and (two-stage) the reduction, or None (atomic).
 
-    The main kernel's caller arrays: ``x, dy, dx, q_weight, k_weight, positions`` then
+    The main kernel's caller arrays: ``x, dy, dx, q_weight, k_weight`` (as
+    :data:`KERNEL_VIEW`: 16-bit storage as uint32 words), ``positions``, then
     ``partial`` (two-stage, float32 ``[blocks * 2 * head_dim]``) or ``dw`` (atomic, float32
     ``[2 * head_dim]``, zeroed), then the user's ``cos_sin_cache`` when ``user_cache``.
     The reduction's: ``partial, dw``.
@@ -337,7 +395,7 @@ def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
     if dw_mode not in DW_MODES:
         raise ValueError(f"dw_mode must be one of {DW_MODES}, got {dw_mode!r}")
     atomic = dw_mode == "atomic"
-    store = STORAGES[problem.storage]
+    store = KERNEL_VIEW[problem.storage]
     units = problem.tokens * (problem.heads_q + problem.heads_k + problem.heads_v)
     blocks = pick_blocks(units, warps_per_block, max_blocks)
     caller = (store, store, store, store, store, np.dtype(np.int32), np.dtype(np.float32))

@@ -123,11 +123,13 @@ def ropelab_backward_kernel(arrays, shape, interleave: bool, dw: str = "two_stag
     problem = build_problem(info, **_kwargs(shape, interleave))
     main, reduce = kmod.plans(problem, dw_mode=dw)
     two = 2 * shape.head_dim
-    dx = cuda.device_array(info.size, info.dtype)
+    words = kmod.KERNEL_VIEW[problem.storage]
+    dx = cuda.device_array(info.nbytes // words.itemsize, words)
     sums = cuda.device_array(two if reduce is None else main.grid[0] * two, np.float32)
     dw_out = cuda.device_array(two, np.float32)
-    views = [device_view(a, inspect_array(a, "a")) for a in (qkv, grad)] + [dx] + [
-        device_view(a, inspect_array(a, "a")) for a in (wq, wk, pos)] + [sums]
+    views = [device_view(a, inspect_array(a, "a"), words) for a in (qkv, grad)] + [dx] + [
+        device_view(a, inspect_array(a, "a"), words) for a in (wq, wk)] + [
+        device_view(pos, inspect_array(pos, "positions")), sums]
     if reduce is None:
         def run():
             sums[:] = 0  # atomics add into it (the zeroing is part of the atomic mode's cost)

@@ -114,11 +114,17 @@ def fused_qknorm_rope_backward(qkv, grad, *, num_heads_q, num_heads_k, num_heads
     for name in ("q_weight", "k_weight", "positions"):
         if not infos[name].on_device:
             fail(f"{name} must be on the device with a device qkv")
-    views = [device_view(a, infos[n]) for a, n in ((qkv, "qkv"), (grad, "grad"))]
-    views.append(device_view(dqkv, dqkv_info))
-    views += [device_view(a, infos[n]) for a, n in ((q_weight, "q_weight"),
-                                                    (k_weight, "k_weight"),
-                                                    (positions, "positions"))]
+    words = _kernel.KERNEL_VIEW[problem.storage]
+    if words == np.uint32:  # 16-bit storage moves as 32-bit words
+        for name in ("qkv", "grad", "q_weight", "k_weight"):
+            if infos[name].ptr % 4:
+                fail(f"16-bit {name} must start at a 4-byte aligned address (the kernel moves "
+                     f"two elements per 32-bit word); a fresh tensor is aligned")
+    views = [device_view(a, infos[n], words) for a, n in ((qkv, "qkv"), (grad, "grad"))]
+    views.append(device_view(dqkv, dqkv_info, words))
+    views += [device_view(a, infos[n], words) for a, n in ((q_weight, "q_weight"),
+                                                           (k_weight, "k_weight"))]
+    views.append(device_view(positions, infos["positions"]))
     views.append(_view32(sums))
     if cos_sin_cache is not None:
         views.append(device_view(cos_sin_cache, infos["cos_sin_cache"]))
@@ -153,10 +159,11 @@ def _host_call(problem, main, reduce, qkv, grad, q_weight, k_weight, positions, 
     dqkv = np.empty_like(np.asarray(qkv))
     if problem.tokens == 0:
         return dqkv, np.zeros(problem.head_dim, np.float32), np.zeros(problem.head_dim, np.float32)
-    host = [np.ascontiguousarray(a).reshape(-1) for a in (qkv, grad)]
+    words = _kernel.KERNEL_VIEW[problem.storage]
+    host = [np.ascontiguousarray(a).reshape(-1).view(words) for a in (qkv, grad)]
     views = [cuda.to_device(h) for h in host]
-    views.append(cuda.device_array(host[0].shape[0], host[0].dtype))
-    views += [cuda.to_device(np.ascontiguousarray(a)) for a in (q_weight, k_weight)]
+    views.append(cuda.device_array(host[0].shape[0], words))
+    views += [cuda.to_device(np.ascontiguousarray(a).view(words)) for a in (q_weight, k_weight)]
     views.append(cuda.to_device(np.ascontiguousarray(positions, dtype=np.int32)))
     sums = (cuda.to_device(np.zeros(two, np.float32)) if reduce is None
             else cuda.device_array(main.grid[0] * two, np.float32))
@@ -168,6 +175,6 @@ def _host_call(problem, main, reduce, qkv, grad, q_weight, k_weight, positions, 
     if reduce is not None:
         dw_all = cuda.device_array(two, np.float32)
         launch(reduce, [sums, dw_all])
-    dqkv[...] = views[2].copy_to_host().reshape(dqkv.shape)
+    dqkv[...] = views[2].copy_to_host().view(dqkv.dtype).reshape(dqkv.shape)
     dw_host = dw_all.copy_to_host()
     return dqkv, dw_host[:problem.head_dim].copy(), dw_host[problem.head_dim:].copy()
