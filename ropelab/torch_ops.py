@@ -233,10 +233,6 @@ def rope(x: torch.Tensor, *, variant: str = "flat", positions: torch.Tensor | No
                          device_types=("cpu", "cuda"))
 def _fused_op(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
               positions: torch.Tensor, config: str) -> None:
-    # Reached directly through torch.ops in eager mode, the tensors still say whether autograd
-    # tracks them (the wrapper below checks before any trace); refuse rather than detach.
-    if any(t.requires_grad for t in (qkv, q_weight, k_weight)):
-        raise RuntimeError(_NO_GRAD_FUSED)
     _call(_public_fused, {"qkv": qkv, "q_weight": q_weight, "k_weight": k_weight,
                           "positions": positions}, decode(config))
 
@@ -244,6 +240,25 @@ def _fused_op(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
 @_fused_op.register_fake
 def _(qkv, q_weight, k_weight, positions, config):
     return None
+
+
+# A mutating op cannot have an autograd formula (torch.library refuses one), and custom_op's
+# default autograd kernel lets a gradient pass silently (an in-place op on a tracked tensor keeps
+# the old grad_fn).  This kernel at the Autograd key refuses instead, in eager mode and while
+# torch.compile traces, and otherwise hands the call on to the CPU/CUDA implementation.  (The
+# keyset arithmetic is torch-internal API, the one way to redispatch below autograd here.)
+_LIBRARY = torch.library.Library("ropelab", "FRAGMENT")
+
+
+def _fused_autograd(keyset, qkv, q_weight, k_weight, positions, config):
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (qkv, q_weight, k_weight)):
+        raise RuntimeError(_NO_GRAD_FUSED)
+    below = keyset & torch._C._after_autograd_keyset
+    return torch.ops.ropelab.fused_qknorm_rope.default.redispatch(below, qkv, q_weight, k_weight,
+                                                                   positions, config)
+
+
+_LIBRARY.impl("fused_qknorm_rope", _fused_autograd, "Autograd", with_keyset=True)
 
 
 def fused_qknorm_rope(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int, num_heads_v: int,
