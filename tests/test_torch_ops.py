@@ -270,3 +270,18 @@ def test_import_ropelab_does_not_import_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={"ROPELAB_QUIET": "1", **__import__("os").environ}, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+# ---- the GPU bench's host side -------------------------------------------------------------------
+
+def test_torch_bench_refuses_the_simulator_and_formats_rows():
+    from ropelab.measure import bench, torch_bench
+
+    if ropelab.SIMULATED:
+        with pytest.raises(bench.BenchError, match="simulator"):
+            torch_bench.run()
+    row = {c: None for c in torch_bench.COLUMNS}
+    row.update(call="op_compiled", case="flux_1024 bfloat16 gptj", median_us=30.5,
+               frac_of_copy=0.95, vs_public=1.012, host_us=41.0, host_bound=False)
+    text = torch_bench.format_rows([row])
+    assert "op_compiled" in text and "1.012" in text and "95.0%" in text
