@@ -543,6 +543,8 @@ def fused_user_arrays(shape: Shape, seed: int = 0):
     try:
         import torch
     except ImportError:
+        torch = None
+    if torch is None or SIMULATED or not torch.cuda.is_available():  # a CPU build of torch too
         return tuple(cuda.to_device(a) for a in host)
     dev = [torch.from_numpy(np.ascontiguousarray(a)).cuda() for a in host]
     if shape.dtype == "bfloat16":
