@@ -147,6 +147,7 @@ def _(x, positions, out, config):
     return None
 
 
+# ex: begin torch_rope_backward
 def backward_config(config: str) -> str:
     """The config of the call that undoes ``config``'s rotation: ``inverse`` flipped, on the same
     variant when it has an inverse rotation, else on :data:`BACKWARD_FALLBACK` with the same
@@ -176,6 +177,7 @@ def _rope_backward(ctx, grad):
 
 
 torch.library.register_autograd("ropelab::rope", _rope_backward, setup_context=_rope_setup_context)
+# ex: end torch_rope_backward
 
 
 def rope(x: torch.Tensor, *, variant: str = "flat", positions: torch.Tensor | None = None,
