@@ -12,9 +12,18 @@
 Users call the Python functions of this module, :func:`rope` and :func:`fused_qknorm_rope`, one
 per operation and with the keywords of ``ropelab.rope`` / ``ropelab.fused_qknorm_rope`` (the way
 FlashInfer exposes its ops).  They turn the keywords into the op's ``config`` string and pick
-the functional or the mutating op.  The public ``ropelab.rope`` stays the NumPy/CuPy/numba entry:
-torch dynamo cannot trace into numba (it hands the kernel 0-d arrays), while these ops are
-opaque to it, so a model compiled with ``torch.compile(fullgraph=True)`` has no graph break.
+the functional or the mutating op.  Torch dynamo cannot trace into ropelab's public functions
+(it hands the numba kernel 0-d arrays), while these ops are opaque to it, so a model compiled
+with ``torch.compile(fullgraph=True)`` has no graph break.  Importing this module also teaches
+dynamo to replace a call to ``ropelab.rope`` / ``ropelab.fused_qknorm_rope`` that it meets
+while tracing by the op (torch >= 2.5), so code written against the public functions compiles
+too; their eager calls are unchanged (and do not record a gradient: use this module's
+:func:`rope` for training).
+
+Non-tensor options are plain values, dicts, or ``ropelab.scaling`` objects.  Inside a compiled
+function, build scaling objects outside it (a module attribute, or in a model's ``__init__``)
+or pass Hugging Face style dicts: dynamo cannot rebuild a frozen dataclass constructed while
+it traces.
 
 Where the op runs follows the tensors:
 
@@ -299,6 +308,30 @@ def fused_qknorm_rope(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int, 
                     max_positions=max_positions)
     torch.ops.ropelab.fused_qknorm_rope(qkv, q_weight, k_weight, positions, config)
     return qkv
+
+
+# ---- the public functions inside torch.compile ---------------------------------------------------
+# Dynamo cannot trace ropelab.rope / ropelab.fused_qknorm_rope themselves (it would hand numba
+# 0-d arrays).  Once this module is imported, Dynamo replaces a call to either, met while
+# tracing, with the op wrapper above, so a model that calls the public functions compiles with
+# fullgraph=True too.  Eager calls are unchanged.  The signatures are not compared (the public
+# functions grow keywords); a keyword the op does not know fails loudly in encode().
+
+def _in_graph(public, wrapper):
+    def polyfill(first, *, stream=None, **options):
+        if stream is not None:
+            raise TypeError("inside torch.compile ropelab runs on PyTorch's current stream; "
+                            "instead of stream=, call it under `with torch.cuda.stream(s):`")
+        return wrapper(first, **options)
+
+    polyfill.__name__ = f"{public.__name__}_in_graph"
+    substitute = getattr(torch.compiler, "substitute_in_graph", None)  # torch >= 2.5
+    if substitute is not None:
+        substitute(public, skip_signature_check=True)(polyfill)
+
+
+_in_graph(_public_rope, rope)
+_in_graph(_public_fused, fused_qknorm_rope)
 
 
 __all__ = ["BACKWARD_FALLBACK", "backward_config", "decode", "encode", "fused_qknorm_rope", "rope"]

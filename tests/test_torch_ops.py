@@ -265,6 +265,28 @@ def test_compiled_fullgraph_equals_eager_forward_and_backward():
     assert grads[0].abs().max() > 0
 
 
+def _public_layer(x, pos, qkv, w):
+    y = ropelab.rope(x, variant="pair_sincos", positions=pos,
+                     scaling={"rope_type": "linear", "factor": 2.0})  # a dict built in the graph
+    ropelab.fused_qknorm_rope(qkv, num_heads_q=1, num_heads_k=1, num_heads_v=1, head_dim=64,
+                              q_weight=w, k_weight=w, positions=pos)
+    return y
+
+
+def test_public_functions_compile_to_the_ops_once_torch_ops_is_imported():
+    if not hasattr(torch.compiler, "substitute_in_graph"):
+        pytest.skip("torch < 2.5 has no substitute_in_graph")
+    pos = _pos(3)
+    x, qkv, w = torch.randn(3, 2, 16), torch.randn(3, 3 * 64), torch.rand(64) + 0.5
+    qkv_eager = qkv.clone()
+    want = rt.rope(x, variant="pair_sincos", positions=pos, scaling=LINEAR)
+    rt.fused_qknorm_rope(qkv_eager, num_heads_q=1, num_heads_k=1, num_heads_v=1, head_dim=64,
+                         q_weight=w, k_weight=w, positions=pos)
+    got = torch.compile(_public_layer, fullgraph=True, backend="aot_eager")(x, pos, qkv, w)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    torch.testing.assert_close(qkv, qkv_eager, rtol=0, atol=0)
+
+
 def test_import_ropelab_does_not_import_torch():
     code = "import sys, ropelab; assert 'torch' not in sys.modules, 'ropelab imported torch'"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

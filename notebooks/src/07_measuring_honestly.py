@@ -460,7 +460,9 @@ print(ledger.format_ledger())
 # arguments the op writes (`qkv`, `out`), so the compiler neither reorders nor drops those
 # writes.  Options that are not tensors (variant, base, scaling...) travel as one JSON string,
 # a constant of the graph.  On CUDA tensors the op runs ropelab's device path on PyTorch's
-# current stream; on CPU tensors, as here, the host path, on the simulator.
+# current stream; on CPU tensors, as here, the host path, on the simulator.  Importing
+# `ropelab.torch_ops` also tells Dynamo to trace a call to `ropelab.rope` as the op, so code
+# written against the public function compiles as well (its eager calls stay as they were).
 #
 # Below, a toy attention step: a projection to q and k, RoPE on both, one logit per head.
 # The compiler is given a `backend` that keeps the graph it receives, so we can count graphs
