@@ -307,3 +307,30 @@ def test_torch_bench_refuses_the_simulator_and_formats_rows():
                frac_of_copy=0.95, vs_public=1.012, host_us=41.0, host_bound=False)
     text = torch_bench.format_rows([row])
     assert "op_compiled" in text and "1.012" in text and "95.0%" in text
+
+
+def test_torch_bench_cases_dry_run_on_cpu_tensors():
+    """Every launcher the GPU bench times runs (on tiny CPU tensors), and the public call, the
+    eager op and the compiled op write the same result."""
+    from ropelab.measure import torch_bench
+    from ropelab.shapes import FusedShape
+
+    label, dtype, layout, nbytes, calls, out = torch_bench.rope_case("float32", (4, 2, 16), "cpu")
+    assert (label, dtype, layout, nbytes) == ("4x2x16", "float32", "neox", 2 * 4 * 32 * 4 + 16)
+    results = {}
+    for name in ("public", "op_eager", "op_compiled"):
+        out.zero_()
+        calls[name]()
+        results[name] = out.clone()
+    assert results["public"].abs().max() > 0
+    for name in ("op_eager", "op_compiled"):
+        torch.testing.assert_close(results[name], results["public"], rtol=0, atol=0)
+
+    tiny = FusedShape("tiny", 2, 1, 1, 1, 64, 64)
+    label, dtype, layout, nbytes, calls, qkv = torch_bench.fused_case(True, tiny, "cpu")
+    assert (label, dtype, layout, nbytes) == ("tiny", "bfloat16", "neox", 2 * 2 * 2 * 64 * 2)
+    for name in ("public", "op_eager", "op_compiled"):
+        before = qkv.clone()
+        calls[name]()
+        assert not torch.equal(qkv, before), name  # each call rotated qkv again, in place
+    calls["torch_copy"]()

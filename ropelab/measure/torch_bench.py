@@ -44,8 +44,19 @@ def method_text(timer) -> str:
               "median in the same case; torch_copy: out.copy_(x) of the same bytes")
 
 
-def _rope_case(dtype_name: str):
-    """(label, dtype, bytes, {call: launcher}) for plain RoPE, or None if ropelab refuses it."""
+def _public(public, tensors: dict, options: dict):
+    """The public call as a launcher: on CUDA tensors directly; on CPU tensors (the dry run
+    of the tests) through NumPy views, as the public functions take host data."""
+    import ropelab.torch_ops as rt
+
+    if next(iter(tensors.values())).is_cuda:
+        return lambda: public(**tensors, **options)
+    return lambda: rt._call(public, tensors, options)
+
+
+def rope_case(dtype_name: str, shape=ROPE_SHAPE, device: str = "cuda"):
+    """(label, dtype, layout, bytes, {call: launcher}, the tensor the calls write) for plain
+    RoPE, or None when ropelab refuses the dtype."""
     import torch
 
     import ropelab
@@ -53,14 +64,14 @@ def _rope_case(dtype_name: str):
 
     from ..shapes import rope_bytes
 
-    tokens, heads, head_dim = ROPE_SHAPE
-    dtype = getattr(torch, dtype_name)
-    x = torch.randn(ROPE_SHAPE, device="cuda").to(dtype)
+    tokens, heads, head_dim = shape
+    x = torch.randn(shape, device=device).to(getattr(torch, dtype_name))
     out = torch.empty_like(x)
-    pos = torch.arange(tokens, dtype=torch.int32, device="cuda")
-    kw = dict(variant="pair_sincos", interleave=False, positions=pos)
+    pos = torch.arange(tokens, dtype=torch.int32, device=device)
+    options = dict(variant="pair_sincos", interleave=False)
+    public = _public(ropelab.rope, {"x": x, "positions": pos, "out": out}, options)
     try:
-        ropelab.rope(x, out=out, **kw)
+        public()
     except (TypeError, ValueError) as exc:
         print(f"skipping rope {dtype_name}: ropelab refuses it ({exc})", file=sys.stderr)
         return None
@@ -70,46 +81,51 @@ def _rope_case(dtype_name: str):
 
     compiled = torch.compile(layer, fullgraph=True)
     calls = {
-        "public": lambda: ropelab.rope(x, out=out, **kw),
+        "public": public,
         "op_eager": lambda: layer(x, out, pos),
         "op_compiled": lambda: compiled(x, out, pos),
         "torch_copy": lambda: out.copy_(x),
     }
     nbytes = rope_bytes(tokens, heads * head_dim, x.element_size())
-    return f"{tokens}x{heads}x{head_dim}", dtype_name, "neox", nbytes, calls
+    return f"{tokens}x{heads}x{head_dim}", dtype_name, "neox", nbytes, calls, out
 
 
-def _fused_case(neox: bool):
+def fused_case(neox: bool, shape=None, device: str = "cuda"):
+    """(label, dtype, layout, bytes, {call: launcher}, qkv) for the fused op in bfloat16 at
+    ``shape`` (a :class:`ropelab.shapes.FusedShape`, default flux_1024)."""
+    import numpy as np
     import torch
 
     import ropelab
     import ropelab.torch_ops as rt
 
+    from .. import check as ropelab_check
     from ..shapes import PRODUCTION_SHAPES
-    from .bench import Shape, fused_user_arrays
 
-    s = PRODUCTION_SHAPES[FUSED_SHAPE]
-    shape = Shape(s.name, s.tokens, heads_q=s.heads_q, heads_k=s.heads_k, head_dim=s.head_dim,
-                  dtype="bfloat16", heads_v=s.heads_v, rotary_dim=s.rotary_dim)
-    qkv, wq, wk, pos = fused_user_arrays(shape)
-    kw = dict(num_heads_q=s.heads_q, num_heads_k=s.heads_k, num_heads_v=s.heads_v,
-              head_dim=s.head_dim, rotary_dim=s.rotary_dim, interleave=not neox)
+    s = shape or PRODUCTION_SHAPES[FUSED_SHAPE]
+    host = ropelab_check.random_inputs(np.random.default_rng(0), s.tokens,
+                                       (s.heads_q, s.heads_k, s.heads_v), s.head_dim, "bfloat16")
+    qkv, wq, wk = (torch.from_numpy(a.view(np.int16)).to(device).view(torch.bfloat16)
+                   for a in host[:3])
+    pos = torch.from_numpy(host[3]).to(device)
+    options = dict(num_heads_q=s.heads_q, num_heads_k=s.heads_k, num_heads_v=s.heads_v,
+                   head_dim=s.head_dim, rotary_dim=s.rotary_dim, interleave=not neox)
 
     def layer(qkv, wq, wk, pos):
-        rt.fused_qknorm_rope(qkv, q_weight=wq, k_weight=wk, positions=pos, **kw)
+        rt.fused_qknorm_rope(qkv, q_weight=wq, k_weight=wk, positions=pos, **options)
 
     compiled = torch.compile(layer, fullgraph=True)
     qk = qkv[:, :(s.heads_q + s.heads_k) * s.head_dim].contiguous()
     qk_out = torch.empty_like(qk)
     # In place: every repeat re-normalizes the previous output, so values stay O(weight).
     calls = {
-        "public": lambda: ropelab.fused_qknorm_rope(qkv, q_weight=wq, k_weight=wk, positions=pos,
-                                                    **kw),
+        "public": _public(ropelab.fused_qknorm_rope, {"qkv": qkv, "q_weight": wq, "k_weight": wk,
+                                                      "positions": pos}, options),
         "op_eager": lambda: layer(qkv, wq, wk, pos),
         "op_compiled": lambda: compiled(qkv, wq, wk, pos),
         "torch_copy": lambda: qk_out.copy_(qk),
     }
-    return s.name, "bfloat16", "neox" if neox else "gptj", shape.bytes_moved, calls
+    return s.name, "bfloat16", "neox" if neox else "gptj", s.qk_bytes(2), calls, qkv
 
 
 def run(record: bool = False) -> list[dict]:
@@ -121,10 +137,10 @@ def run(record: bool = False) -> list[dict]:
     if not torch.cuda.is_available():
         raise bench.BenchError("PyTorch has no CUDA device here: the torch ops bench needs one")
     timer = bench.Timer()
-    cases = [_rope_case("float32"), _rope_case("bfloat16"), _fused_case(False), _fused_case(True)]
+    cases = [rope_case("float32"), rope_case("bfloat16"), fused_case(False), fused_case(True)]
     rows = []
     for case in filter(None, cases):
-        label, dtype, layout, nbytes, calls = case
+        label, dtype, layout, nbytes, calls, _ = case
         timed = {}
         for name, launch in calls.items():
             samples = timer.time(launch)
