@@ -38,8 +38,12 @@ Where the op runs follows the tensors:
 Tensors are passed through unchanged: dtypes (``torch.bfloat16`` as its 16-bit patterns on the
 host path), strides and positions' dtype are ropelab's to accept or refuse, with its own errors.
 
-Adding an op (e.g. for a future ``ropelab.rope_qk``) is one ``custom_op`` whose body calls
-:func:`_call` with the public function and the tensors, a fake implementation, and a wrapper.
+Adding an op (e.g. for a future ``ropelab.rope_qk(q, k, ...)`` in place) is local: one
+``custom_op`` with ``mutates_args=("q", "k")`` whose body is ``_call(public, {"q": q, "k": k,
+"positions": positions}, decode(config))``, a fake implementation returning None, a wrapper
+that encodes the keywords, and ``_in_graph(public, wrapper)``.  A new tensor option (a user
+``cos_sin_cache``) becomes one more ``Tensor?`` argument of the op and one more entry of the
+dict given to :func:`_call`; new dtypes and strides need no change here.
 """
 
 from __future__ import annotations
@@ -318,11 +322,11 @@ def fused_qknorm_rope(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int, 
 # functions grow keywords); a keyword the op does not know fails loudly in encode().
 
 def _in_graph(public, wrapper):
-    def polyfill(first, *, stream=None, **options):
+    def polyfill(*tensors, stream=None, **options):
         if stream is not None:
             raise TypeError("inside torch.compile ropelab runs on PyTorch's current stream; "
                             "instead of stream=, call it under `with torch.cuda.stream(s):`")
-        return wrapper(first, **options)
+        return wrapper(*tensors, **options)
 
     polyfill.__name__ = f"{public.__name__}_in_graph"
     substitute = getattr(torch.compiler, "substitute_in_graph", None)  # torch >= 2.5
