@@ -203,4 +203,4 @@ def test_torch_ops_fused_graph_capture_and_rope_backward_on_cuda():
     upstream = torch.randn(128, 4, 64, device="cuda")
     rt.rope(x, variant="pair_sincos", positions=p).backward(upstream)
     back = rt.rope(x.grad, variant="pair_sincos", positions=p)  # rotating dx again gives dy
-    assert (back - upstream).abs().max().item() < 1e-4
+    assert (back - upstream).abs().max().item() < 1e-3  # fast-math sin/cos, angles < 128 rad
