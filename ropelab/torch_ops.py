@@ -126,7 +126,11 @@ def _call(public, tensors: dict, options: dict):
     """Run ``public(**tensors, **options)`` on the tensors' device: CUDA tensors as they are (the
     device path, torch's current stream), CPU tensors through NumPy views (the host path)."""
     if any(t is not None and t.is_cuda for t in tensors.values()):
-        return public(**tensors, **options)
+        # The op's autograd formula is registered around this call; the public function refuses a
+        # tensor that requires grad (its launch is invisible to autograd), so hand it a detached
+        # view of the same memory.
+        return public(**{k: t.detach() if t is not None and t.requires_grad else t
+                         for k, t in tensors.items()}, **options)
     return public(**{k: _host_view(t) for k, t in tensors.items()}, **options)
 
 

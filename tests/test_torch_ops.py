@@ -334,3 +334,18 @@ def test_torch_bench_cases_dry_run_on_cpu_tensors():
         calls[name]()
         assert not torch.equal(qkv, before), name  # each call rotated qkv again, in place
     calls["torch_copy"]()
+
+
+def test_public_rope_refuses_a_tensor_that_requires_grad_instead_of_detaching_it():
+    # A raw launch is invisible to autograd: the eager public call must say so, never return a
+    # result without a grad_fn.  Under no_grad the same tensor is just a (CPU) tensor again.
+    x = torch.randn(4, 2, 8, requires_grad=True)
+    with pytest.raises(ropelab.RopeInputError, match="torch_ops"):
+        ropelab.rope(x, variant="freq_table")
+    with pytest.raises(ropelab.RopeInputError, match="requires grad"):
+        ropelab.fused_qknorm_rope(torch.randn(2, 3 * 8, requires_grad=True), num_heads_q=1,
+                                  num_heads_k=1, num_heads_v=1, head_dim=8,
+                                  q_weight=np.ones(8, np.float32), k_weight=np.ones(8, np.float32),
+                                  positions=np.arange(2, dtype=np.int32))
+    with torch.no_grad(), pytest.raises(TypeError, match="CPU torch tensor"):
+        ropelab.rope(x, variant="freq_table")
