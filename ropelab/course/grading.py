@@ -1,6 +1,6 @@
 """Grading a learner's kernel: run it, compare it, explain the first mistake, count its cost.
 
-Nothing here knows a particular exercise; :mod:`.exercises` declares them.  The steps of
+Nothing here knows a particular step; :mod:`.steps` declares them.  The steps of
 :func:`grade`, each of which can end with a verdict:
 
 1. *not solved yet*: the kernel's source still has a blank (``...``) to fill in;
@@ -183,6 +183,20 @@ def blanks(source: str) -> list[str]:
     return [lines[r - 1].strip() for r in rows]
 
 
+def empty_body(source: str) -> bool:
+    """True when the first function of ``source`` has only a docstring and ``pass``: a starter
+    cell as the step hands it out."""
+    tree = ast.parse(source)
+    fns = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if not fns:
+        return False
+    body = list(fns[0].body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    return all(isinstance(n, ast.Pass) for n in body)
+
+
 def _parameters(fn) -> list[str]:
     code = fn.__code__
     return list(code.co_varnames[:code.co_argcount])
@@ -285,7 +299,7 @@ def census_lines(mine: dict, ref: dict | None, counters: tuple, ref_label: str) 
 # --------------------------------------------------------------------------------------------
 
 def grade(exercise, kernel) -> Verdict:
-    """Every step of the module docstring, for one :class:`~.exercises.Exercise`."""
+    """Every step of the module docstring, for one :class:`~.steps.base.Step`."""
     ex = exercise
     fn = kernel_census.python_function(kernel)
     if fn is None or fn is kernel:
@@ -303,6 +317,15 @@ def grade(exercise, kernel) -> Verdict:
             return _verdict(ex.id, "not solved yet", f"{name} still has {len(left)} blank"
                             f"{'s' if len(left) > 1 else ''} (...) to fill in: {shown}",
                             f"task: {ex.task}")
+        if empty_body(source):
+            return _verdict(ex.id, "not solved yet", f"{name} has an empty body (pass): "
+                            "write it", f"task: {ex.task}")
+        for rule in getattr(ex, "forbid", ()):
+            rows = rule.found_in(source)
+            if rows:
+                return _verdict(ex.id, "not solved yet", f"`{rule.what}` is not allowed in "
+                                f"this step: {rule.message}",
+                                f"  line {rows[0]}: `{source.splitlines()[rows[0] - 1].strip()}`")
     params = _parameters(fn)
     if len(params) != len(ex.arguments):
         return _verdict(ex.id, "error", f"{name} takes ({', '.join(params)}), but the exercise "
