@@ -28,7 +28,6 @@ from typing import Callable
 import numpy as np
 from numba import cuda
 
-from ..measure import bench
 from ..target import SIMULATED
 from ..tolerance import rope_atol
 from . import kernel_census
@@ -137,6 +136,7 @@ class Verdict:
     lines: list
     timer: Callable[[int], str] | None = None  # set on PASS: times the kernel on a GPU
     census: dict | None = None  # the learner's PTX census row, when one was taken
+    subject: tuple | None = None  # (step, function) graded; set by the runner, for show()
 
     @property
     def passed(self) -> bool:
@@ -149,19 +149,19 @@ class Verdict:
         return f"<Verdict {self.exercise}: {self.status}>"
 
     def time(self, repeats: int = 20) -> None:
-        """On a GPU, time the passing kernel against a device copy of the same bytes.
+        """Time the passing kernel on a GPU beside ropelab's and a device copy of the same
+        bytes; with no GPU, print a predicted H200 time if a prediction model is installed,
+        else say that nothing was timed.  Notebooks call this in a cell whose output nbval
+        ignores.  See :mod:`.learner_time`."""
+        from .learner_time import report
+        print(report(self, repeats))
 
-        Prints one sentence instead on the simulator or when the kernel has not passed: a
-        simulated launch has no meaningful time.  Notebooks call this in a cell whose output
-        nbval ignores.
-        """
-        if not self.passed or self.timer is None:
-            print("nothing timed: the kernel has not passed the check yet")
-        elif SIMULATED:
-            print("nothing timed: no GPU in this process (the simulator's times would describe "
-                  "Python threads, not a GPU)")
-        else:
-            print(self.timer(repeats))
+    def show(self, ax=None):
+        """Draw the graded kernel on a small shape: who read and wrote which element, accesses
+        per thread, and its output beside the reference with wrong cells marked (passing and
+        failing kernels alike).  Returns the matplotlib figure.  See :mod:`.show`."""
+        from .show import show_verdict
+        return show_verdict(self, ax=ax)
 
 
 def _verdict(exercise: str, status: str, first: str, *more: str) -> Verdict:
@@ -507,37 +507,7 @@ def grade(exercise, kernel) -> Verdict:
 
 
 def _timer(ex, kernel):
-    return lambda repeats: time_on_gpu(kernel, ex.timing_case(), ex.arguments, repeats, ex.kind)
-
-
-# --------------------------------------------------------------------------------------------
-# GPU timing
-# --------------------------------------------------------------------------------------------
-
-def time_on_gpu(kernel, case: Case, arguments: tuple, repeats: int, kind: str = "kernel") -> str:
-    """Median time of ``kernel`` on ``case`` and of a device-to-device copy of the bytes it
-    moves, both cold (L2 evicted before each launch) with :class:`ropelab.measure.bench.Timer`."""
-    timer = bench.Timer(repeats=repeats)
-    args = []
-    size = case.expected.size
-    out = cuda.device_array(size, dtype=np.float32)
-    for name in arguments:
-        value = out if name == "out" else case.inputs[name]
-        args.append(cuda.to_device(value) if isinstance(value, np.ndarray) else value)
-    src = cuda.to_device(np.zeros(case.bytes_moved // 8, dtype=np.float32))
-    dst = cuda.device_array_like(src)
-
-    def launch():
-        if kind == "launch":
-            kernel(*args)
-        else:
-            kernel[case.grid, case.block](*args)
-
-    def copy():
-        dst.copy_to_device(src)
-
-    mine = np.percentile(timer.time(launch), [20, 50, 80])
-    base = np.percentile(timer.time(copy), [20, 50, 80])
-    return (f"{case.label}: your kernel {mine[1]:.1f} us median (p20-p80 {mine[0]:.1f}-"
-            f"{mine[2]:.1f}); a device copy moving the same {case.bytes_moved / 1e6:.0f} MB "
-            f"{base[1]:.1f} us; yours runs at {100 * base[1] / mine[1]:.0f}% of the copy's speed")
+    def timed(repeats: int) -> str:
+        from .learner_time import time_on_gpu
+        return time_on_gpu(ex, kernel, repeats)
+    return timed
