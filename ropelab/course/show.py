@@ -3,7 +3,7 @@
 The graded function runs once more on the simulator, on the step's largest case that is still
 small enough to label every cell (at most :data:`MAX_CELLS` elements), with every array a
 :class:`.recording.WatchedArray`.  The run happens in a forked child with the grader's time
-limit (:func:`.runner.in_child`), so a runaway kernel cannot hang the drawing either.  What
+limit (:func:`.child.in_child`), so a runaway kernel cannot hang the drawing either.  What
 comes back (:class:`Trace`) is drawn in the style of the notebooks' thread maps
 (:func:`.plots.plot_thread_map`): colour = block, number = global thread.
 
@@ -211,7 +211,7 @@ def draw(trace: Trace):
 def show_verdict(verdict, timeout_s: float = 30.0):
     """Record and draw the verdict's kernel; the figure, or None (a sentence printed) when
     there is nothing to draw."""
-    from .runner import can_fork, in_child
+    from .child import can_fork, in_child
 
     if verdict.subject is None:
         print("nothing to show: this verdict came without its kernel (grade it with "
