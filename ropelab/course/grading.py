@@ -93,6 +93,7 @@ class Gate:
 COUNTER_LABELS = {
     "instructions": "PTX instructions",
     "int_divrem": "integer div/rem",
+    "signed_divrem": "signed integer div/rem (div.s, rem.s)",
     "f64": "float64 instructions",
     "sincos": "sin/cos (sin.approx, cos.approx)",
     "pow": "pow (one lg2.approx each)",
@@ -110,6 +111,9 @@ def counter_value(row: dict, name: str):
     """One census counter of a census row; width tables stay tables, the rest are ints."""
     if name == "pow":
         return row["sfu"].get("lg2", 0)
+    if name == "signed_divrem":  # div.s64, rem.s32 ...: Python's // and % on signed ints
+        ops = row.get("int_divrem_ops", {})
+        return sum(n for op, n in ops.items() if op.split(".")[-1].startswith("s"))
     if name == "ld_global_128":
         return row["ld_global"].get("128", 0)
     return row[name]
