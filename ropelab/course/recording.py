@@ -166,6 +166,17 @@ class Launch:
     def threads_per_block(self) -> int:
         return int(np.prod(self.block))
 
+    def text(self) -> str:
+        """"grid 3 x block 64" (trailing 1s dropped)."""
+        return f"grid {dims_text(self.grid)} x block {dims_text(self.block)}"
+
+
+def dims_text(dims: tuple) -> str:
+    used = list(dims)
+    while len(used) > 1 and used[-1] == 1:
+        used.pop()
+    return str(used[0]) if len(used) == 1 else "(" + ", ".join(map(str, used)) + ")"
+
 
 @contextlib.contextmanager
 def intercepted_launches():
