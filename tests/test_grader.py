@@ -447,3 +447,14 @@ def test_identify_refuses_a_kernel_as_a_launch_function():
     good = _define(GOOD_00, "rotate")
     fn, why = intake.identify(_launch_step(), good)
     assert fn is None and why.startswith("not a launch function")
+
+
+def test_a_launch_steps_starter_is_not_solved_yet():
+    step = _launch_step(starter='''
+        def launch_rotate(x, out, cos_t, sin_t, n):
+            """Launch rotate with one thread per float of x: compute grid and block from n."""
+            pass
+        ''')
+    starter = verify.starter_kernel(step)
+    verdict = grading.grade(step, starter)
+    assert verdict.status == "not solved yet" and "empty body" in str(verdict)

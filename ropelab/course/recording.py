@@ -77,6 +77,9 @@ class WatchedArray:
     def __len__(self):
         return len(self.data)
 
+    def copy_to_host(self, *args, **kwargs):  # what a device array offers a launch function
+        return self.data.copy()
+
     def _checked(self, index):
         """The index, after checking it is inside the array (IndexError naming the array)."""
         items = index if isinstance(index, tuple) else (index,)

@@ -56,6 +56,20 @@ def load_solution(path: Path):
     return module
 
 
+def _notebook_names() -> dict:
+    """What a notebook has imported before its starter cells (a starter may use these bare)."""
+    import math
+
+    import numba
+    import numpy as np
+    from numba import cuda
+
+    names = {"cuda": cuda, "math": math, "np": np, "numba": numba}
+    for t in ("float32", "float64", "int32", "int64", "uint32", "uint64"):
+        names[t] = getattr(numba, t)
+    return names
+
+
 def starter_kernel(ex: Step):
     """Run the notebook's starter cell; return its kernel (None without a source checkout).
 
@@ -67,7 +81,7 @@ def starter_kernel(ex: Step):
         return None
     filename = f"<starter {ex.notebook}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    namespace = {"__name__": f"ropelab_starter_{ex.notebook}"}
+    namespace = {"__name__": f"ropelab_starter_{ex.notebook}", **_notebook_names()}
     try:
         exec(compile(source, filename, "exec"), namespace)  # noqa: S102  (our own source)
     except NameError:  # a starter that uses names defined in earlier cells: run them first
