@@ -341,7 +341,8 @@ def test_launch_rules_each_say_which_rule_failed(body, fragment):
 
 def test_launch_problem_limits():
     assert launch_problem(1, 1024) is None
-    assert launch_problem((2**31, 1), 32) == "grid dimension x = 2147483648 blocks: the limit is 2147483647"
+    assert launch_problem((2**31, 1), 32) == ("grid dimension x = 2147483648 blocks: the limit "
+                                              "is 2147483647")
     assert launch_problem((1, 70000), 32).startswith("grid dimension y = 70000")
     assert launch_problem(1, (1, 1, 65)) == "block dimension z = 65: the limit is 64"
     assert "dynamic shared memory" in launch_problem(1, 32, 300 * 1024)
@@ -458,3 +459,29 @@ def test_a_launch_steps_starter_is_not_solved_yet():
     starter = verify.starter_kernel(step)
     verdict = grading.grade(step, starter)
     assert verdict.status == "not solved yet" and "empty body" in str(verdict)
+
+
+WARP_EXCHANGE = """
+@cuda.jit
+def exchange(x, out):
+    sh = cuda.shared.array(64, float32)
+    t = cuda.threadIdx.x
+    sh[t] = x[t]
+    cuda.syncwarp()
+    out[t] = sh[{partner}]
+"""
+
+
+def test_syncwarp_orders_lanes_of_one_warp_but_not_two_warps():
+    from ropelab.sim import shared_race
+
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(64, dtype=np.float32)
+    within = _define(WARP_EXCHANGE.format(partner="t ^ 1"), "exchange")
+    with shared_race.watching():
+        within[1, 64](x, out)
+    assert np.array_equal(out, x.reshape(32, 2)[:, ::-1].ravel())
+    across = _define(WARP_EXCHANGE.format(partner="(t + 32) % 64"), "exchange")
+    with shared_race.watching(), pytest.raises(shared_race.SharedMemoryRace,
+                                               match="no cuda.syncthreads"):
+        across[1, 64](x, out)
