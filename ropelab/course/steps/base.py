@@ -26,8 +26,7 @@ A launch step, in outline (the cases are those of a kernel step over the same ar
          make_cases=_cases_01, hint=..., bounds_hint=...,
          starter='''
              def launch_flat(x, out, positions, n_pairs, total_pairs, base):
-                 """Launch my_rope_flat with one thread per pair: choose the block size,
-                 round the grid up to whole blocks."""
+                 "Launch my_rope_flat, one thread per pair; round the grid up to whole blocks."
                  pass
              ''')
 
