@@ -485,3 +485,29 @@ def test_syncwarp_orders_lanes_of_one_warp_but_not_two_warps():
     with shared_race.watching(), pytest.raises(shared_race.SharedMemoryRace,
                                                match="no cuda.syncthreads"):
         across[1, 64](x, out)
+
+
+def test_an_interrupt_while_waiting_kills_the_child(monkeypatch):
+    import os
+
+    from ropelab.course import child
+
+    started = []
+    real_fork = os.fork
+
+    def fork():
+        pid = real_fork()
+        if pid:
+            started.append(pid)
+        return pid
+
+    def interrupted(fd, deadline):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fork", fork)
+    monkeypatch.setattr(child, "_read_until", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        child.in_child(lambda: time.sleep(60), 30)
+    assert len(started) == 1
+    with pytest.raises(ChildProcessError):  # already reaped: killed and waited for
+        os.waitpid(started[0], os.WNOHANG)
