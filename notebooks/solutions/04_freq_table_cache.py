@@ -1,13 +1,12 @@
-"""Exercise 04-cache-lookup (notebook 04): a solution, and wrong attempts the grader must reject.
+"""Notebook 04's steps: solutions, and wrong attempts the grader must reject.
 
-``python -m ropelab exercises --verify`` runs ``SOLUTION`` (it must pass) and every kernel of
-``WRONG`` (each must be rejected with a message containing the fragment next to it).
+``python -m ropelab exercises --verify`` runs ``SOLUTIONS[step_id]`` (it must pass) and every
+function of ``WRONG[step_id]`` (each must be rejected with a verdict containing the fragment
+next to it).
 """
 
 import ropelab  # noqa: F401  (chooses the GPU or the simulator before numba.cuda is imported)
 from numba import cuda, uint64
-
-EXERCISE = "04-cache-lookup"
 
 
 @cuda.jit(fastmath=True)
@@ -27,7 +26,6 @@ def my_rope_cache(x, out, positions, cos_cache, sin_cache, n_pairs, total_pairs)
         out[e + uint64(1)] = x0 * s + x1 * c
 
 
-SOLUTION = my_rope_cache
 
 
 @cuda.jit(fastmath=True)
@@ -80,8 +78,14 @@ def caches_swapped(x, out, positions, cos_cache, sin_cache, n_pairs, total_pairs
         out[e + uint64(1)] = x0 * s + x1 * c
 
 
-WRONG = [
-    (row_number_as_position, "instead of the token's position"),
-    (cache_transposed, "out of bounds"),
-    (caches_swapped, "cos and sin are swapped"),
-]
+SOLUTIONS = {
+    "04.1": my_rope_cache,
+}
+
+WRONG = {
+    "04.1": [
+        (row_number_as_position, "instead of the token's position"),
+        (cache_transposed, "out of bounds"),
+        (caches_swapped, "cos and sin are swapped"),
+    ],
+}

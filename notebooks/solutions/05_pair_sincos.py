@@ -1,16 +1,15 @@
-"""Exercise 05-strided-recurrence (notebook 05): a solution, and wrong attempts the grader must
+"""Notebook 05's steps: solutions, and wrong attempts the grader must reject.
 reject.
 
-``python -m ropelab exercises --verify`` runs ``SOLUTION`` (it must pass) and every kernel of
-``WRONG`` (each must be rejected with a message containing the fragment next to it).
+``python -m ropelab exercises --verify`` runs ``SOLUTIONS[step_id]`` (it must pass) and every
+function of ``WRONG[step_id]`` (each must be rejected with a verdict containing the fragment
+next to it).
 """
 
 import math
 
 import ropelab  # noqa: F401  (chooses the GPU or the simulator before numba.cuda is imported)
 from numba import cuda, float32, uint64
-
-EXERCISE = "05-strided-recurrence"
 
 
 @cuda.jit(fastmath=True)
@@ -37,7 +36,6 @@ def my_rope_strided(x, out, positions, n_pairs, stride, total_threads, base, exp
             j += stride
 
 
-SOLUTION = my_rope_strided
 
 
 @cuda.jit(fastmath=True)
@@ -110,8 +108,14 @@ def last_slot_skipped(x, out, positions, n_pairs, stride, total_threads, base, e
             j += stride
 
 
-WRONG = [
-    (pow_per_slot, "pow"),
-    (frequency_not_stepped, "frequency of its first slot"),
-    (last_slot_skipped, "never written"),
-]
+SOLUTIONS = {
+    "05.1": my_rope_strided,
+}
+
+WRONG = {
+    "05.1": [
+        (pow_per_slot, "pow"),
+        (frequency_not_stepped, "frequency of its first slot"),
+        (last_slot_skipped, "never written"),
+    ],
+}

@@ -1,7 +1,8 @@
-"""Exercise 06-shuffle-rms (notebook 06): a solution, and wrong attempts the grader must reject.
+"""Notebook 06's steps: solutions, and wrong attempts the grader must reject.
 
-``python -m ropelab exercises --verify`` runs ``SOLUTION`` (it must pass) and every kernel of
-``WRONG`` (each must be rejected with a message containing the fragment next to it).
+``python -m ropelab exercises --verify`` runs ``SOLUTIONS[step_id]`` (it must pass) and every
+function of ``WRONG[step_id]`` (each must be rejected with a verdict containing the fragment
+next to it).
 """
 
 import math
@@ -9,7 +10,6 @@ import math
 import ropelab  # noqa: F401  (chooses the GPU or the simulator before numba.cuda is imported)
 from numba import cuda, float32
 
-EXERCISE = "06-shuffle-rms"
 FULL_MASK = 0xFFFFFFFF  # every lane of the warp takes part
 
 
@@ -32,7 +32,6 @@ def my_rms_norm_warp(x, out, weight, rows, eps):
         out[first + 1] = b * scale * weight[lane * 2 + 1]
 
 
-SOLUTION = my_rms_norm_warp
 
 
 @cuda.jit(fastmath=True)
@@ -110,9 +109,15 @@ def idle_warps_run(x, out, weight, rows, eps):
     out[first + 1] = b * scale * weight[lane * 2 + 1]
 
 
-WRONG = [
-    (shuffle_down, "only lane 0 is right"),
-    (wrong_lane_mask, "different sums"),
-    (float64_mean, "float64 instructions"),
-    (idle_warps_run, "out of bounds"),
-]
+SOLUTIONS = {
+    "06.1": my_rms_norm_warp,
+}
+
+WRONG = {
+    "06.1": [
+        (shuffle_down, "only lane 0 is right"),
+        (wrong_lane_mask, "different sums"),
+        (float64_mean, "float64 instructions"),
+        (idle_warps_run, "out of bounds"),
+    ],
+}
