@@ -1,12 +1,12 @@
 """``python -m ropelab exercises --verify``: the grader against known answers.
 
-For every exercise:
+For every step of every notebook's ladder (:mod:`.steps`):
 
-* the solution in ``notebooks/solutions/NN_*.py`` (``SOLUTION``) must pass;
-* each recorded wrong attempt (``WRONG = [(kernel, fragment), ...]``) must be rejected, with a
-  verdict that contains ``fragment``;
-* the notebook's starter (the cell of ``notebooks/src/NN_*.py`` that defines the exercise's
-  kernel) must be graded "not solved yet", as the stored notebook shows it.
+* its solution in ``notebooks/solutions/NN_*.py`` (``SOLUTIONS[step_id]``) must pass;
+* each recorded wrong attempt (``WRONG[step_id] = [(fn, fragment), ...]``) must be rejected,
+  with a verdict that contains ``fragment``;
+* its starter (``Step.starter``, or the cell of ``notebooks/src/NN_*.py`` that defines the
+  step's function) must be graded "not solved yet", as the stored notebook shows it.
 
 A grader that passes a wrong kernel, rejects a right one, or explains a mistake with the wrong
 words fails here, and the command exits non-zero.  The recorded messages are the simulator's
@@ -27,8 +27,9 @@ from pathlib import Path
 
 from ..target import SIMULATED
 from . import kernel_census
-from .exercises import EXERCISES, SOLUTIONS, Exercise
+from . import steps as ladder
 from .grading import grade
+from .steps.base import SOLUTIONS, Step
 
 
 @dataclass
@@ -40,7 +41,7 @@ class Outcome:
     expected: str  # what was required
 
 
-def solution_path(ex: Exercise, directory: Path | None = None) -> Path:
+def solution_path(ex: Step, directory: Path | None = None) -> Path:
     return (directory or SOLUTIONS) / f"{ex.notebook}.py"
 
 
@@ -54,7 +55,7 @@ def load_solution(path: Path):
     return module
 
 
-def starter_kernel(ex: Exercise):
+def starter_kernel(ex: Step):
     """Run the notebook's starter cell; return its kernel (None without a source checkout).
 
     The cell is registered in :mod:`linecache` under a made-up file name, as IPython does for
@@ -66,43 +67,74 @@ def starter_kernel(ex: Exercise):
     filename = f"<starter {ex.notebook}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     namespace = {"__name__": f"ropelab_starter_{ex.notebook}"}
-    exec(compile(source, filename, "exec"), namespace)  # noqa: S102  (our own notebook source)
-    return namespace[ex.kernel_name]
+    try:
+        exec(compile(source, filename, "exec"), namespace)  # noqa: S102  (our own source)
+    except NameError:  # a starter that uses names defined in earlier cells: run them first
+        return None
+    return namespace.get(ex.kernel_name)
 
 
 def _first(verdict) -> str:
     return str(verdict).splitlines()[0]
 
 
-def verify_exercise(ex: Exercise, directory: Path | None = None) -> list[Outcome]:
+def _name(fn) -> str:
+    found = kernel_census.python_function(fn)
+    return getattr(found or fn, "__name__", repr(fn))
+
+
+def verify_step(ex: Step, module, *, grade_fn=grade) -> list[Outcome]:
+    """The outcomes of one step: its solution, its wrong attempts, its starter."""
+    solutions, wrong_all = getattr(module, "SOLUTIONS", {}), getattr(module, "WRONG", {})
+    if ex.id not in solutions:
+        return [Outcome(ex.id, "solution", False, f"no SOLUTIONS[{ex.id!r}]", "a solution")]
     out = []
-    path = solution_path(ex, directory)
-    if not path.is_file():
-        return [Outcome(ex.id, "solution", False, f"no file {path.name}", "a solution file")]
-    module = load_solution(path)
-    if getattr(module, "EXERCISE", None) != ex.id:
-        return [Outcome(ex.id, "solution", False, f"{path.name} declares EXERCISE = "
-                        f"{getattr(module, 'EXERCISE', None)!r}", repr(ex.id))]
-    verdict = grade(ex, module.SOLUTION)
+    verdict = grade_fn(ex, solutions[ex.id])
     out.append(Outcome(ex.id, "solution", verdict.passed, _first(verdict), "PASS"))
-    wrong = list(getattr(module, "WRONG", []))
+    wrong = list(wrong_all.get(ex.id, []))
     if len(wrong) < 2:
         out.append(Outcome(ex.id, "wrong attempts", False, f"{len(wrong)} recorded",
                            "at least two"))
-    for kernel, fragment in wrong:
-        verdict = grade(ex, kernel)
+    for fn, fragment in wrong:
+        verdict = grade_fn(ex, fn)
         ok = not verdict.passed and fragment in str(verdict)
-        name = kernel_census.python_function(kernel).__name__
-        out.append(Outcome(ex.id, f"wrong: {name}", ok, _first(verdict), f"rejected, {fragment!r}"))
+        out.append(Outcome(ex.id, f"wrong: {_name(fn)}", ok, _first(verdict),
+                           f"rejected, {fragment!r}"))
     starter = starter_kernel(ex)
     if starter is None:
-        out.append(Outcome(ex.id, "starter", False, f"no cell defining {ex.kernel_name} in "
-                           f"notebooks/src/{ex.notebook}.py", "a starter cell"))
+        out.append(Outcome(ex.id, "starter", False, f"no starter defining {ex.kernel_name} "
+                           f"(Step.starter or a cell of notebooks/src/{ex.notebook}.py)",
+                           "a starter"))
     else:
-        verdict = grade(ex, starter)
+        verdict = grade_fn(ex, starter)
         out.append(Outcome(ex.id, "starter", verdict.status == "not solved yet", _first(verdict),
                            "not solved yet"))
     return out
+
+
+def verify_notebook(number: str, directory: Path | None = None, *,
+                    grade_fn=grade) -> list[Outcome]:
+    """Every step of notebook ``number`` against its solution file."""
+    ladder = ladder_of(number)
+    path = solution_path(ladder[0], directory)
+    if not path.is_file():
+        return [Outcome(s.id, "solution", False, f"no file {path.name}", "a solution file")
+                for s in ladder]
+    module = load_solution(path)
+    return [o for s in ladder for o in verify_step(s, module, grade_fn=grade_fn)]
+
+
+def ladder_of(number: str) -> list:
+    return ladder.for_notebook(number)
+
+
+def verify_exercise(ex: Step, directory: Path | None = None) -> list[Outcome]:
+    """One step against its notebook's solution file (the pre-ladder name)."""
+    path = solution_path(ex, directory)
+    if not path.is_file():
+        return [Outcome(ex.id, "solution", False, f"no file {path.name}", "a solution file")]
+    step = ladder.get(ex.id)
+    return verify_step(step, load_solution(path))
 
 
 def _on_simulator(save_census: bool) -> bool:
@@ -123,11 +155,11 @@ def run(*, save_census: bool = False, directory: Path | None = None, stream=None
         return _on_simulator(save_census)
     stream = stream or sys.stdout
     outcomes = []
-    for ex in EXERCISES.values():
-        for o in verify_exercise(ex, directory):
+    for number in ladder.notebooks():
+        for o in verify_notebook(number, directory):
             outcomes.append(o)
             mark = "ok  " if o.ok else "FAIL"
-            print(f"{mark} {o.exercise:<24} {o.what:<28} {o.verdict[:110]}", file=stream)
+            print(f"{mark} {o.exercise:<8} {o.what:<28} {o.verdict[:110]}", file=stream)
             if not o.ok:
                 print(f"     expected: {o.expected}", file=stream)
     failed = sum(not o.ok for o in outcomes)
@@ -145,10 +177,15 @@ def time_solutions(repeats: int = 20) -> bool:
     True when every solution passes on the GPU (fast-math sin/cos, real float32 hardware).
     """
     ok = True
-    for ex in EXERCISES.values():
-        verdict = grade(ex, load_solution(solution_path(ex)).SOLUTION)
+    for ex in ladder.STEPS.values():
+        solutions = getattr(load_solution(solution_path(ex)), "SOLUTIONS", {})
+        if ex.id not in solutions:
+            ok = False
+            print(f"FAIL {ex.id:<8} no solution")
+            continue
+        verdict = grade(ex, solutions[ex.id])
         ok &= verdict.passed
-        print(f"{'ok  ' if verdict.passed else 'FAIL'} {ex.id:<24} {_first(verdict)[:100]}")
+        print(f"{'ok  ' if verdict.passed else 'FAIL'} {ex.id:<8} {_first(verdict)[:100]}")
         if verdict.passed:
             print(f"     {verdict.timer(repeats)}", flush=True)
     return ok
