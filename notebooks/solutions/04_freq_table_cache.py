@@ -293,7 +293,78 @@ def rope_freq_table_heads(x, out, positions, inv_freq, heads, half_dim, n_pairs,
             out[a + uint64(1)] = x[a + uint64(1)]
 
 
-def launch_freq_table(kernel, x, out, positions, inv_freq, tokens, heads, head_dim, interleave):
+@cuda.jit(fastmath=True)
+def no_pass_through(x, out, positions, inv_freq, heads, half_dim, n_pairs, total_slots, step,
+                    partner):
+    idx = cuda.grid(1)
+    if idx < total_slots:
+        i = uint64(idx)
+        head_row = i // half_dim
+        j = i - head_row * half_dim
+        first = head_row * (half_dim + half_dim)
+        if j < n_pairs:  # the slots past the rotated pairs do nothing
+            a = first + j * step
+            b = a + partner
+            angle = float32(positions[head_row // heads]) * inv_freq[j]
+            c = math.cos(angle)
+            s = math.sin(angle)
+            x0 = x[a]
+            x1 = x[b]
+            out[a] = x0 * c - x1 * s
+            out[b] = x0 * s + x1 * c
+
+
+@cuda.jit(fastmath=True)
+def position_of_the_head_row(x, out, positions, inv_freq, heads, half_dim, n_pairs, total_slots,
+                             step, partner):
+    idx = cuda.grid(1)
+    if idx < total_slots:
+        i = uint64(idx)
+        head_row = i // half_dim
+        j = i - head_row * half_dim
+        first = head_row * (half_dim + half_dim)
+        if j < n_pairs:
+            a = first + j * step
+            b = a + partner
+            angle = float32(positions[head_row]) * inv_freq[j]  # a head's row is not a token
+            c = math.cos(angle)
+            s = math.sin(angle)
+            x0 = x[a]
+            x1 = x[b]
+            out[a] = x0 * c - x1 * s
+            out[b] = x0 * s + x1 * c
+        else:
+            a = first + j + j
+            out[a] = x[a]
+            out[a + uint64(1)] = x[a + uint64(1)]
+
+
+@cuda.jit(fastmath=True)
+def layout_ignored(x, out, positions, inv_freq, heads, half_dim, n_pairs, total_slots, step,
+                   partner):
+    idx = cuda.grid(1)
+    if idx < total_slots:
+        i = uint64(idx)
+        head_row = i // half_dim
+        j = i - head_row * half_dim
+        first = head_row * (half_dim + half_dim)
+        if j < n_pairs:
+            a = first + j + j  # always interleaved: step and partner unused
+            b = a + uint64(1)
+            angle = float32(positions[head_row // heads]) * inv_freq[j]
+            c = math.cos(angle)
+            s = math.sin(angle)
+            x0 = x[a]
+            x1 = x[b]
+            out[a] = x0 * c - x1 * s
+            out[b] = x0 * s + x1 * c
+        else:
+            a = first + j + j
+            out[a] = x[a]
+            out[a + uint64(1)] = x[a + uint64(1)]
+
+
+def launch_freq_table(x, out, positions, inv_freq, tokens, heads, head_dim, interleave):
     """One thread per slot (head_dim / 2 slots per head), 128 threads a block."""
     half_dim = head_dim // 2
     n_pairs = inv_freq.size
@@ -301,8 +372,44 @@ def launch_freq_table(kernel, x, out, positions, inv_freq, tokens, heads, head_d
     threads = 128
     blocks = (total_slots + threads - 1) // threads
     step, partner = (2, 1) if interleave else (1, n_pairs)
-    kernel[blocks, threads](x, out, positions, inv_freq, uint64(heads), uint64(half_dim),
-                            uint64(n_pairs), total_slots, uint64(step), uint64(partner))
+    rope_freq_table_heads[blocks, threads](
+        x, out, positions, inv_freq, uint64(heads), uint64(half_dim), uint64(n_pairs),
+        total_slots, uint64(step), uint64(partner))
+
+
+def launch_pairs_only(x, out, positions, inv_freq, tokens, heads, head_dim, interleave):
+    half_dim = head_dim // 2
+    n_pairs = inv_freq.size
+    total_slots = tokens * heads * n_pairs  # only the rotated slots: the copies are lost
+    threads = 128
+    blocks = (total_slots + threads - 1) // threads
+    step, partner = (2, 1) if interleave else (1, n_pairs)
+    rope_freq_table_heads[blocks, threads](
+        x, out, positions, inv_freq, uint64(heads), uint64(half_dim), uint64(n_pairs),
+        total_slots, uint64(step), uint64(partner))
+
+
+def launch_partner_of_the_head(x, out, positions, inv_freq, tokens, heads, head_dim, interleave):
+    half_dim = head_dim // 2
+    n_pairs = inv_freq.size
+    total_slots = tokens * heads * half_dim
+    threads = 128
+    blocks = (total_slots + threads - 1) // threads
+    step, partner = (2, 1) if interleave else (1, half_dim)  # half the head, not of the rotated dims
+    rope_freq_table_heads[blocks, threads](
+        x, out, positions, inv_freq, uint64(heads), uint64(half_dim), uint64(n_pairs),
+        total_slots, uint64(step), uint64(partner))
+
+
+def launch_one_block(x, out, positions, inv_freq, tokens, heads, head_dim, interleave):
+    half_dim = head_dim // 2
+    n_pairs = inv_freq.size
+    total_slots = tokens * heads * half_dim
+    step, partner = (2, 1) if interleave else (1, n_pairs)
+    # every slot in one block: fine for small shapes, illegal past 1024 threads
+    rope_freq_table_heads[1, total_slots](
+        x, out, positions, inv_freq, uint64(heads), uint64(half_dim), uint64(n_pairs),
+        total_slots, uint64(step), uint64(partner))
 
 
 SOLUTIONS = {
@@ -321,6 +428,8 @@ WRONG = {
              (staged_past_the_table, "out of bounds")],
     "04.3": [(row_number_as_position, "instead of the token's position"),
              (cache_transposed, "out of bounds"), (caches_swapped, "cos and sin are swapped")],
-    "04.4": [],
-    "04.5": [],
+    "04.4": [(no_pass_through, "never written"), (position_of_the_head_row, "positions[head_row // heads]"),
+             (layout_ignored, "other layout")],
+    "04.5": [(launch_pairs_only, "never written"), (launch_partner_of_the_head, "wrong"),
+             (launch_one_block, "1024")],
 }

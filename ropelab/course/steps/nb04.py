@@ -77,7 +77,8 @@ def _cases_cache(big: bool) -> list[Case]:
 # pass-through tail; several heads with a tail; a head of 65 slots, more than a block of 64.
 HEAD_SHAPES = ((1, 1, 2, 2, True), (3, 2, 10, 6, False), (5, 3, 20, 12, True),
                (2, 1, 130, 130, False))
-HEAD_BIG_SHAPE = (4096, 8, 128, 64, False)  # timing: 8 heads of 128, half of each rotated
+HEAD_BIG_SHAPE = (4096, 8, 128, 64, False)
+LAUNCH_WIDE_SHAPE = (40, 4, 16, 8, True)  # 1280 slots: more than one block may hold  # timing: 8 heads of 128, half of each rotated
 
 
 def _head_case(shape, rng, big: bool) -> Case:
@@ -106,9 +107,7 @@ def _head_case(shape, rng, big: bool) -> Case:
                 "heads": np.uint64(heads), "half_dim": np.uint64(half_dim),
                 "n_pairs": np.uint64(rotary_dim // 2),
                 "total_slots": np.int64(tokens * heads * half_dim),
-                "step": np.uint64(step), "partner": np.uint64(partner),
-                "tokens": np.int64(tokens), "head_dim": np.int64(head_dim),
-                "interleave": bool(interleave)},
+                "step": np.uint64(step), "partner": np.uint64(partner)},
         grid=(blocks(tokens * heads * half_dim),), block=(THREADS,),
         expected=expected.ravel(),
         tol=tolerance(float(np.abs(x).max()), max_angle(pos, freq)),
@@ -127,7 +126,14 @@ def _cases_heads(big: bool) -> list[Case]:
 
 def _cases_heads_launch(big: bool) -> list[Case]:
     rng = rng_for("04.5")
-    return [_head_case(s, rng, big) for s in ((HEAD_BIG_SHAPE,) if big else HEAD_SHAPES)]
+    cases = []
+    for shape in ((HEAD_BIG_SHAPE,) if big else HEAD_SHAPES + (LAUNCH_WIDE_SHAPE,)):
+        case = _head_case(shape, rng, big)
+        tokens, heads, head_dim, _, interleave = shape
+        # A caller's host values: the launch derives the kernel's typed scalars from them.
+        case.inputs.update(tokens=tokens, heads=heads, head_dim=head_dim, interleave=interleave)
+        cases.append(case)
+    return cases
 
 
 _HEADS_CONTRACT = ("x, out: float32[tokens * heads * head_dim]; positions: int32[tokens]; "
