@@ -329,7 +329,7 @@ def first_float_of_the_token(x, out, positions, heads, half_dim, stride, total_t
         head_row = i // stride
         j = i - head_row * stride
         token = head_row // heads
-        first = token * (half_dim + half_dim)  # the token's first float: every head lands on head 0
+        first = token * (half_dim + half_dim)  # the token's first float, not the head's
         pos = float32(positions[token])
         f = math.pow(base, exponent_step * float32(j))
         while j < half_dim:
@@ -361,5 +361,5 @@ WRONG = {
     "05.3": [(launch_floor_blocks, "never written"), (launch_ratio_of_one_pair, "wrong"),
              (launch_thread_per_pair, "idle")],
     "05.4": [(interleaved_only, "other layout"), (head_row_as_token, "out of bounds"),
-             (first_float_of_the_token, "never written")],
+             (first_float_of_the_token, "wrong: token 0, head 1")],
 }
