@@ -42,9 +42,9 @@ def _reference_signature() -> str:
 _REFERENCE = ("ropelab.kernels.fused_qknorm_rope", "make_kernel", [ROW, True, "float32"])
 
 
-def _ratio_diagnosis(expected: np.ndarray, width: int, group: int):
-    """Explain a wrong row of ``width`` floats by the ratio got / expected, ``group`` floats
-    sharing one partial sum (a lane's 2, or a warp's 64)."""
+def _ratio_diagnosis(expected: np.ndarray, width: int, group: int | None = None):
+    """Explain a wrong row of ``width`` floats by the ratio got / expected; ``group``: the
+    floats of one warp, when a row spans several warps."""
     rows = expected.reshape(-1, width)
 
     def diagnose(got, e):
@@ -56,8 +56,10 @@ def _ratio_diagnosis(expected: np.ndarray, width: int, group: int):
             return ("every element of this row is off by the same factor: the lanes agree on a "
                     "wrong sum of squares, or the mean (divide by the row's length), eps or "
                     "square root is wrong")
+        if not group or width <= group:
+            return None
         per_group = ratio.reshape(-1, group)
-        if width > group and (np.ptp(per_group, axis=1) <= 1e-4 * np.abs(per_group.mean(axis=1))).all():
+        if (np.ptp(per_group, axis=1) <= 1e-4 * np.abs(per_group.mean(axis=1))).all():
             return ("each warp of this row scaled by its own factor: each warp used its own sum "
                     "of squares; add the warps' sums through shared memory")
         return None
@@ -88,7 +90,7 @@ def _rms_cases(step_id: str, width: int, big: bool, rows_small=(1, 6)) -> list[C
 def _diagnose_lanes(case: Case):
     """Step 1's diagnosis: which lanes hold the whole row's sum."""
     expected = case.expected.reshape(-1, ROW)
-    fallback = _ratio_diagnosis(case.expected, ROW, 2)
+    fallback = _ratio_diagnosis(case.expected, ROW)
 
     def diagnose(got, e):
         row = e // ROW
