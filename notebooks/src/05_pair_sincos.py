@@ -260,10 +260,9 @@ print(course.live_bench(["flat", "pair_sincos"]))
 #
 # ### Step 05.1: one angle per pair
 #
-# Notebook 00's first kernel gave every *float* a thread, and both floats of a pair computed
-# the same cosine and sine.  Give every *pair* a thread: its frequency
-# `base ** (exponent_step * pair)` (one `pow`), its angle, one `cos` and one `sin`, and both
-# floats rotated with them.  The census must show at most one `sin` and one `cos`, one `pow`,
+# The SGLang change this notebook opened with, in its smallest form: give every *pair* a
+# thread, which computes its frequency `base ** (exponent_step * pair)` (one `pow`), its
+# angle, one `cos` and one `sin`, and rotates both floats of the pair with them.  The census must show at most one `sin` and one `cos`, one `pow`,
 # and no float64.
 
 # %%
