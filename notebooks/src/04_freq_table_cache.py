@@ -347,6 +347,16 @@ def rope_table_read(x, out, positions, inv_freq, n_pairs, total_pairs):
 verdict = steps.check(rope_table_read, "04.1")
 
 # %% [markdown]
+# `verdict.show()` draws the function you just graded, passing or not, on a small shape: which
+# thread wrote each float of `out`, which thread read each float of the input, your output
+# beside the reference with wrong cells outlined, and the reads and writes of every thread.
+# Call it after any step.
+
+# %%
+verdict.show()
+plt.show()
+
+# %% [markdown]
 # ### Step 04.2: stage the table in shared memory
 #
 # Every thread of step 04.1 reads its frequency from global memory.  A block can instead copy

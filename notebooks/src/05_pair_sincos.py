@@ -287,6 +287,16 @@ def rope_one_angle(x, out, positions, n_pairs, total_pairs, base, exponent_step)
 verdict = steps.check(rope_one_angle, "05.1")
 
 # %% [markdown]
+# `verdict.show()` draws the function you just graded, passing or not, on a small shape: which
+# thread wrote each float of `out`, which thread read each float of the input, your output
+# beside the reference with wrong cells outlined, and the reads and writes of every thread.
+# Call it after any step.
+
+# %%
+verdict.show()
+plt.show()
+
+# %% [markdown]
 # ### Step 05.2: strided slots, one pow per thread
 #
 # Write the heart of `pair_sincos` for one head per row: `stride` threads share a row of

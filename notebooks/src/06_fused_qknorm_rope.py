@@ -751,6 +751,16 @@ def rms_norm_256(x, out, weight, rows, eps):
 verdict = steps.check(rms_norm_256, "06.2")
 
 # %% [markdown]
+# `verdict.show()` draws the function you just graded, passing or not, on a small shape: which
+# thread wrote each float of `out`, which thread read each float of the input, your output
+# beside the reference with wrong cells outlined, and the reads and writes of every thread.
+# Call it after any step.
+
+# %%
+verdict.show()
+plt.show()
+
+# %% [markdown]
 # ### Step 06.3: norm, then rotate
 #
 # Back to one warp per head of 64 floats, lane `l` holding pair `l` (floats `2l`, `2l + 1`,
