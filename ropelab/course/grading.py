@@ -29,7 +29,8 @@ import numpy as np
 from ..target import SIMULATED
 from ..tolerance import rope_atol
 from . import kernel_census
-from .intake import _parameters, blanks, empty_body, identify, read_source  # noqa: F401
+from .intake import (_parameters, blanks, empty_body, identify, numpy_calls,  # noqa: F401
+                     read_source)
 from .recording import LaunchRejected
 from .trial import SENTINEL, run, unwritten  # noqa: F401  (SENTINEL re-exported)
 
@@ -93,6 +94,7 @@ class Gate:
 COUNTER_LABELS = {
     "instructions": "PTX instructions",
     "int_divrem": "integer div/rem",
+    "signed_divrem": "signed integer div/rem (div.s, rem.s)",
     "f64": "float64 instructions",
     "sincos": "sin/cos (sin.approx, cos.approx)",
     "pow": "pow (one lg2.approx each)",
@@ -110,6 +112,9 @@ def counter_value(row: dict, name: str):
     """One census counter of a census row; width tables stay tables, the rest are ints."""
     if name == "pow":
         return row["sfu"].get("lg2", 0)
+    if name == "signed_divrem":  # div.s64, rem.s32 ...: Python's // and % on signed ints
+        ops = row.get("int_divrem_ops", {})
+        return sum(n for op, n in ops.items() if op.split(".")[-1].startswith("s"))
     if name == "ld_global_128":
         return row["ld_global"].get("128", 0)
     return row[name]
@@ -399,8 +404,7 @@ def grade(exercise, kernel) -> Verdict:
         return _verdict(ex.id, "error", f"{name} is right on the simulator, but its census "
                         f"failed: {useful(f'{type(exc).__name__}: {exc}')}")
     if mine.get("error"):
-        return _verdict(ex.id, "error", f"{name} is right on the simulator but does not compile "
-                        f"for a GPU: {mine['error']}")
+        return _verdict(ex.id, "error", *_compile_error(name, mine["error"], source))
     for gate in ex.gates:
         if not gate.holds(mine):
             got_value = _fmt_counter(counter_value(mine, gate.counter))
@@ -412,6 +416,22 @@ def grade(exercise, kernel) -> Verdict:
     verdict.census = mine
     verdict.timer = _timer(ex, kernel)
     return verdict
+
+
+def _compile_error(name: str, error: str, source: str) -> tuple:
+    """The lines of a census compile failure.  Without a GPU the census compiles with no
+    driver; a call that numba-cuda compiles as a driver-bound helper (NumPy allocations such
+    as np.zeros are) fails there with "Error at driver init", which says nothing about the
+    kernel: name the call instead."""
+    if "Error at driver init" in error:
+        calls = numpy_calls(source)
+        what = ", ".join(calls) if calls else "a call"
+        return (f"{name} is right on the simulator, but the census cannot compile it here: "
+                f"numba-cuda compiles {what} inside a kernel as a helper that needs a CUDA "
+                "driver, and this machine has none",
+                "hint: for a small per-thread scratch array write cuda.local.array(n, float32) "
+                "(a per-block one: cuda.shared.array), which compiles anywhere")
+    return (f"{name} is right on the simulator but does not compile for a GPU:\n{error}",)
 
 
 def _timer(ex, kernel):

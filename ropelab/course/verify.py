@@ -29,6 +29,7 @@ from ..target import SIMULATED
 from . import kernel_census
 from . import steps as ladder
 from .grading import grade
+from .runner import grade_safely
 from .steps.base import SOLUTIONS, Step
 
 
@@ -83,7 +84,15 @@ def _name(fn) -> str:
     return getattr(found or fn, "__name__", repr(fn))
 
 
-def verify_step(ex: Step, module, *, grade_fn=grade) -> list[Outcome]:
+def _graded(ex: Step, fn):
+    """Graded as a notebook grades: in a child that a runaway attempt cannot hang."""
+    return grade_safely(ex, fn, timeout_s=TIMEOUT_S)
+
+
+TIMEOUT_S = 60.0  # per graded function; a recorded `while True` attempt is stopped by it
+
+
+def verify_step(ex: Step, module, *, grade_fn=_graded) -> list[Outcome]:
     """The outcomes of one step: its solution, its wrong attempts, its starter."""
     solutions, wrong_all = getattr(module, "SOLUTIONS", {}), getattr(module, "WRONG", {})
     if ex.id not in solutions:
@@ -113,7 +122,7 @@ def verify_step(ex: Step, module, *, grade_fn=grade) -> list[Outcome]:
 
 
 def verify_notebook(number: str, directory: Path | None = None, *,
-                    grade_fn=grade) -> list[Outcome]:
+                    grade_fn=_graded) -> list[Outcome]:
     """Every step of notebook ``number`` against its solution file."""
     ladder = ladder_of(number)
     path = solution_path(ladder[0], directory)
