@@ -355,10 +355,10 @@ SOLUTIONS = {
 
 WRONG = {
     "05.1": [(exponent_in_float64, "float64 instructions"), (angle_per_float, "off by one"),
-             (exponent_of_the_float, "wrong")],
+             (exponent_of_the_float, "counts floats, not pairs")],
     "05.2": [(pow_per_slot, "pow"), (frequency_not_stepped, "frequency of its first slot"),
              (last_slot_skipped, "never written")],
-    "05.3": [(launch_floor_blocks, "never written"), (launch_ratio_of_one_pair, "wrong"),
+    "05.3": [(launch_floor_blocks, "never written"), (launch_ratio_of_one_pair, "not of neighbouring pairs"),
              (launch_thread_per_pair, "idle")],
     "05.4": [(interleaved_only, "other layout"), (head_row_as_token, "out of bounds"),
              (first_float_of_the_token, "wrong: token 0, head 1")],

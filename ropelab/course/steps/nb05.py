@@ -43,13 +43,45 @@ def _first_slot_only(x, pos, hidden):
              reference.rope(x, pos, freqs=freqs(hidden)[j % _stride(n_pairs)]))]
 
 
+def _exponent_of_the_float(x, pos, hidden):
+    """Each pair rotated with the frequency its first float's index would give: pair p with
+    base ** (-2 (2p) / hidden)."""
+    p = np.arange(hidden // 2, dtype=np.float64)
+    return [("the exponent counts floats, not pairs: pair p's frequency is "
+             "base ** (exponent_step * p)", reference.rope(x, pos, freqs=BASE ** (-4.0 * p / hidden)))]
+
+
+def _ratio_of_neighbours(x, pos, hidden):
+    """Slot j + k stride reached with k steps of the neighbouring pairs' ratio."""
+    n_pairs = hidden // 2
+    stride = _stride(n_pairs)
+    p = np.arange(n_pairs)
+    f = freqs(hidden)[p % stride] * (BASE ** (-2.0 / hidden)) ** (p // stride)
+    return [("stride_ratio is the ratio of slots stride pairs apart, base ** (exponent_step * "
+             "stride), not of neighbouring pairs", reference.rope(x, pos, freqs=f))]
+
+
+def _launch_alternatives(x, pos, hidden):
+    return _first_slot_only(x, pos, hidden) + _ratio_of_neighbours(x, pos, hidden)
+
+
+def _specific_first(cases: list[Case], count: int) -> list[Case]:
+    """Try the step's own ``count`` mistakes (appended last) before the generic ones: where
+    both match (a frequency of pair 2p is also "the next pair's" at p = 1), the step's own
+    words say more."""
+    for case in cases:
+        if case.alternatives:
+            case.alternatives = case.alternatives[-count:] + case.alternatives[:-count]
+    return cases
+
+
 def _cases_one_angle(big: bool) -> list[Case]:
     def fill(case, tokens, hidden):
         total = tokens * hidden // 2
         case.inputs.update(n_pairs=np.uint64(hidden // 2), total_pairs=np.int64(total),
                            base=np.float32(BASE), exponent_step=np.float32(-2.0 / hidden))
         case.grid, case.block = (blocks(total),), (THREADS,)
-    return rope_cases("05.1", big, fill)
+    return _specific_first(rope_cases("05.1", big, fill, _exponent_of_the_float), 1)
 
 
 def _strided_fill(case, tokens, hidden):
@@ -72,7 +104,7 @@ def _cases_launch(big: bool) -> list[Case]:
     def fill(case, tokens, hidden):
         # Host values, as a caller has them: the launch derives everything else.
         case.inputs.update(tokens=tokens, hidden=hidden, base=BASE)
-    return rope_cases("05.3", big, fill, _first_slot_only)
+    return _specific_first(rope_cases("05.3", big, fill, _launch_alternatives), 2)
 
 
 # --- step 4: heads and layouts --------------------------------------------------------------
