@@ -273,7 +273,8 @@ def _run_error(ex, name: str, case: Case, exc: Exception) -> Verdict:
     if isinstance(exc, LaunchRejected):
         return _verdict(ex.id, "error", f"illegal launch [case {case.label}]: {text}")
     if isinstance(exc, SharedMemoryRace):
-        return _verdict(ex.id, "race", f"{out_of_bounds_text(text)[3:]} [case {case.label}]",
+        race = re.sub(r"^tid=\[.*?\] ctaid=\[.*?\]: ?", "", text)
+        return _verdict(ex.id, "race", f"{race} [case {case.label}]",
                         "hint: every thread must pass a cuda.syncthreads() between writing a "
                         "shared element and another thread reading or writing it")
     if isinstance(exc, IndexError) and "out of bounds" in text:
@@ -338,9 +339,10 @@ def _launch_shape(ex, case: Case, trial) -> Verdict | None:
     busy = set(np.unique(out.access.writer_block[out.access.writer_block >= 0]).tolist())
     idle = [b for b in range(launch.blocks) if b not in busy]
     if idle and len(trial.launches) == 1:
-        return _verdict(ex.id, "wrong", f"block {idle[0]} of your grid {launch.grid[:1] if launch.grid[1:] == (1, 1) else launch.grid} wrote nothing "
-                        f"[case {case.label}]: {len(idle)} of {launch.blocks} blocks were wholly "
-                        "idle", "hint: round the grid up to whole blocks, not further: blocks = "
+        return _verdict(ex.id, "wrong", f"block {idle[0]} of your {launch.text()} wrote "
+                        f"nothing [case {case.label}]: {len(idle)} of {launch.blocks} blocks "
+                        "were wholly idle",
+                        "hint: round the grid up to whole blocks, not further: blocks = "
                         "(work + threads - 1) // threads")
     return None
 

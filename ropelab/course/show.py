@@ -14,6 +14,7 @@ red; reads and writes per thread.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +40,7 @@ class Trace:
     reader: tuple | None = None  # (block, thread) of the last reader of reader_name
     per_thread: dict = field(default_factory=dict)  # global thread -> (reads, writes)
     error: str | None = None  # what stopped the run early, if anything
+    launch: str = ""  # the launch configuration and how many blocks wrote to out
 
 
 def pick_case(step):
@@ -87,9 +89,16 @@ def record(step, fn) -> Trace:
         acc = trial.watched[reader_name].access
         reader = (acc.reader_block.reshape(-1)[:case.expected.size].reshape(shape),
                   acc.reader_thread.reshape(-1)[:case.expected.size].reshape(shape))
+    launch = ""
+    if trial.launches:
+        last = trial.launches[-1]
+        busy = len(np.unique(out.access.writer_block[out.access.writer_block >= 0]))
+        launch = f"launch: {last.text()}; {busy} of {last.blocks} blocks wrote to out"
+    if error:
+        error = re.sub(r"\s*\[array=\w+\]", "", error)
     return Trace(step.id, name, case.label, shape, expected, got.reshape(shape), wrong, never,
                  tpb, (out.access.writer_block.reshape(shape), out.access.writer_thread.reshape(
-                     shape)), reader_name, reader, per_thread, error)
+                     shape)), reader_name, reader, per_thread, error, launch)
 
 
 def _partial(step, case, fn):
@@ -120,20 +129,17 @@ def _partial(step, case, fn):
     return trials.Trial(watched["out"].data, {}, launches, watched)
 
 
-def _map(ax, block, thread, tpb, title, *, marks=None):
-    """One thread map: colour = block, number = global thread (``-`` nobody)."""
-    import matplotlib.pyplot as plt
-    from matplotlib.colors import ListedColormap
+def _map(ax, block, thread, tpb, title, name):
+    """One thread map in the notebooks' style (:func:`.plots.plot_thread_map`): colour =
+    block, number = global thread (``-``: nobody)."""
+    from .plots import plot_thread_map
+    from .tracing import ThreadMap
 
+    rows, cols = block.shape
     blocks = int(block.max()) + 1 if block.size and block.max() >= 0 else 1
-    palette = plt.get_cmap("tab20").colors
-    colours = ListedColormap(["#dddddd"] + [palette[i % len(palette)] for i in range(blocks)])
-    ax.imshow(block + 1, cmap=colours, vmin=0, vmax=blocks, aspect="auto",
-              interpolation="nearest")
-    glob = np.where(block >= 0, block * tpb + thread, -1)
-    for (r, c), value in np.ndenumerate(glob):
-        ax.text(c, r, "-" if value < 0 else str(value), ha="center", va="center", fontsize=6)
-    _label(ax, title, glob.shape)
+    tmap = ThreadMap(name, rows, cols, (blocks, 1), (tpb, 1), block, thread)
+    plot_thread_map(tmap, ax, label="global")
+    _label(ax, title, block.shape)
 
 
 def _label(ax, title: str, shape: tuple) -> None:
@@ -177,10 +183,10 @@ def draw(trace: Trace):
     ax_ref, ax_got = fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])
     ax_n = fig.add_subplot(grid[2, :])
     _map(ax_w, *trace.writer, trace.threads_per_block, "who wrote out: colour = block, "
-         "number = global thread")
+         "number = global thread", trace.name)
     if trace.reader is not None:
         _map(ax_r, *trace.reader, trace.threads_per_block,
-             f"who last read {trace.reader_name}")
+             f"who last read {trace.reader_name}", trace.name)
     else:
         ax_r.set_title("no input of out's size to draw", fontsize=9)
         ax_r.axis("off")
@@ -201,9 +207,11 @@ def draw(trace: Trace):
     ax_n.set_ylabel("accesses")
     ax_n.set_title("global-memory accesses per thread", fontsize=9)
     ax_n.legend(fontsize=7)
-    status = f"stopped early: {trace.error.splitlines()[0][:120]}" if trace.error else ""
-    fig.suptitle(f"{trace.name} on step {trace.step}, case {trace.case}"
-                 + (f"\n{status}" if status else ""), fontsize=10)
+    notes = [trace.launch] if trace.launch else []
+    if trace.error:
+        notes.append(f"stopped early: {trace.error.splitlines()[0][:120]}")
+    fig.suptitle("\n".join([f"{trace.name} on step {trace.step}, case {trace.case}", *notes]),
+                 fontsize=10)
     fig.tight_layout()
     return fig
 
