@@ -1,13 +1,12 @@
-"""Exercise 00-first-kernel (notebook 00): a solution, and wrong attempts the grader must reject.
+"""Notebook 00's steps: solutions, and wrong attempts the grader must reject.
 
-``python -m ropelab exercises --verify`` runs ``SOLUTION`` (it must pass) and every kernel of
-``WRONG`` (each must be rejected with a message containing the fragment next to it).
+``python -m ropelab exercises --verify`` runs ``SOLUTIONS[step_id]`` (it must pass) and every
+function of ``WRONG[step_id]`` (each must be rejected with a verdict containing the fragment
+next to it).
 """
 
 import ropelab  # noqa: F401  (chooses the GPU or the simulator before numba.cuda is imported)
 from numba import cuda
-
-EXERCISE = "00-first-kernel"
 
 
 @cuda.jit(fastmath=True)
@@ -22,7 +21,6 @@ def rotate_elements(x, out, cos_t, sin_t, n):
             out[i] = x[i - 1] * s + x[i] * c
 
 
-SOLUTION = rotate_elements
 
 
 @cuda.jit(fastmath=True)
@@ -60,8 +58,14 @@ def cos_sin_swapped(x, out, cos_t, sin_t, n):
             out[i] = x[i - 1] * s + x[i] * c
 
 
-WRONG = [
-    (no_guard, "out of bounds at thread"),
-    (flipped_sign, "a sign is flipped"),
-    (cos_sin_swapped, "cos and sin are swapped"),
-]
+SOLUTIONS = {
+    "00.1": rotate_elements,
+}
+
+WRONG = {
+    "00.1": [
+        (no_guard, "out of bounds at thread"),
+        (flipped_sign, "a sign is flipped"),
+        (cos_sin_swapped, "cos and sin are swapped"),
+    ],
+}

@@ -1,15 +1,14 @@
-"""Exercise 01-flat-index (notebook 01): a solution, and wrong attempts the grader must reject.
+"""Notebook 01's steps: solutions, and wrong attempts the grader must reject.
 
-``python -m ropelab exercises --verify`` runs ``SOLUTION`` (it must pass) and every kernel of
-``WRONG`` (each must be rejected with a message containing the fragment next to it).
+``python -m ropelab exercises --verify`` runs ``SOLUTIONS[step_id]`` (it must pass) and every
+function of ``WRONG[step_id]`` (each must be rejected with a verdict containing the fragment
+next to it).
 """
 
 import math
 
 import ropelab  # noqa: F401  (chooses the GPU or the simulator before numba.cuda is imported)
 from numba import cuda, float32, int64, uint64
-
-EXERCISE = "01-flat-index"
 
 
 @cuda.jit(fastmath=True)
@@ -31,7 +30,6 @@ def my_rope_flat(x, out, positions, n_pairs, total_pairs, base):
         out[e + uint64(1)] = x0 * s + x1 * c
 
 
-SOLUTION = my_rope_flat
 
 
 @cuda.jit(fastmath=True)
@@ -109,9 +107,34 @@ def signed_index_math(x, out, positions, n_pairs, total_pairs, base):
         out[e + 1] = x0 * s + x1 * c
 
 
-WRONG = [
-    (no_guard, "out of bounds at thread"),
-    (pair_off_by_one, "pair index off by one"),
-    (float64_division, "float64 instructions"),
-    (signed_index_math, "integer div/rem"),
-]
+@cuda.jit(fastmath=True)
+def signed_division(x, out, positions, n_pairs, total_pairs, base):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        n = int64(n_pairs)  # signed: Python's floor division, with sign fix-ups
+        token = idx // n
+        pair = idx - token * n  # no %, but the division above is still a signed one
+        e = idx + idx
+        x0 = x[e]
+        x1 = x[e + 1]
+        exponent = float32(pair + pair) / float32(n + n)
+        inv_freq = float32(1.0) / math.pow(base, exponent)
+        angle = float32(positions[token]) * inv_freq
+        c = math.cos(angle)
+        s = math.sin(angle)
+        out[e] = x0 * c - x1 * s
+        out[e + 1] = x0 * s + x1 * c
+
+
+SOLUTIONS = {
+    "01.1": my_rope_flat,
+}
+
+WRONG = {
+    "01.1": [
+        (no_guard, "out of bounds at thread"),
+        (pair_off_by_one, "pair index off by one"),
+        (float64_division, "float64 instructions"),
+        (signed_index_math, "`%` is not allowed"),
+    ],
+}

@@ -1,15 +1,14 @@
-"""Exercise 02-block2d-stride (notebook 02): a solution, and wrong attempts the grader must reject.
+"""Notebook 02's steps: solutions, and wrong attempts the grader must reject.
 
-``python -m ropelab exercises --verify`` runs ``SOLUTION`` (it must pass) and every kernel of
-``WRONG`` (each must be rejected with a message containing the fragment next to it).
+``python -m ropelab exercises --verify`` runs ``SOLUTIONS[step_id]`` (it must pass) and every
+function of ``WRONG[step_id]`` (each must be rejected with a verdict containing the fragment
+next to it).
 """
 
 import math
 
 import ropelab  # noqa: F401  (chooses the GPU or the simulator before numba.cuda is imported)
 from numba import cuda, float32, uint64
-
-EXERCISE = "02-block2d-stride"
 
 
 @cuda.jit(fastmath=True)
@@ -32,7 +31,6 @@ def my_rope_block2d(x, out, positions, n_pairs, base):
         pair += uint64(cuda.blockDim.x)
 
 
-SOLUTION = my_rope_block2d
 
 
 @cuda.jit(fastmath=True)
@@ -94,8 +92,14 @@ def float64_literal(x, out, positions, n_pairs, base):
         pair += uint64(cuda.blockDim.x)
 
 
-WRONG = [
-    (if_instead_of_loop, "never written"),
-    (loop_one_too_far, "out of bounds"),
-    (float64_literal, "float64 instructions"),
-]
+SOLUTIONS = {
+    "02.1": my_rope_block2d,
+}
+
+WRONG = {
+    "02.1": [
+        (if_instead_of_loop, "never written"),
+        (loop_one_too_far, "out of bounds"),
+        (float64_literal, "float64 instructions"),
+    ],
+}

@@ -1,16 +1,15 @@
-"""Exercise 03-pack4-loads-first (notebook 03): a solution, and wrong attempts the grader must
+"""Notebook 03's steps: solutions, and wrong attempts the grader must reject.
 reject.  (The notebook's starter, whose loads come after a store, is checked by ``--verify`` too.)
 
-``python -m ropelab exercises --verify`` runs ``SOLUTION`` (it must pass) and every kernel of
-``WRONG`` (each must be rejected with a message containing the fragment next to it).
+``python -m ropelab exercises --verify`` runs ``SOLUTIONS[step_id]`` (it must pass) and every
+function of ``WRONG[step_id]`` (each must be rejected with a verdict containing the fragment
+next to it).
 """
 
 import math
 
 import ropelab  # noqa: F401  (chooses the GPU or the simulator before numba.cuda is imported)
 from numba import cuda, float32, uint64
-
-EXERCISE = "03-pack4-loads-first"
 
 
 @cuda.jit(fastmath=True)
@@ -46,7 +45,6 @@ def my_rope_pack4_scalar(x, out, positions, n_pairs, quads_per_row, total_quads,
             out[j + uint64(1)] = x2 * s + x3 * c
 
 
-SOLUTION = my_rope_pack4_scalar
 
 
 @cuda.jit(fastmath=True)
@@ -108,7 +106,13 @@ def second_pair_sign(x, out, positions, n_pairs, quads_per_row, total_quads, bas
             out[j + uint64(1)] = x3 * c - x2 * s
 
 
-WRONG = [
-    (no_tail_check, "out of bounds"),
-    (second_pair_sign, "a sign is flipped"),
-]
+SOLUTIONS = {
+    "03.1": my_rope_pack4_scalar,
+}
+
+WRONG = {
+    "03.1": [
+        (no_tail_check, "out of bounds"),
+        (second_pair_sign, "a sign is flipped"),
+    ],
+}
