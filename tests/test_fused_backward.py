@@ -141,7 +141,8 @@ def test_kernel_matches_reference(rng, storage, interleave, rotary_dim):
     np.testing.assert_array_equal(got[0][:, nqk:], g[:, nqk:])  # V: the gradient passes through
 
 
-@pytest.mark.parametrize("option", ["yarn", "cache", "user_cache", "gqa_128", "atomic", "no_fastmath"])
+@pytest.mark.parametrize("option", ["yarn", "cache", "user_cache", "gqa_128", "atomic", "no_fastmath",
+                                    "odd_pairs"])
 def test_kernel_options_match_reference(rng, option):
     storage = "bfloat16" if option != "no_fastmath" else "float32"
     shape = dict(hq=3, hk=1, hv=2, d=128) if option == "gqa_128" else {}
@@ -161,6 +162,8 @@ def test_kernel_options_match_reference(rng, option):
         jw = dict(interleave=False, rotary_dim=32)
     elif option == "no_fastmath":
         kw = jw = dict(fastmath=False)
+    elif option == "odd_pairs":  # GPT-J rotary_dim 6: a lane's second pair passes through
+        kw = jw = dict(rotary_dim=6)
     got = backward(x, g, q_weight=wq, k_weight=wk, positions=pos, **heads, **kw)
     ref, atols = judge(storage, arrays, pos, heads, **jw)
     assert mismatches(got, ref, atols, storage) == []
