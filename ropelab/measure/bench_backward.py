@@ -9,7 +9,8 @@ the production shapes in bfloat16 (flux_1024, qwen_image_1024, zimage_1024), in 
   fused kernel in place on the copy) and the backward (two-stage weight gradient);
 * ``ropelab:bwd`` and ``ropelab:bwd:atomic``: the backward alone through the public function;
 * ``ropelab:bwd:kernel`` and ``ropelab:bwd:kernel:atomic``: the backward's launches alone,
-  pre-bound (no host checks: what the kernels cost);
+  pre-bound (no host checks: what the kernels cost); ``ropelab:fwd+bwd:kernel`` the same inside
+  autograd's sequence; ``ropelab:bwd:kernel:blocksN`` the grid capped at N blocks (a sweep);
 * ``torch.compile:fwd+bwd`` and ``torch.compile:bwd``: the same math in PyTorch (float32
   math on bfloat16 storage), compiled, differentiated by autograd;
 * ``liger:fwd+bwd`` and ``liger:bwd`` (NeoX only; Liger's RoPE has no GPT-J layout):
@@ -109,8 +110,10 @@ def ropelab_backward(arrays, shape, interleave: bool, dw: str = "two_stage"):
                                               dw=dw, **kw)
 
 
-def ropelab_backward_kernel(arrays, shape, interleave: bool, dw: str = "two_stage"):
-    """The backward's launches on fixed buffers, pre-bound: the kernels' own cost."""
+def ropelab_backward_kernel(arrays, shape, interleave: bool, dw: str = "two_stage",
+                            max_blocks: int | None = None):
+    """The backward's launches on fixed buffers (no host checks): the kernels' own cost.
+    ``max_blocks``: the grid's cap (default the kernel module's ``MAX_BLOCKS``)."""
     from numba import cuda
 
     from ..kernels import qknorm_rope_backward as kmod
@@ -121,7 +124,7 @@ def ropelab_backward_kernel(arrays, shape, interleave: bool, dw: str = "two_stag
     qkv, grad, wq, wk, pos = arrays
     info = inspect_array(qkv, "qkv")
     problem = build_problem(info, **_kwargs(shape, interleave))
-    main, reduce = kmod.plans(problem, dw_mode=dw)
+    main, reduce = kmod.plans(problem, dw_mode=dw, max_blocks=max_blocks or kmod.MAX_BLOCKS)
     two = 2 * shape.head_dim
     words = kmod.KERNEL_VIEW[problem.storage]
     dx = cuda.device_array(info.nbytes // words.itemsize, words)
@@ -155,6 +158,24 @@ def ropelab_forward_backward(arrays, shape, interleave: bool):
     kw = _kwargs(shape, interleave)
     out = torch.empty_like(qkv)
     backward = ropelab_backward(arrays, shape, interleave)
+
+    def run():
+        out.copy_(qkv)
+        ropelab.fused_qknorm_rope(out, q_weight=wq, k_weight=wk, positions=pos, **kw)
+        backward()
+    return run
+
+
+def ropelab_forward_backward_kernel(arrays, shape, interleave: bool):
+    """As :func:`ropelab_forward_backward`, with the backward's launches pre-bound."""
+    import torch
+
+    import ropelab
+
+    qkv, grad, wq, wk, pos = arrays
+    kw = _kwargs(shape, interleave)
+    out = torch.empty_like(qkv)
+    backward = ropelab_backward_kernel(arrays, shape, interleave)
 
     def run():
         out.copy_(qkv)
@@ -288,7 +309,15 @@ def run(shapes=SHAPES, *, repeats: int | None = None, timer=None, progress: bool
                     ("ropelab:bwd:kernel", "backward",
                      lambda: ropelab_backward_kernel(arrays, shape, interleave)),
                     ("ropelab:bwd:kernel:atomic", "backward",
-                     lambda: ropelab_backward_kernel(arrays, shape, interleave, "atomic"))]
+                     lambda: ropelab_backward_kernel(arrays, shape, interleave, "atomic")),
+                    ("ropelab:fwd+bwd:kernel", "forward+backward",
+                     lambda: ropelab_forward_backward_kernel(arrays, shape, interleave))]
+            # The grid's cap, swept: fewer blocks mean more units per warp and a shorter
+            # reduction; more mean a second wave of blocks (controlled rows).
+            todo += [(f"ropelab:bwd:kernel:blocks{b}", "backward",
+                      lambda b=b: ropelab_backward_kernel(arrays, shape, interleave,
+                                                          max_blocks=b))
+                     for b in (264, 528, 2112, 4224)]
             pairs = [("torch.compile", lambda: compiled_pair(arrays, shape, interleave))]
             if not interleave:
                 pairs.append(("liger", lambda: liger_pair(arrays, shape)))
