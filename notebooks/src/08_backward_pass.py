@@ -198,7 +198,7 @@ for name in bench_backward.SHAPES:
 # ## The kernel
 #
 # One warp per (token, head) *unit*, like the forward, but in a **grid-stride loop**: the grid
-# has a fixed number of blocks (`MAX_BLOCKS`, enough to fill an H200 once), and each warp
+# has a fixed number of blocks (as many as the GPU holds at once: one wave), and each warp
 # handles units `w, w + W, w + 2W, ...` where `W` is the number of warps in the grid.  That
 # bounds the weight gradient's partial sums to one row per block, however many tokens come.
 #
@@ -368,8 +368,8 @@ assert abs(answer_2 - np.hypot(*dz_pair)) < 1e-9
 
 # %% [markdown]
 # **3.** The two-stage reduction reads one row of `2 * head_dim` floats per block of the main
-# kernel.  On `flux_1024` (4096 tokens, 72 heads, 8 warps a block, at most `MAX_BLOCKS`
-# blocks), how many float32 values does its second kernel read?
+# kernel.  On `flux_1024` (4096 tokens, 72 heads, 8 warps a block) with the grid capped at
+# `MAX_BLOCKS` blocks, how many float32 values does its second kernel read?
 
 # %%
 answer_3 = min(backward_kernel.MAX_BLOCKS, 4096 * 72 // 8) * 2 * 128  # your answer here
@@ -379,5 +379,5 @@ flux = shapes.FLUX_1024
 flux_problem = ropelab.problem.FusedProblem(flux.tokens, flux.heads_q, flux.heads_k, flux.heads_v,
                                             128, 128, True, "bfloat16", 1e-6, 1e4,
                                             inv_freq=np.ones(64))
-main_plan, _ = backward_kernel.plans(flux_problem)
+main_plan, _ = backward_kernel.plans(flux_problem, max_blocks=backward_kernel.MAX_BLOCKS)
 assert answer_3 == backward_kernel.partial_rows(main_plan) * 2 * 128

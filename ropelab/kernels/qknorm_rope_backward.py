@@ -62,9 +62,12 @@ KERNEL_VIEW = {"float32": np.dtype(np.float32), "float16": np.dtype(np.uint32),
                "bfloat16": np.dtype(np.uint32)}
 DW_MODES = ("two_stage", "atomic")
 WARPS_PER_BLOCK = 8
-# Enough blocks to fill an H200 once at 8 warps a block (132 SMs x 8 blocks of 256 threads);
-# more would only lengthen the partial sums.  A plan option: the bench can sweep it.
-MAX_BLOCKS = 1056
+# The grid is as many blocks as the GPU holds at once, one wave: a second, partial wave would
+# leave most SMs idle while it runs (every block has the same work), and more blocks only
+# lengthen the partial sums.  At head_dim 128 the kernel uses 40 registers a thread and 9 KiB of
+# shared memory (ptxas, sm_90), so six 256-thread blocks fit an SM (6 x 256 x 40 <= 65536).
+BLOCKS_PER_SM = 6
+MAX_BLOCKS = 132 * BLOCKS_PER_SM  # an H200; used when no GPU can be asked (the census child)
 REDUCE_PHASES = 32  # the reduce kernel's rows per column: a block of 32 x 32 threads
 
 
@@ -369,6 +372,19 @@ def cos_sin_rows(freq_bytes: bytes, max_positions: int) -> np.ndarray:
     return np.concatenate([np.cos(angle), np.sin(angle)], axis=1).astype(np.float32).reshape(-1)
 
 
+def default_max_blocks() -> int:
+    """``BLOCKS_PER_SM`` blocks on every SM of the current GPU (one wave), or :data:`MAX_BLOCKS`
+    without one (the simulator, the driver-less census child)."""
+    from ..target import SIMULATED
+
+    if SIMULATED:
+        return MAX_BLOCKS
+    try:
+        return int(cuda.get_current_device().MULTIPROCESSOR_COUNT) * BLOCKS_PER_SM
+    except Exception:  # no driver: a plan made for compiling only
+        return MAX_BLOCKS
+
+
 def pick_blocks(units: int, warps_per_block: int, max_blocks: int) -> int:
     """One warp per unit up to ``max_blocks`` blocks, then the warps loop (grid stride)."""
     return max(1, min(max_blocks, -(-units // warps_per_block)))
@@ -382,7 +398,7 @@ def scalar_args(problem) -> tuple:
 
 
 def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
-          warps_per_block: int = WARPS_PER_BLOCK, max_blocks: int = MAX_BLOCKS,
+          warps_per_block: int = WARPS_PER_BLOCK, max_blocks: int | None = None,
           max_positions: int | None = None, user_cache: bool = False) -> tuple[Plan, Plan | None]:
     """The backward's plans: the main kernel and (two-stage) the reduction, or None (atomic).
 
@@ -395,6 +411,7 @@ def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
     if dw_mode not in DW_MODES:
         raise ValueError(f"dw_mode must be one of {DW_MODES}, got {dw_mode!r}")
     atomic = dw_mode == "atomic"
+    max_blocks = default_max_blocks() if max_blocks is None else max_blocks
     store = KERNEL_VIEW[problem.storage]
     units = problem.tokens * (problem.heads_q + problem.heads_k + problem.heads_v)
     blocks = pick_blocks(units, warps_per_block, max_blocks)

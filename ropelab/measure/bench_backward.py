@@ -113,7 +113,7 @@ def ropelab_backward(arrays, shape, interleave: bool, dw: str = "two_stage"):
 def ropelab_backward_kernel(arrays, shape, interleave: bool, dw: str = "two_stage",
                             max_blocks: int | None = None):
     """The backward's launches on fixed buffers (no host checks): the kernels' own cost.
-    ``max_blocks``: the grid's cap (default the kernel module's ``MAX_BLOCKS``)."""
+    ``max_blocks``: the grid's cap (default one wave of the GPU)."""
     from numba import cuda
 
     from ..kernels import qknorm_rope_backward as kmod
@@ -124,7 +124,7 @@ def ropelab_backward_kernel(arrays, shape, interleave: bool, dw: str = "two_stag
     qkv, grad, wq, wk, pos = arrays
     info = inspect_array(qkv, "qkv")
     problem = build_problem(info, **_kwargs(shape, interleave))
-    main, reduce = kmod.plans(problem, dw_mode=dw, max_blocks=max_blocks or kmod.MAX_BLOCKS)
+    main, reduce = kmod.plans(problem, dw_mode=dw, max_blocks=max_blocks)
     two = 2 * shape.head_dim
     words = kmod.KERNEL_VIEW[problem.storage]
     dx = cuda.device_array(info.nbytes // words.itemsize, words)
@@ -312,12 +312,12 @@ def run(shapes=SHAPES, *, repeats: int | None = None, timer=None, progress: bool
                      lambda: ropelab_backward_kernel(arrays, shape, interleave, "atomic")),
                     ("ropelab:fwd+bwd:kernel", "forward+backward",
                      lambda: ropelab_forward_backward_kernel(arrays, shape, interleave))]
-            # The grid's cap, swept: fewer blocks mean more units per warp and a shorter
-            # reduction; more mean a second wave of blocks (controlled rows).
+            # The grid's cap, swept around the default (6 blocks an SM, one wave): fewer
+            # blocks mean fewer warps in flight; more mean a second, partial wave.
             todo += [(f"ropelab:bwd:kernel:blocks{b}", "backward",
                       lambda b=b: ropelab_backward_kernel(arrays, shape, interleave,
                                                           max_blocks=b))
-                     for b in (264, 528, 2112, 4224)]
+                     for b in (264, 528, 1056, 1584)]
             pairs = [("torch.compile", lambda: compiled_pair(arrays, shape, interleave))]
             if not interleave:
                 pairs.append(("liger", lambda: liger_pair(arrays, shape)))

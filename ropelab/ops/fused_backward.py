@@ -62,7 +62,8 @@ def fused_qknorm_rope_backward(qkv, grad, *, num_heads_q, num_heads_k, num_heads
     order: the same bits on every run) or ``"atomic"`` (blocks add into the result with
     ``cuda.atomic.add``: one launch fewer, bits that vary with the blocks' order).
     ``warps_per_block`` (1 .. 32) and ``max_blocks`` override the geometry (the grid is at most
-    ``max_blocks`` blocks; each warp then loops over (token, head) units).
+    ``max_blocks`` blocks, by default one wave of the GPU; each warp loops over (token, head)
+    units).
     ``stream``: as for the forward; on NumPy arrays the call is synchronous.
     """
     if dw not in _kernel.DW_MODES:
@@ -83,8 +84,7 @@ def fused_qknorm_rope_backward(qkv, grad, *, num_heads_q, num_heads_k, num_heads
     check_positions_array(infos["positions"], problem.tokens)
     wpb = _kernel.WARPS_PER_BLOCK if warps_per_block is None else check_int(
         "warps_per_block", warps_per_block, minimum=1, maximum=32)
-    blocks = _kernel.MAX_BLOCKS if max_blocks is None else check_int("max_blocks", max_blocks,
-                                                                     minimum=1)
+    blocks = None if max_blocks is None else check_int("max_blocks", max_blocks, minimum=1)
     if cos_sin_cache is not None:
         if cache is not False or yarn is not None or base != 10000.0:
             fail("cos_sin_cache holds its own cos and sin: it excludes cache=True, yarn and base")
