@@ -265,3 +265,32 @@ def test_no_tokens_gives_zero_weight_gradients():
     dx, dq, dk = backward(x, x.copy(), q_weight=w, k_weight=w, positions=np.zeros(0, np.int32),
                           **heads)
     assert dx.shape == (0, 128) and not dq.any() and not dk.any()
+
+
+def test_device_arrays_and_the_error_word_of_the_cache(rng):
+    """Simulated device arrays take the device route; a device position past the cache makes
+    that token's Q and K gradients NaN and is reported by check_errors, as in the forward."""
+    from numba import cuda
+
+    arrays, pos, heads = make_case(rng, "bfloat16", max_pos=16)
+    pos[1] = 20  # no row for it
+    dev = [cuda.to_device(a) for a in arrays]
+    ropelab.check_errors()  # start clean
+    dx, dq, dk = backward(dev[0], dev[1], q_weight=dev[2], k_weight=dev[3],
+                          positions=cuda.to_device(pos), cache=True, max_positions=16, **heads)
+    got = bf16.to_float32(dx.copy_to_host())
+    nqk = 3 * 64
+    assert np.isnan(got[1, :nqk]).all() and not np.isnan(got[[0, 2]]).any()
+    assert np.array_equal(dx.copy_to_host()[:, nqk:], arrays[1][:, nqk:])  # V passes through
+    with pytest.raises(ropelab.RopeDeviceError, match="20"):
+        ropelab.check_errors()
+
+
+@pytest.mark.parametrize("hq,hk,hv", [(0, 2, 1), (2, 0, 0)])
+def test_one_kind_of_head_only(rng, hq, hk, hv):
+    arrays, pos, heads = make_case(rng, "float32", hq=hq, hk=hk, hv=hv)
+    x, g, wq, wk = arrays
+    got = backward(x, g, q_weight=wq, k_weight=wk, positions=pos, **heads)
+    ref, atols = judge("float32", arrays, pos, heads)
+    assert mismatches(got, ref, atols, "float32") == []
+    assert not (got[1] if hq == 0 else got[2]).any()  # no head of that kind: a zero gradient
