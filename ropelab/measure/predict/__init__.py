@@ -15,6 +15,7 @@ their own module.  The constants are read from that record, so a prediction need
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 
 from . import features
@@ -33,6 +34,20 @@ def recorded_fit() -> dict:
     return records.validate(json.loads(paths[-1].read_text()))
 
 
+def explain_h200(census: dict, bytes_moved: int, *, grid=None, block=None,
+                 table_bytes: int = 0) -> dict:
+    """The prediction taken apart: ``copy_us`` (a copy of the same bytes), ``factors`` (what
+    each feature multiplies it by, the intercept as ``"base"``), ``features`` and ``us``."""
+    meta = recorded_fit()["meta"]
+    constants = meta["constants"]
+    values = features.features(census, int(bytes_moved), grid, block, table_bytes)
+    factors = {"base": math.exp(constants["intercept"])}
+    factors.update({n: math.exp(w * values[n]) for n, w in constants["weights"].items()})
+    copy_us = predict_from_curve(meta["copy_curve"], int(bytes_moved))
+    return {"copy_us": copy_us, "factors": factors, "features": values,
+            "us": copy_us * math.prod(factors.values())}
+
+
 def predict_h200(census: dict, bytes_moved: int, *, grid=None, block=None,
                  table_bytes: int = 0) -> float:
     """Predicted H200 time in microseconds of a kernel with this census moving ``bytes_moved``.
@@ -42,13 +57,8 @@ def predict_h200(census: dict, bytes_moved: int, *, grid=None, block=None,
     blocks, one loop pass per thread and no tables.  The record states the model's error; a
     learner kernel unlike the recorded ones may miss by more.
     """
-    meta = recorded_fit()["meta"]
-    constants = meta["constants"]
-    values = features.features(census, int(bytes_moved), grid, block, table_bytes)
-    z = constants["intercept"] + sum(w * values[n] for n, w in constants["weights"].items())
-    from math import exp
-
-    return predict_from_curve(meta["copy_curve"], int(bytes_moved)) * exp(z)
+    return explain_h200(census, bytes_moved, grid=grid, block=block,
+                        table_bytes=table_bytes)["us"]
 
 
-__all__ = ["predict_h200", "recorded_fit"]
+__all__ = ["explain_h200", "predict_h200", "recorded_fit"]
