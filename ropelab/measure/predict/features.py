@@ -73,4 +73,4 @@ def features(census: dict, bytes_moved: int, grid=None, block=None, table_bytes:
     return {"table": math.log1p(table_bytes / bytes_moved),
             "scalar": scalar,
             "serial": serial,
-            "serial_size": serial * size}
+            "serial_size": serial * size if serial else 0.0}
