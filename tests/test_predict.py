@@ -117,3 +117,16 @@ def test_the_copy_curve_returns_the_recorded_copies_and_keeps_bandwidth_beyond()
         assert record.predict_from_curve(curve, size) == pytest.approx(us)
     (size, us) = curve[-1]
     assert record.predict_from_curve(curve, 2 * size) == pytest.approx(2 * us)
+
+
+def test_notebook_07_names_every_kernel_the_model_misses(stored):
+    """07 explains each held-out miss by name: a new record with other misses fails this until
+    the prose is rewritten (the numbers themselves are rendered from the record)."""
+    import jupytext
+
+    source = (sources.DATA_DIR.parent / "notebooks" / "src" / "07_measuring_honestly.py")
+    prose = "\n".join(c.source for c in jupytext.read(source).cells if c.cell_type == "markdown")
+    assert "{{ predict.misses }}" in prose
+    for miss in stored["meta"]["summary"]["misses"]:
+        kernel = miss.split("@", 1)[0]
+        assert f"`{kernel}`" in prose, f"07 does not explain the miss {miss}"

@@ -483,8 +483,7 @@ plt.show()
 # {{ predict.misses }}.  Both run faster than the model says on the 1 GB shape, and both give
 # each thread several pairs (`block2d_256` loops over eight, `pair_sincos` handles four): the
 # model has no feature for work per thread beyond the serial wait.  Even a training row misses
-# by {{ predict.train_model_max_pct }} (`block2d_no_loop` on the 1 GB shape, with 1024-thread
-# blocks).  Two more cautions: the feature set was chosen among six candidates by comparing
+# by {{ predict.train_worst }}.  Two more cautions: the feature set was chosen among six candidates by comparing
 # their held-out errors, so those errors flatter it somewhat; and a learner's kernel has a
 # PTX census only, with no SASS schedule, so its serial loads go unseen.  A prediction is a
 # sketch of where a kernel stands against the copy, not a measurement.

@@ -54,3 +54,13 @@ def _():
     path, s = _summary()
     words = {0: "no", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
     return Rendered(words.get(len(s["misses"]), str(len(s["misses"]))), path)
+
+
+@number("predict.train_worst")
+def _():
+    """The training row the model misses most: its error and where, e.g. ``14.3% (`k` on S)``."""
+    path, rec = newest("predict")
+    worst = max((r for r in rec["rows"] if r["split"] == "train"),
+                key=lambda r: abs(r["model_error"]))
+    return Rendered(f"{pct(abs(worst['model_error']), 1)} (`{worst['kernel']}` on "
+                    f"{worst['shape']})", path)
