@@ -29,6 +29,7 @@ def test_the_fit_is_reproducible_from_the_records(recomputed, stored):
         assert got["weights"][name] == pytest.approx(weight, rel=1e-9, abs=1e-12)
     assert recomputed["meta"]["sources"] == stored["meta"]["sources"]
     assert recomputed["rows"] == stored["rows"]
+    assert recomputed["meta"]["swapped_halves"] == stored["meta"]["swapped_halves"]
 
 
 def test_the_records_errors_match_a_recomputation_from_its_rows(stored):

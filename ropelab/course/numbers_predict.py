@@ -7,6 +7,10 @@ from __future__ import annotations
 from .numbers_core import Rendered, newest, number, pct
 
 
+def _count_word(n: int) -> str:
+    return {0: "no", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}.get(n, str(n))
+
+
 def _summary():
     path, rec = newest("predict")
     return path, rec["meta"]["summary"]
@@ -52,8 +56,7 @@ def _():
 @number("predict.miss_count")
 def _():
     path, s = _summary()
-    words = {0: "no", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
-    return Rendered(words.get(len(s["misses"]), str(len(s["misses"]))), path)
+    return Rendered(_count_word(len(s["misses"])), path)
 
 
 @number("predict.train_worst")
@@ -64,3 +67,17 @@ def _():
                 key=lambda r: abs(r["model_error"]))
     return Rendered(f"{pct(abs(worst['model_error']), 1)} (`{worst['kernel']}` on "
                     f"{worst['shape']})", path)
+
+
+@number("predict.swapped_ratio")
+def _():
+    """The mean-error ratio when the halves are swapped (the other half trains)."""
+    path, rec = newest("predict")
+    return Rendered(f"{rec['meta']['swapped_halves']['test_mean_ratio']:.2f}", path)
+
+
+@number("predict.swapped_miss_count")
+def _():
+    path, rec = newest("predict")
+    n = len(rec["meta"]["swapped_halves"]["misses"])
+    return Rendered(_count_word(n), path)

@@ -57,6 +57,12 @@ def compute() -> dict:
     meta["copy_curve"] = copy_curve(rows)
     meta["skipped"] = skipped
     meta["summary"] = model.summary(lines)
+    # A check of the split, not the model: the same features fitted on the other half.
+    other = tuple(sorted({r.kernel for r in rows} - set(constants["train_kernels"])))
+    swapped = model.summary(model.evaluate(rows, model.fit(rows, train=other)))
+    meta["swapped_halves"] = {k: swapped[k] for k in ("train_rows", "test_rows", "test_model_max",
+                                                      "test_model_mean", "test_trivial_mean",
+                                                      "test_mean_ratio", "misses")}
     return {"meta": meta, "rows": lines}
 
 
@@ -94,4 +100,8 @@ def format_report(doc: dict) -> str:
              f"{100 * s['test_model_mean']:.1f}%; trivial max {100 * s['test_trivial_max']:.1f}% "
              f"mean {100 * s['test_trivial_mean']:.1f}% (ratio {s['test_mean_ratio']:.2f}, goal <= 0.33)",
              "held-out rows beyond 10%: " + ("; ".join(s["misses"]) or "none")]
+    w = doc["meta"]["swapped_halves"]
+    lines.append(f"check, halves swapped ({w['train_rows']} training rows): model max "
+                 f"{100 * w['test_model_max']:.1f}% mean {100 * w['test_model_mean']:.1f}%, ratio "
+                 f"{w['test_mean_ratio']:.2f}, {len(w['misses'])} rows beyond 10%")
     return "\n".join(lines)
