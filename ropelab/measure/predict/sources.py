@@ -14,7 +14,10 @@ engine, the records or the launch plans touches one file:
 - the launch geometry (grid, block, tables) from the kernels' own plans, for the shape of the row.
 
 A row whose kernel has no census (the fused kernel at a partial rotary dim, the cos/sin cache in
-16 bits) is left out and listed in :func:`gather`'s ``skipped``, never guessed.
+16 bits) is left out and listed in :func:`gather`'s ``skipped``, never guessed.  Also left out,
+by choice: the bench's ``kernel`` rows (the same kernels launched without the public call: the
+same census twice), the bench's own fused rows (the newer ``bench_fused`` run times that code),
+and older runs (their kernels may differ from today's census).
 """
 
 from __future__ import annotations
@@ -101,16 +104,21 @@ def _plain_plan(name: str, tokens: int, hidden: int):
     plan = kernels.VARIANTS[variant].plan(RopeProblem(tokens, 1, hidden, hidden), options)
     tables = sum(int(t.nbytes) for t in plan.tables)
     return (getattr(plan.kernel, "__qualname__", plan.kernel.__name__).split(".")[-1],
-            tuple(plan.grid), tuple(plan.block), tables)
+            _dims(plan.grid), _dims(plan.block), tables)
+
+
+def _dims(value) -> tuple:
+    """(x, y, z) of a launch dimension given as an int or a tuple."""
+    value = tuple(int(v) for v in value) if hasattr(value, "__iter__") else (int(value),)
+    return value + (1,) * (3 - len(value))
 
 
 def _control_plan(name: str, tokens: int, hidden: int):
     from .. import controls
-    from ...kernels._launch import dim3
 
     entry = controls.KERNELS[name]
     grid, threads, _ = entry.config(tokens, hidden)
-    return entry.fn.__name__, dim3(grid), dim3(threads), 0
+    return entry.fn.__name__, _dims(grid), _dims(threads), 0
 
 
 def _fused_plan(name: str, shape: str, dtype: str):
@@ -129,7 +137,7 @@ def _fused_plan(name: str, shape: str, dtype: str):
     plan = variant.plan(problem, options)
     tables = sum(int(t.nbytes) for t in plan.tables)
     return (getattr(plan.kernel, "__qualname__", plan.kernel.__name__).split(".")[-1],
-            tuple(plan.grid), tuple(plan.block), tables)
+            _dims(plan.grid), _dims(plan.block), tables)
 
 
 def gather() -> tuple[list[Row], list[str], dict]:
