@@ -131,3 +131,14 @@ def test_notebook_07_names_every_kernel_the_model_misses(stored):
     for miss in stored["meta"]["summary"]["misses"]:
         kernel = miss.split("@", 1)[0]
         assert f"`{kernel}`" in prose, f"07 does not explain the miss {miss}"
+
+
+def test_explain_takes_the_prediction_apart_exactly():
+    from ropelab.measure.predict import explain_h200
+
+    census = _learner_census()
+    why = explain_h200(census, 33570816, grid=(16384, 1, 1), block=(64, 1, 1))
+    assert why["us"] == pytest.approx(why["copy_us"] * math.prod(why["factors"].values()))
+    assert why["us"] == pytest.approx(predict_h200(census, 33570816, grid=(16384, 1, 1),
+                                                   block=(64, 1, 1)))
+    assert set(why["factors"]) == {"base", *features.NAMES}
