@@ -553,53 +553,19 @@ print(f"exercise 3: correct, at least {answer_3:.0f} us; the fastest row took {b
 
 # %% [markdown]
 # **4. Your own kernel, timed or predicted.**  Paste your `my_rope_pack4_scalar` from notebook
-# 03 into the next cell (it holds the solution until you do).  On a GPU, `verdict.time()`
+# 03 into the next cell (it loads the solution until you do).  On a GPU, `verdict.time()`
 # times it against a copy of the same bytes; without one, the cell after it predicts its
 # H200 time from its census and takes the prediction apart, one factor per feature.  Which
 # feature puts your kernel furthest below the copy?  Set `answer_4` to its name and say
 # why in a comment.
 
 # %%
-import math
-
-from numba import cuda, float32, uint64
-
-from ropelab.course import exercises, kernel_census
-
-
-@cuda.jit(fastmath=True)
-def my_rope_pack4_scalar(x, out, positions, n_pairs, quads_per_row, total_quads, base):
-    idx = cuda.grid(1)
-    if idx < total_quads:
-        q = uint64(idx)
-        token = q // quads_per_row
-        pair = uint64(2) * (q - token * quads_per_row)
-        i = uint64(2) * (token * n_pairs + pair)
-        j = i + uint64(2)
-        two = pair + uint64(1) < n_pairs
-        x0 = x[i]
-        x1 = x[i + uint64(1)]
-        x2 = float32(0.0)
-        x3 = float32(0.0)
-        if two:
-            x2 = x[j]
-            x3 = x[j + uint64(1)]
-        pos = float32(positions[token])
-        inv_hidden = float32(1.0) / float32(n_pairs + n_pairs)
-        a0 = pos / math.pow(base, float32(pair + pair) * inv_hidden)
-        c = math.cos(a0)
-        s = math.sin(a0)
-        out[i] = x0 * c - x1 * s
-        out[i + uint64(1)] = x0 * s + x1 * c
-        if two:
-            a1 = pos / math.pow(base, float32(pair + pair + uint64(2)) * inv_hidden)
-            c = math.cos(a1)
-            s = math.sin(a1)
-            out[j] = x2 * c - x3 * s
-            out[j + uint64(1)] = x2 * s + x3 * c
-
+from ropelab.course import exercises, kernel_census, verify
 
 exercise_03 = exercises.get("03-pack4-loads-first")
+# Your kernel from notebook 03: paste its definition, decorator and all, in place of the
+# next line, which loads the solution (notebooks/solutions/03_pack4.py).
+my_rope_pack4_scalar = verify.load_solution(verify.solution_path(exercise_03)).SOLUTION
 verdict = exercises.check(my_rope_pack4_scalar, exercise_03.id)
 
 # %%

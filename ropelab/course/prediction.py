@@ -27,9 +27,12 @@ def prediction_table(record, split: str = "test") -> str:
                      f"{r['model_us']:>8.1f} {100 * r['model_error']:>+6.1f}%  "
                      f"{r['trivial_us']:>8.1f} {100 * r['trivial_error']:>+6.1f}%{flag}")
     s = record["meta"]["summary"]
+    def max_mean(model):
+        return (f"{100 * s[f'{split}_{model}_max']:.1f}% / "
+                f"{100 * s[f'{split}_{model}_mean']:.1f}%")
+
     lines += ["", f"{split} rows: {s[f'{split}_rows']}; |error| max / mean: model "
-              f"{100 * s[f'{split}_model_max']:.1f}% / {100 * s[f'{split}_model_mean']:.1f}%, trivial "
-              f"{100 * s[f'{split}_trivial_max']:.1f}% / {100 * s[f'{split}_trivial_mean']:.1f}%",
+              f"{max_mean('model')}, trivial {max_mean('trivial')}",
               f"source: {provenance(record)}"]
     return "\n".join(lines)
 

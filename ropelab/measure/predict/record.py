@@ -91,14 +91,16 @@ def predict_from_curve(curve, bytes_moved: int) -> float:
 
 def format_report(doc: dict) -> str:
     s, c = doc["meta"]["summary"], doc["meta"]["constants"]
-    lines = [f"predicted H200 time: {s['train_rows']} training rows ({', '.join(c['train_kernels'])}),"
+    kernels = ", ".join(c["train_kernels"])
+    lines = [f"predicted H200 time: {s['train_rows']} training rows ({kernels}),"
              f" {s['test_rows']} held out",
              "constants: intercept {:.4f}; ".format(c["intercept"])
              + ", ".join(f"{k} {v:.4f}" for k, v in c["weights"].items())
              + f"; trivial fraction of copy {c['trivial_fraction_of_copy']:.4f}",
              f"held out: model max {100 * s['test_model_max']:.1f}% mean "
              f"{100 * s['test_model_mean']:.1f}%; trivial max {100 * s['test_trivial_max']:.1f}% "
-             f"mean {100 * s['test_trivial_mean']:.1f}% (ratio {s['test_mean_ratio']:.2f}, goal <= 0.33)",
+             f"mean {100 * s['test_trivial_mean']:.1f}% "
+             f"(ratio {s['test_mean_ratio']:.2f}, goal <= 0.33)",
              "held-out rows beyond 10%: " + ("; ".join(s["misses"]) or "none")]
     w = doc["meta"]["swapped_halves"]
     lines.append(f"check, halves swapped ({w['train_rows']} training rows): model max "

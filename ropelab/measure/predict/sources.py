@@ -91,7 +91,7 @@ def _copies(record: dict) -> dict:
 
 
 def _plain_plan(name: str, tokens: int, hidden: int):
-    """(kernel function name, grid, block, table bytes) of a plain variant as the bench called it."""
+    """(kernel function name, grid, block, table bytes) of a plain variant, as the bench ran it."""
     from ... import kernels
     from ...problem import RopeProblem
 
