@@ -565,7 +565,8 @@ from ropelab.course import exercises, kernel_census, verify
 exercise_03 = exercises.get("03-pack4-loads-first")
 # Your kernel from notebook 03: paste its definition, decorator and all, in place of the
 # next line, which loads the solution (notebooks/solutions/03_pack4.py).
-my_rope_pack4_scalar = verify.load_solution(verify.solution_path(exercise_03)).SOLUTION
+solution_03 = verify.load_solution(verify.solution_path(exercise_03))
+my_rope_pack4_scalar = solution_03.my_rope_pack4_scalar
 verdict = exercises.check(my_rope_pack4_scalar, exercise_03.id)
 
 # %%
@@ -574,7 +575,7 @@ verdict = exercises.check(my_rope_pack4_scalar, exercise_03.id)
 verdict.time()
 
 # %%
-timing_case = exercise_03.make_cases(True)[0]
+timing_case = exercise_03.timing_case()
 (my_census,) = kernel_census.census([(kernel_census.ship_kernel(my_rope_pack4_scalar),
                                       exercise_03.signature)])
 why = predict.explain_h200(my_census, timing_case.bytes_moved, grid=timing_case.grid,
