@@ -1,14 +1,70 @@
-"""Notebook 01's steps: solutions, and wrong attempts the grader must reject.
+"""Notebook 01's ladder: a solution for every step, and wrong attempts the grader must reject.
 
-``python -m ropelab exercises --verify`` runs ``SOLUTIONS[step_id]`` (it must pass) and every
+``python -m ropelab exercises --verify`` grades ``SOLUTIONS[step_id]`` (it must pass) and every
 function of ``WRONG[step_id]`` (each must be rejected with a verdict containing the fragment
-next to it).
+next to it).  The steps: 01.1 token and pair of a flat index (the angles of every pair), 01.2
+the launch of that kernel, 01.3 the seed's flat RoPE kernel.
 """
 
 import math
 
 import ropelab  # noqa: F401  (chooses the GPU or the simulator before numba.cuda is imported)
 from numba import cuda, float32, int64, uint64
+
+# --- 01.1: a flat index to (token, pair), one unsigned division --------------------
+
+
+@cuda.jit(fastmath=True)
+def pair_angles(out, positions, inv_freq, n_pairs, total_pairs):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        i = uint64(idx)  # unsigned: a plain C division, no floor fix-ups
+        token = i // n_pairs  # the one division
+        pair = i - token * n_pairs  # the remainder without a second one
+        out[i] = float32(positions[token]) * inv_freq[pair]
+
+
+@cuda.jit(fastmath=True)
+def angles_signed(out, positions, inv_freq, n_pairs, total_pairs):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        n = int64(n_pairs)
+        token = idx // n  # signed: Python's floor division
+        pair = idx - token * n
+        out[idx] = float32(positions[token]) * inv_freq[pair]
+
+
+@cuda.jit(fastmath=True)
+def angles_modulo(out, positions, inv_freq, n_pairs, total_pairs):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        i = uint64(idx)
+        token = i // n_pairs
+        pair = i % n_pairs  # a remainder operator: the exercise asks for a multiply-subtract
+        out[i] = float32(positions[token]) * inv_freq[pair]
+
+
+@cuda.jit(fastmath=True)
+def angles_float64(out, positions, inv_freq, n_pairs, total_pairs):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        i = uint64(idx)
+        token = i // n_pairs
+        pair = i - token * n_pairs
+        out[i] = positions[token] * inv_freq[pair]  # int32 * float32: computed in float64
+
+
+@cuda.jit(fastmath=True)
+def angles_row_number(out, positions, inv_freq, n_pairs, total_pairs):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        i = uint64(idx)
+        token = i // n_pairs
+        pair = i - token * n_pairs
+        out[i] = float32(token) * inv_freq[pair]  # the row, not the token's position
+
+
+# --- 01.3: the seed's flat kernel -------------------------------------------------------------
 
 
 @cuda.jit(fastmath=True)
@@ -89,25 +145,6 @@ def float64_division(x, out, positions, n_pairs, total_pairs, base):
 
 
 @cuda.jit(fastmath=True)
-def signed_index_math(x, out, positions, n_pairs, total_pairs, base):
-    idx = cuda.grid(1)
-    if idx < total_pairs:
-        n = int64(n_pairs)  # signed: Python's floor // and %, each with sign fix-ups
-        token = idx // n
-        pair = idx % n
-        e = idx + idx
-        x0 = x[e]
-        x1 = x[e + 1]
-        exponent = float32(pair + pair) / float32(n + n)
-        inv_freq = float32(1.0) / math.pow(base, exponent)
-        angle = float32(positions[token]) * inv_freq
-        c = math.cos(angle)
-        s = math.sin(angle)
-        out[e] = x0 * c - x1 * s
-        out[e + 1] = x0 * s + x1 * c
-
-
-@cuda.jit(fastmath=True)
 def signed_division(x, out, positions, n_pairs, total_pairs, base):
     idx = cuda.grid(1)
     if idx < total_pairs:
@@ -127,14 +164,21 @@ def signed_division(x, out, positions, n_pairs, total_pairs, base):
 
 
 SOLUTIONS = {
-    "01.1": my_rope_flat,
+    "01.1": pair_angles,
+    "01.3": my_rope_flat,
 }
 
 WRONG = {
     "01.1": [
+        (angles_signed, "divides signed integers"),
+        (angles_modulo, "`%` is not allowed"),
+        (angles_float64, "float64 instructions"),
+        (angles_row_number, "read positions[token]"),
+    ],
+    "01.3": [
         (no_guard, "out of bounds at thread"),
         (pair_off_by_one, "pair index off by one"),
         (float64_division, "float64 instructions"),
-        (signed_index_math, "`%` is not allowed"),
+        (signed_division, "divides signed integers"),
     ],
 }
