@@ -2,7 +2,7 @@
 
 ``python -m ropelab exercises --verify`` grades ``SOLUTIONS[step_id]`` (it must pass) and every
 kernel of ``WRONG[step_id]`` (each must be rejected with a verdict containing the fragment next
-to it).  The steps: 00.1 copy, 00.2 guard, 00.3 one pair per thread, 00.4 its launch, 00.5 one
+to it).  The steps: 00.1 copy, 00.2 guard, 00.3 one pair per thread, 00.4 its launch (a host function), 00.5 one
 thread per float (the notebook's first RoPE kernel).
 """
 
@@ -129,6 +129,30 @@ def rotate_pairs_same_float(x, out, cos_t, sin_t, n_pairs):
         out[2 * p + 1] = x0 * s + x1 * c
 
 
+# --- 00.4: the launch, written by the learner ------------------------------------------------
+
+
+def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
+    threads = 128  # four warps; any multiple of 32 up to 1024 works
+    blocks = (n_pairs + threads - 1) // threads  # rounded up: the last block may be partial
+    rotate_pairs[blocks, threads](x, out, cos_t, sin_t, n_pairs)
+
+
+def launch_rounded_down(x, out, cos_t, sin_t, n_pairs):
+    threads = 128
+    blocks = n_pairs // threads  # rounded down: the pairs of the partial block are lost
+    rotate_pairs[max(blocks, 1), threads](x, out, cos_t, sin_t, n_pairs)
+
+
+def launch_block_per_pair(x, out, cos_t, sin_t, n_pairs):
+    rotate_pairs[n_pairs, 128](x, out, cos_t, sin_t, n_pairs)  # 128 times the threads needed
+
+
+def launch_too_wide(x, out, cos_t, sin_t, n_pairs):
+    threads = 2048  # more than a block may hold
+    rotate_pairs[(n_pairs + threads - 1) // threads, threads](x, out, cos_t, sin_t, n_pairs)
+
+
 # --- 00.5: one thread per float ---------------------------------------------------------------
 
 
@@ -185,6 +209,7 @@ SOLUTIONS = {
     "00.1": copy,
     "00.2": copy_guarded,
     "00.3": rotate_pairs,
+    "00.4": launch_rotate_pairs,
     "00.5": rotate_elements,
 }
 
@@ -192,7 +217,7 @@ WRONG = {
     "00.1": [
         (copy_thread_index_only, "never written"),
         (copy_from_next, "out of bounds"),
-        (copy_into_input, "x"),
+        (copy_into_input, "wrote into its input x"),
     ],
     "00.2": [
         (copy_unguarded, "out of bounds"),
@@ -204,6 +229,11 @@ WRONG = {
         (rotate_pairs_backwards, "a sign is flipped"),
         (rotate_pairs_guard_floats, "out of bounds"),
         (rotate_pairs_same_float, "x0 = x[2p]"),
+    ],
+    "00.4": [
+        (launch_rounded_down, "never written"),
+        (launch_block_per_pair, "wholly idle"),
+        (launch_too_wide, "illegal launch"),
     ],
     "00.5": [
         (no_guard, "out of bounds at thread"),

@@ -64,6 +64,29 @@ def angles_row_number(out, positions, inv_freq, n_pairs, total_pairs):
         out[i] = float32(token) * inv_freq[pair]  # the row, not the token's position
 
 
+# --- 01.2: the launch, written by the learner ------------------------------------------------
+
+
+def launch_pair_angles(out, positions, inv_freq, n_pairs, total_pairs):
+    threads = 256
+    blocks = (total_pairs + threads - 1) // threads  # one thread per pair, rounded up
+    pair_angles[blocks, threads](out, positions, inv_freq, n_pairs, total_pairs)
+
+
+def launch_one_row(out, positions, inv_freq, n_pairs, total_pairs):
+    threads = 256
+    blocks = (int(n_pairs) + threads - 1) // threads  # the pairs of one row, not of the batch
+    pair_angles[blocks, threads](out, positions, inv_freq, n_pairs, total_pairs)
+
+
+def launch_thread_per_pair_blocks(out, positions, inv_freq, n_pairs, total_pairs):
+    pair_angles[total_pairs, 64](out, positions, inv_freq, n_pairs, total_pairs)  # 64x too many
+
+
+def launch_block_of_everything(out, positions, inv_freq, n_pairs, total_pairs):
+    pair_angles[1, total_pairs](out, positions, inv_freq, n_pairs, total_pairs)  # one block
+
+
 # --- 01.3: the seed's flat kernel -------------------------------------------------------------
 
 
@@ -165,6 +188,7 @@ def signed_division(x, out, positions, n_pairs, total_pairs, base):
 
 SOLUTIONS = {
     "01.1": pair_angles,
+    "01.2": launch_pair_angles,
     "01.3": my_rope_flat,
 }
 
@@ -174,6 +198,11 @@ WRONG = {
         (angles_modulo, "`%` is not allowed"),
         (angles_float64, "float64 instructions"),
         (angles_row_number, "read positions[token]"),
+    ],
+    "01.2": [
+        (launch_one_row, "never written"),
+        (launch_thread_per_pair_blocks, "wholly idle"),
+        (launch_block_of_everything, "illegal launch"),
     ],
     "01.3": [
         (no_guard, "out of bounds at thread"),

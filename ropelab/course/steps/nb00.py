@@ -1,8 +1,8 @@
 """Notebook 00's ladder (00_rope_in_one_notebook.ipynb): from a copy to the first RoPE kernel.
 
-map (one thread per float, the grid exactly the array) -> guard (the grid rounded up to whole
-blocks) -> rotate one pair per thread with given cos and sin -> the launch of that kernel ->
-the notebook's exercise, one thread per float.  Solutions and recorded wrong attempts:
+00.1 map (one thread per float, the grid exactly the array) -> 00.2 guard (the grid rounded up
+to whole blocks) -> 00.3 rotate one pair per thread with given cos and sin -> 00.4 the launch of
+that kernel, written by the learner -> 00.5 one thread per float (the notebook's old exercise).  Solutions and recorded wrong attempts:
 ``notebooks/solutions/00_rope_in_one_notebook.py``.
 """
 
@@ -128,6 +128,20 @@ STEPS = [
         make_cases=_cases_pairs,
         hint="out[2p] = x0*c - x1*s and out[2p+1] = x0*s + x1*c with x0 = x[2p], x1 = x[2p+1]",
         bounds_hint=ONE_THREAD_HINT + " (p < n_pairs)",
+    ),
+    Step(
+        id="00.4", notebook=NOTEBOOK, kind="launch",
+        title="Launch: grid and block from the number of pairs",
+        kernel_name="launch_rotate_pairs",
+        task="launch rotate_pairs (step 00.3) with enough blocks that every pair has a thread",
+        arguments=("x", "out", "cos_t", "sin_t", "n_pairs"),
+        contract=f"x, out: float32[2 * n_pairs] (device arrays); {_TABLES}; n_pairs: int64",
+        launch_text="yours: at most 1024 threads per block, every pair covered, no block "
+                    "wholly idle",
+        make_cases=_cases_pairs,
+        hint="blocks = (n_pairs + threads - 1) // threads: the grid rounded up, not down",
+        bounds_hint="a thread past the last pair ran rotate_pairs' body: the launch rounds "
+                    "up, so the kernel (step 00.3) must guard with p < n_pairs",
     ),
     Step(
         id="00.5", alias="00-first-kernel", notebook=NOTEBOOK, kind="kernel",

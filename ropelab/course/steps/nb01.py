@@ -1,8 +1,8 @@
 """Notebook 01's ladder (01_flat_divmod.ipynb): a flat index becomes (token, pair).
 
-angles (token and pair from one unsigned division, the remainder by a multiply-subtract) ->
-the launch of that kernel (grid from tokens x pairs) -> the seed's flat RoPE kernel from an
-empty body.  Solutions and recorded wrong attempts: ``notebooks/solutions/01_flat_divmod.py``.
+01.1 angles (token and pair from one unsigned division, the remainder by a multiply-subtract)
+-> 01.2 the launch of that kernel (grid from tokens x pairs) -> 01.3 the seed's flat RoPE
+kernel from an empty body (the notebook's old exercise).  Solutions and recorded wrong attempts: ``notebooks/solutions/01_flat_divmod.py``.
 """
 
 from __future__ import annotations
@@ -45,11 +45,11 @@ NO_MODULO = Forbid("%", "take the pair as i - token * n_pairs: a multiply and a 
 _ANGLE_SIGNATURE = "void(float32[::1], int32[::1], float32[::1], uint64, int64)"
 
 
-def _cases_angles(big: bool) -> list[Case]:
+def _cases_angles(big: bool, shapes=SMALL_SHAPES) -> list[Case]:
     """out[token * n_pairs + pair] = float32(positions[token]) * inv_freq[pair]."""
     rng = rng_for("01.1")
     cases = []
-    for tokens, hidden in ((BIG_SHAPE,) if big else SMALL_SHAPES):
+    for tokens, hidden in ((BIG_SHAPE,) if big else shapes):
         n_pairs = hidden // 2
         pos = rng.integers(0, MAX_POSITION, tokens).astype(np.int32)
         inv_freq = freqs(hidden).astype(np.float32)
@@ -76,6 +76,11 @@ def _cases_angles(big: bool) -> list[Case]:
             bytes_moved=4 * total + pos.nbytes + inv_freq.nbytes,
         ))
     return cases
+
+
+def _cases_launch(big: bool) -> list[Case]:
+    """01.1's cases, plus a batch of 1,200 pairs: more than one block may hold."""
+    return _cases_angles(big, SMALL_SHAPES + ((3, 800),))
 
 
 def _cases_flat(big: bool) -> list[Case]:
@@ -110,6 +115,21 @@ STEPS = [
         bounds_hints={"inv_freq": "a pair index past the row: pair = i - token * n_pairs is "
                                   "below n_pairs", "positions": "a token past the last row: "
                                   "token = i // n_pairs, and only for idx < total_pairs"},
+    ),
+    Step(
+        id="01.2", notebook=NOTEBOOK, kind="launch",
+        title="Launch: the grid from tokens x pairs",
+        kernel_name="launch_pair_angles",
+        task="launch pair_angles (step 01.1) with one thread per pair of the batch",
+        arguments=("out", "positions", "inv_freq", "n_pairs", "total_pairs"),
+        contract="the arguments of pair_angles, as device arrays and scalars",
+        launch_text="yours: at most 1024 threads per block, every pair covered, no block "
+                    "wholly idle",
+        make_cases=_cases_launch,
+        hint="blocks = (total_pairs + threads - 1) // threads, with total_pairs = tokens x "
+             "n_pairs (not n_pairs alone: that covers one row)",
+        bounds_hint="a thread past the last pair ran pair_angles' body: the launch rounds up, "
+                    "so the kernel (step 01.1) must guard with idx < total_pairs",
     ),
     Step(
         id="01.3", alias="01-flat-index", notebook=NOTEBOOK, kind="kernel",
