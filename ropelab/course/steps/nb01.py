@@ -39,9 +39,10 @@ UNSIGNED = UnsignedOnly("int_divrem", "<=", 0, "the PTX divides signed integers 
                         "unsigned division")
 ONE_DIVISION = Gate("int_divrem", "<=", 2, "the PTX has {got} integer div/rem instructions (the "
                     "goal: {limit}: one unsigned division, which the compiler emits as a 64-bit "
-                    "and a 32-bit path): take the pair as i - token * n_pairs")
-NO_MODULO = Forbid("%", "take the pair as i - token * n_pairs: a multiply and a subtract "
-                   "instead of a second division")
+                    "and a 32-bit path): divide once, and take the remainder from the quotient "
+                    "(pair = i - token * n_pairs)")
+NO_MODULO = Forbid("%", "take the remainder from the quotient you have (pair = i - token * "
+                   "n_pairs): a multiply and a subtract instead of a second division")
 _ANGLE_SIGNATURE = "void(float32[::1], int32[::1], float32[::1], uint64, int64)"
 
 
