@@ -20,18 +20,16 @@ A verdict is returned and printed, never raised: a wrong kernel must not stop a 
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
-from numba import cuda
 
-from ..measure import bench
 from ..target import SIMULATED
 from ..tolerance import rope_atol
 from . import kernel_census
+from .intake import _parameters, blanks, empty_body, identify, read_source  # noqa: F401
 from .recording import LaunchRejected
 from .trial import SENTINEL, run, unwritten  # noqa: F401  (SENTINEL re-exported)
 
@@ -95,6 +93,7 @@ class Gate:
 COUNTER_LABELS = {
     "instructions": "PTX instructions",
     "int_divrem": "integer div/rem",
+    "signed_divrem": "signed integer div/rem (div.s, rem.s)",
     "f64": "float64 instructions",
     "sincos": "sin/cos (sin.approx, cos.approx)",
     "pow": "pow (one lg2.approx each)",
@@ -112,6 +111,9 @@ def counter_value(row: dict, name: str):
     """One census counter of a census row; width tables stay tables, the rest are ints."""
     if name == "pow":
         return row["sfu"].get("lg2", 0)
+    if name == "signed_divrem":  # div.s64, rem.s32 ...: Python's // and % on signed ints
+        ops = row.get("int_divrem_ops", {})
+        return sum(n for op, n in ops.items() if op.split(".")[-1].startswith("s"))
     if name == "ld_global_128":
         return row["ld_global"].get("128", 0)
     return row[name]
@@ -137,6 +139,7 @@ class Verdict:
     lines: list
     timer: Callable[[int], str] | None = None  # set on PASS: times the kernel on a GPU
     census: dict | None = None  # the learner's PTX census row, when one was taken
+    subject: tuple | None = None  # (step, function) graded; set by the runner, for show()
 
     @property
     def passed(self) -> bool:
@@ -149,57 +152,25 @@ class Verdict:
         return f"<Verdict {self.exercise}: {self.status}>"
 
     def time(self, repeats: int = 20) -> None:
-        """On a GPU, time the passing kernel against a device copy of the same bytes.
+        """Time the passing kernel on a GPU beside ropelab's and a device copy of the same
+        bytes; with no GPU, print a predicted H200 time if a prediction model is installed,
+        else say that nothing was timed.  Notebooks call this in a cell whose output nbval
+        ignores.  See :mod:`.learner_time`."""
+        from .learner_time import report
+        print(report(self, repeats))
 
-        Prints one sentence instead on the simulator or when the kernel has not passed: a
-        simulated launch has no meaningful time.  Notebooks call this in a cell whose output
-        nbval ignores.
-        """
-        if not self.passed or self.timer is None:
-            print("nothing timed: the kernel has not passed the check yet")
-        elif SIMULATED:
-            print("nothing timed: no GPU in this process (the simulator's times would describe "
-                  "Python threads, not a GPU)")
-        else:
-            print(self.timer(repeats))
+    def show(self):
+        """Draw the graded kernel on a small shape: who read and wrote which element, accesses
+        per thread, and its output beside the reference with wrong cells marked (passing and
+        failing kernels alike).  Returns the matplotlib figure.  See :mod:`.show`."""
+        from .show import show_verdict
+        return show_verdict(self)
 
 
 def _verdict(exercise: str, status: str, first: str, *more: str) -> Verdict:
     head = (first if status == "PASS" else f"{status} {first}" if first.startswith("at thread")
             else f"{status}: {first}")
     return Verdict(exercise, status, [head, *[m for m in more if m]])
-
-
-# --------------------------------------------------------------------------------------------
-# Step 1-2: blanks and the argument list, read from the source
-# --------------------------------------------------------------------------------------------
-
-def blanks(source: str) -> list[str]:
-    """The source lines that still hold a ``...`` placeholder, stripped."""
-    tree = ast.parse(source)
-    lines = source.splitlines()
-    rows = sorted({node.lineno for node in ast.walk(tree)
-                   if isinstance(node, ast.Constant) and node.value is Ellipsis})
-    return [lines[r - 1].strip() for r in rows]
-
-
-def empty_body(source: str) -> bool:
-    """True when the first function of ``source`` has only a docstring and ``pass``: a starter
-    cell as the step hands it out."""
-    tree = ast.parse(source)
-    fns = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    if not fns:
-        return False
-    body = list(fns[0].body)
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        body = body[1:]
-    return all(isinstance(n, ast.Pass) for n in body)
-
-
-def _parameters(fn) -> list[str]:
-    code = fn.__code__
-    return list(code.co_varnames[:code.co_argcount])
 
 
 # --------------------------------------------------------------------------------------------
@@ -292,65 +263,6 @@ def census_lines(mine: dict, ref: dict | None, counters: tuple, ref_label: str) 
 # The whole check
 # --------------------------------------------------------------------------------------------
 
-def _what_is(obj) -> str:
-    text = repr(obj)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _is_device_function(obj) -> bool:
-    if getattr(obj, "_device", False):  # the simulator's FakeCUDAKernel
-        return True
-    options = getattr(obj, "targetoptions", None)  # a CUDADispatcher
-    return bool(isinstance(options, dict) and options.get("device"))
-
-
-def identify(ex, obj):
-    """``(python function, None)`` when ``obj`` is what the step's kind needs, else
-    ``(None, verdict)``: a kernel step wants a ``@cuda.jit`` kernel, a launch step a plain
-    function.  Never raises, whatever ``obj`` is."""
-    try:
-        fn = kernel_census.python_function(obj)
-    except Exception:  # noqa: BLE001  (an object whose attributes raise)
-        fn = None
-    if ex.kind == "launch":
-        if fn is not None and fn is obj and not getattr(fn, "__name__", "") == "<lambda>":
-            return fn, None
-        if fn is not None:
-            return None, _verdict(ex.id, "error", f"not a launch function: {_what_is(obj)} is "
-                                  "a kernel; write a plain def (no @cuda.jit) that computes grid "
-                                  "and block and launches the kernel")
-        return None, _verdict(ex.id, "error", f"not a launch function: {_what_is(obj)}; write "
-                              f"def {ex.kernel_name}({', '.join(ex.arguments)}): ...")
-    if fn is None or fn is obj:
-        return None, _verdict(ex.id, "error", f"not a kernel: {_what_is(obj)} is not a "
-                              f"@cuda.jit kernel; write @cuda.jit(fastmath=True) on the line "
-                              f"above `def {ex.kernel_name}(...)`")
-    if _is_device_function(obj):
-        return None, _verdict(ex.id, "error", f"not a kernel: {fn.__name__} is a device "
-                              "function (device=True), which only a kernel can call; write "
-                              "@cuda.jit(fastmath=True) without device=True")
-    if fn.__name__ == "<lambda>":
-        return None, _verdict(ex.id, "error", "not a kernel: a lambda; write it with def "
-                              f"{ex.kernel_name}(...) under @cuda.jit(fastmath=True)")
-    return fn, None
-
-
-def read_source(fn) -> tuple[str | None, str | None]:
-    """``(source, None)``, or ``(None, why)`` when Python kept no readable source."""
-    try:
-        source = kernel_census.function_source(fn)
-        ast.parse(source)
-        return source, None
-    except (OSError, TypeError):
-        return None, ("Python kept no source for it (defined with exec of a string?); define "
-                      "it in a notebook cell or a file")
-    except SyntaxError:
-        return None, ("its source does not parse on its own (two definitions on one line?); "
-                      "give it its own def, one statement a line")
-    except Exception as exc:  # noqa: BLE001
-        return None, f"its source could not be read ({type(exc).__name__}: {exc})"
-
-
 def _run_error(ex, name: str, case: Case, exc: Exception) -> Verdict:
     """The verdict for an exception out of a run: out of bounds, a race, a refused launch,
     or an error shown with the useful lines of its message."""
@@ -437,7 +349,7 @@ def grade(exercise, kernel) -> Verdict:
     ex = exercise
     fn, refused = identify(ex, kernel)
     if refused is not None:
-        return refused
+        return _verdict(ex.id, "error", refused)
     name = fn.__name__
     source, unreadable = read_source(fn)
     if source is None:
@@ -507,37 +419,7 @@ def grade(exercise, kernel) -> Verdict:
 
 
 def _timer(ex, kernel):
-    return lambda repeats: time_on_gpu(kernel, ex.timing_case(), ex.arguments, repeats, ex.kind)
-
-
-# --------------------------------------------------------------------------------------------
-# GPU timing
-# --------------------------------------------------------------------------------------------
-
-def time_on_gpu(kernel, case: Case, arguments: tuple, repeats: int, kind: str = "kernel") -> str:
-    """Median time of ``kernel`` on ``case`` and of a device-to-device copy of the bytes it
-    moves, both cold (L2 evicted before each launch) with :class:`ropelab.measure.bench.Timer`."""
-    timer = bench.Timer(repeats=repeats)
-    args = []
-    size = case.expected.size
-    out = cuda.device_array(size, dtype=np.float32)
-    for name in arguments:
-        value = out if name == "out" else case.inputs[name]
-        args.append(cuda.to_device(value) if isinstance(value, np.ndarray) else value)
-    src = cuda.to_device(np.zeros(case.bytes_moved // 8, dtype=np.float32))
-    dst = cuda.device_array_like(src)
-
-    def launch():
-        if kind == "launch":
-            kernel(*args)
-        else:
-            kernel[case.grid, case.block](*args)
-
-    def copy():
-        dst.copy_to_device(src)
-
-    mine = np.percentile(timer.time(launch), [20, 50, 80])
-    base = np.percentile(timer.time(copy), [20, 50, 80])
-    return (f"{case.label}: your kernel {mine[1]:.1f} us median (p20-p80 {mine[0]:.1f}-"
-            f"{mine[2]:.1f}); a device copy moving the same {case.bytes_moved / 1e6:.0f} MB "
-            f"{base[1]:.1f} us; yours runs at {100 * base[1] / mine[1]:.0f}% of the copy's speed")
+    def timed(repeats: int) -> str:
+        from .learner_time import time_on_gpu
+        return time_on_gpu(ex, kernel, repeats)
+    return timed

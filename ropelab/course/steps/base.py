@@ -137,6 +137,14 @@ class Step:
     def timing_case(self):
         return self.make_cases(True)[0]
 
+    def check(self, fn, *, timeout_s: float = 30.0):
+        """Grade ``fn`` against this step; print the verdict and return it (never raises)."""
+        from ..runner import grade_safely  # late: the runner imports the grader
+
+        verdict = grade_safely(self, fn, timeout_s=timeout_s)
+        print(verdict)
+        return verdict
+
     def hint_for(self, array: str | None) -> str:
         """The out-of-bounds hint for an index into ``array``."""
         return self.bounds_hints.get(array or "", self.bounds_hint)

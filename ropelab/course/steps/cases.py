@@ -106,6 +106,11 @@ ROPE_IN = ("x, out: float32[tokens * hidden] (rows one after the other); "
 NO_F64 = Gate("f64", "<=", 0, "the fast-math build has {got} float64 instructions (the goal: "
               "{limit}): in Numba a bare literal (2.0) or an int / int division is a float64; "
               "wrap it in float32(...)")
+NO_SIGNED_DIVISION = Gate(
+    "signed_divrem", "<=", 0, "the PTX has {got} signed integer div/rem instructions (div.s64, "
+    "rem.s64; the goal: {limit}): // and % on a signed int (cuda.grid(1) is an int64) are "
+    "Python's floor division, with sign fix-ups; make the index unsigned first: "
+    "i = uint64(idx)")
 ONE_THREAD_HINT = ("a thread past the end ran the body: the grid is rounded up to whole "
                    "blocks, so guard with the number of work items")
 
