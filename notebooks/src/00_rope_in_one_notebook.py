@@ -442,6 +442,16 @@ from ropelab.course import steps
 verdict = steps.check(copy, "00.1")
 
 # %% [markdown]
+# `verdict.show()` draws the kernel you just graded on the step's small case: which thread
+# wrote each element of `out` (colour = block, number = global thread), which read `x` (where
+# the step has one), your output beside the reference with wrong cells outlined, and each
+# thread's reads and writes.  With the empty starter nothing is written yet: run it again once
+# `copy` has a body, and after every failing verdict.
+
+# %%
+verdict.show();
+
+# %% [markdown]
 # ### Step 00.2: guard, the grid rounded up to whole blocks
 #
 # Arrays rarely hold a multiple of 32 floats.  The launch now has `ceil(n / 32)` blocks of 32

@@ -279,6 +279,16 @@ from ropelab.course import steps
 verdict = steps.check(pair_angles, "01.1")
 
 # %% [markdown]
+# `verdict.show()` draws the kernel you just graded on the step's small case: which thread
+# wrote each element of `out` (colour = block, number = global thread), which read `x` (where
+# the step has one), your output beside the reference with wrong cells outlined, and each
+# thread's reads and writes.  With the empty starter nothing is written yet: run it again once
+# `pair_angles` has a body, and after every failing verdict.
+
+# %%
+verdict.show();
+
+# %% [markdown]
 # ### Step 01.2: the launch
 #
 # Now launch it yourself: a host function that computes the grid from the shape and calls

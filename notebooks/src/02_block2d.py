@@ -417,6 +417,16 @@ from ropelab.course import steps
 verdict = steps.check(rope_rows, "02.1")
 
 # %% [markdown]
+# `verdict.show()` draws the kernel you just graded on the step's small case: which thread
+# wrote each element of `out` (colour = block, number = global thread), which read `x` (where
+# the step has one), your output beside the reference with wrong cells outlined, and each
+# thread's reads and writes.  With the empty starter nothing is written yet: run it again once
+# `rope_rows` has a body, and after every failing verdict.
+
+# %%
+verdict.show();
+
+# %% [markdown]
 # ### Step 02.2: the stride loop
 #
 # One thread per pair cannot launch a row of more than 1024 pairs (2048 floats): a block holds

@@ -360,6 +360,16 @@ from ropelab.course import steps
 verdict = steps.check(rope_two_pairs, "03.1")
 
 # %% [markdown]
+# `verdict.show()` draws the kernel you just graded on the step's small case: which thread
+# wrote each element of `out` (colour = block, number = global thread), which read `x` (where
+# the step has one), your output beside the reference with wrong cells outlined, and each
+# thread's reads and writes.  With the empty starter nothing is written yet: run it again once
+# `rope_two_pairs` has a body, and after every failing verdict.
+
+# %%
+verdict.show();
+
+# %% [markdown]
 # ### Step 03.2: the odd tail, on a flat grid
 #
 # Now notebook 01's flat grid, one thread per *quad* (two neighbouring pairs), over rows of 1, 5

@@ -37,7 +37,7 @@ def _copy_case(n: int, label_rng, *, exact: bool) -> Case:
 
 def _cases_copy(big: bool) -> list[Case]:
     rng = np.random.default_rng(1)
-    return [_copy_case(n, rng, exact=True) for n in ((1 << 22,) if big else (32, 96, 256))]
+    return [_copy_case(n, rng, exact=True) for n in ((1 << 22,) if big else (32, 64, 160))]
 
 
 def _cases_guard(big: bool) -> list[Case]:
