@@ -449,7 +449,8 @@ verdict = steps.check(copy, "00.1")
 # `copy` has a body, and after every failing verdict.
 
 # %%
-verdict.show();
+verdict.show()
+plt.show()
 
 # %% [markdown]
 # ### Step 00.2: guard, the grid rounded up to whole blocks

@@ -286,7 +286,8 @@ verdict = steps.check(pair_angles, "01.1")
 # `pair_angles` has a body, and after every failing verdict.
 
 # %%
-verdict.show();
+verdict.show()
+plt.show()
 
 # %% [markdown]
 # ### Step 01.2: the launch

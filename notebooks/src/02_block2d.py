@@ -424,7 +424,8 @@ verdict = steps.check(rope_rows, "02.1")
 # `rope_rows` has a body, and after every failing verdict.
 
 # %%
-verdict.show();
+verdict.show()
+plt.show()
 
 # %% [markdown]
 # ### Step 02.2: the stride loop

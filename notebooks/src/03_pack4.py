@@ -367,7 +367,8 @@ verdict = steps.check(rope_two_pairs, "03.1")
 # `rope_two_pairs` has a body, and after every failing verdict.
 
 # %%
-verdict.show();
+verdict.show()
+plt.show()
 
 # %% [markdown]
 # ### Step 03.2: the odd tail, on a flat grid
