@@ -29,7 +29,8 @@ import numpy as np
 from ..target import SIMULATED
 from ..tolerance import rope_atol
 from . import kernel_census
-from .intake import _parameters, blanks, empty_body, identify, read_source  # noqa: F401
+from .intake import (_parameters, blanks, empty_body, identify, numpy_calls,  # noqa: F401
+                     read_source)
 from .recording import LaunchRejected
 from .trial import SENTINEL, run, unwritten  # noqa: F401  (SENTINEL re-exported)
 
@@ -272,7 +273,8 @@ def _run_error(ex, name: str, case: Case, exc: Exception) -> Verdict:
     if isinstance(exc, LaunchRejected):
         return _verdict(ex.id, "error", f"illegal launch [case {case.label}]: {text}")
     if isinstance(exc, SharedMemoryRace):
-        return _verdict(ex.id, "race", f"{out_of_bounds_text(text)[3:]} [case {case.label}]",
+        race = re.sub(r"^tid=\[.*?\] ctaid=\[.*?\]: ?", "", text)
+        return _verdict(ex.id, "race", f"{race} [case {case.label}]",
                         "hint: every thread must pass a cuda.syncthreads() between writing a "
                         "shared element and another thread reading or writing it")
     if isinstance(exc, IndexError) and "out of bounds" in text:
@@ -337,9 +339,9 @@ def _launch_shape(ex, case: Case, trial) -> Verdict | None:
     busy = set(np.unique(out.access.writer_block[out.access.writer_block >= 0]).tolist())
     idle = [b for b in range(launch.blocks) if b not in busy]
     if idle and len(trial.launches) == 1:
-        return _verdict(ex.id, "wrong", f"block {idle[0]} of your grid {launch.grid[:1] if launch.grid[1:] == (1, 1) else launch.grid} wrote nothing "
-                        f"[case {case.label}]: {len(idle)} of {launch.blocks} blocks were wholly "
-                        "idle", "hint: round the grid up to whole blocks, not further: blocks = "
+        return _verdict(ex.id, "wrong", f"block {idle[0]} of your {launch.text()} wrote "
+                        f"nothing [case {case.label}]: {len(idle)} of {launch.blocks} blocks "
+                        "were wholly idle", "hint: round the grid up to whole blocks, not further: blocks = "
                         "(work + threads - 1) // threads")
     return None
 
@@ -403,8 +405,7 @@ def grade(exercise, kernel) -> Verdict:
         return _verdict(ex.id, "error", f"{name} is right on the simulator, but its census "
                         f"failed: {useful(f'{type(exc).__name__}: {exc}')}")
     if mine.get("error"):
-        return _verdict(ex.id, "error", f"{name} is right on the simulator but does not compile "
-                        f"for a GPU: {mine['error']}")
+        return _verdict(ex.id, "error", *_compile_error(name, mine["error"], source))
     for gate in ex.gates:
         if not gate.holds(mine):
             got_value = _fmt_counter(counter_value(mine, gate.counter))
@@ -416,6 +417,22 @@ def grade(exercise, kernel) -> Verdict:
     verdict.census = mine
     verdict.timer = _timer(ex, kernel)
     return verdict
+
+
+def _compile_error(name: str, error: str, source: str) -> tuple:
+    """The lines of a census compile failure.  Without a GPU the census compiles with no
+    driver; a call that numba-cuda compiles as a driver-bound helper (NumPy allocations such
+    as np.zeros are) fails there with "Error at driver init", which says nothing about the
+    kernel: name the call instead."""
+    if "Error at driver init" in error:
+        calls = numpy_calls(source)
+        what = ", ".join(calls) if calls else "a call"
+        return (f"{name} is right on the simulator, but the census cannot compile it here: "
+                f"numba-cuda compiles {what} inside a kernel as a helper that needs a CUDA "
+                "driver, and this machine has none",
+                "hint: for a small per-thread scratch array write cuda.local.array(n, float32) "
+                "(a per-block one: cuda.shared.array), which compiles anywhere")
+    return (f"{name} is right on the simulator but does not compile for a GPU:\n{error}",)
 
 
 def _timer(ex, kernel):

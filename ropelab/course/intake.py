@@ -97,3 +97,20 @@ def read_source(fn) -> tuple[str | None, str | None]:
         return None, f"its source could not be read ({type(exc).__name__}: {exc})"
 
 
+
+
+def numpy_calls(source: str) -> list[str]:
+    """The ``np.something(...)`` / ``numpy.something(...)`` calls in ``source``, in order."""
+    found = []
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return found
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) \
+                and node.func.value.id in ("np", "numpy"):
+            name = f"{node.func.value.id}.{node.func.attr}"
+            if name not in found:
+                found.append(name)
+    return found

@@ -77,6 +77,9 @@ class WatchedArray:
     def __len__(self):
         return len(self.data)
 
+    def copy_to_host(self, *args, **kwargs):  # what a device array offers a launch function
+        return self.data.copy()
+
     def _checked(self, index):
         """The index, after checking it is inside the array (IndexError naming the array)."""
         items = index if isinstance(index, tuple) else (index,)
@@ -165,6 +168,17 @@ class Launch:
     @property
     def threads_per_block(self) -> int:
         return int(np.prod(self.block))
+
+    def text(self) -> str:
+        """"grid 3 x block 64" (trailing 1s dropped)."""
+        return f"grid {dims_text(self.grid)} x block {dims_text(self.block)}"
+
+
+def dims_text(dims: tuple) -> str:
+    used = list(dims)
+    while len(used) > 1 and used[-1] == 1:
+        used.pop()
+    return str(used[0]) if len(used) == 1 else "(" + ", ".join(map(str, used)) + ")"
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ machinery is :mod:`.child`.
 
 from __future__ import annotations
 
+from . import kernel_census
 from .child import can_fork, in_child
 from .grading import Verdict, grade
 
@@ -38,11 +39,13 @@ def _graded_in_child(step, fn, timeout_s: float) -> Verdict:
     def work():
         verdict = _in_process(step, fn)
         verdict.timer = None  # a closure over the kernel: the parent makes its own
-        return verdict
+        return verdict, kernel_census.USED  # the census rows it used, for --save-census
 
     how, result = in_child(work, timeout_s)
     if how == "ok":
-        return result
+        verdict, used = result
+        kernel_census.USED.update(used)
+        return verdict
     if how == "stopped":
         return stopped(step.id, timeout_s)
     if how == "raised":

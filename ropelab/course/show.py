@@ -14,6 +14,7 @@ red; reads and writes per thread.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +40,7 @@ class Trace:
     reader: tuple | None = None  # (block, thread) of the last reader of reader_name
     per_thread: dict = field(default_factory=dict)  # global thread -> (reads, writes)
     error: str | None = None  # what stopped the run early, if anything
+    launch: str = ""  # the launch configuration and how many blocks wrote to out
 
 
 def pick_case(step):
@@ -87,9 +89,16 @@ def record(step, fn) -> Trace:
         acc = trial.watched[reader_name].access
         reader = (acc.reader_block.reshape(-1)[:case.expected.size].reshape(shape),
                   acc.reader_thread.reshape(-1)[:case.expected.size].reshape(shape))
+    launch = ""
+    if trial.launches:
+        last = trial.launches[-1]
+        busy = len(np.unique(out.access.writer_block[out.access.writer_block >= 0]))
+        launch = f"launch: {last.text()}; {busy} of {last.blocks} blocks wrote to out"
+    if error:
+        error = re.sub(r"\s*\[array=\w+\]", "", error)
     return Trace(step.id, name, case.label, shape, expected, got.reshape(shape), wrong, never,
                  tpb, (out.access.writer_block.reshape(shape), out.access.writer_thread.reshape(
-                     shape)), reader_name, reader, per_thread, error)
+                     shape)), reader_name, reader, per_thread, error, launch)
 
 
 def _partial(step, case, fn):
@@ -201,9 +210,11 @@ def draw(trace: Trace):
     ax_n.set_ylabel("accesses")
     ax_n.set_title("global-memory accesses per thread", fontsize=9)
     ax_n.legend(fontsize=7)
-    status = f"stopped early: {trace.error.splitlines()[0][:120]}" if trace.error else ""
-    fig.suptitle(f"{trace.name} on step {trace.step}, case {trace.case}"
-                 + (f"\n{status}" if status else ""), fontsize=10)
+    notes = [trace.launch] if trace.launch else []
+    if trace.error:
+        notes.append(f"stopped early: {trace.error.splitlines()[0][:120]}")
+    fig.suptitle("\n".join([f"{trace.name} on step {trace.step}, case {trace.case}", *notes]),
+                 fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -29,6 +29,7 @@ from ..target import SIMULATED
 from . import kernel_census
 from . import steps as ladder
 from .grading import grade
+from .runner import grade_safely
 from .steps.base import SOLUTIONS, Step
 
 
@@ -55,6 +56,20 @@ def load_solution(path: Path):
     return module
 
 
+def _notebook_names() -> dict:
+    """What a notebook has imported before its starter cells (a starter may use these bare)."""
+    import math
+
+    import numba
+    import numpy as np
+    from numba import cuda
+
+    names = {"cuda": cuda, "math": math, "np": np, "numba": numba}
+    for t in ("float32", "float64", "int32", "int64", "uint32", "uint64"):
+        names[t] = getattr(numba, t)
+    return names
+
+
 def starter_kernel(ex: Step):
     """Run the notebook's starter cell; return its kernel (None without a source checkout).
 
@@ -66,7 +81,7 @@ def starter_kernel(ex: Step):
         return None
     filename = f"<starter {ex.notebook}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    namespace = {"__name__": f"ropelab_starter_{ex.notebook}"}
+    namespace = {"__name__": f"ropelab_starter_{ex.notebook}", **_notebook_names()}
     try:
         exec(compile(source, filename, "exec"), namespace)  # noqa: S102  (our own source)
     except NameError:  # a starter that uses names defined in earlier cells: run them first
@@ -83,7 +98,15 @@ def _name(fn) -> str:
     return getattr(found or fn, "__name__", repr(fn))
 
 
-def verify_step(ex: Step, module, *, grade_fn=grade) -> list[Outcome]:
+def _graded(ex: Step, fn):
+    """Graded as a notebook grades: in a child that a runaway attempt cannot hang."""
+    return grade_safely(ex, fn, timeout_s=TIMEOUT_S)
+
+
+TIMEOUT_S = 60.0  # per graded function; a recorded `while True` attempt is stopped by it
+
+
+def verify_step(ex: Step, module, *, grade_fn=_graded) -> list[Outcome]:
     """The outcomes of one step: its solution, its wrong attempts, its starter."""
     solutions, wrong_all = getattr(module, "SOLUTIONS", {}), getattr(module, "WRONG", {})
     if ex.id not in solutions:
@@ -113,7 +136,7 @@ def verify_step(ex: Step, module, *, grade_fn=grade) -> list[Outcome]:
 
 
 def verify_notebook(number: str, directory: Path | None = None, *,
-                    grade_fn=grade) -> list[Outcome]:
+                    grade_fn=_graded) -> list[Outcome]:
     """Every step of notebook ``number`` against its solution file."""
     ladder = ladder_of(number)
     path = solution_path(ladder[0], directory)

@@ -70,13 +70,13 @@ class RaceArray:
                 other = last[0]
                 what = "wrote" if write else "read"
                 raise SharedMemoryRace(
-                    f"shared-memory race on {self.where}[{flat}]: thread {_label(other)} wrote "
-                    f"it and thread {_label(me)} {what} it with no cuda.syncthreads() between")
+                    f"shared-memory race on element {flat} of {self.where}: thread "
+                    f"{_label(other)} wrote it and thread {_label(me)} {what} it with no cuda.syncthreads() between")
             if write:
                 for reader, read_epoch in self._reads.get(flat, {}).items():
                     if reader is not me and read_epoch == epoch:
                         raise SharedMemoryRace(
-                            f"shared-memory race on {self.where}[{flat}]: thread "
+                            f"shared-memory race on element {flat} of {self.where}: thread "
                             f"{_label(reader)} read it and thread {_label(me)} wrote it with no "
                             "cuda.syncthreads() between")
                 self._writes[flat] = (me, epoch)
@@ -112,7 +112,7 @@ def watching():
         if key not in wrapped:
             import sys
             frame = sys._getframe(1)
-            where = f"the shared array of line {frame.f_lineno}"
+            where = f"the shared array made on line {frame.f_lineno} of {frame.f_code.co_name}"
             wrapped[key] = (data, RaceArray(data, where))  # keep data alive: ids stay unique
         return wrapped[key][1]
 
