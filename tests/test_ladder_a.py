@@ -78,14 +78,15 @@ def test_launch_steps_cover_more_work_than_one_block_holds_or_a_partial_block():
             assert any(n % 64 for n in sizes), step.id
 
 
-def test_the_unsigned_gate_refuses_signed_division_only():
+def test_the_01_and_03_flat_steps_refuse_signed_division_only():
     signed = {"int_divrem": 2, "int_divrem_ops": {"div.s64": 1, "div.u32": 1}}
     unsigned = {"int_divrem": 2, "int_divrem_ops": {"div.u64": 1, "div.u32": 1}}
     remainder = {"int_divrem": 2, "int_divrem_ops": {"rem.s32": 1, "div.u64": 1}}
-    assert nb01.UNSIGNED.holds(unsigned)
-    assert not nb01.UNSIGNED.holds(signed)
-    assert not nb01.UNSIGNED.holds(remainder)
-    assert nb01.UNSIGNED.holds({"int_divrem": 0, "int_divrem_ops": {}})
+    for step_id in ("01.1", "01.3", "03.2"):
+        gate = [g for g in steps.get(step_id).gates if g.counter == "signed_divrem"]
+        assert len(gate) == 1, step_id
+        assert gate[0].holds(unsigned)
+        assert not gate[0].holds(signed) and not gate[0].holds(remainder)
 
 
 def test_modulo_is_found_in_source_but_not_in_comments_or_strings():

@@ -2,8 +2,8 @@
 
 ``python -m ropelab exercises --verify`` grades ``SOLUTIONS[step_id]`` (it must pass) and every
 kernel of ``WRONG[step_id]`` (each must be rejected with a verdict containing the fragment next
-to it).  The steps: 00.1 copy, 00.2 guard, 00.3 one pair per thread, 00.4 its launch (a host function), 00.5 one
-thread per float (the notebook's first RoPE kernel).
+to it).  The steps: 00.1 copy, 00.2 guard, 00.3 one pair per thread, 00.4 its launch (a host
+function), 00.5 one thread per float (the notebook's first RoPE kernel).
 """
 
 import ropelab  # noqa: F401  (chooses the GPU or the simulator before numba.cuda is imported)

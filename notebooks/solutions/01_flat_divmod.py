@@ -194,7 +194,7 @@ SOLUTIONS = {
 
 WRONG = {
     "01.1": [
-        (angles_signed, "divides signed integers"),
+        (angles_signed, "signed integer div/rem"),
         (angles_modulo, "`%` is not allowed"),
         (angles_float64, "float64 instructions"),
         (angles_row_number, "read positions[token]"),
@@ -208,6 +208,6 @@ WRONG = {
         (no_guard, "out of bounds at thread"),
         (pair_off_by_one, "pair index off by one"),
         (float64_division, "float64 instructions"),
-        (signed_division, "divides signed integers"),
+        (signed_division, "signed integer div/rem"),
     ],
 }

@@ -2,7 +2,8 @@
 
 00.1 map (one thread per float, the grid exactly the array) -> 00.2 guard (the grid rounded up
 to whole blocks) -> 00.3 rotate one pair per thread with given cos and sin -> 00.4 the launch of
-that kernel, written by the learner -> 00.5 one thread per float (the notebook's old exercise).  Solutions and recorded wrong attempts:
+that kernel, written by the learner -> 00.5 one thread per float (the notebook's old
+exercise).  Solutions and recorded wrong attempts:
 ``notebooks/solutions/00_rope_in_one_notebook.py``.
 """
 

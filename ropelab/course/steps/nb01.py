@@ -2,41 +2,28 @@
 
 01.1 angles (token and pair from one unsigned division, the remainder by a multiply-subtract)
 -> 01.2 the launch of that kernel (grid from tokens x pairs) -> 01.3 the seed's flat RoPE
-kernel from an empty body (the notebook's old exercise).  Solutions and recorded wrong attempts: ``notebooks/solutions/01_flat_divmod.py``.
+kernel from an empty body (the notebook's old exercise).  Solutions and recorded wrong
+attempts: ``notebooks/solutions/01_flat_divmod.py``.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
 from ...kernels import flat
 from ..grading import Case, Gate
 from .base import Forbid, Step
-from .cases import (BASE, MAX_POSITION, NO_F64, ONE_THREAD_HINT, ROPE_IN, SMALL_SHAPES, THREADS,
-                    BIG_SHAPE, blocks, freqs, rng_for, rope_cases, signature_of)
+from .cases import (BASE, BIG_SHAPE, MAX_POSITION, NO_F64, NO_SIGNED_DIVISION, ONE_THREAD_HINT,
+                    ROPE_IN, SMALL_SHAPES, THREADS, blocks, freqs, rng_for, rope_cases,
+                    signature_of)
 
 NOTEBOOK = "01_flat_divmod"
 
 
-@dataclass(frozen=True)
-class UnsignedOnly(Gate):
-    """No signed integer division or remainder in the PTX (``div.s*``/``rem.s*``).
-
-    The plain ``int_divrem`` count cannot tell: a signed int64 ``//`` compiles to one
-    ``div.s64`` plus a ``div.u32`` fast path, as many as the unsigned one (checked on the pinned
-    numba-cuda).  The census breaks the count down by opcode in ``int_divrem_ops``.
-    """
-
-    def holds(self, row: dict) -> bool:
-        return not any(op.split(".")[-1].startswith("s") for op in row.get("int_divrem_ops", {}))
-
-
-UNSIGNED = UnsignedOnly("int_divrem", "<=", 0, "the PTX divides signed integers (a div.s64: "
-                        "Python's floor division, with sign fix-ups): make the flat index "
-                        "unsigned first, i = uint64(idx), so that i // n_pairs is a plain "
-                        "unsigned division")
+# No signed div/rem (the census breaks int_divrem down by opcode): a signed int64 // compiles to
+# one div.s64 plus a div.u32 fast path, as many divisions as the unsigned one, so the plain
+# count cannot tell them apart (checked on the pinned numba-cuda).
+UNSIGNED = NO_SIGNED_DIVISION
 ONE_DIVISION = Gate("int_divrem", "<=", 2, "the PTX has {got} integer div/rem instructions (the "
                     "goal: {limit}: one unsigned division, which the compiler emits as a 64-bit "
                     "and a 32-bit path): divide once, and take the remainder from the quotient "
@@ -107,7 +94,7 @@ STEPS = [
         signature=_ANGLE_SIGNATURE,
         reference=("ropelab.kernels.flat", "rope_flat", None),
         reference_signature=signature_of(flat.VARIANT),
-        counters=("instructions", "int_divrem", "f64"),
+        counters=("instructions", "int_divrem", "signed_divrem", "f64"),
         gates=(NO_F64, UNSIGNED, ONE_DIVISION),
         forbid=(NO_MODULO,),
         make_cases=_cases_angles,
@@ -145,7 +132,7 @@ STEPS = [
         signature=signature_of(flat.VARIANT),
         reference=("ropelab.kernels.flat", "rope_flat", None),
         reference_signature=signature_of(flat.VARIANT),
-        counters=("instructions", "int_divrem", "f64", "sincos", "pow"),
+        counters=("instructions", "int_divrem", "signed_divrem", "f64", "sincos", "pow"),
         gates=(NO_F64, UNSIGNED, ONE_DIVISION),
         forbid=(NO_MODULO,),
         make_cases=_cases_flat,

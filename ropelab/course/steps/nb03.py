@@ -15,7 +15,7 @@ import numpy as np
 from ...kernels import pack4_scalar
 from ..grading import Case, Gate
 from .base import Step
-from .cases import (BASE, BIG_SHAPE, NO_F64, ROPE_IN, SMALL_SHAPES, THREADS, blocks, freqs,
+from .cases import (BASE, BIG_SHAPE, NO_F64, ROPE_IN, THREADS, blocks, freqs,
                     rng_for, rope_case, rope_cases, signature_of)
 from .nb01 import NO_MODULO, ONE_DIVISION, UNSIGNED
 from .nb02 import NO_DIVISION
