@@ -410,10 +410,12 @@ print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
 # * `@cuda.jit` compiles the function for the GPU (or hands it to the simulator) and
 #   `fastmath=True` lets the compiler use the GPU's fast approximate `sin`, `cos` and division,
 #   as every ropelab kernel does;
-# * the grader launches your kernel on small shapes that fill no block evenly, compares every
-#   float with the float64 reference, and prints either the first mistake with a hint or PASS
-#   (for a kernel that does arithmetic, with its instruction census next to ropelab's);
-# * it never stops the notebook.  Until you write the body, it says "not solved yet".
+# * the grader launches your kernel on a few small shapes (from step 00.2 on, shapes that fill
+#   no block evenly), compares every float with the float64 reference, and prints either the
+#   first mistake with a hint or PASS, with your kernel's instruction census next to a ropelab
+#   kernel's;
+# * it never stops the notebook: a kernel that never finishes is stopped after 30 seconds.
+#   Until you write the body, it says "not solved yet".
 #
 # Stuck?  Each step's solution, and the mistakes the grader recognizes, are in
 # `notebooks/solutions/00_rope_in_one_notebook.py`.
