@@ -82,7 +82,7 @@ def test_the_01_and_03_flat_steps_refuse_signed_division_only():
     signed = {"int_divrem": 2, "int_divrem_ops": {"div.s64": 1, "div.u32": 1}}
     unsigned = {"int_divrem": 2, "int_divrem_ops": {"div.u64": 1, "div.u32": 1}}
     remainder = {"int_divrem": 2, "int_divrem_ops": {"rem.s32": 1, "div.u64": 1}}
-    for step_id in ("01.1", "01.3", "03.2"):
+    for step_id in ("01.1", "01.4", "03.2"):
         gate = [g for g in steps.get(step_id).gates if g.counter == "signed_divrem"]
         assert len(gate) == 1, step_id
         assert gate[0].holds(unsigned)
@@ -110,3 +110,19 @@ def test_block2d_steps_launch_with_fewer_threads_than_the_widest_row():
     cases = steps.get("02.2").cases()
     assert max(int(c.inputs["n_pairs"]) for c in cases) > max(c.block[0] for c in cases)
     assert nb02.NO_DIVISION in steps.get("02.1").gates
+
+
+def test_01_3_names_each_frequency_mistake_by_the_whole_row():
+    # At pair 1 of a 5-pair row the next pair's frequency and the one divided by n_pairs are
+    # the same number; over the whole row they differ, and each gets its own name.
+    base = 10000.0
+    for case in steps.get("01.3").cases()[1:]:
+        n = int(case.inputs["n_pairs"])
+        p = np.arange(n, dtype=np.float64)
+        outputs = {"next pair": base ** (-2.0 * (p + 1) / (2 * n)),
+                   "reciprocal is missing": base ** (2.0 * p / (2 * n)),
+                   "divided by n_pairs": base ** (-2.0 * p / n)}
+        for words, output in outputs.items():
+            got = output.astype(np.float32)
+            assert words in case.diagnose(got, 1), (case.label, words)
+        assert case.diagnose(case.expected.astype(np.float32) * 2, 1) is None

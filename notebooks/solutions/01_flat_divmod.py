@@ -3,7 +3,8 @@
 ``python -m ropelab exercises --verify`` grades ``SOLUTIONS[step_id]`` (it must pass) and every
 function of ``WRONG[step_id]`` (each must be rejected with a verdict containing the fragment
 next to it).  The steps: 01.1 token and pair of a flat index (the angles of every pair), 01.2
-the launch of that kernel, 01.3 the seed's flat RoPE kernel.
+the launch of that kernel, 01.3 each pair's frequency in float32, 01.4 the seed's flat RoPE
+kernel.
 """
 
 import math
@@ -87,7 +88,42 @@ def launch_block_of_everything(out, positions, inv_freq, n_pairs, total_pairs):
     pair_angles[1, total_pairs](out, positions, inv_freq, n_pairs, total_pairs)  # one block
 
 
-# --- 01.3: the seed's flat kernel -------------------------------------------------------------
+# --- 01.3: each pair's frequency, in float32 ---------------------------------------------------
+
+
+@cuda.jit(fastmath=True)
+def pair_frequencies(out, n_pairs, base):
+    pair = cuda.grid(1)
+    if pair < n_pairs:
+        exponent = float32(pair + pair) / float32(n_pairs + n_pairs)  # 2 pair / hidden
+        out[pair] = float32(1.0) / math.pow(base, exponent)
+
+
+@cuda.jit(fastmath=True)
+def frequencies_int_division(out, n_pairs, base):
+    pair = cuda.grid(1)
+    if pair < n_pairs:
+        exponent = (pair + pair) / (n_pairs + n_pairs)  # int / int: a float64 in Numba
+        out[pair] = float32(1.0) / math.pow(base, exponent)
+
+
+@cuda.jit(fastmath=True)
+def frequencies_no_reciprocal(out, n_pairs, base):
+    pair = cuda.grid(1)
+    if pair < n_pairs:
+        exponent = float32(pair + pair) / float32(n_pairs + n_pairs)
+        out[pair] = math.pow(base, exponent)  # the frequency falls with the pair: 1 / base ** e
+
+
+@cuda.jit(fastmath=True)
+def frequencies_over_n_pairs(out, n_pairs, base):
+    pair = cuda.grid(1)
+    if pair < n_pairs:
+        exponent = float32(pair + pair) / float32(n_pairs)  # hidden is 2 n_pairs
+        out[pair] = float32(1.0) / math.pow(base, exponent)
+
+
+# --- 01.4: the seed's flat kernel -------------------------------------------------------------
 
 
 @cuda.jit(fastmath=True)
@@ -189,7 +225,8 @@ def signed_division(x, out, positions, n_pairs, total_pairs, base):
 SOLUTIONS = {
     "01.1": pair_angles,
     "01.2": launch_pair_angles,
-    "01.3": my_rope_flat,
+    "01.3": pair_frequencies,
+    "01.4": my_rope_flat,
 }
 
 WRONG = {
@@ -205,6 +242,11 @@ WRONG = {
         (launch_block_of_everything, "illegal launch"),
     ],
     "01.3": [
+        (frequencies_int_division, "float64 instructions"),
+        (frequencies_no_reciprocal, "the reciprocal is missing"),
+        (frequencies_over_n_pairs, "divided by n_pairs instead of hidden"),
+    ],
+    "01.4": [
         (no_guard, "out of bounds at thread"),
         (pair_off_by_one, "pair index off by one"),
         (float64_division, "float64 instructions"),

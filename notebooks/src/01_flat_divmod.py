@@ -234,7 +234,7 @@ print(course.live_bench(["flat"]))
 # %% [markdown]
 # ## Build it yourself
 #
-# Three graded steps take you from a flat thread number to the seed's whole kernel, written by
+# Four graded steps take you from a flat thread number to the seed's whole kernel, written by
 # you.  Each cell holds a signature, a docstring that states the contract, and `pass`; the cell
 # after it grades your function and never stops the notebook.  Solutions and the mistakes the
 # grader recognizes: `notebooks/solutions/01_flat_divmod.py`.
@@ -308,11 +308,40 @@ def launch_pair_angles(out, positions, inv_freq, n_pairs, total_pairs):
 verdict = steps.check(launch_pair_angles, "01.2")
 
 # %% [markdown]
-# ### Step 01.3: the flat kernel
+# ### Step 01.3: each pair's frequency
+#
+# The flat kernel computes its frequencies instead of reading them from a table: pair `p` of a
+# row of `hidden = 2 n_pairs` floats turns at `1 / base ** (2p / hidden)` radians per token
+# (notebook 00, section 1).  Write it for one row, one thread per pair, entirely in float32:
+# `math.pow` for the power, `float32(...)` around the integers of the exponent (in Numba an
+# integer divided by an integer is a float64) and around the `1.0`.  With fast-math, `math.pow`
+# compiles to two special-function instructions, `lg2.approx` and `ex2.approx`.
+
+# %%
+import math
+
+from numba import cuda, float32
+
+
+@cuda.jit(fastmath=True)
+def pair_frequencies(out, n_pairs, base):
+    """Thread pair < n_pairs writes out[pair] = 1 / base ** (2 pair / hidden), hidden = 2 n_pairs,
+    computed in float32; threads with pair >= n_pairs do nothing.
+
+    out: float32[n_pairs]; n_pairs: int64; base: float32 = 10000.
+    Launched with ceil(n_pairs / 64) blocks of 64 threads.  No float64.
+    """
+    pass
+
+# %%
+verdict = steps.check(pair_frequencies, "01.3")
+
+# %% [markdown]
+# ### Step 01.4: the flat kernel
 #
 # Everything together: `rope_flat`, as printed at the top of this notebook, from an empty body.
 # Guard, token and pair as in step 01.1, the pair's two floats at `2i` and `2i + 1`, and its
-# frequency computed, not read from a table:
+# frequency computed as in step 01.3:
 #
 # $$\theta = \text{position} \cdot \text{base}^{-2\,\text{pair} / \text{hidden}},
 # \qquad \text{hidden} = 2\,n\_\text{pairs},$$
@@ -340,7 +369,7 @@ def my_rope_flat(x, out, positions, n_pairs, total_pairs, base):
     pass
 
 # %%
-verdict = steps.check(my_rope_flat, "01.3")
+verdict = steps.check(my_rope_flat, "01.4")
 
 # %%
 # NBVAL_IGNORE_OUTPUT

@@ -1,8 +1,9 @@
 """Notebook 01's ladder (01_flat_divmod.ipynb): a flat index becomes (token, pair).
 
 01.1 angles (token and pair from one unsigned division, the remainder by a multiply-subtract)
--> 01.2 the launch of that kernel (grid from tokens x pairs) -> 01.3 the seed's flat RoPE
-kernel from an empty body (the notebook's old exercise).  Solutions and recorded wrong
+-> 01.2 the launch of that kernel (grid from tokens x pairs) -> 01.3 each pair's frequency,
+computed in float32 (pow, no float64) -> 01.4 the seed's flat RoPE kernel from an empty body
+(the notebook's old exercise).  Solutions and recorded wrong
 attempts: ``notebooks/solutions/01_flat_divmod.py``.
 """
 
@@ -71,6 +72,51 @@ def _cases_launch(big: bool) -> list[Case]:
     return _cases_angles(big, SMALL_SHAPES + ((3, 800),))
 
 
+def _cases_freqs(big: bool) -> list[Case]:
+    """out[pair] = base ** (-2 pair / hidden), one row's frequencies."""
+    cases = []
+    for hidden in ((8192,) if big else (2, 10, 130)):
+        n_pairs = hidden // 2
+        expected = freqs(hidden)
+        pair = np.arange(n_pairs, dtype=np.float64)
+        mistakes = [] if big else [
+            ("the frequency of the next pair: the exponent counts pairs from 1",
+             freqs(hidden, 1)),
+            ("base ** (+2 pair / hidden): the reciprocal is missing (inv_freq = 1 / base ** "
+             "(2 pair / hidden))", BASE ** (2.0 * pair / hidden)),
+            ("divided by n_pairs instead of hidden = 2 n_pairs: the exponent is "
+             "2 pair / hidden", BASE ** (-2.0 * pair / n_pairs)),
+        ]
+        case = Case(
+            label=f"{n_pairs} pair{'s' if n_pairs > 1 else ''}",
+            inputs={"n_pairs": np.int64(n_pairs), "base": np.float32(BASE)},
+            grid=(blocks(n_pairs),), block=(THREADS,),
+            expected=expected,
+            # fast-math pow is lg2.approx + ex2.approx: a few float32 ulps, far below any of the
+            # mistakes below (the next pair's frequency differs by a factor of 1.15 or more)
+            tol=1e-5,
+            locate=lambda e: f"pair {e}",
+            unit=lambda e: [e],
+            bytes_moved=4 * n_pairs,
+        )
+        # Two mistakes can agree on one element (pair 1 of a 5-pair row: the next pair's
+        # frequency is base ** (-4 / 10), the n_pairs one base ** (-2 / 5)): name the mistake
+        # whose output matches the learner's on every element of the row.
+        case.diagnose = _whole_row_match(mistakes, case.tol)
+        cases.append(case)
+    return cases
+
+
+def _whole_row_match(mistakes, tol):
+    def diagnose(got, e):
+        for hint, output in mistakes:
+            # relative past 1: without the reciprocal the values reach base itself
+            if np.all(np.abs(got.astype(np.float64) - output) <= tol * np.maximum(1, output)):
+                return hint
+        return None
+    return diagnose
+
+
 def _cases_flat(big: bool) -> list[Case]:
     def fill(case, tokens, hidden):
         total = tokens * hidden // 2
@@ -120,7 +166,26 @@ STEPS = [
                     "so the kernel (step 01.1) must guard with idx < total_pairs",
     ),
     Step(
-        id="01.3", alias="01-flat-index", notebook=NOTEBOOK, kind="kernel",
+        id="01.3", notebook=NOTEBOOK, kind="kernel",
+        title="Each pair's frequency, in float32",
+        kernel_name="pair_frequencies",
+        task="thread pair < n_pairs writes 1 / base ** (2 pair / hidden), hidden = 2 n_pairs, "
+             "computed in float32",
+        arguments=("out", "n_pairs", "base"),
+        contract="out: float32[n_pairs]; n_pairs: int64; base: float32 = 10000",
+        launch_text=f"grid ceil(n_pairs / {THREADS}) blocks of {THREADS} threads",
+        signature="void(float32[::1], int64, float32)",
+        reference=("ropelab.kernels.flat", "rope_flat", None),
+        reference_signature=signature_of(flat.VARIANT),
+        counters=("instructions", "f64", "pow"),
+        gates=(NO_F64,),
+        make_cases=_cases_freqs,
+        hint="exponent = float32(pair + pair) / float32(n_pairs + n_pairs); out[pair] = "
+             "float32(1.0) / math.pow(base, exponent)",
+        bounds_hint=ONE_THREAD_HINT + " (pair < n_pairs)",
+    ),
+    Step(
+        id="01.4", alias="01-flat-index", notebook=NOTEBOOK, kind="kernel",
         title="The seed's flat RoPE kernel, from an empty body",
         kernel_name="my_rope_flat",
         task="one thread per pair: guard, token and pair, the pair's frequency and angle, "
