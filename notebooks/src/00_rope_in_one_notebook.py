@@ -281,8 +281,9 @@ print(f"in that time: about {budget['fp32_per_pair']:.0f} FP32 instructions per 
       f"{budget['sfu_per_pair']:.0f} SFU instructions per pair")
 
 # %% [markdown]
-# A RoPE kernel needs a few dozen instructions per pair, four of them on the SFU (a `pow`, a
-# `sin` and a `cos`): on paper, below both budgets, so memory should set its speed, and the
+# A RoPE kernel needs a few dozen instructions per pair, four of them on the SFU: the `pow`
+# as two (a base-2 logarithm `lg2` and an exponential `ex2`), a `sin` and a `cos` (the census
+# line printed under the compile pipeline below lists them): on paper, below both budgets, so memory should set its speed, and the
 # fastest it can go is a copy of the same bytes.  Paper is not a measurement: an integer
 # division costs dozens of instructions, a warp's instructions wait on each other's results,
 # and a kernel that does not keep enough bytes in flight stays below the memory's rate
@@ -299,12 +300,12 @@ print(f"in that time: about {budget['fp32_per_pair']:.0f} FP32 instructions per 
 #    from the argument types (`float32` arrays, `uint64` scalars, ...); a float64 that sneaks in
 #    here is compiled as float64;
 # 2. lowers it to **NVVM IR**, the LLVM dialect NVIDIA's compiler reads; `math.sin` becomes a
-#    call into *libdevice* (NVIDIA's accurate math library) or, with `fastmath=True`, the SFU
+#    call into *libdevice* (NVIDIA's accurate math library) or, with `fastmath=True` (*fast-math*), the SFU
 #    approximation `sin.approx.f32`;
 # 3. compiles that with libNVVM to **PTX**, a virtual instruction set that is portable across
 #    GPU generations (`ropelab.measure.census.census()` counts instructions at this level, with no GPU);
 # 4. has PTX assembled into **SASS**, the machine code of one GPU generation (compute
-#    capability 9.0 for H100 and H200), by the driver or by nvJitLink.
+#    capability 9.0 for H100 and H200), by the driver or by *nvJitLink* (NVIDIA's linker library).
 #
 # The compiled kernel is cached per argument types, so later launches skip all of it.  A
 # **launch** then hands the driver the grid and block sizes and the arguments
@@ -380,6 +381,98 @@ print(first_call.line)
 # %%
 # NBVAL_IGNORE_OUTPUT
 print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
+
+# %% [markdown]
+# ## 9. Glossary
+#
+# The words the later notebooks use, defined once (the list is kept in
+# `ropelab.course.glossary`, and `tests/test_glossary.py` fails when a notebook uses one that is
+# not defined here).  Many come from the two tools that look inside a kernel: the *SASS census*
+# (`ropelab census --sass`, the machine code, no GPU needed) and *Nsight Compute* (`ncu`,
+# NVIDIA's profiler, whose records are under `data/profile/`).
+#
+# **The machine**
+#
+# * **warp**: 32 consecutive threads of a block that issue one instruction at a time together.
+# * **lane**: one thread of a warp, numbered 0 to 31 (`threadIdx.x % 32`).
+# * **SM**: streaming multiprocessor, the unit that runs blocks; an H200 has 132.
+# * **register**: a thread's private on-chip storage, the fastest there is; `reg` in the profile
+#   table is registers per thread (more per thread leaves room for fewer warps).
+# * **occupancy**: the share of an SM's 64 warp slots that hold a warp; `occ%` prints achieved
+#   (what the run had on average) over theoretical (what registers and block size allow).
+# * **SFU**: special function unit, which computes fast approximations of `sin`, `cos`, `ex2`,
+#   `lg2` and reciprocals (`MUFU` instructions in SASS).
+# * **XU**: Nsight Compute's name for the pipe of the SFUs (and some conversions); `XU%` is how
+#   busy it was, a share of its peak.
+# * **HBM**: the GPU's DRAM, its global memory; `DRAM%` is the DRAM throughput the profiler saw,
+#   a share of its peak.
+# * **L1** / **L2**: the caches between the SMs and HBM: L1 one per SM (it shares its storage
+#   with shared memory), L2 one for the whole GPU.
+# * **shared memory**: on-chip memory a block's threads share and synchronize on explicitly.
+# * **sector**: the 32-byte unit in which global memory is read and written; `sect/req` is
+#   sectors per load/store request of a warp (8 when 32 lanes read consecutive 8-byte pairs).
+# * **coalescing**: a warp's accesses merged into as few sectors as their bytes need.
+# * **latency**: how long one access takes to return (hundreds of cycles for HBM); hidden by
+#   running other warps meanwhile.
+# * **divergence**: lanes of one warp taking different sides of a branch, run one after the other.
+# * **stream**: a queue of GPU work that runs in order; launches return before the work runs.
+#
+# **Compiling**
+#
+# * **PTX**: the portable virtual instruction set Numba's compiler emits.
+# * **SASS**: the machine code of one GPU generation, assembled from PTX.
+# * **NVVM**: NVIDIA's LLVM-based compiler from NVVM IR to PTX, which Numba calls.
+# * **libdevice**: NVIDIA's library of accurate math functions that non-fast-math builds call.
+# * **fast-math**: `fastmath=True`: approximate SFU functions and relaxed float rules.
+# * **NVRTC**: NVIDIA's runtime compiler for CUDA C++ (the course's C++ twins use it).
+# * **nvJitLink**: the library that links and assembles PTX into SASS without a driver.
+# * **nvdisasm**: NVIDIA's disassembler, which turns a compiled kernel back into SASS text.
+#
+# **SASS instructions the course names**
+#
+# * **LDG.E.128**: one global load of 128 bits (16 bytes) per lane; `LDG.E.64` 8 bytes,
+#   `LDG.E` 4 bytes.  `STG` is the store.
+# * **IADD3**: a 32-bit integer add of three operands, the usual index arithmetic.
+# * **IADD3.X**: the same add taking the carry of the one before: the upper half of a 64-bit
+#   add, so a 64-bit index costs a pair of instructions.
+# * **.EX**: the suffix of a compare (`ISETP...EX`) on the upper half of a 64-bit value, the
+#   second instruction of a 64-bit compare.
+# * **BSSY**: with `BSYNC`, the divergence barrier the compiler wraps around a branch that some
+#   lanes may skip, so the warp re-converges after it.
+# * **SHFL**: a warp shuffle (`SHFL.BFLY` for `shfl_xor_sync`): a lane reads another lane's
+#   register directly.
+#
+# **Nsight Compute metrics and stall reasons**
+#
+# A warp's *stall reason* is what kept it from issuing in a cycle; the profile table lists the
+# top reasons in cycles per issued instruction.
+#
+# * **issue%**: the share of cycles in which the SM's schedulers issued an instruction; near its
+#   peak the kernel is *issue-bound*.
+# * **cycles/issue**: cycles between two instructions of one warp, split by stall reason.
+# * **traffic**: DRAM bytes moved over the minimum the kernel must move (a ratio of one: no waste).
+# * **long_scoreboard**: waiting for a global (or local) memory load's data.
+# * **short_scoreboard**: waiting for an on-chip result: shared memory, a shuffle or the SFU.
+# * **mio_throttle**: the memory input/output queue is full (too many shared-memory, shuffle or
+#   special instructions at once).
+# * **math_pipe_throttle**: the math pipe the instruction needs is busy.
+# * **drain**: waiting at the kernel's end for its stores to leave the SM.
+# * **imc_miss**: waiting for a constant (kernel arguments, literals) missing in the constant cache.
+# * **not_selected**: ready, but the scheduler issued another warp's instruction that cycle.
+# * **wait**: a fixed wait the compiler scheduled for an instruction's result; in the census's
+#   SASS order, `w` marks a wait for a load still in flight.
+#
+# **Measuring**
+#
+# * **roof**: the fastest device copy of the same bytes: what a kernel that reads and writes
+#   every byte once cannot beat.
+# * **Little's law**: bytes in flight = bandwidth x latency: the bytes a kernel must keep
+#   requested to run at full bandwidth.
+# * **p20-p80**: the 20th to 80th percentile of the single launches of one measurement.
+# * **noise floor**: the largest difference between two timings of the same kernel in one run.
+# * **cold L2**: timed after a fill that evicts the L2 cache, so data comes from HBM.
+# * **host_bound**: a row whose host enqueue time nearly filled the GPU's busy time: it may have
+#   timed the host.
 
 # %% [markdown]
 # ## Takeaways

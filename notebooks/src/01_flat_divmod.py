@@ -185,7 +185,8 @@ if bench is not None:
 # How to read them.  The table's `p20-p80 us` column is the range of the middle 60 percent of
 # the launches behind each median, and its last column divides by the roof: the fastest
 # device copy measured in the run, the copy of the 1 GB shape.  The chart has one panel per
-# shape, each on its own linear axis starting at zero, so bar heights compare directly; the
+# shape, each on its own linear axis starting at zero (a panel switches to a log axis only
+# when one bar is over ten times another), so bar lengths compare directly; the
 # whiskers are the same 20-80 percent range, and the dashed line is the copy of that shape's
 # own bytes.  On the small shapes the whole difference between the bars is about a
 # microsecond, and notebook 07 shows that a recorded time at these sizes moves by several
@@ -210,7 +211,7 @@ if bench is not None:
 # Both kernels stay clearly below the copy there: a division, a `pow`, a sine and a cosine per
 # pair, with one 4-byte load per float, do not keep enough bytes in flight (notebook 03).
 # At the seed's sizes (17 to 67 MB) even the copy stays well below the roof: a kernel that
-# lasts about 9 to 25 us spends a noticeable share of it filling and draining the GPU.  Notebook 07
+# lasts {{ bench.seed_shapes_us }} spends a noticeable share of it filling and draining the GPU.  Notebook 07
 # explains how these times were taken and why the seed's own table could not be trusted.
 #
 # On a GPU, this cell measures the kernel live with the same method (the output differs from

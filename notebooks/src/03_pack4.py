@@ -186,8 +186,8 @@ if bench is not None:
 #   fewer instructions per pair were not the lever.
 # * **Wider accesses alone** (`pack4` against `pack4_scalar`): the same threads and the same
 #   work split; only the load and store width changes.  This is the change that moved the
-#   clock, on every shape, and on the 1 GB shape it takes the kernel from about 70 percent of
-#   the roof to within one percent of the copy.
+#   clock, on every shape, and on the 1 GB shape it takes the kernel from
+#   {{ bench.pack4_scalar_roof_pct }} of the roof to {{ bench.pack4_roof_pct }}, level with the copy.
 #
 # The traffic is identical in both comparisons: a warp's scalar loads of consecutive floats
 # are merged into the same memory transactions as its vector loads.  What the vector access
@@ -261,10 +261,13 @@ if prof is not None:
 # * The unhoisted kernel waits longer on memory per instruction than the hoisted one: the
 #   serialized second pair, seen by the hardware.
 # * Both scalar kernels move the same DRAM bytes as `flat`.  But in a 4-float-per-thread
-#   layout, neighbouring lanes are 16 bytes apart, so each of a warp's 4-byte loads spans four
-#   times as many sectors as `flat`'s, and every sector is asked for by four separate
-#   instructions.  The L1 handles four times the requests for the same bytes.  `pack4` asks
-#   for each sector once, with one 128-bit load per lane, and reaches the copy.
+#   layout, neighbouring lanes are 16 bytes apart, so each of a warp's 4-byte accesses spans
+#   {{ profile.scalar_over_flat_sectors }} as many sectors as `flat`'s: {{ profile.scalar_and_flat_store_sectors }}
+#   sectors per store request in the table (the load column is lower for both because it
+#   averages in the one-sector loads of `positions`).  And every sector is asked for by four
+#   separate instructions, one per float of a lane, so the L1 handles four requests for bytes
+#   that one request could carry.  `pack4` asks for each sector once, with one 128-bit load
+#   per lane, and reaches the copy.
 #
 # So the lesson of the two comparisons stands, with its cause now measured: in this layout the
 # width of the access, not the work per thread, decides.

@@ -8,8 +8,8 @@
 #
 # | tokens x hidden | seed `f32` kernel | seed `f32x4_pack` kernel | PyTorch complex reference |
 # |---|---|---|---|
-# | 4096 x 512 | 0.00627 ms | 0.00602 ms | 0.843 ms |
-# | 8192 x 1024 | 0.01866 ms | 0.01843 ms | 2.525 ms |
+# | 4096 x 512 | {{ seed.f32_4096x512_ms }} | {{ seed.pack4_4096x512_ms }} | {{ seed.torch_4096x512_ms }} |
+# | 8192 x 1024 | {{ seed.f32_8192x1024_ms }} | {{ seed.pack4_8192x1024_ms }} | {{ seed.torch_8192x1024_ms }} |
 #
 # From it the seed concluded that RoPE is compute-bound, that wide loads are worth about 2
 # percent, and that a frequency table would be the next win.  Notebooks 03 and 04 found the
@@ -39,7 +39,7 @@ print(ropelab.format_description())
 #
 # RoPE reads every float once and writes it once.  A kernel's time therefore implies a
 # bandwidth, and that bandwidth cannot exceed what the memory delivers.  An RTX 4090's GDDR6X
-# delivers about 1,008 GB/s by its data sheet:
+# delivers about {{ seed.dram_4090_gbps }} by its data sheet:
 
 # %%
 seed_rows = [((4096, 512), 0.00627), ((4096, 1024), 0.01009), ((8192, 512), 0.01005),
@@ -58,7 +58,7 @@ for (tokens, hidden), ms in seed_rows:
 # the wall-clock time of those 20 calls by 20, each number also contains whatever the host
 # spends launching a call; a kernel that lasts a few microseconds cannot be told apart from
 # its launch.  Two kernels with the same launch cost and L2-resident data look the same, which
-# is exactly what the seed saw (0.00627 against 0.00602 ms).
+# is exactly what the seed saw ({{ seed.f32_4096x512_ms }} against {{ seed.pack4_4096x512_ms }}).
 #
 # ## 2. What a caller pays
 #
@@ -86,13 +86,14 @@ if public is not None:
 # device-to-host copy waits for all the work queued on the GPU, so every call was a
 # synchronization: the GPU finished the fill, then idled while Python validated, converted
 # each tensor with `cuda.as_cuda_array`, let numba's dispatcher type every argument, and only
-# then launched.  That is why a kernel of about 260 us (pack4 on 32768 x 4096) cost over 800 us
-# between the events, and a 9 us kernel over 500 us.
+# then launched.  That is why pack4 on 32768 x 4096, {{ public.pack4_events_after_us }} between the
+# events today, cost {{ public.pack4_events_before_us }}, and flat on 4096 x 512,
+# {{ public.flat_small_events_after_us }} today, cost {{ public.flat_small_events_before_us }}.
 #
 # After: a call validates its arguments once per *call shape* (types, shapes, strides, dtypes,
 # options) and remembers the result; a later call of the same shape reads three pointers,
 # checks that they do not overlap, and launches through `cuLaunchKernel` with parameters packed
-# once (`ropelab.kernels._launch`).  Device positions are never read on the host: a kernel
+# once (`ropelab.kernels.launch`).  Device positions are never read on the host: a kernel
 # with a position limit (a cos/sin cache) writes NaN for an out-of-range token and records it
 # in a device error word that `ropelab.check_errors()` reads when the caller chooses to
 # synchronize.  `check_positions=True` puts the old synchronous check back, on request: the
@@ -258,7 +259,7 @@ print(f"flat on 4096x512 in that run: {flat_first['median_us']:.1f} us, "
 # of **each shape's own bytes** (the record's `frac_of_copy`, valid again since the fix).
 #
 # Small shapes stay below the roof even for the best copy: at 17 MB the GPU spends a large
-# part of a 9 us copy filling its SMs and draining them.  That is why every comparison in
+# part of a {{ bench.small_copy_us }} copy filling its SMs and draining them.  That is why every comparison in
 # this course is read on the 1 GB shape first.
 #
 # **How much does a recorded time move from one run to the next?**  The bench has been run
@@ -278,7 +279,7 @@ if len(runs) > 1:
         print(f"{shape:<12} same code, two runs: medians differ by up to {100 * noise[shape]:4.1f}%")
 
 # %% [markdown]
-# The small shapes, which last 9 to 30 us, move by several percent between runs; the 1 GB shape
+# The small shapes, which last {{ bench.seed_shapes_us }}, move by several percent between runs; the 1 GB shape
 # moves much less.  A difference of a few percent between two kernels on a small shape is
 # therefore not a result until it repeats across runs, and the course reads its comparisons
 # on the 1 GB shape.  Notebook 06 uses a second estimate of the same kind, two timings of one
@@ -384,10 +385,10 @@ print(ledger.census_table([("numba", "per_element"), ("numba", "per_pair"),
 print(ledger.per_pair_table())
 
 # %% [markdown]
-# ### "135 times slower": the PyTorch complex reference
+# ### "{{ seed.complex_factor }} slower": the PyTorch complex reference
 #
 # The seed timed its handwritten kernel against a PyTorch implementation built from complex
-# numbers (`view_as_complex`, `polar`, a complex multiply) and found it 135 times slower.  The
+# numbers (`view_as_complex`, `polar`, a complex multiply) and found it {{ seed.complex_factor }} slower.  The
 # bench ran that same PyTorch code on the H200 beside `flat`:
 
 # %%
@@ -410,7 +411,7 @@ if bench_record is not None:
 # function closes over (or reads as a global) is frozen into the compiled kernel as a
 # constant, and a branch on it is folded away.  `make_kernel(per_pair, yarn)` above is such a
 # factory: `YARN_ALWAYS` and `YARN_AT_RUNTIME` are plain Python booleans, and each combination
-# becomes its own kernel with its own dispatcher (`ropelab.kernels._launch.jitted` caches one
+# becomes its own kernel with its own dispatcher (`ropelab.kernels.plan.jitted` caches one
 # per function).  The blend it calls:
 
 # %%
@@ -463,7 +464,7 @@ print(ledger.format_ledger())
 #
 # ## Exercises
 #
-# **1.** The seed's 8192 x 1024 row took 0.01866 ms.  What bandwidth does that imply, in GB/s?
+# **1.** The seed's 8192 x 1024 row took {{ seed.f32_8192x1024_ms }}.  What bandwidth does that imply, in GB/s?
 
 # %%
 answer_1 = 2 * 8192 * 1024 * 4 / 0.01866e-3 / 1e9  # your answer here

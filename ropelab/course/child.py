@@ -85,6 +85,9 @@ def in_child(work, timeout_s: float):
     os.close(write_fd)
     try:
         data = _read_until(read_fd, time.monotonic() + timeout_s)
+    except BaseException:  # Jupyter's Interrupt lands here: the child must not outlive it
+        _kill(pid)
+        raise
     finally:
         os.close(read_fd)
     if data is None:

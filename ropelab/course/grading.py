@@ -341,7 +341,8 @@ def _launch_shape(ex, case: Case, trial) -> Verdict | None:
     if idle and len(trial.launches) == 1:
         return _verdict(ex.id, "wrong", f"block {idle[0]} of your {launch.text()} wrote "
                         f"nothing [case {case.label}]: {len(idle)} of {launch.blocks} blocks "
-                        "were wholly idle", "hint: round the grid up to whole blocks, not further: blocks = "
+                        "were wholly idle",
+                        "hint: round the grid up to whole blocks, not further: blocks = "
                         "(work + threads - 1) // threads")
     return None
 

@@ -129,20 +129,17 @@ def _partial(step, case, fn):
     return trials.Trial(watched["out"].data, {}, launches, watched)
 
 
-def _map(ax, block, thread, tpb, title, *, marks=None):
-    """One thread map: colour = block, number = global thread (``-`` nobody)."""
-    import matplotlib.pyplot as plt
-    from matplotlib.colors import ListedColormap
+def _map(ax, block, thread, tpb, title, name):
+    """One thread map in the notebooks' style (:func:`.plots.plot_thread_map`): colour =
+    block, number = global thread (``-``: nobody)."""
+    from .plots import plot_thread_map
+    from .tracing import ThreadMap
 
+    rows, cols = block.shape
     blocks = int(block.max()) + 1 if block.size and block.max() >= 0 else 1
-    palette = plt.get_cmap("tab20").colors
-    colours = ListedColormap(["#dddddd"] + [palette[i % len(palette)] for i in range(blocks)])
-    ax.imshow(block + 1, cmap=colours, vmin=0, vmax=blocks, aspect="auto",
-              interpolation="nearest")
-    glob = np.where(block >= 0, block * tpb + thread, -1)
-    for (r, c), value in np.ndenumerate(glob):
-        ax.text(c, r, "-" if value < 0 else str(value), ha="center", va="center", fontsize=6)
-    _label(ax, title, glob.shape)
+    tmap = ThreadMap(name, rows, cols, (blocks, 1), (tpb, 1), block, thread)
+    plot_thread_map(tmap, ax, label="global")
+    _label(ax, title, block.shape)
 
 
 def _label(ax, title: str, shape: tuple) -> None:
@@ -186,10 +183,10 @@ def draw(trace: Trace):
     ax_ref, ax_got = fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 1])
     ax_n = fig.add_subplot(grid[2, :])
     _map(ax_w, *trace.writer, trace.threads_per_block, "who wrote out: colour = block, "
-         "number = global thread")
+         "number = global thread", trace.name)
     if trace.reader is not None:
         _map(ax_r, *trace.reader, trace.threads_per_block,
-             f"who last read {trace.reader_name}")
+             f"who last read {trace.reader_name}", trace.name)
     else:
         ax_r.set_title("no input of out's size to draw", fontsize=9)
         ax_r.axis("off")

@@ -29,6 +29,7 @@ from ..target import SIMULATED
 from . import kernel_census
 from . import steps as ladder
 from .grading import grade
+from .intake import empty_body
 from .runner import grade_safely
 from .steps.base import SOLUTIONS, Step
 
@@ -170,6 +171,39 @@ def _on_simulator(save_census: bool) -> bool:
     return done.returncode == 0
 
 
+LADDER_MIN_STEPS = 3  # issue 17: at least 3 graded steps per notebook,
+LADDER_MIN_EMPTY = 2  # at least 2 of them from an empty body (signature, docstring, pass),
+LADDER_MIN_LAUNCH = 1  # at least one where the learner writes the launch
+
+
+def ladder_outcomes(number: str, ladder_steps: list | None = None) -> list[Outcome]:
+    """The shape rules of notebook ``number``'s ladder, as outcomes.
+
+    A notebook with one step has no ladder yet (its pre-ladder exercise): reported, not failed.
+    Once it has more, every rule holds or ``--verify`` fails.
+    """
+    found = ladder_steps if ladder_steps is not None else ladder_of(number)
+    if len(found) <= 1:
+        return [Outcome(f"{number}", "ladder", True, "not a ladder yet (one step): rules "
+                        "apply from its second step", "")]
+    empty = []
+    for s in found:
+        source = s.starter_source()
+        try:
+            if source is not None and empty_body(source):
+                empty.append(s.id)
+        except SyntaxError:
+            pass
+    launch = [s.id for s in found if s.kind == "launch"]
+    rules = [(len(found) >= LADDER_MIN_STEPS, f"{len(found)} steps",
+              f"at least {LADDER_MIN_STEPS} steps"),
+             (len(empty) >= LADDER_MIN_EMPTY, f"{len(empty)} from an empty body "
+              f"({', '.join(empty) or 'none'})", f"at least {LADDER_MIN_EMPTY} from an empty body"),
+             (len(launch) >= LADDER_MIN_LAUNCH, f"{len(launch)} launch step(s) "
+              f"({', '.join(launch) or 'none'})", f"at least {LADDER_MIN_LAUNCH} launch step")]
+    return [Outcome(number, "ladder", ok, got, want) for ok, got, want in rules]
+
+
 def run(*, save_census: bool = False, directory: Path | None = None, stream=None) -> bool:
     """Verify every exercise, print one line per kernel; True when everything holds."""
     if not SIMULATED and directory is None and stream is None:
@@ -179,7 +213,7 @@ def run(*, save_census: bool = False, directory: Path | None = None, stream=None
     stream = stream or sys.stdout
     outcomes = []
     for number in ladder.notebooks():
-        for o in verify_notebook(number, directory):
+        for o in ladder_outcomes(number) + verify_notebook(number, directory):
             outcomes.append(o)
             mark = "ok  " if o.ok else "FAIL"
             print(f"{mark} {o.exercise:<8} {o.what:<28} {o.verdict[:110]}", file=stream)

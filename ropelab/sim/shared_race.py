@@ -7,7 +7,8 @@ wrapped: per element it remembers the last writer, a reader, and the barrier epo
 ``syncthreads`` that thread had passed) of each.  Two accesses to one element by different
 threads of one block in the same epoch, at least one a write, have no barrier between them: the
 order is up to the hardware.  The first such pair raises :class:`SharedMemoryRace` naming both
-threads, the array's line and the index.
+threads, the array's line and the index.  Within one warp, ``cuda.syncwarp()`` orders accesses
+too (its own count per thread).
 """
 
 from __future__ import annotations
@@ -23,8 +24,18 @@ class SharedMemoryRace(RuntimeError):
 
 
 def _thread():
+    """The current simulated thread and its clock: (barriers passed, warp barriers passed)."""
     t = threading.current_thread()
-    return t, getattr(t, "_race_epoch", 0)
+    return t, (getattr(t, "_race_epoch", 0), getattr(t, "_race_warp_epoch", 0))
+
+
+def _ordered(a, a_clock, b, b_clock) -> bool:
+    """Whether a barrier lies between an access of thread ``a`` at ``a_clock`` and one of
+    thread ``b`` at ``b_clock``: a block barrier, or (same warp) a warp barrier."""
+    if a is b or a_clock[0] != b_clock[0]:
+        return True
+    same_warp = getattr(a, "thread_id", -1) // 32 == getattr(b, "thread_id", -2) // 32
+    return same_warp and a_clock[1] != b_clock[1]
 
 
 def _label(thread) -> str:
@@ -66,15 +77,16 @@ class RaceArray:
             if block != self._block:  # blocks run one after another; a new one starts clean
                 self._block, self._writes, self._reads = block, {}, {}
             last = self._writes.get(flat)
-            if last is not None and last[0] is not me and last[1] == epoch:
+            if last is not None and not _ordered(last[0], last[1], me, epoch):
                 other = last[0]
                 what = "wrote" if write else "read"
                 raise SharedMemoryRace(
                     f"shared-memory race on element {flat} of {self.where}: thread "
-                    f"{_label(other)} wrote it and thread {_label(me)} {what} it with no cuda.syncthreads() between")
+                    f"{_label(other)} wrote it and thread {_label(me)} {what} it with no "
+                    "cuda.syncthreads() between")
             if write:
                 for reader, read_epoch in self._reads.get(flat, {}).items():
-                    if reader is not me and read_epoch == epoch:
+                    if not _ordered(reader, read_epoch, me, epoch):
                         raise SharedMemoryRace(
                             f"shared-memory race on element {flat} of {self.where}: thread "
                             f"{_label(reader)} read it and thread {_label(me)} wrote it with no "
@@ -120,10 +132,22 @@ def watching():
         self._race_epoch = getattr(self, "_race_epoch", 0) + 1
         return original_sync(self)
 
+    # cuda.syncwarp (ropelab.sim.warp supplies it) orders the lanes of one warp
+    original_syncwarp = getattr(kernelapi.FakeCUDAModule, "syncwarp", None)
+
+    def syncwarp(self, *args, **kwargs):
+        me = threading.current_thread()
+        me._race_warp_epoch = getattr(me, "_race_warp_epoch", 0) + 1
+        return original_syncwarp(self, *args, **kwargs)
+
     kernelapi.FakeCUDAShared.array = array
     kernel.BlockThread.syncthreads = syncthreads
+    if original_syncwarp is not None:
+        kernelapi.FakeCUDAModule.syncwarp = syncwarp
     try:
         yield
     finally:
         kernelapi.FakeCUDAShared.array = original_array
         kernel.BlockThread.syncthreads = original_sync
+        if original_syncwarp is not None:
+            kernelapi.FakeCUDAModule.syncwarp = original_syncwarp

@@ -17,6 +17,23 @@ Two kinds:
     grader intercepts every launch: each element covered, no wholly idle block, a legal
     configuration (at most 1024 threads per block, grid limits).  ``Case.grid``/``Case.block``
     are not used for it.
+
+A launch step, in outline (the cases are those of a kernel step over the same arrays)::
+
+    Step(id="01.3", notebook="01_flat_divmod", kind="launch", kernel_name="launch_flat",
+         title=..., task=..., arguments=("x", "out", "positions", "n_pairs", "total_pairs",
+         "base"), contract=..., launch_text="grid and block from total_pairs",
+         make_cases=_cases_01, hint=..., bounds_hint=...,
+         starter='''
+             def launch_flat(x, out, positions, n_pairs, total_pairs, base):
+                 "Launch my_rope_flat, one thread per pair; round the grid up to whole blocks."
+                 pass
+             ''')
+
+Its solution (``SOLUTIONS["01.3"]``) is a plain function that launches a kernel defined in the
+same solution file.  ``shared=True`` makes the grader run the step with the shared-memory race
+detector of :mod:`ropelab.sim.shared_race`; ``bounds_hints={"positions": ...}`` gives the hint
+for an out-of-bounds index into one argument.
 """
 
 from __future__ import annotations

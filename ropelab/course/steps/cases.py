@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 
 from ... import reference
+from ...kernels.plan import census_problem
 from ...tolerance import max_angle
 from ..grading import Case, Gate, tolerance
 
@@ -22,7 +23,6 @@ THREADS = 64  # block size of the 1-D launches: the small shapes still leave a p
 
 def signature_of(variant, options=None, problem=None) -> str:
     """The signature ropelab's own launch passes to ``variant``'s kernel (from its plan)."""
-    from ...problem import census_problem
     return variant.plan(problem or census_problem(variant.features), options or {}).signature()
 
 

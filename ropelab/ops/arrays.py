@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .target import SIMULATED
+from ..target import SIMULATED
 
 
 @dataclass(frozen=True)
