@@ -99,11 +99,15 @@ def test_copy_steps_are_exact_and_rope_steps_are_not_looser_than_needed():
     for case in steps.get("00.1").cases() + steps.get("00.2").cases():
         assert case.tol == 0.0
         assert np.array_equal(case.expected, case.inputs["x"].astype(np.float64))
-    # 00 has no positions: no hint may tell the learner to read them.
+    # 00 has no positions: no hint may tell the learner to read them (a copy, x unchanged,
+    # matches "rotated by the row number" on token 0, whose row number is 0).
     for step_id in ("00.3", "00.4", "00.5"):
-        for case in steps.get(step_id).cases():
-            assert "positions" not in case.inputs
-            assert not any("positions" in hint for hint, _ in case.alternatives)
+        step = steps.get(step_id)
+        assert "positions" not in step.arguments
+        for case in step.cases():
+            got = case.inputs["x"].copy()
+            e = grading.first_wrong(case, got)
+            assert "positions" not in grading.diagnose(case, got, e, step.hint, step.arguments)
 
 
 def test_block2d_steps_launch_with_fewer_threads_than_the_widest_row():

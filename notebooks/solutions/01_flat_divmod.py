@@ -204,6 +204,26 @@ def float64_division(x, out, positions, n_pairs, total_pairs, base):
 
 
 @cuda.jit(fastmath=True)
+def signed_index_math(x, out, positions, n_pairs, total_pairs, base):
+    # Not in WRONG (01.4 records four already): tests/test_grader.py grades it for the % rule.
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        n = int64(n_pairs)  # signed: Python's floor // and %, each with sign fix-ups
+        token = idx // n
+        pair = idx % n
+        e = idx + idx
+        x0 = x[e]
+        x1 = x[e + 1]
+        exponent = float32(pair + pair) / float32(n + n)
+        inv_freq = float32(1.0) / math.pow(base, exponent)
+        angle = float32(positions[token]) * inv_freq
+        c = math.cos(angle)
+        s = math.sin(angle)
+        out[e] = x0 * c - x1 * s
+        out[e + 1] = x0 * s + x1 * c
+
+
+@cuda.jit(fastmath=True)
 def signed_division(x, out, positions, n_pairs, total_pairs, base):
     idx = cuda.grid(1)
     if idx < total_pairs:
