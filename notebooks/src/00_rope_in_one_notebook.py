@@ -497,8 +497,8 @@ print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
 # Time to write kernels.  This section is a ladder of five graded steps, each one a little
 # further than the last: copy an array, guard a partial block, rotate pairs, launch a kernel
 # yourself, and finally a first RoPE kernel.  Each step gives you a cell with the function's
-# signature, a docstring that states its contract, and `pass`; replace `pass` with your code and
-# run the cell after it, which grades your function:
+# signature, a docstring that states its contract, and `pass` (the last step: its first line and
+# a `...`); replace them with your code and run the cell after it, which grades your function:
 #
 # * `@cuda.jit` compiles the function for the GPU (or hands it to the simulator) and
 #   `fastmath=True` lets the compiler use the GPU's fast approximate `sin`, `cos` and division,
