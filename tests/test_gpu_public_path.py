@@ -219,3 +219,60 @@ def test_table_copies_stay_bounded_on_the_device():
     for m in range(4096, 4196):
         ropelab.rope(tx, variant="freq_table", positions=tpos, cache=True, max_positions=m)
     assert launch.live_tables() <= launch.MAX_TABLES
+
+# ---- ropelab.torch_ops: the custom ops on CUDA tensors (appended by h-torch) --------------------
+
+def test_torch_ops_compiled_and_graph_captured_equal_eager():
+    import ropelab.torch_ops as rt
+
+    x, pos, tx, tpos = _tensors(tokens=256, hidden=1024)
+    tx = tx.view(256, 8, 128)
+    kw = dict(variant="pair_sincos", interleave=False, positions=tpos)
+    eager = rt.rope(tx, **kw)
+    np.testing.assert_array_equal(eager.cpu().numpy(),
+                                  ropelab.rope(x.reshape(256, 8, 128), variant="pair_sincos",
+                                               interleave=False, positions=pos))
+    compiled = torch.compile(lambda a, p: rt.rope(a, variant="pair_sincos", interleave=False,
+                                                  positions=p), fullgraph=True)
+    assert torch.equal(compiled(tx, tpos), eager)
+
+    out = torch.empty_like(tx)
+    rt.rope(tx, out=out, **kw)  # warm-up outside the capture
+    out.zero_()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        rt.rope(tx, out=out, **kw)
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager)
+
+
+def test_torch_ops_fused_graph_capture_and_rope_backward_on_cuda():
+    import ropelab.torch_ops as rt
+
+    rng = np.random.default_rng(2)
+    qkv, wq, wk, pos = ropelab_check.random_inputs(rng, 64, (4, 2, 2), 128, "bfloat16")
+    to = lambda a: torch.from_numpy(np.ascontiguousarray(a)).cuda()  # noqa: E731
+    tq, twq, twk, tpos = to(qkv).view(torch.bfloat16), to(wq).view(torch.bfloat16), \
+        to(wk).view(torch.bfloat16), to(pos)
+    kw = dict(num_heads_q=4, num_heads_k=2, num_heads_v=2, head_dim=128)
+    want = ropelab.fused_qknorm_rope(qkv.copy(), q_weight=wq, k_weight=wk, positions=pos, **kw)
+    start = tq.clone()
+    rt.fused_qknorm_rope(tq, q_weight=twq, k_weight=twk, positions=tpos, **kw)  # warm-up
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(tq.view(torch.uint16).cpu().numpy(), want)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        rt.fused_qknorm_rope(tq, q_weight=twq, k_weight=twk, positions=tpos, **kw)
+    tq.copy_(start)
+    g.replay()
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(tq.view(torch.uint16).cpu().numpy(), want)
+
+    # rope's backward on the device: the inverse rotation undoes the forward one.
+    x = torch.randn(128, 4, 64, device="cuda", requires_grad=True)
+    p = torch.arange(128, dtype=torch.int32, device="cuda")
+    upstream = torch.randn(128, 4, 64, device="cuda")
+    rt.rope(x, variant="pair_sincos", positions=p).backward(upstream)
+    back = rt.rope(x.grad, variant="pair_sincos", positions=p)  # rotating dx again gives dy
+    assert (back - upstream).abs().max().item() < 1e-3  # fast-math sin/cos, angles < 128 rad

@@ -93,7 +93,7 @@ def test_first_cell_quiets_ropelab_before_importing_it(path):
 
 
 def _exercises_of(path):
-    """The graded steps of a notebook's ladder (ropelab.course.steps)."""
+    """The graded steps of a notebook's ladder (their functions are the starters it may hold)."""
     return [s for s in ladder.STEPS.values() if s.notebook == path.stem]
 
 
