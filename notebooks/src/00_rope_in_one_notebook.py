@@ -578,10 +578,12 @@ verdict = steps.check(copy_guarded, "00.2")
 # Thread `p` rotates pair `p`, the floats `x[2p]` and `x[2p + 1]` (the interleaved layout of
 # section 4):
 #
-# $$\text{out}[2p] = x_0 \cos - x_1 \sin, \qquad \text{out}[2p + 1] = x_0 \sin + x_1 \cos.$$
+# $$\text{out}[2p] = x_0 \cos\theta_p - x_1 \sin\theta_p, \qquad
+# \text{out}[2p + 1] = x_0 \sin\theta_p + x_1 \cos\theta_p,$$
 #
-# Guard with the number of pairs.  The grader launches blocks of 64 threads on 1x2, 3x10 and
-# 5x130 floats (1, 15 and 325 pairs).
+# where $x_0$ is `x[2p]`, $x_1$ is `x[2p + 1]`, and $\cos\theta_p$, $\sin\theta_p$ are
+# `cos_t[p]`, `sin_t[p]`.  Guard with the number of pairs.  The grader launches blocks of 64
+# threads on 1x2, 3x10 and 5x130 floats (1, 15 and 325 pairs).
 
 # %%
 from numba import cuda
