@@ -145,8 +145,9 @@ print("global loads by width :", flat_fast["ld_global"], " stores:", flat_fast["
 #   kernel divides once, on unsigned 64-bit integers, and gets the remainder with a multiply
 #   and a subtraction; the compiler adds a 32-bit copy of the division as a fast path for when
 #   both operands fit in 32 bits.  (On *signed* integers Numba keeps Python's floor-division
-#   semantics, which costs a second division and sign fix-ups: the comment in the kernel says
-#   why it is unsigned.)  None of these is a hardware instruction: a GPU has no integer
+#   semantics: a signed `div.s64` with sign fix-ups around it, and the census of step 01.1
+#   refuses it; the comment in the kernel says why it is unsigned.)  None of these is a
+#   hardware instruction: a GPU has no integer
 #   divider, and each expands into a sequence of about twenty instructions, the 64-bit one
 #   into a longer subroutine.  Notebook 02 removes the division.
 # * **Special functions.**  With fast-math, `math.pow` becomes `lg2` and `ex2`, and `math.sin`
