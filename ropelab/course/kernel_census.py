@@ -291,6 +291,18 @@ def _rebuild_global(g: dict, counter: list):
     return _rebuild_source(g, counter)
 
 
+def useful_lines(message: str, limit: int = 14) -> str:
+    """The lines of a numba error a learner needs: what failed, the source line and its caret;
+    not the blank lines or the compiler's "During: ..." trail (which can be pages long)."""
+    lines = []
+    for line in message.strip().splitlines():
+        if line.startswith("During:") or "Enable logging at debug level" in line:
+            break
+        if line.strip():
+            lines.append(line.rstrip())
+    return "\n".join(lines[:limit])[:2000]
+
+
 def _child() -> int:
     """Read ``[{key, job, signature}]`` as JSON on stdin; print one JSON line per job.
 
@@ -317,7 +329,7 @@ def _child() -> int:
             row.update(count_extras(text))
             row["error"] = None
         except Exception as exc:  # one kernel that does not compile must not hide the others
-            row["error"] = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:400]
+            row["error"] = useful_lines(f"{type(exc).__name__}: {exc}")
         print(json.dumps(row), flush=True)
     return 0
 

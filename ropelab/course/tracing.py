@@ -231,8 +231,8 @@ def _trace_fused_here(tokens: int, heads: list, head_dim: int, interleave: bool,
                       storage: str = "float32") -> dict:
     if not SIMULATED:
         raise RuntimeError("tracing needs the simulator in this process")
-    from .. import fused
-    from ..arrays import inspect_array
+    from ..ops import fused
+    from ..ops.arrays import inspect_array
     from ..kernels import fused_qknorm_rope as kernel
     hq, hk, hv = heads
     qkv = np.random.default_rng(0).standard_normal((tokens, (hq + hk + hv) * head_dim))

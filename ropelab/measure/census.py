@@ -188,8 +188,8 @@ def _registries():
 def targets() -> list[dict]:
     """One entry per kernel to compile: registry, variant, kernel name, function, argument types.
 
-    The argument types come from the variant's own :class:`~ropelab.kernels._launch.Plan` (the
-    one :func:`~ropelab.kernels._launch.launch` passes), so the census compiles exactly what
+    The argument types come from the variant's own :class:`~ropelab.kernels.plan.Plan` (the
+    one :func:`~ropelab.kernels.launch.launch` passes), so the census compiles exactly what
     runs.  Every shipped kernel is built with fast-math on by default.
     """
     out, seen = [], set()
