@@ -21,14 +21,18 @@ def stored():
     return recorded_fit()
 
 
+STALE = ("data/predict is stale (new records or census caches?): run "
+         "python -m ropelab.measure.predict --record, then python notebooks/build.py 07")
+
+
 def test_the_fit_is_reproducible_from_the_records(recomputed, stored):
+    assert recomputed["meta"]["sources"] == stored["meta"]["sources"], STALE
+    assert recomputed["rows"] == stored["rows"], STALE
     got, kept = recomputed["meta"]["constants"], stored["meta"]["constants"]
     assert got["train_kernels"] == kept["train_kernels"]
     assert got["intercept"] == pytest.approx(kept["intercept"], rel=1e-9, abs=1e-12)
     for name, weight in kept["weights"].items():
         assert got["weights"][name] == pytest.approx(weight, rel=1e-9, abs=1e-12)
-    assert recomputed["meta"]["sources"] == stored["meta"]["sources"]
-    assert recomputed["rows"] == stored["rows"]
     assert recomputed["meta"]["swapped_halves"] == stored["meta"]["swapped_halves"]
 
 
