@@ -20,7 +20,7 @@ USAGE_ERROR = 2
 
 def _check(args) -> int:
     from . import kernels
-    from .check import format_rows, run_checks
+    from .check import format_header, format_row, format_summary, run_checks
 
     known = set(kernels.VARIANTS) | set(kernels.FUSED)
     unknown = [v for v in (args.variant or []) if v not in known]
@@ -28,8 +28,10 @@ def _check(args) -> int:
         print(f"ropelab check: unknown variant {', '.join(map(repr, unknown))}; choose from "
               f"{', '.join(sorted(known))}", file=sys.stderr)
         return USAGE_ERROR
-    rows = run_checks(variants=args.variant or None, fastmath=not args.precise)
-    print(format_rows(rows))
+    print(format_header(), flush=True)  # each row as it finishes: a simulator run takes a while
+    rows = run_checks(variants=args.variant or None, fastmath=not args.precise,
+                      on_row=lambda row: print(format_row(row), flush=True))
+    print(format_summary(rows))
     return 0 if all(r.passed for r in rows) else 1
 
 
