@@ -94,7 +94,17 @@ def _exercises(args) -> int:
     if not args.verify:
         print(exercises.listing())
         return 0
-    return 0 if verify.run(save_census=args.save_census) else 1
+    if args.notebook and args.save_census:  # the cache is rewritten from what this run used
+        print("ropelab exercises: --save-census needs the whole course (no --notebook)",
+              file=sys.stderr)
+        return USAGE_ERROR
+    known = verify.ladder.notebooks()
+    unknown = [n for n in args.notebook or () if n not in known]
+    if unknown:
+        print(f"ropelab exercises: no notebook {', '.join(map(repr, unknown))}; choose from "
+              f"{', '.join(known)}", file=sys.stderr)
+        return USAGE_ERROR
+    return 0 if verify.run(save_census=args.save_census, notebooks=args.notebook) else 1
 
 
 def _add_measuring(sub) -> None:
@@ -146,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
                                          "grades the solutions and recorded wrong attempts")
     p.add_argument("--verify", action="store_true",
                    help="solutions must pass, wrong attempts must be rejected with their message")
+    p.add_argument("--notebook", action="append", metavar="NN",
+                   help="with --verify: only this notebook's steps, e.g. 01 (repeatable)")
     p.add_argument("--save-census", action="store_true",
                    help="with --verify: write the census cache data/census/exercises.json")
     p.add_argument("--time", action="store_true",

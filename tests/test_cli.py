@@ -76,3 +76,16 @@ def test_check_with_an_unknown_variant_is_a_one_line_usage_error(capsys):
     assert main(["check", "--variant", "nope"]) == USAGE_ERROR != 1  # 1 means "a check failed"
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown variant 'nope'" in err and "flat" in err
+
+
+def test_exercises_verify_of_one_notebook_checks_only_its_steps(capsys):
+    from ropelab.__main__ import USAGE_ERROR, main
+
+    assert main(["exercises", "--verify", "--notebook", "9"]) == USAGE_ERROR
+    assert "no notebook '9'" in capsys.readouterr().err
+    assert main(["exercises", "--verify", "--notebook", "00", "--save-census"]) == USAGE_ERROR
+    capsys.readouterr()
+    assert main(["exercises", "--verify", "--notebook", "00"]) == 0
+    marks = [line.split()[1] for line in capsys.readouterr().out.splitlines()
+             if line.startswith(("ok ", "FAIL"))]
+    assert marks and all(step.startswith("00") for step in marks)
