@@ -99,9 +99,13 @@ def test_the_installed_package_is_the_wheel_and_reads_its_own_copy(installed):
     python, cwd, env, tmp = installed
     r = _run([str(python), "-c", "import ropelab, ropelab.resources as r; "
               "print(ropelab.__file__); print(r.data_dir()); print(r.in_checkout()); "
-              "print(ropelab.__version__)"], cwd=cwd, env=env)
+              "print(ropelab.__version__); from importlib import metadata as m; "
+              "print(m.version('ropelab')); print(m.metadata('ropelab')['License-Expression'])"],
+             cwd=cwd, env=env)
     assert r.returncode == 0, r.stderr
-    module, data, in_checkout, version = r.stdout.split("\n")[:4]
+    module, data, in_checkout, version, dist_version, license_ = r.stdout.split("\n")[:6]
+    # One version: the distribution's is read from ropelab.__version__; SPDX license metadata.
+    assert dist_version == version and license_ == "MIT"
     venv = str(python.parent.parent)
     assert module.startswith(venv) and data.startswith(venv) and in_checkout == "False"
     import ropelab
