@@ -26,7 +26,7 @@ from pathlib import Path
 BUNDLE = "_bundle"  # the package folder that holds the wheel's copy of the repository files
 # Paths relative to the repository root (and to the bundle, which mirrors them).
 DATA = "data"
-NOTEBOOK_SOURCES = "notebooks/src"
+NOTEBOOK_SOURCES = "scripts/notebooks/src"  # out of the learners' view
 SOLUTIONS = "notebooks/solutions"
 # What the wheel copies (setup.py reads this list, so the two cannot drift apart).
 SHIPPED = (DATA, NOTEBOOK_SOURCES, SOLUTIONS)

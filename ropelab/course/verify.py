@@ -5,7 +5,7 @@ For every step of every notebook's ladder (:mod:`.steps`):
 * its solution in ``notebooks/solutions/NN_*.py`` (``SOLUTIONS[step_id]``) must pass;
 * each recorded wrong attempt (``WRONG[step_id] = [(fn, fragment), ...]``) must be rejected,
   with a verdict that contains ``fragment``;
-* its starter (``Step.starter``, or the cell of ``notebooks/src/NN_*.py`` that defines the
+* its starter (``Step.starter``, or the cell of ``scripts/notebooks/src/NN_*.py`` that defines the
   step's function) must be graded "not solved yet", as the stored notebook shows it.
 
 A grader that passes a wrong kernel, rejects a right one, or explains a mistake with the wrong
@@ -127,7 +127,7 @@ def verify_step(ex: Step, module, *, grade_fn=_graded) -> list[Outcome]:
     starter = starter_kernel(ex)
     if starter is None:
         out.append(Outcome(ex.id, "starter", False, f"no starter defining {ex.kernel_name} "
-                           f"(Step.starter or a cell of notebooks/src/{ex.notebook}.py)",
+                           f"(Step.starter or a cell of scripts/notebooks/src/{ex.notebook}.py)",
                            "a starter"))
     else:
         verdict = grade_fn(ex, starter)

@@ -50,7 +50,7 @@ from ..grading import Case, Gate
 __all__ = ["Case", "Gate", "Forbid", "Step", "KINDS", "NOTEBOOK_SOURCES", "SOLUTIONS"]
 
 KINDS = ("kernel", "launch")
-NOTEBOOK_SOURCES = resources.notebook_sources()  # a checkout's notebooks/, else the package's copy
+NOTEBOOK_SOURCES = resources.notebook_sources()  # a checkout's scripts/notebooks/src, else the package's copy
 SOLUTIONS = resources.solutions_dir()
 
 # Python operators a Forbid rule can name, by the text a learner writes.
