@@ -18,6 +18,17 @@ def _info(args) -> int:
 USAGE_ERROR = 2
 
 
+def _records_need_a_checkout(command: str, wants_default_data: bool) -> bool:
+    """True (after saying why, in one line) when ``command`` would write into data/ that an
+    installed ropelab does not have: refused before anything is measured, not after."""
+    from . import resources
+
+    if not wants_default_data or resources.in_checkout():
+        return False
+    print(f"ropelab {command}: {resources.NEEDS_CHECKOUT} (--out DIR)", file=sys.stderr)
+    return True
+
+
 def _check(args) -> int:
     from . import kernels
     from .check import format_header, format_row, format_summary, run_checks
@@ -38,11 +49,17 @@ def _check(args) -> int:
 def _census(args) -> int:
     from .measure.census import run_cli
 
+    if _records_need_a_checkout("census --save", args.save == ""):
+        return USAGE_ERROR
+
     return run_cli(args)
 
 
 def _bench(args) -> int:
     from .measure.bench import run_cli
+
+    if _records_need_a_checkout("bench", not args.recorded and args.out is None):
+        return USAGE_ERROR
 
     return run_cli(args)
 
@@ -51,6 +68,8 @@ def _precision(args) -> int:
     from .measure.precision import record_precision
     from .measure.records import RecordError
 
+    if _records_need_a_checkout("precision", args.out is None):
+        return USAGE_ERROR
     try:
         result = record_precision(args.out, max_position=args.max_position,
                                   samples_per_bucket=args.samples)
@@ -69,6 +88,10 @@ def _precision(args) -> int:
 
 def _profile(args) -> int:
     from .measure.profile import run_cli
+
+    measuring = not (getattr(args, "list", False) or getattr(args, "recorded", False))
+    if _records_need_a_checkout("profile", measuring and args.out is None):
+        return USAGE_ERROR
 
     return run_cli(args)
 
@@ -94,6 +117,8 @@ def _exercises(args) -> int:
     if not args.verify:
         print(exercises.listing())
         return 0
+    if _records_need_a_checkout("exercises --save-census", args.save_census):
+        return USAGE_ERROR
     if args.notebook and args.save_census:  # the cache is rewritten from what this run used
         print("ropelab exercises: --save-census needs the whole course (no --notebook)",
               file=sys.stderr)

@@ -162,3 +162,13 @@ def test_recording_from_the_wheel_says_it_needs_a_checkout(installed):
               "records.save('bench', [{'a': 1}], method='m', meta=meta)"], cwd=cwd, env=env)
     assert r.returncode != 0 and "source checkout" in r.stderr, r.stderr
     assert not list(Path(cwd).iterdir())
+
+
+@pytest.mark.parametrize("command", [["bench"], ["precision"], ["census", "--save"],
+                                     ["exercises", "--verify", "--save-census"]])
+def test_commands_that_record_refuse_up_front_without_a_checkout(installed, command):
+    python, cwd, env, _ = installed
+    r = _run([str(python), "-m", "ropelab", *command], cwd=cwd, env=env)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.count("\n") == 1 and "source checkout" in r.stderr and "--out" in r.stderr
+    assert r.stdout == ""  # refused before measuring or compiling anything
