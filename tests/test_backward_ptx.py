@@ -1,7 +1,7 @@
 """The backward kernel's PTX, compiled for sm_90 in a driver-less child (the simulator and the
 real compiler cannot share a process): it compiles, every float is float32 (no ``.f64``), the
 lane's values stay in registers (no local memory), only the atomic build has atomics, and
-16-bit storage moves 32-bit words."""
+16-bit storage moves 32-bit words (two at once where a group is four neighbours)."""
 
 import json
 import os
@@ -55,6 +55,11 @@ def test_atomics_only_in_the_atomic_build(ptx):
 
 
 def test_sixteen_bit_storage_moves_words(ptx):
-    text = ptx["bfloat16-True-two_stage"]
-    assert _lines(text, "ld.global.u32") and _lines(text, "st.global.u32")
-    assert not _lines(text, "ld.global.u16") and not _lines(text, "st.global.u16")
+    """GPT-J groups (four neighbours) move as one 64-bit access of two words; crossed NeoX
+    groups as two 32-bit words; never 16 bits at a time."""
+    gptj, neox = ptx["bfloat16-True-two_stage"], ptx["bfloat16-False-two_stage"]
+    assert _lines(gptj, "ld.global.v2.u32") and _lines(gptj, "st.global.v2.u32")
+    assert _lines(neox, "ld.global.u32") and _lines(neox, "st.global.u32")
+    for text in (gptj, neox):
+        assert not _lines(text, "ld.global.u16") and not _lines(text, "st.global.u16")
+    assert _lines(ptx["float32-True-two_stage"], "ld.global.v4.f32")

@@ -30,7 +30,8 @@ GPT-J, and past ``rotary_dim`` in both layouts, group ``q`` is elements ``4q .. 
 side by side); a rotated NeoX group is elements ``2q, 2q+1`` and their partners
 ``rotary_dim/2`` further on.  So a lane's pairs are whole (no shuffle), and in 16-bit storage
 every access is a 32-bit word of two elements: coalesced across the warp, half the
-instructions of 16-bit accesses.  At ``head_dim`` 128 each lane holds one group.  Every lane
+instructions of 16-bit accesses.  A group of four neighbours on aligned arrays moves with one
+access (64 bits of two words, or 128 bits of four float32).  At ``head_dim`` 128 each lane holds one group.  Every lane
 holds the same dims of every head it visits, so its weight-gradient accumulators are four
 registers per group, kept over all its units.
 
@@ -51,12 +52,16 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from ._device import FULL_MASK, WARP
+from .vec import load_f32x4, load_u32x2, store_f32x4, store_u32x2
 from .words16 import CODECS
 from .plan import Plan
 
 NAME = "fused_qknorm_rope_backward"
 STORAGES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
             "bfloat16": np.dtype(np.uint16)}
+# Base alignment (bytes) the vector build needs: a 64-bit access of two words, or 128 bits of
+# four float32.
+VECTOR_ALIGN = {"float32": 16, "float16": 8, "bfloat16": 8}
 # What the kernel reads each storage as: 16-bit storage as uint32 words of two elements.
 KERNEL_VIEW = {"float32": np.dtype(np.float32), "float16": np.dtype(np.uint32),
                "bfloat16": np.dtype(np.uint32)}
@@ -64,16 +69,19 @@ DW_MODES = ("two_stage", "atomic")
 WARPS_PER_BLOCK = 8
 # The grid is as many blocks as the GPU holds at once, one wave: a second, partial wave would
 # leave most SMs idle while it runs (every block has the same work), and more blocks only
-# lengthen the partial sums.  At head_dim 128 the kernel uses 40 registers a thread and 9 KiB of
-# shared memory (ptxas, sm_90), so six 256-thread blocks fit an SM (6 x 256 x 40 <= 65536).
-BLOCKS_PER_SM = 6
-MAX_BLOCKS = 132 * BLOCKS_PER_SM  # an H200; used when no GPU can be asked (the census child)
+# lengthen the partial sums.  Blocks of 256 threads an SM, by head_dim, from the registers
+# ptxas (CUDA 13, sm_90) gives the builds, the largest of both layouts and storages: 48 at
+# head_dim 128 (5 x 256 x 48 <= 65536), 56 at 64, up to 94 at 192 and 256, 128 at 512.
+# Shared memory (8 warps x 2 x head_dim floats) never binds first.
+BLOCKS_PER_SM = {64: 4, 128: 5, 192: 2, 256: 2}
+BLOCKS_PER_SM_WIDER = 2  # head_dim 320 .. 512
+MAX_BLOCKS = 132 * BLOCKS_PER_SM[128]  # an H200 at head_dim 128: when no GPU can be asked
 REDUCE_PHASES = 32  # the reduce kernel's rows per column: a block of 32 x 32 threads
 
 
 @cache
 def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: int = WARPS_PER_BLOCK,
-                cos_sin_cache: bool = False, atomic: bool = False):
+                cos_sin_cache: bool = False, atomic: bool = False, vector: bool = False):
     """The backward kernel for one head size, layout, storage and weight-gradient mode (cached).
 
     16-bit storage arrives as ``uint32`` words of two elements (``x``, ``dy``, ``dx`` and both
@@ -84,6 +92,9 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
     weight gradients NaN and is recorded in the error word, as in the forward.
     ``atomic``: the ``sums`` argument is ``dw[2 * head_dim]`` (zeroed by the caller) and blocks
     add into it; otherwise it is ``partial[blocks * 2 * head_dim]``.
+    ``vector``: a group of four neighbours moves with one access (64-bit for 16-bit storage,
+    128-bit for float32); needs ``x``, ``dy``, ``dx`` and both weights on 8-byte (float32:
+    16-byte) boundaries, which the caller checks.  Crossed NeoX groups stay two 32-bit words.
     """
     if head_dim % 64 or head_dim <= 0:
         raise ValueError(f"head_dim must be a positive multiple of 64, got {head_dim}")
@@ -99,6 +110,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
     CACHE = bool(cos_sin_cache)
     ATOMIC = bool(atomic)
     WORDS = storage != "float32"
+    VEC = bool(vector)
     NAN = float32(math.nan)
     ZERO = float32(0.0)
     low, high, pack = CODECS.get(storage, CODECS["bfloat16"])  # unused for float32
@@ -108,42 +120,68 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
     # and (e1, e1+1); crossed (NeoX, rotated): e0 = 2q, e1 = 2q + rotary_dim/2, pairs (e0, e1)
     # and (e0+1, e1+1).  Either way the pairs are 2q and 2q + 1 (their frequencies), and in
     # 16-bit storage each of e0, e1 starts one 32-bit word.
+    # Each helper branches on build constants first (WORDS, VEC: the other builds' code is not
+    # even typed), then on whether the group is four neighbours.
     @cuda.jit(device=True, inline="always")
-    def get4(arr, at0, at1, vals, o):
+    def get4(arr, at0, at1, vals, o, adjacent):
         if WORDS:
-            w0 = arr[at0 >> uint32(1)]
-            w1 = arr[at1 >> uint32(1)]
+            if VEC and adjacent:  # elements at0 .. at0 + 3: two words, one 64-bit load
+                w0, w1 = load_u32x2(arr, at0 >> uint32(1))
+            else:
+                w0 = arr[at0 >> uint32(1)]
+                w1 = arr[at1 >> uint32(1)]
             vals[o] = low(w0)
             vals[o + 1] = high(w0)
             vals[o + 2] = low(w1)
             vals[o + 3] = high(w1)
         else:
-            vals[o] = arr[at0]
-            vals[o + 1] = arr[at0 + uint32(1)]
-            vals[o + 2] = arr[at1]
-            vals[o + 3] = arr[at1 + uint32(1)]
+            if VEC and adjacent:
+                a, b, c, d = load_f32x4(arr, at0)
+            else:
+                a = arr[at0]
+                b = arr[at0 + uint32(1)]
+                c = arr[at1]
+                d = arr[at1 + uint32(1)]
+            vals[o] = a
+            vals[o + 1] = b
+            vals[o + 2] = c
+            vals[o + 3] = d
 
     @cuda.jit(device=True, inline="always")
-    def put4(arr, at0, at1, a, b, c, d):
+    def put4(arr, at0, at1, a, b, c, d, adjacent):
         if WORDS:
-            arr[at0 >> uint32(1)] = pack(a, b)
-            arr[at1 >> uint32(1)] = pack(c, d)
+            if VEC and adjacent:
+                store_u32x2(arr, at0 >> uint32(1), pack(a, b), pack(c, d))
+            else:
+                arr[at0 >> uint32(1)] = pack(a, b)
+                arr[at1 >> uint32(1)] = pack(c, d)
         else:
-            arr[at0] = a
-            arr[at0 + uint32(1)] = b
-            arr[at1] = c
-            arr[at1 + uint32(1)] = d
+            if VEC and adjacent:
+                store_f32x4(arr, at0, a, b, c, d)
+            else:
+                arr[at0] = a
+                arr[at0 + uint32(1)] = b
+                arr[at1] = c
+                arr[at1 + uint32(1)] = d
 
     @cuda.jit(device=True, inline="always")
-    def copy4(dst, src, at0, at1):  # V heads: the stored bits, unchanged
+    def copy4(dst, src, at0, at1, adjacent):  # V heads: the stored bits, unchanged
         if WORDS:
-            dst[at0 >> uint32(1)] = src[at0 >> uint32(1)]
-            dst[at1 >> uint32(1)] = src[at1 >> uint32(1)]
+            if VEC and adjacent:
+                w0, w1 = load_u32x2(src, at0 >> uint32(1))
+                store_u32x2(dst, at0 >> uint32(1), w0, w1)
+            else:
+                dst[at0 >> uint32(1)] = src[at0 >> uint32(1)]
+                dst[at1 >> uint32(1)] = src[at1 >> uint32(1)]
         else:
-            dst[at0] = src[at0]
-            dst[at0 + uint32(1)] = src[at0 + uint32(1)]
-            dst[at1] = src[at1]
-            dst[at1 + uint32(1)] = src[at1 + uint32(1)]
+            if VEC and adjacent:
+                a, b, c, d = load_f32x4(src, at0)
+                store_f32x4(dst, at0, a, b, c, d)
+            else:
+                dst[at0] = src[at0]
+                dst[at0 + uint32(1)] = src[at0 + uint32(1)]
+                dst[at1] = src[at1]
+                dst[at1 + uint32(1)] = src[at1 + uint32(1)]
 
     # ex: begin backward_kernel
     @cuda.jit(device=True, inline="always")
@@ -183,23 +221,27 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
             first = uint32(unit * uint32(HD))  # the head's first element (rows: heads_total * HD)
             if head >= heads_qk:  # a V head: its gradient passes through
                 for k in range(PER_LANE):
-                    if lane + uint32(WARP * k) < uint32(GROUPS):
-                        copy4(dx, dy, uint32(first + e0s[k]), uint32(first + e1s[k]))
+                    q = uint32(lane + uint32(WARP * k))
+                    if q < uint32(GROUPS):
+                        copy4(dx, dy, uint32(first + e0s[k]), uint32(first + e1s[k]),
+                              INTERLEAVE or q + q >= n_pairs)
                 unit = uint32(unit + total_warps)
                 continue
             is_q = head < heads_q
             ss = ZERO
             for k in range(PER_LANE):
                 o = 4 * k
-                if lane + uint32(WARP * k) < uint32(GROUPS):
+                q = uint32(lane + uint32(WARP * k))
+                if q < uint32(GROUPS):
+                    adjacent = INTERLEAVE or q + q >= n_pairs
                     at0 = uint32(first + e0s[k])
                     at1 = uint32(first + e1s[k])
-                    get4(x, at0, at1, n, o)
-                    get4(dy, at0, at1, g, o)
+                    get4(x, at0, at1, n, o, adjacent)
+                    get4(dy, at0, at1, g, o, adjacent)
                     if is_q:  # two loads in two branches, as in the forward
-                        get4(q_weight, e0s[k], e1s[k], w, o)
+                        get4(q_weight, e0s[k], e1s[k], w, o, adjacent)
                     else:
-                        get4(k_weight, e0s[k], e1s[k], w, o)
+                        get4(k_weight, e0s[k], e1s[k], w, o, adjacent)
                 else:  # an idle slot (head_dim 64 or 192): zeros add nothing below
                     for j in range(4):
                         n[o + j] = ZERO
@@ -274,10 +316,12 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
             mean = dot * INV_HD
             for k in range(PER_LANE):
                 o = 4 * k
-                if lane + uint32(WARP * k) < uint32(GROUPS):
+                q = uint32(lane + uint32(WARP * k))
+                if q < uint32(GROUPS):
                     put4(dx, uint32(first + e0s[k]), uint32(first + e1s[k]),
                          (g[o] - n[o] * mean) * inv_r, (g[o + 1] - n[o + 1] * mean) * inv_r,
-                         (g[o + 2] - n[o + 2] * mean) * inv_r, (g[o + 3] - n[o + 3] * mean) * inv_r)
+                         (g[o + 2] - n[o + 2] * mean) * inv_r, (g[o + 3] - n[o + 3] * mean) * inv_r,
+                         INTERLEAVE or q + q >= n_pairs)
             if CACHE and not in_range and lane == uint32(0):
                 errors[0] = pos
             unit = uint32(unit + total_warps)
@@ -322,7 +366,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
 
     fused_qknorm_rope_backward.__qualname__ = (
         f"fused_qknorm_rope_backward_d{head_dim}_{'gptj' if interleave else 'neox'}_{storage}"
-        f"_w{WPB}{'_cache' if CACHE else ''}{'_atomic' if ATOMIC else ''}")
+        f"_w{WPB}{'_v' if VEC else ''}{'_cache' if CACHE else ''}{'_atomic' if ATOMIC else ''}")
     return fused_qknorm_rope_backward
 
 
@@ -372,17 +416,18 @@ def cos_sin_rows(freq_bytes: bytes, max_positions: int) -> np.ndarray:
     return np.concatenate([np.cos(angle), np.sin(angle)], axis=1).astype(np.float32).reshape(-1)
 
 
-def default_max_blocks() -> int:
-    """``BLOCKS_PER_SM`` blocks on every SM of the current GPU (one wave), or :data:`MAX_BLOCKS`
-    without one (the simulator, the driver-less census child)."""
+def default_max_blocks(head_dim: int = 128) -> int:
+    """:data:`BLOCKS_PER_SM` blocks on every SM of the current GPU (one wave), or
+    :data:`MAX_BLOCKS` without one (the simulator, the driver-less census child)."""
     from ..target import SIMULATED
 
     if SIMULATED:
         return MAX_BLOCKS
     try:
-        return int(cuda.get_current_device().MULTIPROCESSOR_COUNT) * BLOCKS_PER_SM
+        sms = int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
     except Exception:  # no driver: a plan made for compiling only
         return MAX_BLOCKS
+    return sms * BLOCKS_PER_SM.get(head_dim, BLOCKS_PER_SM_WIDER)
 
 
 def pick_blocks(units: int, warps_per_block: int, max_blocks: int) -> int:
@@ -399,26 +444,28 @@ def scalar_args(problem) -> tuple:
 
 def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
           warps_per_block: int = WARPS_PER_BLOCK, max_blocks: int | None = None,
-          max_positions: int | None = None, user_cache: bool = False) -> tuple[Plan, Plan | None]:
+          max_positions: int | None = None, user_cache: bool = False,
+          aligned: bool = True) -> tuple[Plan, Plan | None]:
     """The backward's plans: the main kernel and (two-stage) the reduction, or None (atomic).
 
     The main kernel's caller arrays: ``x, dy, dx, q_weight, k_weight`` (as
     :data:`KERNEL_VIEW`: 16-bit storage as uint32 words), ``positions``, then
     ``partial`` (two-stage, float32 ``[blocks * 2 * head_dim]``) or ``dw`` (atomic, float32
     ``[2 * head_dim]``, zeroed), then the user's ``cos_sin_cache`` when ``user_cache``.
-    The reduction's: ``partial, dw``.
+    The reduction's: ``partial, dw``.  ``aligned``: the five storage arrays start on
+    :data:`VECTOR_ALIGN` boundaries, so the kernel moves groups with vector accesses.
     """
     if dw_mode not in DW_MODES:
         raise ValueError(f"dw_mode must be one of {DW_MODES}, got {dw_mode!r}")
     atomic = dw_mode == "atomic"
-    max_blocks = default_max_blocks() if max_blocks is None else max_blocks
+    max_blocks = default_max_blocks(problem.head_dim) if max_blocks is None else max_blocks
     store = KERNEL_VIEW[problem.storage]
     units = problem.tokens * (problem.heads_q + problem.heads_k + problem.heads_v)
     blocks = pick_blocks(units, warps_per_block, max_blocks)
     caller = (store, store, store, store, store, np.dtype(np.int32), np.dtype(np.float32))
     use_cache = user_cache or max_positions is not None
     fn = make_kernel(problem.head_dim, problem.interleave, problem.storage, warps_per_block,
-                     use_cache, atomic)
+                     use_cache, atomic, aligned)
     common = dict(grid=(blocks,), block=(warps_per_block * WARP,), scalars=scalar_args(problem))
     if user_cache:
         main = Plan(fn, fastmath, caller=caller + (np.dtype(np.float32),), errors=True, **common)

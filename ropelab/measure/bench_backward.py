@@ -124,7 +124,9 @@ def ropelab_backward_kernel(arrays, shape, interleave: bool, dw: str = "two_stag
     qkv, grad, wq, wk, pos = arrays
     info = inspect_array(qkv, "qkv")
     problem = build_problem(info, **_kwargs(shape, interleave))
-    main, reduce = kmod.plans(problem, dw_mode=dw, max_blocks=max_blocks)
+    align = kmod.VECTOR_ALIGN[problem.storage]
+    aligned = all(inspect_array(a, "a").ptr % align == 0 for a in (qkv, grad, wq, wk))
+    main, reduce = kmod.plans(problem, dw_mode=dw, max_blocks=max_blocks, aligned=aligned)
     two = 2 * shape.head_dim
     words = kmod.KERNEL_VIEW[problem.storage]
     dx = cuda.device_array(info.nbytes // words.itemsize, words)
@@ -312,12 +314,12 @@ def run(shapes=SHAPES, *, repeats: int | None = None, timer=None, progress: bool
                      lambda: ropelab_backward_kernel(arrays, shape, interleave, "atomic")),
                     ("ropelab:fwd+bwd:kernel", "forward+backward",
                      lambda: ropelab_forward_backward_kernel(arrays, shape, interleave))]
-            # The grid's cap, swept around the default (6 blocks an SM, one wave): fewer
+            # The grid's cap, swept around the default (5 blocks an SM, one wave): fewer
             # blocks mean fewer warps in flight; more mean a second, partial wave.
             todo += [(f"ropelab:bwd:kernel:blocks{b}", "backward",
                       lambda b=b: ropelab_backward_kernel(arrays, shape, interleave,
                                                           max_blocks=b))
-                     for b in (264, 528, 1056, 1584)]
+                     for b in (264, 528, 792, 1056)]
             pairs = [("torch.compile", lambda: compiled_pair(arrays, shape, interleave))]
             if not interleave:
                 pairs.append(("liger", lambda: liger_pair(arrays, shape)))

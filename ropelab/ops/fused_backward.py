@@ -90,9 +90,14 @@ def fused_qknorm_rope_backward(qkv, grad, *, num_heads_q, num_heads_k, num_heads
             fail("cos_sin_cache holds its own cos and sin: it excludes cache=True, yarn and base")
         infos["cos_sin_cache"] = _check_user_cache(cos_sin_cache, qkv_info, problem.rotary_dim)
     rows = _forward.cache_options(problem, {"cache": cache, "max_positions": max_positions})
+    # Vector accesses need every storage array on a VECTOR_ALIGN boundary (host arrays are
+    # copied to fresh device buffers, and dqkv is a fresh allocation: both aligned).
+    align = _kernel.VECTOR_ALIGN[problem.storage]
+    aligned = not qkv_info.on_device or all(
+        infos[n].ptr % align == 0 for n in ("qkv", "grad", "q_weight", "k_weight"))
     main, reduce = _kernel.plans(problem, dw_mode=dw, fastmath=fastmath, warps_per_block=wpb,
                                  max_blocks=blocks, max_positions=rows,
-                                 user_cache=cos_sin_cache is not None)
+                                 user_cache=cos_sin_cache is not None, aligned=aligned)
     limit = infos["cos_sin_cache"].shape[0] if cos_sin_cache is not None else main.position_limit
     if not infos["positions"].on_device:
         check_position_values(np.asarray(positions), limit,
@@ -105,6 +110,10 @@ def fused_qknorm_rope_backward(qkv, grad, *, num_heads_q, num_heads_k, num_heads
     make, _ = alloc_like(qkv_info)
     dqkv = make(qkv)
     dqkv_info = inspect_array(dqkv, "dqkv")
+    if aligned and dqkv_info.ptr % align:  # an allocator that did not align: scalar accesses
+        main, reduce = _kernel.plans(problem, dw_mode=dw, fastmath=fastmath,
+                                     warps_per_block=wpb, max_blocks=blocks, max_positions=rows,
+                                     user_cache=cos_sin_cache is not None, aligned=False)
     sums = _float32_buffer(qkv, qkv_info, two if reduce is None else main.grid[0] * two,
                            zero=reduce is None)
     dw_all = sums if reduce is None else _float32_buffer(qkv, qkv_info, two, zero=False)

@@ -205,7 +205,8 @@ for name in bench_backward.SHAPES:
 # A head is cut into groups of four elements (two whole pairs); lane `l` takes groups
 # `l, l + 32, ...`.  In GPT-J the group is four neighbours; in NeoX a rotated group is two
 # neighbours and their two partners `rotary_dim / 2` further on, so no lane ever needs another
-# lane's element (no shuffle), and in 16-bit storage every access is one 32-bit word.  Because a
+# lane's element (no shuffle), and in 16-bit storage every access is a 32-bit word (four
+# neighbours: one 64-bit access of two words).  Because a
 # lane holds the same dims of every head it visits, its share of `dq_weight` and `dk_weight`
 # stays in a few registers for the whole loop.
 
