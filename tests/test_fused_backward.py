@@ -294,3 +294,25 @@ def test_one_kind_of_head_only(rng, hq, hk, hv):
     ref, atols = judge("float32", arrays, pos, heads)
     assert mismatches(got, ref, atols, "float32") == []
     assert not (got[1] if hq == 0 else got[2]).any()  # no head of that kind: a zero gradient
+
+
+def test_unaligned_device_arrays_take_the_scalar_build_with_the_same_result(rng, monkeypatch):
+    """A bfloat16 qkv 4 bytes past an 8-byte boundary cannot use the 64-bit accesses: the
+    scalar build runs, and computes the same bits as the vector build (same arithmetic)."""
+    from numba import cuda
+
+    chosen = []
+    plans = kmod.plans
+    monkeypatch.setattr(kmod, "plans", lambda *a, **k: chosen.append(k["aligned"]) or plans(*a, **k))
+
+    arrays, pos, heads = make_case(rng, "bfloat16")
+    x, g, wq, wk = arrays
+    want = backward(x, g, q_weight=wq, k_weight=wk, positions=pos, **heads)
+    buf = np.zeros(x.size + 2, np.uint16)
+    buf[2:] = x.reshape(-1)
+    dev_x = cuda.to_device(buf)[2:].reshape(x.shape)  # 4 bytes in
+    got = backward(dev_x, cuda.to_device(g), q_weight=cuda.to_device(wq),
+                   k_weight=cuda.to_device(wk), positions=cuda.to_device(pos), **heads)
+    assert chosen == [True, False]  # the host call, then the unaligned device call
+    assert got[0].copy_to_host().tobytes() == want[0].tobytes()
+    assert got[1].copy_to_host().tobytes() == want[1].tobytes()
