@@ -10,6 +10,7 @@ from . import kernels, reference, scaling, sim
 from .api import check_errors, rope
 from .errors import RopeDeviceError, RopeInputError
 from .fused import fused_qknorm_rope
+from .qk import rope_qk
 from .problem import RopeProblem
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "kernels",
     "reference",
     "rope",
+    "rope_qk",
     "scaling",
     "sim",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from . import calls, kernels, scaling as _scaling, streams
+from . import calls, kernels, qk, scaling as _scaling, streams
 from .arrays import FAST_META, inspect_array, device_view, overlaps, register_fast_types, same_memory
 from .errors import RopeDeviceError, RopeInputError
 from .kernels._launch import Plan, bind, launch, read_errors
@@ -57,6 +57,7 @@ def rope(
     threads_per_block: int | None = None,
     stream=None,
     check_positions: bool = False,
+    cos_sin_cache=None,
     **variant_options,
 ):
     """Apply rotary position embedding to ``x`` with one of ropelab's kernels.
@@ -137,7 +138,18 @@ def rope(
     >>> y = ropelab.rope(x, positions=np.array([0, 1, 2]))
     >>> bool(np.allclose(y[0], 1.0))  # position 0 does not rotate
     True
+
+    16-bit storage, row strides, a user cos/sin cache (h-rope16): float16 / bfloat16 ``x``
+    (math in float32), an ``x`` whose rows are further apart than their width (a column slice
+    of a packed qkv; the last dimension contiguous), or ``cos_sin_cache`` (float32 ``[max_pos,
+    rotary_dim]``, cos half then sin half; positions index its rows) run on the ``rope_rows``
+    kernel (see :mod:`ropelab.qk`), with ``variant`` left at its default, ``"freq_table"`` or
+    ``"rope_rows"``; the other variants are float32 and contiguous only and say so.
     """
+    if cos_sin_cache is not None or variant == "rope_rows":
+        return _rows_path(x, inspect_array(x, "x"), variant, positions, base, rotary_dim,
+                          interleave, inverse, scaling, out, fastmath, stream, check_positions,
+                          cos_sin_cache, variant_options)
     meta = FAST_META.get(type(x))
     if meta is not None:
         # The fast path: a call shape validated before (see ropelab.calls).
@@ -243,6 +255,9 @@ def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, sca
     threads = None if threads_per_block is None else check_threads(threads_per_block)
     handle = streams.resolve(stream) if stream is not None else None
     x_info = inspect_array(x, "x")
+    if qk.wants_rows(x_info):
+        return _rows_path(x, x_info, variant, positions, base, rotary_dim, interleave, inverse,
+                          scaling, out, fastmath, stream, check_positions, None, variant_options)
     problem = build_problem(x_info, rotary_dim=rotary_dim, interleave=interleave, inverse=inverse,
                             base=base, scaling=scaling)
     require_features(v.name, v.features, problem, kernels.variants_supporting)
@@ -304,6 +319,17 @@ def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, sca
     call.bound.fire((x_info.ptr, call.ptr_of(out) if out_info is None else out_info.ptr, pp),
                     handle if handle is not None else call.current())
     return out
+
+
+# ---- h-rope16: 16-bit, strided and cos_sin_cache calls go to ropelab.qk (one function) ---------
+
+def _rows_path(x, x_info, variant, positions, base, rotary_dim, interleave, inverse, scaling, out,
+               fastmath, stream, check_positions, cos_sin_cache, variant_options):
+    return qk.rope_rows_call(x, x_info, variant=variant, positions=positions, base=base,
+                             rotary_dim=rotary_dim, interleave=interleave, inverse=inverse,
+                             scaling=scaling, out=out, fastmath=fastmath, stream=stream,
+                             check_positions=check_positions, cos_sin_cache=cos_sin_cache,
+                             options=variant_options)
 
 
 def _simulated_call(x, x_info, out, out_info, positions, pos_info, plan, problem):

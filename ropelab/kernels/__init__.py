@@ -9,7 +9,7 @@ caches): the public API, the benchmark, the census, the checks and the notebooks
 through it.
 """
 
-from . import block2d, flat, freq_table, fused_qknorm_rope, pack4, pack4_scalar, pair_sincos
+from . import block2d, flat, freq_table, fused_qknorm_rope, pack4, pack4_scalar, pair_sincos, rope_rows
 from ..errors import RopeInputError
 from ._launch import Plan, Variant, launch
 
@@ -20,6 +20,10 @@ MODULES = {m.VARIANT.name: m for m in (flat, block2d, pack4, pack4_scalar, freq_
 # A different operation (QK-RMSNorm + RoPE in place on packed qkv) with its own problem type:
 # kept apart so that code looping over VARIANTS never calls it.
 FUSED: dict[str, Variant] = {fused_qknorm_rope.VARIANT.name: fused_qknorm_rope.VARIANT}
+
+# Plain RoPE on rows of heads (16-bit storage, row strides, q and k in one launch), with its own
+# problem type (RowsProblem): also kept out of VARIANTS, whose plans take a RopeProblem.
+ROWS: dict[str, Variant] = {rope_rows.VARIANT.name: rope_rows.VARIANT}
 
 
 def get(name) -> Variant:
@@ -36,4 +40,4 @@ def variants_supporting(features) -> list[str]:
     return [n for n, v in VARIANTS.items() if set(features) <= v.features]
 
 
-__all__ = ["FUSED", "MODULES", "Plan", "VARIANTS", "Variant", "get", "launch", "variants_supporting"]
+__all__ = ["FUSED", "MODULES", "Plan", "ROWS", "VARIANTS", "Variant", "get", "launch", "variants_supporting"]
