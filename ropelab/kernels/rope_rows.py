@@ -148,6 +148,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, run: int, vector_
     LANE = 2 * RUN  # elements a lane holds per head
     G = head_dim // LANE  # lanes per head
     R = int(heads_per_thread)
+    SLOTS = LANE * R  # local.array needs a plain constant
     HEAD = int(head_dim)
     INTERLEAVE = bool(interleave)
     FULL = bool(full_rotary)
@@ -236,7 +237,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, run: int, vector_
             rotating = False
         if not rotating and not COPY:
             return  # in place: nothing to move
-        vals = cuda.local.array(LANE * R, float32)
+        vals = cuda.local.array(SLOTS, float32)
 
         # Phase 1: every load of every head this lane works on.
         last = uint32(heads_qk - uint32(1))
