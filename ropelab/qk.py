@@ -32,7 +32,7 @@ import numpy as np
 from numba import cuda
 
 from . import calls, scaling as _scaling, streams
-from .arrays import FAST_META, ArrayInfo, RawDevice, inspect_array, register_fast_types
+from .arrays import FAST_META, ArrayInfo, inspect_array, register_fast_types
 from .errors import RopeInputError
 from .kernels import rope_rows as _kernel
 from .kernels._launch import bind, launch
@@ -219,10 +219,6 @@ def _meta(obj):
     ptr, key = m(obj)
     stride = getattr(obj, "stride", None)
     return ptr, (key, stride() if callable(stride) else None)
-
-
-def _device_ptr(obj, info) -> int:
-    return info.ptr
 
 
 # ---- rope_qk --------------------------------------------------------------------------------------
