@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from . import calls, scaling, streams
+from . import calls, qk, scaling, streams
 from .arrays import FAST_META, ArrayInfo, device_view, inspect_array, overlaps, register_fast_types
 from .kernels import fused_qknorm_rope as _kernel
 from .kernels._launch import bind, launch
@@ -111,7 +111,7 @@ def build_problem(qkv_info: ArrayInfo, *, num_heads_q, num_heads_k, num_heads_v,
 def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_weight,
                       positions, eps=1e-6, base=10000.0, rotary_dim=None, interleave=True,
                       yarn=None, fastmath=True, warps_per_block=None, heads_per_warp=None,
-                      cache=False, max_positions=None, stream=None):
+                      cache=False, max_positions=None, stream=None, cos_sin_cache=None):
     """RMSNorm every Q and K head of ``qkv``, then rotate it (RoPE), in place; return ``qkv``.
 
     Parameters
@@ -158,6 +158,11 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
         kept on the device across calls, instead of computing ``sin``/``cos`` of a float32
         angle (whose error grows with the position).  Accurate to float32 rounding at every
         position below ``max_positions``.
+    cos_sin_cache : float32 ``[max_pos, rotary_dim]``, optional
+        Your own cos/sin table (cos half, then sin half: the vLLM / SGLang / FlashInfer layout;
+        see :mod:`ropelab.tables` for FLUX and M-RoPE): ``positions`` index its rows, with the
+        ``cache=True`` position policy.  Excludes ``cache``, ``yarn`` and ``base`` other than
+        the default (the table holds its own frequencies).
     stream : optional
         As for :func:`ropelab.rope`: default PyTorch's / CuPy's current stream for their arrays,
         else stream 0.  No synchronization on device arrays; capturable in a CUDA graph after a
@@ -179,7 +184,8 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
     meta = FAST_META.get(type(qkv))
     if meta is not None:
         mq, mk, mp = (FAST_META.get(type(a)) for a in (q_weight, k_weight, positions))
-        if mq is not None and mk is not None and mp is not None:
+        mc = _cache_meta(cos_sin_cache)
+        if mq is not None and mk is not None and mp is not None and mc is not None:
             qp, qk = meta(qkv)
             wqp, wqk = mq(q_weight)
             wkp, wkk = mk(k_weight)
@@ -187,17 +193,42 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
             key = (type(qkv), qk, wqk, wkk, pk, (qp | wqp | wkp) % 16 == 0,
                    calls.typed((num_heads_q, num_heads_k, num_heads_v, head_dim, eps, base,
                                 rotary_dim, interleave, yarn, fastmath, warps_per_block,
-                                heads_per_warp, cache, max_positions)))
+                                heads_per_warp, cache, max_positions)), mc[1])
             entry = calls.lookup(key)
             if entry is not None:
-                return entry.run(qkv, qp, wqp, wkp, pp, stream)
+                return entry.run(qkv, qp, wqp, wkp, pp, stream, mc[0])
             return _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight,
                               k_weight, positions, eps, base, rotary_dim, interleave, yarn,
                               fastmath, warps_per_block, heads_per_warp, cache, max_positions,
-                              stream)
+                              stream, cos_sin_cache)
     return _validated(qkv, None, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight,
                       k_weight, positions, eps, base, rotary_dim, interleave, yarn, fastmath,
-                      warps_per_block, heads_per_warp, cache, max_positions, stream)
+                      warps_per_block, heads_per_warp, cache, max_positions, stream, cos_sin_cache)
+
+
+# ---- h-rope16: a user cos_sin_cache --------------------------------------------------------------
+
+def _cache_meta(cos_sin_cache):
+    """(pointer, key) of the cache for the fast path; (None, None) without one; None when its
+    type has no fast reader (the call then validates)."""
+    if cos_sin_cache is None:
+        return None, None
+    m = FAST_META.get(type(cos_sin_cache))
+    return m(cos_sin_cache) if m is not None else None
+
+
+def _check_user_cache(cos_sin_cache, problem: FusedProblem, qkv_info: ArrayInfo, cache, yarn,
+                      base) -> ArrayInfo | None:
+    """The ``cos_sin_cache`` argument's info (checked), or None."""
+    if cos_sin_cache is None:
+        return None
+    if cache is not False or yarn is not None or base != 10000.0:
+        fail("cos_sin_cache holds its own cos and sin: it excludes cache=True, yarn and base")
+    info = inspect_array(cos_sin_cache, "cos_sin_cache")
+    qk.check_cache(info, problem.rotary_dim, qkv_info.on_device)
+    if info.on_device and overlaps(info, qkv_info):
+        fail("cos_sin_cache overlaps qkv; the kernel writes qkv while it reads the cache")
+    return info
 
 
 def caller_sizes(problem: FusedProblem) -> tuple:
@@ -214,19 +245,19 @@ class _Call:
 
     __slots__ = ("bound", "span", "small", "current")
 
-    def run(self, qkv, qp, wqp, wkp, pp, stream):
+    def run(self, qkv, qp, wqp, wkp, pp, stream, cp=None):
         end = qp + self.span
         for name, p, n in zip(("q_weight", "k_weight", "positions"), (wqp, wkp, pp), self.small):
             if p < end and qp < p + n:
                 fail(f"{name} overlaps qkv; the kernel writes qkv while it reads {name}")
         handle = self.current() if stream is None else streams.resolve(stream)
-        self.bound.fire((qp, wqp, wkp, pp), handle)
+        self.bound.fire((qp, wqp, wkp, pp) if cp is None else (qp, wqp, wkp, pp, cp), handle)
         return qkv
 
 
 def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_weight,
                positions, eps, base, rotary_dim, interleave, yarn, fastmath, warps_per_block,
-               heads_per_warp, cache, max_positions, stream):
+               heads_per_warp, cache, max_positions, stream, cos_sin_cache=None):
     fastmath = check_bool("fastmath", fastmath)
     handle = streams.resolve(stream) if stream is not None else None
     qkv_info = inspect_array(qkv, "qkv")
@@ -256,6 +287,10 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
     if cache is not False or max_positions is not None:
         options.update(cache=cache, max_positions=max_positions)
         _kernel.cache_options(problem, options)  # checked even when there are no tokens
+    cache_info = _check_user_cache(cos_sin_cache, problem, qkv_info, cache, yarn, base)
+    if cache_info is not None:
+        options["user_cache_rows"] = cache_info.shape[0]
+        infos["cos_sin_cache"] = cache_info
     if problem.tokens == 0:
         return qkv
     # Vector accesses need qkv and both weights on 16-byte boundaries (host arrays are copied
@@ -271,13 +306,17 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
         qkv_dev = cuda.to_device(np.ascontiguousarray(qkv).reshape(-1))
         small = [cuda.to_device(np.ascontiguousarray(a)) for a in (q_weight, k_weight)]
         pos = cuda.to_device(np.ascontiguousarray(positions))
-        launch(plan, (qkv_dev.view(words) if words else qkv_dev, *small, pos))
+        if cache_info is not None:
+            small.append(cuda.to_device(np.ascontiguousarray(cos_sin_cache).reshape(-1)))
+        launch(plan, (qkv_dev.view(words) if words else qkv_dev, *small[:2], pos, *small[2:]))
         qk = (problem.heads_q + problem.heads_k) * problem.head_dim
         result = qkv_dev.copy_to_host().reshape(qkv_info.shape)
         qkv[:, :qk] = result[:, :qk]  # V columns are left as they were, not rewritten
         return qkv
     small = []
-    for name, obj in (("q_weight", q_weight), ("k_weight", k_weight), ("positions", positions)):
+    extra = (("cos_sin_cache", cos_sin_cache),) if cache_info is not None else ()
+    for name, obj in (("q_weight", q_weight), ("k_weight", k_weight), ("positions", positions),
+                      *extra):
         # Host weights or positions with a device qkv: uploaded on each call (a synchronous
         # copy, and no cached fast path); pass them on the device to avoid that.
         small.append(device_view(obj, infos[name]) if infos[name].on_device
@@ -288,7 +327,8 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
 
     register_fast_types()
     call = _Call()
-    call.bound = bind(plan, caller_sizes(problem))
+    call.bound = bind(plan, caller_sizes(problem) + (
+        ((cache_info.size, 4),) if cache_info is not None else ()))
     call.span = qkv_info.nbytes
     call.small = tuple(infos[n].nbytes for n in ("q_weight", "k_weight", "positions"))
     call.current = streams.current_for(qkv_info.kind, qkv)

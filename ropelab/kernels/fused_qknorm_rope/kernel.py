@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from functools import cache
 
-from numba import cuda, float32, uint32
+from numba import cuda, float32, uint32, uint64
 
 from ...bf16 import load_bf16, pack2, store_bf16, unpack_high, unpack_low
 from .._device import FULL_MASK, WARP
@@ -43,8 +43,9 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
 
     ``heads_per_warp`` (1, 2 or 4) and ``lanes_per_head`` (32 or 16): see the module docstring.
 
-    ``cos_sin_cache``: read cos/sin from float32 tables instead of computing them (long
-    contexts); the kernel then takes the two tables and the error word instead of ``inv_freq``.
+    ``cos_sin_cache``: read cos/sin from a flat float32 cache of rows ``[cos half | sin half]``
+    (``rotary_dim`` wide) instead of computing them (long contexts, or the user's own table);
+    the kernel then takes the cache and the error word instead of ``inv_freq``.
 
     ``split`` (NeoX only, with ``full_rotary``): a lane holds ``E / 2`` elements of each half of
     the head, so both elements of every pair sit in one lane: no shuffle, and one sin/cos per
@@ -109,8 +110,8 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
     @cuda.jit(device=True, inline="always")
     def body(qkv, q_weight, k_weight, positions, table_a, table_b, errors, heads_q, heads_qk,
              heads_total, n_pairs, half_lanes, eps, attention_factor):
-        # table_a / table_b: inv_freq twice, or the cos and sin caches; errors: the error word
-        # (cache) or an unused stand-in.
+        # table_a / table_b: inv_freq twice, or the flat cos/sin cache twice (table_b unused);
+        # errors: the error word (cache) or an unused stand-in.
         tid = uint32(cuda.threadIdx.x)
         lane = tid & uint32(WARP - 1)
         sub = lane & uint32(SUB_MASK)  # lane within its head's group
@@ -188,10 +189,14 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
         in_range = True
         if CACHE:
             # A negative position wraps to a huge unsigned row, so one compare checks both ends.
+            # The cache is one flat float32 array of rows [cos half | sin half], rotary_dim
+            # wide (the vLLM/SGLang/FlashInfer layout, built here or passed by the user).  The
+            # row count is compared as a product (no division); 64 bits cannot wrap.
             prow = uint32(p)
-            in_range = prow < uint32(table_a.shape[0])
+            in_range = uint64(prow) * uint64(n_pairs + n_pairs) < uint64(table_a.shape[0])
             if not in_range:
                 prow = uint32(0)  # read a valid row; the head is overwritten with NaN below
+            prow = uint32(prow * uint32(n_pairs + n_pairs))  # the row's first entry
         pos = float32(p)
 
         # cos/sin of this lane's pairs depend on the token and the lane only: computed once and
@@ -216,8 +221,8 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
                     sn[j] = float32(0.0)
                     if FULL or uint32(pair) < n_pairs:  # partial rotary: later pairs only normalized
                         if CACHE:
-                            cs[j] = table_a[prow, pair]
-                            sn[j] = table_b[prow, pair]
+                            cs[j] = table_a[uint32(prow + pair)]
+                            sn[j] = table_a[uint32(prow + n_pairs + pair)]
                         else:
                             angle = pos * table_a[pair]
                             cs[j] = math.cos(angle)
@@ -308,8 +313,8 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
                     other = cuda.shfl_sync(FULL_MASK, vals[r * E + i], partner)
                     if rotated:
                         if CACHE:
-                            c = table_a[prow, pair0 + uint32(i)] * attention_factor
-                            s = table_b[prow, pair0 + uint32(i)] * attention_factor
+                            c = table_a[uint32(prow + pair0 + uint32(i))] * attention_factor
+                            s = table_a[uint32(prow + n_pairs + pair0 + uint32(i))] * attention_factor
                         else:
                             angle = pos * table_a[pair0 + uint32(i)]  # offset folded, as above
                             c = math.cos(angle) * attention_factor
@@ -350,10 +355,10 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
     # ex: end fused_kernel
 
     if CACHE:
-        def fused_qknorm_rope(qkv, q_weight, k_weight, positions, cos_table, sin_table, errors,
+        def fused_qknorm_rope(qkv, q_weight, k_weight, positions, cos_sin, errors,
                               heads_q, heads_qk, heads_total, n_pairs, half_lanes, eps,
                               attention_factor):
-            body(qkv, q_weight, k_weight, positions, cos_table, sin_table, errors, heads_q,
+            body(qkv, q_weight, k_weight, positions, cos_sin, cos_sin, errors, heads_q,
                  heads_qk, heads_total, n_pairs, half_lanes, eps, attention_factor)
     else:
         def fused_qknorm_rope(qkv, q_weight, k_weight, positions, inv_freq, heads_q, heads_qk,

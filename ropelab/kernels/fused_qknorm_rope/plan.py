@@ -10,7 +10,8 @@ import numpy as np
 from ...problem import FusedProblem
 from ...validate import check_bool, check_int, fail
 from .._launch import Plan, Variant
-from ..freq_table import MAX_CACHE_ENTRIES, cos_sin_cache
+from ..freq_table import MAX_CACHE_ENTRIES
+from ..rope_rows import built_cache
 from .kernel import KERNEL, make_kernel
 from .mapping import (HEADS_PER_WARP, launch_config, neox_split, pick_lanes_per_head,
                       vector_bytes_for)
@@ -40,7 +41,8 @@ CALLER = {
     "bfloat16": (np.dtype(np.uint32), np.dtype(np.uint16), np.dtype(np.uint16), np.dtype(np.int32)),
 }
 OPTIONS = {"warps_per_block": None, "heads_per_warp": None, "lanes_per_head": None,
-           "tokens_per_block": None, "neox_split": None, "cache": False, "max_positions": None}
+           "tokens_per_block": None, "neox_split": None, "cache": False, "max_positions": None,
+           "user_cache_rows": None}
 
 
 @lru_cache(maxsize=16)
@@ -49,14 +51,11 @@ def _freq_table(freq_bytes: bytes) -> np.ndarray:
     return np.frombuffer(freq_bytes, dtype=np.float64).astype(np.float32)
 
 
-@lru_cache(maxsize=4)
-def cos_sin_tables(freq_bytes: bytes, max_positions: int) -> tuple[np.ndarray, np.ndarray]:
-    """float32 ``cos`` and ``sin`` ``[max_positions, rotary_dim / 2]``, computed in float64.
-
-    One pair of arrays per (frequencies, length), so the launcher uploads each once and every
-    later call with the same frequencies and length reuses the device copy.
-    """
-    return cos_sin_cache(np.frombuffer(freq_bytes, dtype=np.float64), max_positions)
+def cos_sin_tables(freq_bytes: bytes, max_positions: int) -> tuple[np.ndarray]:
+    """The float32 cos/sin cache ``[max_positions * rotary_dim]`` (rows ``[cos half | sin
+    half]``), computed in float64; one array per (frequencies, length), shared with plain RoPE's
+    ``rope_rows`` kernel, so the launcher uploads it once."""
+    return (built_cache(freq_bytes, max_positions),)
 
 
 def cache_options(problem, options: dict) -> int | None:
@@ -85,6 +84,7 @@ def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan
     split = neox_split(problem, options.get("neox_split"))
     lanes = pick_lanes_per_head(problem, hpw, options.get("lanes_per_head"), split)
     max_positions = cache_options(problem, options)
+    user_rows = options.get("user_cache_rows")  # the caller passes cos_sin_cache (h-rope16)
     tpb = options.get("tokens_per_block")
     if tpb is not None:
         tpb = check_int("tokens_per_block", tpb, minimum=1, maximum=32)
@@ -94,7 +94,12 @@ def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan
     run = problem.head_dim // lanes // (2 if split else 1)  # contiguous elements a lane moves
     width = vector_bytes_for(problem.storage, run) if aligned else 0
     fn = make_kernel(problem.head_dim, problem.interleave, problem.storage, width, hpw, lanes,
-                     max_positions is not None, split, problem.rotary_dim == problem.head_dim)
+                     max_positions is not None or user_rows is not None, split,
+                     problem.rotary_dim == problem.head_dim)
+    if user_rows is not None:
+        return Plan(fn, fastmath, grid, block, CALLER[problem.storage] + (np.dtype(np.float32),),
+                    scalars=scalar_args(problem, lanes), errors=True, position_limit=user_rows,
+                    limit_reason=f"cos_sin_cache has rows for positions 0 .. {user_rows - 1}")
     freq_bytes = problem.inv_freq.tobytes()
     if max_positions is None:
         return Plan(fn, fastmath, grid, block, CALLER[problem.storage],
@@ -115,8 +120,8 @@ def census_plans() -> list[Plan]:
     cases = [(st, None, inter, {}) for st in ("bfloat16", "float16", "float32")
              for inter in (True, False)]
     cases += [("bfloat16", None, False, {"neox_split": False}), ("bfloat16", 1, True, {}),
-              ("bfloat16", None, True,
-                                          {"cache": True, "max_positions": 16})]
+              ("bfloat16", None, True, {"cache": True, "max_positions": 16}),
+              ("bfloat16", None, False, {"user_cache_rows": 16})]
     for storage, hpw, inter, extra in cases:
         p = FusedProblem(1, 1, 1, 1, 128, 128, inter, storage, 1e-6, 10000.0,
                          inv_freq=np.ones(64))
