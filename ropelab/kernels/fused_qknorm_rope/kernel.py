@@ -221,8 +221,8 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
                     sn[j] = float32(0.0)
                     if FULL or uint32(pair) < n_pairs:  # partial rotary: later pairs only normalized
                         if CACHE:
-                            cs[j] = table_a[uint32(prow + pair)]
-                            sn[j] = table_a[uint32(prow + n_pairs + pair)]
+                            cs[j] = table_a[prow + pair]  # widened sums: no wrap, offsets fold
+                            sn[j] = table_a[prow + n_pairs + pair]
                         else:
                             angle = pos * table_a[pair]
                             cs[j] = math.cos(angle)
@@ -313,8 +313,8 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
                     other = cuda.shfl_sync(FULL_MASK, vals[r * E + i], partner)
                     if rotated:
                         if CACHE:
-                            c = table_a[uint32(prow + pair0 + uint32(i))] * attention_factor
-                            s = table_a[uint32(prow + n_pairs + pair0 + uint32(i))] * attention_factor
+                            c = table_a[prow + pair0 + uint32(i)] * attention_factor
+                            s = table_a[prow + n_pairs + pair0 + uint32(i)] * attention_factor
                         else:
                             angle = pos * table_a[pair0 + uint32(i)]  # offset folded, as above
                             c = math.cos(angle) * attention_factor
