@@ -161,6 +161,9 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, run: int, vector_
     CHUNKS = RUN // CHUNK
     VEC4 = storage == "float32" and vector_bytes == 16
     QUADS = RUN // 4
+    # Every pair of a lane rotated and RUN a multiple of 4: its RUN frequencies are consecutive
+    # floats of the table at a 16-byte boundary (pair sub * RUN), read with 128-bit loads.
+    FREQ4 = FULL and not CACHE and RUN % 4 == 0
     load = _LOAD[storage]
     store = _STORE[storage]
     low, high, pack = CODECS.get(storage, CODECS["bfloat16"])  # unused for float32
@@ -268,7 +271,15 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, run: int, vector_
                 in_range = prow < cache_rows
                 if not in_range:
                     prow = uint32(0)  # read a valid row; the pairs are written as NaN below
-            for j in range(RUN):
+            if FREQ4:
+                for q4 in range(RUN // 4):
+                    f0, f1, f2, f3 = load_f32x4(table, uint32(sub * uint32(RUN) + uint32(4 * q4)))
+                    freqs = (f0, f1, f2, f3)
+                    for m in range(4):
+                        angle = pos * freqs[m]
+                        cs[4 * q4 + m] = math.cos(angle) * cos_scale
+                        sn[4 * q4 + m] = math.sin(angle) * sin_scale
+            for j in range(0 if FREQ4 else RUN):
                 pair = uint32(sub * uint32(RUN) + uint32(j))
                 cs[j] = float32(1.0)
                 sn[j] = float32(0.0)
