@@ -146,10 +146,13 @@ def rope(
     kernel (see :mod:`ropelab.qk`), with ``variant`` left at its default, ``"freq_table"`` or
     ``"rope_rows"``; the other variants are float32 and contiguous only and say so.
     """
-    if cos_sin_cache is not None or variant == "rope_rows":
-        return _rows_path(x, inspect_array(x, "x"), variant, positions, base, rotary_dim,
-                          interleave, inverse, scaling, out, fastmath, stream, check_positions,
-                          cos_sin_cache, variant_options)
+    if cos_sin_cache is not None:  # h-rope16: keyed on the cache too (ropelab.qk)
+        return qk.rope_with_cache(x, variant=variant, positions=positions, base=base,
+                                  rotary_dim=rotary_dim, interleave=interleave, inverse=inverse,
+                                  scaling=scaling, out=out, fastmath=fastmath,
+                                  threads_per_block=threads_per_block, stream=stream,
+                                  check_positions=check_positions, cos_sin_cache=cos_sin_cache,
+                                  options=variant_options)
     meta = FAST_META.get(type(x))
     if meta is not None:
         # The fast path: a call shape validated before (see ropelab.calls).
@@ -247,6 +250,10 @@ def _alloc_like(info):
 def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, scaling, out,
                fastmath, threads_per_block, stream, check_positions, variant_options, key):
     """Check everything, launch, and (for device arrays) remember the call under ``key``."""
+    if variant == "rope_rows":  # h-rope16
+        return _rows_path(x, inspect_array(x, "x"), variant, positions, base, rotary_dim,
+                          interleave, inverse, scaling, out, fastmath, threads_per_block, stream,
+                          check_positions, variant_options, key)
     v = kernels.get(variant)
     interleave = check_bool("interleave", interleave)
     inverse = check_bool("inverse", inverse)
@@ -255,9 +262,10 @@ def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, sca
     threads = None if threads_per_block is None else check_threads(threads_per_block)
     handle = streams.resolve(stream) if stream is not None else None
     x_info = inspect_array(x, "x")
-    if qk.wants_rows(x_info):
+    if qk.wants_rows(x_info):  # h-rope16: 16-bit or strided x
         return _rows_path(x, x_info, variant, positions, base, rotary_dim, interleave, inverse,
-                          scaling, out, fastmath, stream, check_positions, None, variant_options)
+                          scaling, out, fastmath, threads_per_block, stream, check_positions,
+                          variant_options, key)
     problem = build_problem(x_info, rotary_dim=rotary_dim, interleave=interleave, inverse=inverse,
                             base=base, scaling=scaling)
     require_features(v.name, v.features, problem, kernels.variants_supporting)
@@ -324,12 +332,13 @@ def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, sca
 # ---- h-rope16: 16-bit, strided and cos_sin_cache calls go to ropelab.qk (one function) ---------
 
 def _rows_path(x, x_info, variant, positions, base, rotary_dim, interleave, inverse, scaling, out,
-               fastmath, stream, check_positions, cos_sin_cache, variant_options):
+               fastmath, threads_per_block, stream, check_positions, variant_options, key):
     return qk.rope_rows_call(x, x_info, variant=variant, positions=positions, base=base,
                              rotary_dim=rotary_dim, interleave=interleave, inverse=inverse,
                              scaling=scaling, out=out, fastmath=fastmath, stream=stream,
-                             check_positions=check_positions, cos_sin_cache=cos_sin_cache,
-                             options=variant_options)
+                             check_positions=check_positions, cos_sin_cache=None,
+                             options=variant_options, threads_per_block=threads_per_block,
+                             key=key)
 
 
 def _simulated_call(x, x_info, out, out_info, positions, pos_info, plan, problem):

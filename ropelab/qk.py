@@ -201,14 +201,20 @@ def launch_host(plan, arrays, spans, positions, cache_array):
             _write_back(_host_side(obj, info), dev.copy_to_host(), info)
 
 
-class _Call:
-    """A validated call shape on device arrays: launch again on new pointers."""
+class _QKCall:
+    """A validated ``rope_qk`` call shape on device arrays: check new pointers, launch."""
 
-    __slots__ = ("bound", "current", "alloc", "arange", "check")
+    __slots__ = ("bound", "current", "spans", "rows")
 
-    def fire(self, ptrs, stream):
+    def fire(self, qp, kp, pp, cp, stream):
+        q_bytes, k_bytes, pos_bytes = self.spans
+        if pp < qp + q_bytes and qp < pp + pos_bytes or pp < kp + k_bytes and kp < pp + pos_bytes:
+            fail("positions overlap q or k; the kernel writes them while it reads positions")
+        if qp < kp + k_bytes and kp < qp + q_bytes and not columns_disjoint(qp, *self.rows[:2],
+                                                                            kp, *self.rows[2:]):
+            fail("q and k overlap; they must be disjoint (column slices of one qkv are fine)")
         handle = self.current() if stream is None else streams.resolve(stream)
-        self.bound.fire(ptrs, handle)
+        self.bound.fire((qp, kp, pp) if cp is None else (qp, kp, pp, cp), handle)
 
 
 def _meta(obj):
@@ -263,19 +269,11 @@ def rope_qk(q, k, *, positions, head_dim, rotary_dim=None, interleave=True, inve
                             max_positions, fastmath, heads_per_thread, run)))
         entry = calls.lookup(key)
         if entry is not None:
-            _check_no_overlap_fast(entry, mq[0], mk[0], mp[0])
-            entry.fire((mq[0], mk[0], mp[0]) + ((mc[0],) if cos_sin_cache is not None else ()),
-                       stream)
+            entry.fire(mq[0], mk[0], mp[0], mc[0] if cos_sin_cache is not None else None, stream)
             return q, k
     return _rope_qk_validated(q, k, positions, head_dim, rotary_dim, interleave, inverse, base,
                               scaling, cos_sin_cache, cache, max_positions, fastmath,
                               heads_per_thread, run, stream, key)
-
-
-def _check_no_overlap_fast(entry, qp, kp, pp):
-    q_end, k_end = qp + entry.alloc[0], kp + entry.alloc[1]
-    if pp < q_end and qp < pp + entry.alloc[2] or pp < k_end and kp < pp + entry.alloc[2]:
-        fail("positions overlap q or k; the kernel writes them while it reads positions")
 
 
 def _rope_qk_validated(q, k, positions, head_dim, rotary_dim, interleave, inverse, base, scaling,
@@ -301,7 +299,9 @@ def _rope_qk_validated(q, k, positions, head_dim, rotary_dim, interleave, invers
     rotary_dim = check_rotary_dim(rotary_dim, head_dim)
     q_span, k_span = span_elements(tq, hq, head_dim, q_row), span_elements(tk, hk, head_dim, k_row)
     if qi.on_device and tq and _spans_overlap(_byte_span(qi, q_span), _byte_span(ki, k_span)):
-        if not _rows_disjoint(qi, q_row, hq * head_dim, ki, k_row, hk * head_dim):
+        item = qi.dtype.itemsize
+        if not columns_disjoint(qi.ptr, q_row * item, hq * head_dim * item, ki.ptr,
+                                k_row * item, hk * head_dim * item):
             fail("q and k overlap; they must be disjoint (column slices of one qkv are fine)")
     pi = inspect_array(positions, "positions")
     _check_positions(pi, tq)
@@ -333,30 +333,28 @@ def _rope_qk_validated(q, k, positions, head_dim, rotary_dim, interleave, invers
         fail("with device q and k, positions must be a device int32 array too")
     register_fast_types()
     item = qi.dtype.itemsize
-    call = _Call()
+    call = _QKCall()
     sizes = ((q_span, item), (k_span, item), (tq, 4)) + (((rows * rotary_dim, 4),) if rows else ())
     call.bound = bind(plan, sizes)
     call.current = streams.current_for(qi.kind, q)
-    call.alloc = (q_span * item, k_span * item, 4 * tq)  # byte spans for the overlap check
-    if key is not None and pi.on_device:
+    call.spans = (q_span * item, k_span * item, 4 * tq)
+    call.rows = (q_row * item, hq * head_dim * item, k_row * item, hk * head_dim * item)
+    if key is not None:  # _meta's keys hold strides: strided q and k are cached too
         calls.remember(key, call)
     ptrs = (qi.ptr, ki.ptr, pi.ptr) + ((ci.ptr,) if ci is not None else ())
     call.bound.fire(ptrs, handle if handle is not None else call.current())
     return q, k
 
 
-def _rows_disjoint(a: ArrayInfo, a_row: int, a_width: int, b: ArrayInfo, b_row: int,
-                   b_width: int) -> bool:
-    """Interleaved spans (q and k as column slices of one qkv): disjoint when both have the
-    same row stride and their columns do not intersect within a row."""
-    if a_row != b_row or a.dtype != b.dtype:
+def columns_disjoint(a_ptr: int, a_row: int, a_width: int, b_ptr: int, b_row: int,
+                     b_width: int) -> bool:
+    """Whether two arrays of rows (byte addresses, row strides and widths in bytes) whose spans
+    interleave touch no common byte: q and k as column slices of one qkv.  They must share the
+    row stride, and b's columns, taken relative to a's row start, must fall in the gap after
+    a's columns."""
+    if a_row != b_row:
         return False
-    item = a.dtype.itemsize
-    offset = (b.ptr - a.ptr) // item if (b.ptr - a.ptr) % item == 0 else None
-    if offset is None:
-        return False
-    offset %= a_row
-    # columns of b relative to a's row start: [offset, offset + b_width) modulo the row
+    offset = (b_ptr - a_ptr) % a_row
     return offset >= a_width and offset + b_width <= a_row
 
 
@@ -391,8 +389,19 @@ ROWS_VARIANTS = ("flat", "freq_table", "rope_rows")  # names that may run here (
 
 def rope_rows_call(x, x_info: ArrayInfo, *, variant, positions, base, rotary_dim, interleave,
                    inverse, scaling, out, fastmath, stream, check_positions, cos_sin_cache,
-                   options):
-    """``ropelab.rope`` for 16-bit, strided or cos_sin_cache calls, on the rope_rows kernel."""
+                   options, threads_per_block=None, key=None, key_has_strides=False):
+    """``ropelab.rope`` for 16-bit, strided or cos_sin_cache calls, on the rope_rows kernel.
+
+    ``key``: the caller's cache key for this call shape (see :mod:`ropelab.calls`); on device
+    arrays the validated call is remembered under it, with the ``run`` method the public
+    function's fast path calls.  ``key_has_strides``: the key holds the arrays' strides (else a
+    strided PyTorch tensor is not remembered; see :func:`_keyed_safely`).
+    """
+    if not isinstance(variant, str):
+        raise TypeError(f"variant must be a string, got {type(variant).__name__} {variant!r}")
+    if threads_per_block is not None:
+        fail("threads_per_block does not apply to the rope_rows kernel (blocks of 256 threads); "
+             "its mapping options are heads_per_thread and run")
     if variant not in ROWS_VARIANTS:
         fail(f"variant '{variant}' is float32 and contiguous only; 16-bit storage, row strides "
              f"and cos_sin_cache run on the rope_rows kernel (variant='rope_rows', or "
@@ -408,13 +417,14 @@ def rope_rows_call(x, x_info: ArrayInfo, *, variant, positions, base, rotary_dim
     check_bool("check_positions", check_positions)
     handle = streams.resolve(stream) if stream is not None else None
     storage = storage_of(x_info, "x")
-    tokens, heads, head_dim, x_row = rows_of(x_info, "x", None if len(x_info.shape) == 2 else
-                                             x_info.shape[2])
+    head_dim = None if len(x_info.shape) != 3 else x_info.shape[2]
+    tokens, heads, head_dim, x_row = rows_of(x_info, "x", head_dim)
     if tokens == 0:
         fail(f"x must not be empty, got shape {x_info.shape}")
     rotary_dim = check_rotary_dim(rotary_dim, head_dim)
     width = heads * head_dim
-    in_place = False
+    # The kernel never skips the pass-through copy here (in_place=False below): a call shape
+    # validated with out=x is reused for a separate out of the same layout.
     out_info = None
     if out is not None:
         out_info = inspect_array(out, "out")
@@ -426,8 +436,8 @@ def rope_rows_call(x, x_info: ArrayInfo, *, variant, positions, base, rotary_dim
         if out_info.readonly:
             fail("out is read-only; the kernel would write into it")
         _, _, _, out_row = rows_of(out_info, "out", head_dim)
-        in_place = (out_info.ptr, out_info.strides) == (x_info.ptr, x_info.strides)
-        if not in_place and _spans_overlap(
+        same = (out_info.ptr, out_info.strides) == (x_info.ptr, x_info.strides)
+        if not same and _spans_overlap(
                 _byte_span(x_info, span_elements(tokens, heads, head_dim, x_row)),
                 _byte_span(out_info, span_elements(tokens, heads, head_dim, out_row))):
             fail("out partially overlaps x; pass out=x for in place, or a separate array")
@@ -443,7 +453,7 @@ def rope_rows_call(x, x_info: ArrayInfo, *, variant, positions, base, rotary_dim
     opts = options_of(options.get("heads_per_thread"), options.get("run"),
                       options.get("cache", False), options.get("max_positions"), rows)
     problem = _kernel.RowsProblem(tokens, heads, 0, head_dim, rotary_dim, interleave, storage,
-                                  x_row, out_row, x_row, out_row, inverse, af, in_place, False,
+                                  x_row, out_row, x_row, out_row, inverse, af, False, False,
                                   freqs)
     aligned = _aligned(x_info, x_row) and (out_info is None or _aligned(out_info, out_row))
     plan = _kernel.VARIANT.plan(problem, opts, fastmath=fastmath, aligned=aligned)
@@ -458,9 +468,25 @@ def rope_rows_call(x, x_info: ArrayInfo, *, variant, positions, base, rotary_dim
         return _rope_host(x, x_info, out, out_info, x_span, positions, pi, plan, ci,
                           cos_sin_cache, tokens, head_dim)
     register_fast_types()
+    out_given = out is not None
     if out is None:
         out = _alloc(x, x_info)
         out_info = inspect_array(out, "out")
+    out_span = span_elements(tokens, heads, head_dim, out_row)
+    if key is not None and (pi is None or pi.on_device) and (
+            key_has_strides or _keyed_safely(x_info, out_info)):
+        call = _RowsCall()
+        call.bound = bind(plan, ((x_span, item), (out_span, item), (tokens, 4))
+                          + (((rows * rotary_dim, 4),) if rows else ()))
+        call.x_span, call.out_span, call.pos_nbytes = x_span * item, out_span * item, 4 * tokens
+        call.alloc = lambda a: _alloc(a, x_info)
+        call.ptr_of = _ptr_of
+        call.same_layout = not out_given or (out_info.shape, out_info.strides) == (
+            x_info.shape, x_info.strides)
+        call.arange = int(calls.arange_positions(tokens).__cuda_array_interface__["data"][0])
+        call.current = streams.current_for(x_info.kind, x)
+        call.check = check_positions
+        calls.remember(key, call)
     if pi is None:
         pos_ptr = int(calls.arange_positions(tokens).__cuda_array_interface__["data"][0])
     elif not pi.on_device:
@@ -468,7 +494,7 @@ def rope_rows_call(x, x_info: ArrayInfo, *, variant, positions, base, rotary_dim
         pos_ptr = int(dev.__cuda_array_interface__["data"][0])
     else:
         pos_ptr = pi.ptr
-    sizes = ((x_span, item), (span_elements(tokens, heads, head_dim, out_row), item), (tokens, 4))
+    sizes = ((x_span, item), (out_span, item), (tokens, 4))
     sizes += ((rows * rotary_dim, 4),) if rows else ()
     bound = bind(plan, sizes)
     ptrs = (x_info.ptr, out_info.ptr, pos_ptr) + ((ci.ptr,) if ci is not None else ())
@@ -476,6 +502,70 @@ def rope_rows_call(x, x_info: ArrayInfo, *, variant, positions, base, rotary_dim
     if pi is not None and not pi.on_device:
         cuda.synchronize()  # the uploaded positions must outlive the kernel
     return out
+
+
+def _keyed_safely(x_info: ArrayInfo, out_info: ArrayInfo) -> bool:
+    """Whether the public fast path's key describes these arrays fully: PyTorch's key holds
+    contiguity, not strides, so a strided tensor (another row stride, same shape) must
+    re-validate."""
+    return all(i.kind != "torch" or i.c_contiguous for i in (x_info, out_info))
+
+
+def _ptr_of(a) -> int:
+    return a.data_ptr() if hasattr(a, "data_ptr") else int(a.__cuda_array_interface__["data"][0])
+
+
+class _RowsCall:
+    """A validated ``rope`` call shape of the rope_rows path: the public fast path's entry."""
+
+    __slots__ = ("bound", "x_span", "out_span", "pos_nbytes", "alloc", "ptr_of", "same_layout",
+                 "arange", "current", "check")
+
+    def run(self, x, xp, out, op, positions, pp, stream, cp=None):
+        if out is None:
+            out = self.alloc(x)
+            op = self.ptr_of(out)
+        elif op != xp:
+            if xp < op + self.out_span and op < xp + self.x_span:
+                fail("out partially overlaps x; pass out=x for in place, or a separate array")
+        elif not self.same_layout:
+            fail("out starts where x starts but has another layout; pass out=x for in place")
+        if positions is None:
+            pp = self.arange
+        elif pp < op + self.out_span and op < pp + self.pos_nbytes:
+            fail("out overlaps positions; the kernel would overwrite positions it still reads")
+        elif self.check:
+            host = np.asarray(cuda.as_cuda_array(positions).copy_to_host())
+            check_position_values(host, self.bound.plan.position_limit,
+                                  self.bound.plan.limit_reason)
+        handle = self.current() if stream is None else streams.resolve(stream)
+        self.bound.fire((xp, op, pp) if cp is None else (xp, op, pp, cp), handle)
+        return out
+
+
+def rope_with_cache(x, *, variant, positions, base, rotary_dim, interleave, inverse, scaling, out,
+                    fastmath, threads_per_block, stream, check_positions, cos_sin_cache, options):
+    """``ropelab.rope(..., cos_sin_cache=...)``: a fast path keyed on the cache too, else
+    :func:`rope_rows_call`."""
+    key = None
+    mx, mc = _meta(x), _meta(cos_sin_cache)
+    mo = _meta(out) if out is not None else (0, None)
+    mp = _meta(positions) if positions is not None else (0, None)
+    if mx is not None and mc is not None and mo is not None and mp is not None:
+        key = ("rope_cache", type(x), mx[1], mo[1], mp[1], mc[1], (mx[0] | mo[0]) % 16 == 0,
+               variant, calls.typed((base, rotary_dim, interleave, inverse, fastmath,
+                                     threads_per_block, check_positions)), scaling,
+               tuple((k, v, type(v)) for k, v in options.items()))
+        entry = calls.lookup(key)
+        if entry is not None:
+            return entry.run(x, mx[0], out, mo[0] if out is not None else 0, positions,
+                             mp[0] if positions is not None else 0, stream, mc[0])
+    return rope_rows_call(x, inspect_array(x, "x"), variant=variant, positions=positions,
+                          base=base, rotary_dim=rotary_dim, interleave=interleave,
+                          inverse=inverse, scaling=scaling, out=out, fastmath=fastmath,
+                          stream=stream, check_positions=check_positions,
+                          cos_sin_cache=cos_sin_cache, options=options,
+                          threads_per_block=threads_per_block, key=key, key_has_strides=True)
 
 
 def _alloc(x, info: ArrayInfo):
