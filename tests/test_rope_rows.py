@@ -212,3 +212,21 @@ def test_run_fits_and_pick_run_choose_the_widest_legal_access():
     assert rope_rows.pick_run(neox, True) == (4, 8)  # 20 pairs: runs of 4, 8-byte accesses
     odd = rope_rows.RowsProblem(1, 1, 0, 6, 6, False, "float32", 6, 6)
     assert rope_rows.pick_run(odd, True) == (1, 0)
+
+
+@pytest.mark.parametrize("heads_per_thread", [1, 2, 4])
+def test_uneven_shapes_stay_in_bounds(rng, heads_per_thread):
+    # 37 tokens (a partial last block), 3 + 2 heads (a partial last head group), head_dim 96
+    # (6 lanes a head): the simulator raises IndexError on any access past an array.
+    tokens, hd, hq, hk = 37, 96, 3, 2
+    qkv = make(rng, (tokens, (hq + hk + 1) * hd), "bfloat16")
+    before = qkv.copy()
+    q, k = qkv[:, :hq * hd], qkv[:, hq * hd:(hq + hk) * hd]
+    pos = rng.integers(0, 500, tokens)
+    want_q = reference.rope(as_f64(q, "bfloat16").reshape(tokens, hq, hd), pos)
+    want_k = reference.rope(as_f64(k, "bfloat16").reshape(tokens, hk, hd), pos)
+    ropelab.rope_qk(q, k, positions=pos, head_dim=hd, heads_per_thread=heads_per_thread)
+    x_max = np.abs(as_f64(before, "bfloat16")).max()
+    check(as_f64(q, "bfloat16").reshape(want_q.shape), want_q, "bfloat16", x_max)
+    check(as_f64(k, "bfloat16").reshape(want_k.shape), want_k, "bfloat16", x_max)
+    np.testing.assert_array_equal(qkv[:, (hq + hk) * hd:], before[:, (hq + hk) * hd:])
