@@ -6,7 +6,7 @@ none) before ``numba.cuda`` is imported; see :mod:`ropelab.target`.
 
 from .target import SIMULATED, TARGET, TargetError, announce, describe, format_description  # noqa: I001  (must run first)
 
-from . import kernels, reference, scaling, sim
+from . import kernels, reference, scaling, sim, tables
 from .api import check_errors, rope
 from .errors import RopeDeviceError, RopeInputError
 from .fused import fused_qknorm_rope
@@ -30,6 +30,7 @@ __all__ = [
     "rope_qk",
     "scaling",
     "sim",
+    "tables",
 ]
 __version__ = "0.1.0"
 
