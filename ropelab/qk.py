@@ -408,13 +408,16 @@ def rope_rows_call(x, x_info: ArrayInfo, *, variant, positions, base, rotary_dim
              f"'freq_table' with its table and cache modes)")
     allowed = {"cache", "max_positions", "heads_per_thread", "run"}
     unknown = set(options) - allowed
+    if "reduce_angle" in unknown:
+        fail("reduce_angle=True is float32 and contiguous only; for 16-bit or strided x use "
+             "cache=True, max_positions=N (cos/sin built in float64) for long contexts")
     if unknown:
         raise TypeError(f"unknown option(s) for the rope_rows path: {', '.join(sorted(unknown))}"
                         f"; it takes {', '.join(sorted(allowed))}")
     interleave = check_bool("interleave", interleave)
     inverse = check_bool("inverse", inverse)
     fastmath = check_bool("fastmath", fastmath)
-    check_bool("check_positions", check_positions)
+    check_positions = check_bool("check_positions", check_positions)
     handle = streams.resolve(stream) if stream is not None else None
     storage = storage_of(x_info, "x")
     head_dim = None if len(x_info.shape) != 3 else x_info.shape[2]
@@ -462,6 +465,10 @@ def rope_rows_call(x, x_info: ArrayInfo, *, variant, positions, base, rotary_dim
             fail(f"position {tokens - 1} is out of range: {plan.limit_reason}")
     elif not pi.on_device:
         check_position_values(np.asarray(positions), plan.position_limit, plan.limit_reason)
+    elif check_positions:  # the opt-in synchronous read of device positions
+        host = positions.copy_to_host() if pi.kind == "simulator" else \
+            np.asarray(cuda.as_cuda_array(positions).copy_to_host())
+        check_position_values(host, plan.position_limit, plan.limit_reason)
     item = x_info.dtype.itemsize
     x_span = span_elements(tokens, heads, head_dim, x_row)
     if not x_info.on_device or x_info.kind == "simulator" or SIMULATED:

@@ -230,3 +230,15 @@ def test_uneven_shapes_stay_in_bounds(rng, heads_per_thread):
     check(as_f64(q, "bfloat16").reshape(want_q.shape), want_q, "bfloat16", x_max)
     check(as_f64(k, "bfloat16").reshape(want_k.shape), want_k, "bfloat16", x_max)
     np.testing.assert_array_equal(qkv[:, (hq + hk) * hd:], before[:, (hq + hk) * hd:])
+
+
+def test_check_positions_reads_device_positions_before_launch(rng):
+    cache = cuda.to_device(np.ones((4, 8), np.float32))
+    x = cuda.to_device(make(rng, (2, 8), "float16"))
+    before = x.copy_to_host()
+    with pytest.raises(RopeInputError, match="out of range"):
+        ropelab.rope(x, positions=cuda.to_device(np.array([0, 5], np.int32)), out=x,
+                     cos_sin_cache=cache, check_positions=True)
+    np.testing.assert_array_equal(x.copy_to_host(), before)
+    with pytest.raises(RopeInputError, match="reduce_angle"):
+        ropelab.rope(make(rng, (2, 8), "bfloat16"), variant="freq_table", reduce_angle=True)
