@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from . import calls, kernels, qk, scaling as _scaling, streams
+from . import calls, kernels, rows_rope, scaling as _scaling, streams
 from .arrays import FAST_META, inspect_array, device_view, overlaps, register_fast_types, same_memory
 from .errors import RopeDeviceError, RopeInputError
 from .kernels._launch import Plan, bind, launch, read_errors
@@ -147,7 +147,7 @@ def rope(
     ``"rope_rows"``; the other variants are float32 and contiguous only and say so.
     """
     if cos_sin_cache is not None:  # h-rope16: keyed on the cache too (ropelab.qk)
-        return qk.rope_with_cache(x, variant=variant, positions=positions, base=base,
+        return rows_rope.rope_with_cache(x, variant=variant, positions=positions, base=base,
                                   rotary_dim=rotary_dim, interleave=interleave, inverse=inverse,
                                   scaling=scaling, out=out, fastmath=fastmath,
                                   threads_per_block=threads_per_block, stream=stream,
@@ -262,7 +262,7 @@ def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, sca
     threads = None if threads_per_block is None else check_threads(threads_per_block)
     handle = streams.resolve(stream) if stream is not None else None
     x_info = inspect_array(x, "x")
-    if qk.wants_rows(x_info):  # h-rope16: 16-bit or strided x
+    if rows_rope.wants_rows(x_info):  # h-rope16: 16-bit or strided x
         return _rows_path(x, x_info, variant, positions, base, rotary_dim, interleave, inverse,
                           scaling, out, fastmath, threads_per_block, stream, check_positions,
                           variant_options, key)
@@ -333,7 +333,7 @@ def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, sca
 
 def _rows_path(x, x_info, variant, positions, base, rotary_dim, interleave, inverse, scaling, out,
                fastmath, threads_per_block, stream, check_positions, variant_options, key):
-    return qk.rope_rows_call(x, x_info, variant=variant, positions=positions, base=base,
+    return rows_rope.rope_rows_call(x, x_info, variant=variant, positions=positions, base=base,
                              rotary_dim=rotary_dim, interleave=interleave, inverse=inverse,
                              scaling=scaling, out=out, fastmath=fastmath, stream=stream,
                              check_positions=check_positions, cos_sin_cache=None,

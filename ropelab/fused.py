@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from . import calls, qk, scaling, streams
+from . import calls, rows_checks, scaling, streams
 from .arrays import FAST_META, ArrayInfo, device_view, inspect_array, overlaps, register_fast_types
 from .kernels import fused_qknorm_rope as _kernel
 from .kernels._launch import bind, launch
@@ -225,7 +225,7 @@ def _check_user_cache(cos_sin_cache, problem: FusedProblem, qkv_info: ArrayInfo,
     if cache is not False or yarn is not None or base != 10000.0:
         fail("cos_sin_cache holds its own cos and sin: it excludes cache=True, yarn and base")
     info = inspect_array(cos_sin_cache, "cos_sin_cache")
-    qk.check_cache(info, problem.rotary_dim, qkv_info.on_device)
+    rows_checks.check_cache(info, problem.rotary_dim, qkv_info.on_device)
     if info.on_device and overlaps(info, qkv_info):
         fail("cos_sin_cache overlaps qkv; the kernel writes qkv while it reads the cache")
     return info

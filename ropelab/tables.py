@@ -17,7 +17,8 @@ import numpy as np
 
 
 def _cache(angles: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(np.concatenate([np.cos(angles), np.sin(angles)], axis=1), np.float32)
+    table = np.concatenate([np.cos(angles), np.sin(angles)], axis=1)
+    return np.ascontiguousarray(table, np.float32)
 
 
 def flux_cache(ids, axes_dim=(16, 56, 56), theta: float = 10000.0) -> np.ndarray:

@@ -26,7 +26,8 @@ def make(rng, shape, storage):
 
 def as_f64(a, storage):
     a = np.asarray(a)
-    return (bf16.to_float32(a) if storage == "bfloat16" else a.astype(np.float32)).astype(np.float64)
+    f32 = bf16.to_float32(a) if storage == "bfloat16" else a.astype(np.float32)
+    return f32.astype(np.float64)
 
 
 def check(got, want, storage, x_abs_max, angle=1e4, af=1.0):
@@ -51,7 +52,8 @@ def test_rope_qk_slices_of_packed_qkv_gqa(rng, storage, interleave):
     x_max = np.abs(as_f64(before, storage)).max()
     check(as_f64(q, storage).reshape(want_q.shape), want_q, storage, x_max)
     check(as_f64(k, storage).reshape(want_k.shape), want_k, storage, x_max)
-    np.testing.assert_array_equal(qkv[:, (hq + hk) * hd:], before[:, (hq + hk) * hd:])  # V untouched
+    # V untouched
+    np.testing.assert_array_equal(qkv[:, (hq + hk) * hd:], before[:, (hq + hk) * hd:])
 
 
 @pytest.mark.parametrize("storage", ["bfloat16", "float32"])

@@ -4,7 +4,7 @@ Budget: well under a second (no kernel runs)."""
 
 import pytest
 
-from ropelab import qk
+from ropelab import rows_checks, rows_launch
 from ropelab.errors import RopeInputError
 
 
@@ -17,7 +17,7 @@ class Recorder:
 
 
 def _qk_entry():
-    e = qk._QKCall()
+    e = rows_launch._QKCall()
     e.bound = Recorder()
     e.current = lambda: 7
     # q: 4 rows of 256 bytes every 1024; k: 4 rows of 128 bytes every 1024; positions 16 bytes
@@ -27,17 +27,18 @@ def _qk_entry():
 
 
 def test_columns_of_one_qkv_are_disjoint_and_overlapping_columns_are_not():
-    assert qk.columns_disjoint(0, 1024, 256, 256, 1024, 128)  # k right after q
-    assert qk.columns_disjoint(256, 1024, 256, 0, 1024, 128)  # k before q, wraps the row
-    assert not qk.columns_disjoint(0, 1024, 256, 128, 1024, 128)  # k inside q's columns
-    assert not qk.columns_disjoint(0, 1024, 256, 256, 2048, 128)  # other row stride
+    assert rows_checks.columns_disjoint(0, 1024, 256, 256, 1024, 128)  # k right after q
+    assert rows_checks.columns_disjoint(256, 1024, 256, 0, 1024, 128)  # k before q, wraps the row
+    assert not rows_checks.columns_disjoint(0, 1024, 256, 128, 1024, 128)  # k inside q's columns
+    assert not rows_checks.columns_disjoint(0, 1024, 256, 256, 2048, 128)  # other row stride
 
 
 def test_qk_entry_fires_new_pointers_on_the_current_stream():
     e = _qk_entry()
     e.fire(0, 256, 1 << 20, None, None)
     e.fire(1 << 21, (1 << 21) + 256, 1 << 20, 555, 3)
-    assert e.bound.fired == [((0, 256, 1 << 20), 7), (((1 << 21), (1 << 21) + 256, 1 << 20, 555), 3)]
+    assert e.bound.fired == [((0, 256, 1 << 20), 7),
+                             ((1 << 21, (1 << 21) + 256, 1 << 20, 555), 3)]
 
 
 @pytest.mark.parametrize("qp, kp, pp, match", [
@@ -52,7 +53,7 @@ def test_qk_entry_refuses_overlaps_before_launch(qp, kp, pp, match):
 
 
 def test_rows_entry_allocates_out_uses_the_arange_and_checks_overlap():
-    e = qk._RowsCall()
+    e = rows_launch._RowsCall()
     e.bound = Recorder()
     e.x_span = e.out_span = 4096
     e.pos_nbytes = 64

@@ -150,7 +150,9 @@ def _qk_kernel_maker(buf):
     q, k = _split(qkv, s)
     calls.clear()
     ropelab.rope_qk(q, k, positions=pos, head_dim=s.head_dim)  # validates, remembers the call
-    entry = next(e for e in calls._entries.values() if type(e).__module__ == "ropelab.qk")
+    from ..rows_launch import _QKCall
+
+    entry = next(e for e in calls._entries.values() if isinstance(e, _QKCall))
     ptrs = tuple(int(a.data_ptr()) if hasattr(a, "data_ptr") else
                  int(a.__cuda_array_interface__["data"][0]) for a in (q, k, pos))
     return lambda: entry.bound.fire(ptrs, 0)
