@@ -97,6 +97,9 @@ def check_cache(info: ArrayInfo, rotary_dim: int, x_on_device: bool) -> int:
         fail("cos_sin_cache has no rows")
     if not info.c_contiguous:
         fail("cos_sin_cache must be C-contiguous")
+    if info.size > _kernel.MAX_ELEMENTS:  # the kernels index it with 32-bit arithmetic
+        fail(f"cos_sin_cache has {info.size} entries; at most {_kernel.MAX_ELEMENTS} fit the "
+             f"kernels' 32-bit indexing")
     if info.on_device != x_on_device:
         fail("cos_sin_cache must live where the data does (both NumPy, or both on the device)")
     return info.shape[0]
