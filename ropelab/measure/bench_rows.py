@@ -16,7 +16,9 @@ The entries (pick them with ``--variant rope_rows``):
   ``qkv`` (one launch);
 * ``rope_rows:two_calls``: the same q and k rotated by two ``ropelab.rope(..., out=...)`` calls
   in place (two launches), for comparison;
-* ``rope_rows:rope_qk:kernel``: the q+k launch alone (pre-bound, fixed pointers).
+* ``rope_rows:rope_qk:kernel``: the q+k launch alone (pre-bound, fixed pointers);
+* ``rope_rows:rope:h1`` / ``:h4`` / ``:run4``: the single-tensor call with another mapping
+  (heads per thread, 64-bit accesses), to check the defaults.
 
 This module does not import :mod:`ropelab.measure.bench` (which lists these entries and
 shapes): the shapes are plain tuples, turned into ``bench.Shape`` there.
@@ -90,7 +92,7 @@ def _view3(a, tokens, heads, head_dim):
                          a.dtype, gpu_data=a.gpu_data)
 
 
-def _rope_maker(buf):
+def _rope_maker(buf, **options):
     import ropelab
 
     s = buf.shape
@@ -103,7 +105,7 @@ def _rope_maker(buf):
         host = np.ascontiguousarray(qkv.copy_to_host()[:, :heads * hd])
         x = cuda.to_device(host.reshape(s.tokens, heads, hd))
         out = cuda.device_array_like(x)
-    call = lambda: ropelab.rope(x, positions=pos, out=out)  # noqa: E731
+    call = lambda: ropelab.rope(x, positions=pos, out=out, **options)  # noqa: E731
     call()  # validates and compiles once
     return call
 
@@ -168,6 +170,12 @@ def entries(names=None) -> list[Entry]:
            Entry(f"{NAME}:two_calls", "ropelab_rows", _two_calls_maker, fastmath=True, fused=True),
            Entry(f"{NAME}:rope_qk:kernel", "kernel_rows", _qk_kernel_maker, fastmath=True,
                  fused=True)]
+    # Controlled rows of the single-tensor call: heads a thread loads before computing (1, 4;
+    # default 2 for 16-bit) and runs of 4 elements (64-bit accesses) instead of 8 (128-bit).
+    for label, opts in (("h1", {"heads_per_thread": 1}), ("h4", {"heads_per_thread": 4}),
+                        ("run4", {"run": 4})):
+        out.append(Entry(f"{NAME}:rope:{label}", "ropelab_rows",
+                         lambda buf, o=opts: _rope_maker(buf, **o), fastmath=True, fused=True))
     if names and NAME not in names:
         out = [e for e in out if e.name in names]
     return out
