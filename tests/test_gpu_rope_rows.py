@@ -88,3 +88,20 @@ def test_rope_qk_replays_in_a_cuda_graph():
     g.replay()
     torch.cuda.synchronize()
     assert np.abs(_f64(qkv) - _f64(eager)).max() <= 0.05
+
+
+def test_fused_with_a_user_cache_equals_the_built_cache():
+    from ropelab.kernels.rope_rows import cos_sin_cache
+
+    qkv, pos = _qkv(torch.bfloat16, tokens=129, hq=24, hk=24, hv=24)
+    w = torch.ones(128, device="cuda", dtype=torch.bfloat16)
+    kw = dict(num_heads_q=24, num_heads_k=24, num_heads_v=24, head_dim=128, q_weight=w,
+              k_weight=w, positions=pos)
+    table = torch.from_numpy(cos_sin_cache(reference.inv_freq(128, 10000.0), 4096)).cuda()
+    a, b = qkv.clone(), qkv.clone()
+    for _ in range(2):  # the second call takes the cached path
+        a.copy_(qkv)
+        ropelab.fused_qknorm_rope(a, cos_sin_cache=table, **kw)
+    ropelab.fused_qknorm_rope(b, cache=True, max_positions=4096, **kw)
+    torch.cuda.synchronize()
+    assert torch.equal(a, b)
