@@ -1,7 +1,7 @@
 """Checks of the rope_rows path (``ropelab.rope_qk`` and 16-bit / strided / cached
 ``ropelab.rope``): what an array is as rows of heads, the cos/sin cache, the frequencies and the
-kernel options.  Plain functions of :class:`~ropelab.ops.arrays.ArrayInfo` and scalars; nothing here
-touches data or launches.
+kernel options.  Plain functions of :class:`~ropelab.ops.arrays.ArrayInfo` and scalars;
+nothing here touches data or launches.
 """
 
 from __future__ import annotations
