@@ -278,7 +278,17 @@ def _fused_autograd(keyset, qkv, q_weight, k_weight, positions, config):
                                                                    positions, config)
 
 
-_LIBRARY.impl("fused_qknorm_rope", _fused_autograd, "Autograd", with_keyset=True)
+def _override_autograd(name: str, fn) -> None:
+    # custom_op registered its own Autograd kernel through the same Python registry; torch 2.8 to
+    # 2.12 refuse a second one unless asked (allow_override, default True from 2.13 on), and
+    # torch before 2.8 has no such argument (nor the check).
+    try:
+        _LIBRARY.impl(name, fn, "Autograd", with_keyset=True, allow_override=True)
+    except TypeError:
+        _LIBRARY.impl(name, fn, "Autograd", with_keyset=True)
+
+
+_override_autograd("fused_qknorm_rope", _fused_autograd)
 
 
 def fused_qknorm_rope(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int, num_heads_v: int,
