@@ -23,7 +23,9 @@ too; their eager calls are unchanged (and do not record a gradient: use this mod
 Non-tensor options are plain values, dicts, or ``ropelab.scaling`` objects.  Inside a compiled
 function, build scaling objects outside it (a module attribute, or in a model's ``__init__``)
 or pass Hugging Face style dicts: dynamo cannot rebuild a frozen dataclass constructed while
-it traces.
+it traces.  Before torch 2.12 it cannot take one built outside either (seen on torch 2.11 on
+the H200: "can't reconstruct arbitrary frozen dataclass instances"): there, pass the dict form
+(``{"rope_type": "linear", "factor": 2.0}``) inside compiled code.
 
 Where the op runs follows the tensors:
 
