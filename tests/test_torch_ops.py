@@ -228,7 +228,10 @@ def test_rope_out_refuses_a_tensor_that_requires_grad():
 
 # ---- torch.compile -------------------------------------------------------------------------------
 
-LINEAR = scaling.Linear(2.0)  # built outside the compiled functions (see ropelab.torch_ops)
+# Built outside the compiled functions (see ropelab.torch_ops); torch before 2.12 cannot take a
+# frozen dataclass into a compiled graph at all, so there the Hugging Face dict form is used.
+_TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+LINEAR = scaling.Linear(2.0) if _TORCH >= (2, 12) else {"rope_type": "linear", "factor": 2.0}
 
 
 def _layer(x, pos, qkv, w):
@@ -349,3 +352,20 @@ def test_public_rope_refuses_a_tensor_that_requires_grad_instead_of_detaching_it
                                   positions=np.arange(2, dtype=np.int32))
     with torch.no_grad(), pytest.raises(TypeError, match="CPU torch tensor"):
         ropelab.rope(x, variant="freq_table")
+
+
+def test_bf16_tensor_through_the_torch_op_gets_16bit_rope_and_its_gradient():
+    # The op's default variant is ropelab's default choice: a 16-bit tensor runs rope_rows, and
+    # the backward (inverse rotation) runs there too.
+    x32 = torch.randn(6, 2, 16)
+    x = x32.to(torch.bfloat16).requires_grad_(True)
+    pos = torch.arange(6, dtype=torch.int32) * 7
+    y = rt.rope(x, positions=pos)
+    assert y.dtype == torch.bfloat16
+    ref = torch.from_numpy(ropelab.reference.rope(x.detach().float().numpy(), pos.numpy()))
+    assert (y.float() - ref).abs().max().item() < 0.05
+    g = torch.randn_like(x32)
+    (y.float() * g).sum().backward()
+    back = torch.from_numpy(ropelab.reference.rope(g.to(torch.bfloat16).float().numpy(),
+                                                   pos.numpy(), inverse=True))
+    assert (x.grad.float() - back).abs().max().item() < 0.05
