@@ -344,7 +344,7 @@ def fused_qknorm_rope(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int, 
 # ex: begin torch_fused_backward
 # ---- the fused op's gradient (issue 20): an out-of-place op and its backward op ----------------
 # The forward saves its input qkv (autograd keeps it; nothing extra is written) and the backward
-# recomputes each head's RMS from it: see ropelab.kernels.qknorm_rope_backward for why.
+# recomputes each head's RMS from it: see ropelab.kernels.fused_qknorm_rope.backward for why.
 
 # The forward's options that the backward takes (warps_per_block / heads_per_warp are the
 # forward kernel's geometry).

@@ -13,7 +13,7 @@ import pytest
 CHILD = r"""
 import json, numpy as np
 from numba import cuda
-from ropelab.kernels import qknorm_rope_backward as k
+from ropelab.kernels.fused_qknorm_rope import backward as k
 from ropelab.problem import FusedProblem
 out = {}
 for storage, inter, mode in [("bfloat16", True, "two_stage"), ("bfloat16", False, "two_stage"),

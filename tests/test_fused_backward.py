@@ -11,7 +11,7 @@ import pytest
 
 import ropelab
 from ropelab import bf16, reference, scaling, tolerance
-from ropelab.kernels import qknorm_rope_backward as kmod
+from ropelab.kernels.fused_qknorm_rope import backward as kmod
 from ropelab.ops.fused_backward import fused_qknorm_rope_backward as backward
 
 torch = pytest.importorskip("torch")

@@ -116,7 +116,7 @@ def ropelab_backward_kernel(arrays, shape, interleave: bool, dw: str = "two_stag
     ``max_blocks``: the grid's cap (default one wave of the GPU)."""
     from numba import cuda
 
-    from ..kernels import qknorm_rope_backward as kmod
+    from ..kernels.fused_qknorm_rope import backward as kmod
     from ..kernels.launch import launch
     from ..ops.arrays import device_view, inspect_array
     from ..ops.fused import build_problem

@@ -2,7 +2,7 @@
 
 Checks everything on metadata and small host arrays first (the forward's checks, from
 :mod:`ropelab.ops.fused`, plus ``grad``'s), then launches the kernels of
-:mod:`ropelab.kernels.qknorm_rope_backward`: the main kernel, and the fixed-order reduction of
+:mod:`ropelab.kernels.fused_qknorm_rope.backward`: the main kernel, and the fixed-order reduction of
 the weight gradient's partial sums (``dw="two_stage"``, the default) unless ``dw="atomic"``.
 Called by the autograd formula of :mod:`ropelab.torch_ops`; usable directly on NumPy arrays
 (copied to the device and back) and on device arrays (PyTorch, CuPy, numba).
@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..kernels import fused_qknorm_rope as _forward, qknorm_rope_backward as _kernel
+from ..kernels import fused_qknorm_rope as _forward
+from ..kernels.fused_qknorm_rope import backward as _kernel
 from ..kernels.launch import launch
 from ..validate import check_bool, check_int, check_position_values, check_positions_array, fail
 from . import streams

@@ -37,7 +37,7 @@ import numpy as np
 import ropelab
 from ropelab import bf16, course, reference, shapes
 from ropelab import check as ropelab_check
-from ropelab.kernels import qknorm_rope_backward as backward_kernel
+from ropelab.kernels.fused_qknorm_rope import backward as backward_kernel
 from ropelab.measure import bench_backward
 
 try:

@@ -51,10 +51,10 @@ from functools import cache, lru_cache
 import numpy as np
 from numba import cuda, float32, uint32
 
-from ._device import FULL_MASK, WARP
-from .vec import load_f32x4, load_u32x2, store_f32x4, store_u32x2
-from .words16 import CODECS
-from .plan import Plan
+from .._device import FULL_MASK, WARP
+from ..plan import Plan
+from ..vec import load_f32x4, load_u32x2, store_f32x4, store_u32x2
+from ..words16 import CODECS
 
 NAME = "fused_qknorm_rope_backward"
 STORAGES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
@@ -419,7 +419,7 @@ def cos_sin_rows(freq_bytes: bytes, max_positions: int) -> np.ndarray:
 def default_max_blocks(head_dim: int = 128) -> int:
     """:data:`BLOCKS_PER_SM` blocks on every SM of the current GPU (one wave), or
     :data:`MAX_BLOCKS` without one (the simulator, the driver-less census child)."""
-    from ..target import SIMULATED
+    from ...target import SIMULATED
 
     if SIMULATED:
         return MAX_BLOCKS
