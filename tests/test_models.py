@@ -121,3 +121,59 @@ def test_models_ropelab_cannot_serve_are_refused_before_any_change():
     assert not qwen3.is_patched(model.model.layers[0].self_attn)
     with pytest.raises(qwen3.PatchError, match="head_dim 32"):
         qwen3.patch_qwen3(tiny_qwen3(head_dim=32))
+
+
+# ---- FLUX-style attention: 3-axis ids through the user cos/sin cache ----------------------------
+
+from ropelab.models import flux  # noqa: E402
+
+needs_cache = pytest.mark.skipif(flux.available() is not None,
+                                 reason=f"FLUX path unavailable: {flux.available()}")
+HEADS, HEAD_DIM = 2, 128
+
+
+@pytest.fixture(scope="module")
+def flux_case():
+    rng = np.random.default_rng(3)
+    ids = flux.flux_ids(2, 2, 3)  # 2 text tokens, a 2 x 3 patch grid
+    ids[2:, 1:] += 17  # ids away from 0, so every axis turns by a visible angle
+    qkv = rng.standard_normal((len(ids), 3 * HEADS * HEAD_DIM)).astype(np.float32)
+    wq, wk = (rng.uniform(0.5, 1.5, HEAD_DIM).astype(np.float32) for _ in range(2))
+    return ids, qkv, wq, wk
+
+
+def test_flux_ids_follow_diffusers_layout():
+    ids = flux.flux_ids(2, 2, 3)
+    assert ids.shape == (8, 3) and not ids[:2].any()
+    assert ids[2:].tolist() == [[0, r, c] for r in range(2) for c in range(3)]
+
+
+@needs_cache
+def test_flux_fused_call_matches_the_float64_formula(flux_case):
+    ids, qkv, wq, wk = flux_case
+    want = flux.reference_flux_qk(qkv, heads=HEADS, head_dim=HEAD_DIM, q_weight=wq, k_weight=wk,
+                                  ids=ids)
+    got = flux.fused_flux_qk(qkv.copy(), heads=HEADS, head_dim=HEAD_DIM, q_weight=wq,
+                             k_weight=wk, ids=ids)
+    err = np.abs(got[:, :2 * HEADS * HEAD_DIM] - want).max()
+    assert err <= flux.atol(want, wq, wk, HEAD_DIM), err
+    # Planted: one axis's ids dropped (the row id) moves the result far past the bound.
+    flat = ids.copy()
+    flat[:, 1] = 0
+    wrong = flux.fused_flux_qk(qkv.copy(), heads=HEADS, head_dim=HEAD_DIM, q_weight=wq,
+                               k_weight=wk, ids=flat)
+    assert np.abs(wrong[:, :2 * HEADS * HEAD_DIM] - want).max() > 100 * flux.atol(want, wq, wk,
+                                                                                    HEAD_DIM)
+
+
+@needs_cache
+def test_flux_formula_is_diffusers_own(flux_case):
+    pytest.importorskip("diffusers", reason="diffusers is not installed")
+    ids, qkv, wq, wk = flux_case
+    normed = flux.reference_normed_qk(qkv, heads=HEADS, head_dim=HEAD_DIM, q_weight=wq,
+                                      k_weight=wk)
+    theirs = flux.diffusers_flux_qk(normed, ids, HEADS, HEAD_DIM)
+    want = flux.reference_flux_qk(qkv, heads=HEADS, head_dim=HEAD_DIM, q_weight=wq, k_weight=wk,
+                                  ids=ids)
+    # diffusers rounds its float64 cos/sin to float32: a few 2**-24 of the largest value.
+    assert np.abs(theirs - want).max() <= 8 * 2.0**-24 * np.abs(want).max()
