@@ -177,3 +177,11 @@ def test_flux_formula_is_diffusers_own(flux_case):
                                   ids=ids)
     # diffusers rounds its float64 cos/sin to float32: a few 2**-24 of the largest value.
     assert np.abs(theirs - want).max() <= 8 * 2.0**-24 * np.abs(want).max()
+
+
+def test_a_machine_without_transformers_is_told_what_to_install():
+    from ropelab.models import missing
+
+    assert missing() is None  # this test module runs only where both are installed
+    message = missing(find_spec=lambda name: None if name == "transformers" else object())
+    assert "transformers" in message and "torch" not in message and "ropelab[models]" in message

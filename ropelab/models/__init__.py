@@ -11,3 +11,16 @@ by the submodules that need them (install the ``models`` extra):
 * :mod:`ropelab.models.bench` -- the GPU timing of one Qwen3-8B-like decoder layer
   (``python -m ropelab.models.bench --record``).
 """
+
+import importlib.util
+
+NEEDED = ("torch", "transformers")
+
+
+def missing(find_spec=importlib.util.find_spec) -> str | None:
+    """None when ropelab.models can run here, else the message to show (nothing is imported)."""
+    absent = [name for name in NEEDED if find_spec(name) is None]
+    if not absent:
+        return None
+    return (f"ropelab.models and notebook 09 need {' and '.join(absent)} (not installed here): "
+            f"pip install 'ropelab[models]'")
