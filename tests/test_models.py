@@ -185,3 +185,19 @@ def test_a_machine_without_transformers_is_told_what_to_install():
     assert missing() is None  # this test module runs only where both are installed
     message = missing(find_spec=lambda name: None if name == "transformers" else object())
     assert "transformers" in message and "torch" not in message and "ropelab[models]" in message
+
+
+def test_bench_layer_case_builds_two_layers_with_the_same_function():
+    """The GPU bench's case at a tiny shape on the CPU: the patched layer computes the original's
+    output, and its forward+backward launcher meets the op's refusal (the row's note)."""
+    from ropelab.models import bench
+
+    config = bench.layer_config(4, hidden_size=128, intermediate_size=192, num_attention_heads=2,
+                                num_key_value_heads=1, head_dim=64)
+    original, patched, inputs = bench.layer_case(config, 4, "cpu", torch.float32)
+    with torch.no_grad():
+        want = original(**inputs)
+    calls = bench.launchers(patched, inputs, compiled=False)
+    assert (calls["forward"]() - want).abs().max().item() < 1e-5
+    with pytest.raises(RuntimeError, match="no backward kernel yet"):
+        calls["forward_backward"]()
