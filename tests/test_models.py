@@ -15,7 +15,7 @@ pytest.importorskip("transformers", reason="the models extra (transformers) is n
 
 from transformers import Qwen3Config, Qwen3ForCausalLM  # noqa: E402
 
-from ropelab.models import compare, qwen3  # noqa: E402
+from ropelab.models import compare, qwen3, training  # noqa: E402
 
 BATCH, SEQ = 2, 4
 
@@ -108,10 +108,32 @@ def test_one_layer_qk_within_the_error_model(original):
     assert not bad.passed and bad.ropelab_error > 1000 * bad.atol
 
 
+HAS_BACKWARD = training.fused_op_has_backward()
+
+
+@pytest.mark.skipif(HAS_BACKWARD, reason="the fused op has a backward: the curves are compared")
 def test_training_the_patched_model_is_refused_until_the_backward_exists(original, input_ids):
     model = qwen3.patch_qwen3(copy.deepcopy(original)).train()
     with pytest.raises(RuntimeError, match="no backward kernel yet"):
         model(input_ids, labels=input_ids)
+    assert all(p.grad is None for p in model.parameters())  # nothing half-done
+
+
+@pytest.mark.skipif(not HAS_BACKWARD, reason="the fused op has no backward yet (issue 20)")
+def test_patched_and_original_models_train_alike(original, input_ids):
+    ours = training.loss_curve(qwen3.patch_qwen3(copy.deepcopy(original)), input_ids)
+    theirs = training.loss_curve(copy.deepcopy(original), input_ids)
+    assert theirs[-1] < theirs[0]  # the steps train
+    assert training.curves_agree(ours, theirs), (ours, theirs)
+    wrong = training.loss_curve(qwen3.patch_qwen3(copy.deepcopy(original), interleave=True),
+                                input_ids)
+    assert not training.curves_agree(wrong, theirs)
+
+
+def test_curve_comparison_can_fail():
+    assert training.curves_agree([2.0, 1.5], [2.0, 1.50001])
+    assert not training.curves_agree([2.0, 1.5], [2.0, 1.51])
+    assert not training.curves_agree([2.0], [2.0, 1.5])
 
 
 def test_models_ropelab_cannot_serve_are_refused_before_any_change():

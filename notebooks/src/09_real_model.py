@@ -40,7 +40,7 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 from transformers.models.qwen3 import modeling_qwen3
 
-from ropelab.models import compare, flux, qwen3
+from ropelab.models import compare, flux, qwen3, training
 
 # %% [markdown]
 # ## 1. What Qwen3's attention does
@@ -170,15 +170,22 @@ print(f"off by more than 1000x the tolerance: {wrong_check.difference > 1000 * w
 # training step of the patched model shows the refusal:
 
 # %%
-trainable = qwen3.patch_qwen3(copy.deepcopy(original)).train()
-try:
-    trainable(input_ids, labels=input_ids).loss.backward()
-except RuntimeError as exc:
-    print("refused:", exc)
+if training.fused_op_has_backward():  # once the backward is wired in: compare loss curves
+    ours = training.loss_curve(qwen3.patch_qwen3(copy.deepcopy(original)), input_ids)
+    theirs = training.loss_curve(copy.deepcopy(original), input_ids)
+    print(("PASS" if training.curves_agree(ours, theirs) else "FAIL")
+          + f": {len(ours)} SGD steps, the same loss curve within {training.CURVE_RTOL:g} relative")
+else:
+    trainable = qwen3.patch_qwen3(copy.deepcopy(original)).train()
+    try:
+        trainable(input_ids, labels=input_ids).loss.backward()
+    except RuntimeError as exc:
+        print("refused:", exc)
 
 # %% [markdown]
-# Once the backward lands, this section becomes a comparison: a few optimizer steps of the
-# patched model and of the original, from the same weights, give the same loss curve.
+# Once the backward lands, the cell above compares instead: a few SGD steps of the patched
+# model and of the original, from the same weights, must give the same loss curve
+# (`ropelab.models.training`).
 
 # %% [markdown]
 # ## 5. FLUX: three position ids per token

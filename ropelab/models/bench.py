@@ -117,7 +117,7 @@ def run(record: bool = False, tokens: int = TOKENS) -> list[dict]:
     original, patched, inputs = layer_case(config, tokens, "cuda", torch.bfloat16)
     shape = dict(tokens=tokens, hidden=config.hidden_size, heads_q=config.num_attention_heads,
                  heads_kv=config.num_key_value_heads, head_dim=config.head_dim, dtype="bfloat16")
-    rows, medians = [], {}
+    rows, medians, refusals = [], {}, {}
     for mode in ("eager", "compiled"):
         for model_name, layer in (("transformers", original), ("ropelab", patched)):
             for pass_name, launch in launchers(layer, inputs, compiled=mode == "compiled").items():
@@ -125,10 +125,14 @@ def run(record: bool = False, tokens: int = TOKENS) -> list[dict]:
                            median_us=None, p20_us=None, p80_us=None, repeats=0,
                            vs_transformers=None, host_us=None, fill_us=None, host_bound=None,
                            note="")
+                refused = refusals.get((model_name, pass_name))
                 try:
+                    if refused:  # dynamo would only re-raise the eager refusal, less clearly
+                        raise RuntimeError(refused)
                     samples = timer.time(launch)
                 except Exception as exc:  # the op's refusal (no backward yet), or a failure
                     row["note"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+                    refusals.setdefault((model_name, pass_name), str(exc))
                 else:
                     med, p20, p80 = bench.quantiles(samples)
                     row.update(median_us=round(med, 2), p20_us=round(p20, 2),
