@@ -66,7 +66,8 @@ def test_patch_fuses_the_projections_and_keeps_the_parameters(original):
     stacked = torch.cat([before.q_proj.weight, before.k_proj.weight, before.v_proj.weight])
     assert torch.equal(attn.qkv_proj.weight, stacked)
     # Three projections became one: the parameter count is unchanged.
-    assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in original.parameters())
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(model) == count(original)
 
 
 def test_patched_logits_match_the_original(original, input_ids, reference_logits):
@@ -85,7 +86,7 @@ def test_planted_gptj_layout_fails_the_logits_check(original, input_ids, referen
 def test_planted_skipped_norm_weight_fails_the_logits_check(original, input_ids, reference_logits):
     model = qwen3.patch_qwen3(copy.deepcopy(original))
     attn = model.model.layers[1].self_attn
-    attn.q_norm = copy.deepcopy(attn.q_norm)  # the op would read unit weights: the norm's scale lost
+    attn.q_norm = copy.deepcopy(attn.q_norm)  # the op reads unit weights: the norm's scale is lost
     with torch.no_grad():
         attn.q_norm.weight.fill_(1.0)
         check = compare.check_logits(model(input_ids).logits, *reference_logits)
@@ -103,8 +104,9 @@ def test_one_layer_qk_within_the_error_model(original):
     assert check.passed, check
     assert check.transformers_error < 1e-4  # both are float32 paths to the same formula
     wrong = qwen3.patch_qwen3(copy.deepcopy(original), interleave=True)
-    bad = compare.check_layer_qk(wrong.model.layers[0].self_attn, original.model.layers[0].self_attn,
-                                 original.model.rotary_emb, hidden, positions)
+    bad = compare.check_layer_qk(wrong.model.layers[0].self_attn,
+                                 original.model.layers[0].self_attn, original.model.rotary_emb,
+                                 hidden, positions)
     assert not bad.passed and bad.ropelab_error > 1000 * bad.atol
 
 
@@ -223,3 +225,22 @@ def test_bench_layer_case_builds_two_layers_with_the_same_function():
     assert (calls["forward"]() - want).abs().max().item() < 1e-5
     with pytest.raises(RuntimeError, match="no backward kernel yet"):
         calls["forward_backward"]()
+
+
+@pytest.mark.parametrize("dict_style", [True, False])
+def test_cache_update_follows_the_installed_transformers_convention(monkeypatch, dict_style):
+    seen = {}
+
+    class Cache:
+        def update(self, key, value, layer_idx, *args, **kwargs):
+            seen.update(args=args, kwargs=kwargs)
+            return key, value
+
+    monkeypatch.setattr(qwen3, "_CACHE_KWARGS_DICT", dict_style)
+    key = torch.zeros(1)
+    out = qwen3._update_cache(Cache(), key, key, 0, ("cos", "sin"), {"cache_position": 7})
+    assert out == (key, key)
+    if dict_style:  # transformers <= 5.1x: one cache_kwargs dict
+        assert seen["args"] == ({"sin": "sin", "cos": "cos", "cache_position": 7},)
+    else:
+        assert seen["kwargs"] == {"kwargs": {"cache_position": 7}}

@@ -159,7 +159,8 @@ gptj = qwen3.patch_qwen3(copy.deepcopy(original), interleave=True)
 with torch.no_grad():
     wrong_check = compare.check_logits(gptj(input_ids).logits, logits_32, logits_64)
 print(wrong_check.line)
-print(f"off by more than 1000x the tolerance: {wrong_check.difference > 1000 * wrong_check.tolerance}")
+far_off = wrong_check.difference > 1000 * wrong_check.tolerance
+print(f"off by more than 1000x the tolerance: {far_off}")
 
 # %% [markdown]
 # ## 4. Training

@@ -10,8 +10,8 @@ from __future__ import annotations
 from .numbers_core import Rendered, number, runs
 
 KIND = "real_model"
-MISSING = Rendered("TODO(GPU data)", f"none yet: the GPU run python -m ropelab.models.bench --record "
-                                     f"writes data/{KIND}/")
+MISSING = Rendered("TODO(GPU data)",
+                   f"none yet: the GPU run python -m ropelab.models.bench --record writes data/{KIND}/")
 
 
 def _row(rec, model: str, mode: str, pass_name: str) -> dict:

@@ -32,9 +32,11 @@ torch and transformers are imported when this module is; ``import ropelab`` neve
 
 from __future__ import annotations
 
+import inspect
 import types
 
 import torch
+from transformers import cache_utils
 from transformers.models.qwen3 import modeling_qwen3
 
 import ropelab.torch_ops as rt
@@ -82,6 +84,19 @@ def _positions(position_ids, batch: int, seq: int) -> torch.Tensor:
     return position_ids.expand(batch, seq).reshape(-1).to(torch.int32)
 
 
+# transformers' Cache.update took a ``cache_kwargs`` dict (sin, cos, cache_position) until 5.1x
+# and takes the attention's keyword arguments since; call it the way the installed one expects.
+_CACHE_KWARGS_DICT = "cache_kwargs" in inspect.signature(cache_utils.Cache.update).parameters
+
+
+def _update_cache(cache, key_states, value_states, layer_idx, position_embeddings, kwargs):
+    if _CACHE_KWARGS_DICT:
+        cos, sin = position_embeddings
+        cache_kwargs = {"sin": sin, "cos": cos, "cache_position": kwargs.get("cache_position")}
+        return cache.update(key_states, value_states, layer_idx, cache_kwargs)
+    return cache.update(key_states, value_states, layer_idx, kwargs=kwargs)
+
+
 # ex: begin qwen3_fused_forward
 def fused_attention_forward(self, hidden_states, position_embeddings, attention_mask,
                             cache=None, **kwargs):
@@ -102,8 +117,8 @@ def fused_attention_forward(self, hidden_states, position_embeddings, attention_
     qkv = qkv.view(batch, seq, hq + 2 * hk, d).transpose(1, 2)  # [batch, heads, seq, d]
     query_states, key_states, value_states = qkv.split((hq, hk, hk), dim=1)
     if cache is not None:
-        key_states, value_states = cache.update(key_states, value_states, self.layer_idx,
-                                                kwargs=kwargs)
+        key_states, value_states = _update_cache(cache, key_states, value_states, self.layer_idx,
+                                                 position_embeddings, kwargs)
     # From here on, the original forward: the configured attention function, then o_proj.
     attention_interface = modeling_qwen3.ALL_ATTENTION_FUNCTIONS.get_interface(
         self.config._attn_implementation, modeling_qwen3.eager_attention_forward)
@@ -164,4 +179,5 @@ def is_patched(attn) -> bool:
     return hasattr(attn, "qkv_proj") and not hasattr(attn, "q_proj")
 
 
-__all__ = ["PatchError", "check_attention", "fused_attention_forward", "is_patched", "patch_attention", "patch_qwen3"]
+__all__ = ["PatchError", "check_attention", "fused_attention_forward", "is_patched",
+           "patch_attention", "patch_qwen3"]
