@@ -186,7 +186,22 @@ else:
 # %% [markdown]
 # Once the backward lands, the cell above compares instead: a few SGD steps of the patched
 # model and of the original, from the same weights, must give the same loss curve
-# (`ropelab.models.training`).
+# (`ropelab.models.training`).  The comparison itself runs today on the control patch, which is
+# differentiable: the same fused qkv GEMM, then transformers' own norm and rotation
+# (`patch_qwen3(model, qk="transformers")`).
+
+# %%
+control = qwen3.patch_qwen3(copy.deepcopy(original), qk="transformers")
+control_curve = training.loss_curve(control, input_ids)
+original_curve = training.loss_curve(copy.deepcopy(original), input_ids)
+print(("PASS" if training.curves_agree(control_curve, original_curve) else "FAIL")
+      + f": control patch, {len(control_curve)} SGD steps, the original's loss curve within "
+      f"{training.CURVE_RTOL:g} relative")
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+print("control: ", [f"{v:.6f}" for v in control_curve])
+print("original:", [f"{v:.6f}" for v in original_curve])
 
 # %% [markdown]
 # ## 5. FLUX: three position ids per token
@@ -237,12 +252,16 @@ else:
 # `torch.compile(fullgraph=True)`, forward alone and forward + backward, with the course's
 # timer (cold L2, CUDA events, medians; notebook 07).
 #
-# | pass | mode | transformers | ropelab | ropelab / transformers |
-# |---|---|---|---|---|
-# | forward | eager | {{ real_model.transformers_eager_forward_ms }} | {{ real_model.ropelab_eager_forward_ms }} | {{ real_model.ratio_eager_forward }} |
-# | forward | compiled | {{ real_model.transformers_compiled_forward_ms }} | {{ real_model.ropelab_compiled_forward_ms }} | {{ real_model.ratio_compiled_forward }} |
-# | forward + backward | eager | {{ real_model.transformers_eager_forward_backward_ms }} | {{ real_model.ropelab_eager_forward_backward_ms }} | {{ real_model.ratio_eager_forward_backward }} |
-# | forward + backward | compiled | {{ real_model.transformers_compiled_forward_backward_ms }} | {{ real_model.ropelab_compiled_forward_backward_ms }} | {{ real_model.ratio_compiled_forward_backward }} |
+# | pass | mode | transformers | one qkv GEMM (control) | ropelab | ropelab / transformers |
+# |---|---|---|---|---|---|
+# | forward | eager | {{ real_model.transformers_eager_forward_ms }} | {{ real_model.qkv_gemm_eager_forward_ms }} | {{ real_model.ropelab_eager_forward_ms }} | {{ real_model.ratio_eager_forward }} |
+# | forward | compiled | {{ real_model.transformers_compiled_forward_ms }} | {{ real_model.qkv_gemm_compiled_forward_ms }} | {{ real_model.ropelab_compiled_forward_ms }} | {{ real_model.ratio_compiled_forward }} |
+# | forward + backward | eager | {{ real_model.transformers_eager_forward_backward_ms }} | {{ real_model.qkv_gemm_eager_forward_backward_ms }} | {{ real_model.ropelab_eager_forward_backward_ms }} | {{ real_model.ratio_eager_forward_backward }} |
+# | forward + backward | compiled | {{ real_model.transformers_compiled_forward_backward_ms }} | {{ real_model.qkv_gemm_compiled_forward_backward_ms }} | {{ real_model.ropelab_compiled_forward_backward_ms }} | {{ real_model.ratio_compiled_forward_backward }} |
+#
+# The control column patches only the projections (`patch_qwen3(model, qk="transformers")`:
+# one qkv GEMM, then transformers' own norm and rotation), so ropelab against it is the fused
+# op's own share of the difference.
 #
 # Until the fused op has a backward, the ropelab forward + backward rows record the refusal
 # instead of a time.  The norm and rotation are a small share of a decoder layer: the GEMMs and

@@ -41,7 +41,7 @@ def _ratio(mode: str, pass_name: str) -> Rendered:
 
 for _mode in ("eager", "compiled"):
     for _pass in ("forward", "forward_backward"):
-        for _model in ("transformers", "ropelab"):
+        for _model in ("transformers", "qkv_gemm", "ropelab"):
             number(f"real_model.{_model}_{_mode}_{_pass}_ms")(
                 lambda m=_model, mo=_mode, p=_pass: _time(m, mo, p))
         number(f"real_model.ratio_{_mode}_{_pass}")(lambda mo=_mode, p=_pass: _ratio(mo, p))

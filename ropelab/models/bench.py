@@ -10,8 +10,10 @@ The layer: ``transformers``' ``Qwen3DecoderLayer`` at Qwen3-8B's attention shape
 SDPA attention, one sequence of 4096 tokens.  Rows, each timed by
 :class:`ropelab.measure.bench.Timer` (cold L2, CUDA events, medians), in one run:
 
-* ``model``: ``transformers`` (the layer as shipped) or ``ropelab`` (the same layer after
-  :func:`ropelab.models.qwen3.patch_qwen3`: one qkv GEMM, the fused QK-norm + RoPE op);
+* ``model``: ``transformers`` (the layer as shipped), ``qkv_gemm`` (the control: one qkv GEMM,
+  then transformers' own q_norm, k_norm and rotation; ``patch_qwen3(..., qk="transformers")``)
+  or ``ropelab`` (the same layer after :func:`ropelab.models.qwen3.patch_qwen3`: one qkv GEMM,
+  the fused QK-norm + RoPE op); ropelab against qkv_gemm is the fused op's own share;
 * ``mode``: ``eager`` or ``compiled`` (``torch.compile(fullgraph=True)`` of the layer, compiled
   and warmed up before timing);
 * ``pass``: ``forward`` (under ``torch.no_grad()``) or ``forward_backward`` (the forward, then
@@ -49,7 +51,8 @@ def layer_config(tokens: int = TOKENS, **overrides):
 
 
 def layer_case(config, tokens: int, device: str, dtype, seed: int = 0):
-    """(original layer, patched layer, inputs): the two layers hold the same weights."""
+    """({model: layer}, inputs): ``transformers``, ``qkv_gemm`` and ``ropelab`` layers holding
+    the same weights."""
     import torch
     from transformers.models.qwen3 import modeling_qwen3
 
@@ -61,13 +64,15 @@ def layer_case(config, tokens: int, device: str, dtype, seed: int = 0):
         for name, p in original.named_parameters():
             if name.endswith("norm.weight"):
                 p.uniform_(0.5, 1.5)
-    patched = patch_qwen3(copy.deepcopy(original))
+    layers = {"transformers": original,
+              "qkv_gemm": patch_qwen3(copy.deepcopy(original), qk="transformers"),
+              "ropelab": patch_qwen3(copy.deepcopy(original))}
     rotary = modeling_qwen3.Qwen3RotaryEmbedding(config).to(device)
     hidden = torch.randn(1, tokens, config.hidden_size, device=device, dtype=dtype)
     position_ids = torch.arange(tokens, device=device)[None, :]
     inputs = dict(hidden_states=hidden, position_ids=position_ids, attention_mask=None,
                   position_embeddings=rotary(hidden, position_ids))
-    return original, patched, inputs
+    return layers, inputs
 
 
 def launchers(layer, inputs: dict, *, compiled: bool):
@@ -82,12 +87,14 @@ def launchers(layer, inputs: dict, *, compiled: bool):
 
     def forward():
         with torch.no_grad():
-            return run(**inputs)
+            out = run(**inputs)
+        return out[0] if isinstance(out, tuple) else out  # older releases return a tuple
 
     def forward_backward():
         layer.zero_grad(set_to_none=True)
         grad_in.grad = None
-        run(**train_inputs).backward(grad_out)
+        out = run(**train_inputs)
+        (out[0] if isinstance(out, tuple) else out).backward(grad_out)
 
     return {"forward": forward, "forward_backward": forward_backward}
 
@@ -114,12 +121,12 @@ def run(record: bool = False, tokens: int = TOKENS) -> list[dict]:
         raise bench.BenchError("PyTorch has no CUDA device here: the model bench needs one")
     timer = bench.Timer()
     config = layer_config(tokens)
-    original, patched, inputs = layer_case(config, tokens, "cuda", torch.bfloat16)
+    layers, inputs = layer_case(config, tokens, "cuda", torch.bfloat16)
     shape = dict(tokens=tokens, hidden=config.hidden_size, heads_q=config.num_attention_heads,
                  heads_kv=config.num_key_value_heads, head_dim=config.head_dim, dtype="bfloat16")
     rows, medians, refusals = [], {}, {}
     for mode in ("eager", "compiled"):
-        for model_name, layer in (("transformers", original), ("ropelab", patched)):
+        for model_name, layer in layers.items():
             for pass_name, launch in launchers(layer, inputs, compiled=mode == "compiled").items():
                 row = dict(model=model_name, mode=mode, **{"pass": pass_name}, **shape,
                            median_us=None, p20_us=None, p80_us=None, repeats=0,

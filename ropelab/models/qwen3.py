@@ -22,6 +22,9 @@ What the patch changes and what it keeps, layer by layer:
 * the KV cache update, the attention function (eager, SDPA, FlashAttention, as configured)
   and ``o_proj`` are unchanged.
 
+``patch_qwen3(model, qk="transformers")`` is the control: the same fused GEMM, then
+transformers' own norm and rotation; timing it beside the fused op separates the two gains.
+
 Training: the fused op has no backward yet (issue 20), so a forward with gradients enabled
 raises the op's RuntimeError ("fused_qknorm_rope has no backward kernel yet ...") instead of
 silently detaching the projections' gradient.  Run the patched model under
@@ -97,6 +100,23 @@ def _update_cache(cache, key_states, value_states, layer_idx, position_embedding
     return cache.update(key_states, value_states, layer_idx, kwargs=kwargs)
 
 
+def _attend(self, query_states, key_states, value_states, attention_mask, cache,
+            position_embeddings, kwargs):
+    """The original forward from the KV cache on: the configured attention function, o_proj."""
+    if cache is not None:
+        key_states, value_states = _update_cache(cache, key_states, value_states, self.layer_idx,
+                                                 position_embeddings, kwargs)
+    attention_interface = modeling_qwen3.ALL_ATTENTION_FUNCTIONS.get_interface(
+        self.config._attn_implementation, modeling_qwen3.eager_attention_forward)
+    attn_output, attn_weights = attention_interface(
+        self, query_states, key_states, value_states, attention_mask,
+        dropout=0.0 if not self.training else self.attention_dropout, scaling=self.scaling,
+        sliding_window=self.sliding_window, **kwargs)
+    batch, _, seq = query_states.shape[:3]
+    attn_output = attn_output.reshape(batch, seq, -1).contiguous()
+    return self.o_proj(attn_output), attn_weights
+
+
 # ex: begin qwen3_fused_forward
 def fused_attention_forward(self, hidden_states, position_embeddings, attention_mask,
                             cache=None, **kwargs):
@@ -116,19 +136,31 @@ def fused_attention_forward(self, hidden_states, position_embeddings, attention_
                          interleave=self.ropelab_interleave)
     qkv = qkv.view(batch, seq, hq + 2 * hk, d).transpose(1, 2)  # [batch, heads, seq, d]
     query_states, key_states, value_states = qkv.split((hq, hk, hk), dim=1)
-    if cache is not None:
-        key_states, value_states = _update_cache(cache, key_states, value_states, self.layer_idx,
-                                                 position_embeddings, kwargs)
-    # From here on, the original forward: the configured attention function, then o_proj.
-    attention_interface = modeling_qwen3.ALL_ATTENTION_FUNCTIONS.get_interface(
-        self.config._attn_implementation, modeling_qwen3.eager_attention_forward)
-    attn_output, attn_weights = attention_interface(
-        self, query_states, key_states, value_states, attention_mask,
-        dropout=0.0 if not self.training else self.attention_dropout, scaling=self.scaling,
-        sliding_window=self.sliding_window, **kwargs)
-    attn_output = attn_output.reshape(batch, seq, -1).contiguous()
-    return self.o_proj(attn_output), attn_weights
+    # From here on, the original forward: KV cache, attention function, o_proj.
+    return _attend(self, query_states, key_states, value_states, attention_mask, cache,
+                   position_embeddings, kwargs)
 # ex: end qwen3_fused_forward
+
+
+def qkv_gemm_attention_forward(self, hidden_states, position_embeddings, attention_mask,
+                               cache=None, **kwargs):
+    """The control: the same one qkv GEMM, then transformers' own q_norm, k_norm and
+    apply_rotary_pos_emb.  It separates what the fused GEMM buys from what the fused op buys
+    (the bench times it), and it is differentiable."""
+    if cache is None:
+        cache = kwargs.pop("past_key_values", None)
+    batch, seq = hidden_states.shape[:-1]
+    hq, hk, d = self.config.num_attention_heads, self.config.num_key_value_heads, self.head_dim
+    q, k, v = self.qkv_proj(hidden_states).view(batch, seq, hq + 2 * hk, d).split((hq, hk, hk),
+                                                                                  dim=2)
+    cos, sin = position_embeddings
+    query_states, key_states = modeling_qwen3.apply_rotary_pos_emb(
+        self.q_norm(q).transpose(1, 2), self.k_norm(k).transpose(1, 2), cos, sin)
+    return _attend(self, query_states, key_states, v.transpose(1, 2), attention_mask, cache,
+                   position_embeddings, kwargs)
+
+
+QK_OPS = {"ropelab": fused_attention_forward, "transformers": qkv_gemm_attention_forward}
 
 
 def check_attention(attn) -> float:
@@ -142,7 +174,7 @@ def check_attention(attn) -> float:
     return theta
 
 
-def patch_attention(attn, *, interleave: bool = False) -> None:
+def patch_attention(attn, *, interleave: bool = False, qk: str = "ropelab") -> None:
     """Patch one ``Qwen3Attention`` in place (see :func:`patch_qwen3`)."""
     theta = check_attention(attn)
     attn.qkv_proj = _fuse_projections(attn)
@@ -150,11 +182,14 @@ def patch_attention(attn, *, interleave: bool = False) -> None:
     attn.ropelab_theta = theta
     # interleave=True (GPT-J pairs) is wrong for Qwen3; tests plant it to prove they can fail.
     attn.ropelab_interleave = bool(interleave)
-    attn.forward = types.MethodType(fused_attention_forward, attn)
+    attn.forward = types.MethodType(QK_OPS[qk], attn)
 
 
-def patch_qwen3(model, *, interleave: bool = False):
+def patch_qwen3(model, *, interleave: bool = False, qk: str = "ropelab"):
     """Make every Qwen3 attention layer of ``model`` use one qkv GEMM and ropelab's fused op.
+
+    ``qk="transformers"`` keeps transformers' own norm and rotation after the fused GEMM: the
+    control that tells the GEMM's share of a speed-up from the op's.
 
     ``model`` is any ``transformers`` module holding ``Qwen3Attention`` layers
     (``Qwen3ForCausalLM``, ``Qwen3Model``, a single ``Qwen3DecoderLayer``); it is modified in
@@ -165,13 +200,15 @@ def patch_qwen3(model, *, interleave: bool = False):
     (a rope_type other than "default", a head_dim the op lacks, different q/k norm eps), and
     ValueError when there is no Qwen3 attention layer to patch.
     """
+    if qk not in QK_OPS:
+        raise ValueError(f"qk must be one of {', '.join(QK_OPS)}, got {qk!r}")
     layers = [m for m in model.modules() if isinstance(m, modeling_qwen3.Qwen3Attention)]
     if not layers:
         raise ValueError(f"no Qwen3Attention layer in {type(model).__name__}")
     for attn in layers:  # check all before changing any
         check_attention(attn)
     for attn in layers:
-        patch_attention(attn, interleave=interleave)
+        patch_attention(attn, interleave=interleave, qk=qk)
     return model
 
 
@@ -179,5 +216,5 @@ def is_patched(attn) -> bool:
     return hasattr(attn, "qkv_proj") and not hasattr(attn, "q_proj")
 
 
-__all__ = ["PatchError", "check_attention", "fused_attention_forward", "is_patched",
-           "patch_attention", "patch_qwen3"]
+__all__ = ["PatchError", "QK_OPS", "check_attention", "fused_attention_forward", "is_patched",
+           "patch_attention", "patch_qwen3", "qkv_gemm_attention_forward"]
