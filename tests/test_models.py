@@ -77,6 +77,11 @@ def test_patched_logits_match_the_original(original, input_ids, reference_logits
     assert check.passed, check
 
 
+def test_patched_logits_match_with_the_cos_sin_table_too(original, input_ids, reference_logits):
+    ours = _patched_logits(original, input_ids, cache=True)
+    assert compare.check_logits(ours, *reference_logits).passed
+
+
 def test_planted_gptj_layout_fails_the_logits_check(original, input_ids, reference_logits):
     wrong = _patched_logits(original, input_ids, interleave=True)  # Qwen3 is NeoX
     check = compare.check_logits(wrong, *reference_logits)

@@ -181,7 +181,13 @@ def main(argv=None) -> int:
                         help="save the rows under data/real_model/")
     parser.add_argument("--tokens", type=int, default=TOKENS)
     args = parser.parse_args(argv)
-    run(record=args.record, tokens=args.tokens)
+    from ..measure.bench import BenchError
+
+    try:
+        run(record=args.record, tokens=args.tokens)
+    except BenchError as exc:
+        print(f"ropelab.models.bench: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -133,7 +133,7 @@ def fused_attention_forward(self, hidden_states, position_embeddings, attention_
                          q_weight=self.q_norm.weight, k_weight=self.k_norm.weight,
                          positions=_positions(kwargs.get("position_ids"), batch, seq),
                          eps=self.q_norm.variance_epsilon, base=self.ropelab_theta,
-                         interleave=self.ropelab_interleave)
+                         interleave=self.ropelab_interleave, **self.ropelab_cos_sin)
     qkv = qkv.view(batch, seq, hq + 2 * hk, d).transpose(1, 2)  # [batch, heads, seq, d]
     query_states, key_states, value_states = qkv.split((hq, hk, hk), dim=1)
     # From here on, the original forward: KV cache, attention function, o_proj.
@@ -174,9 +174,12 @@ def check_attention(attn) -> float:
     return theta
 
 
-def patch_attention(attn, *, interleave: bool = False, qk: str = "ropelab") -> None:
+def patch_attention(attn, *, interleave: bool = False, qk: str = "ropelab",
+                    cache: bool = False) -> None:
     """Patch one ``Qwen3Attention`` in place (see :func:`patch_qwen3`)."""
     theta = check_attention(attn)
+    attn.ropelab_cos_sin = ({"cache": True, "max_positions": attn.config.max_position_embeddings}
+                            if cache else {})
     attn.qkv_proj = _fuse_projections(attn)
     del attn.q_proj, attn.k_proj, attn.v_proj
     attn.ropelab_theta = theta
@@ -185,8 +188,13 @@ def patch_attention(attn, *, interleave: bool = False, qk: str = "ropelab") -> N
     attn.forward = types.MethodType(QK_OPS[qk], attn)
 
 
-def patch_qwen3(model, *, interleave: bool = False, qk: str = "ropelab"):
+def patch_qwen3(model, *, interleave: bool = False, qk: str = "ropelab", cache: bool = False):
     """Make every Qwen3 attention layer of ``model`` use one qkv GEMM and ropelab's fused op.
+
+    ``cache=True`` makes the op read cos/sin from its float64-built table of
+    ``config.max_position_embeddings`` rows (the long-context path of notebook 06) instead of
+    computing a fast-math sin/cos of a float32 angle, whose error grows with the position
+    (``ropelab.tolerance``); positions must then lie below ``max_position_embeddings``.
 
     ``qk="transformers"`` keeps transformers' own norm and rotation after the fused GEMM: the
     control that tells the GEMM's share of a speed-up from the op's.
@@ -208,7 +216,7 @@ def patch_qwen3(model, *, interleave: bool = False, qk: str = "ropelab"):
     for attn in layers:  # check all before changing any
         check_attention(attn)
     for attn in layers:
-        patch_attention(attn, interleave=interleave, qk=qk)
+        patch_attention(attn, interleave=interleave, qk=qk, cache=cache)
     return model
 
 
