@@ -261,7 +261,7 @@ def test_cache_update_follows_the_installed_transformers_convention(monkeypatch,
     key = torch.zeros(1)
     out = qwen3._update_cache(Cache(), key, key, 0, ("cos", "sin"), {"cache_position": 7})
     assert out == (key, key)
-    if dict_style:  # transformers <= 5.1x: one cache_kwargs dict
+    if dict_style:  # older transformers: one cache_kwargs dict
         assert seen["args"] == ({"sin": "sin", "cos": "cos", "cache_position": 7},)
     else:
         assert seen["kwargs"] == {"kwargs": {"cache_position": 7}}

@@ -13,7 +13,8 @@ model also runs under ``torch.compile(fullgraph=True)``.
 What the patch changes and what it keeps, layer by layer:
 
 * ``q_proj``, ``k_proj``, ``v_proj`` become one ``qkv_proj`` whose weight is their weights
-  stacked (rows ``[q | k | v]``, biases likewise): the same products, one GEMM;
+  stacked (rows ``[q | k | v]``, biases likewise): the same products, one GEMM (a state dict
+  then holds ``qkv_proj.weight`` instead of the three; patch after loading weights);
 * ``q_norm`` and ``k_norm`` stay as modules (their weights are the op's ``q_weight`` /
   ``k_weight``; state dicts and optimizers see the same parameters), but their forward is no
   longer called;
@@ -87,8 +88,9 @@ def _positions(position_ids, batch: int, seq: int) -> torch.Tensor:
     return position_ids.expand(batch, seq).reshape(-1).to(torch.int32)
 
 
-# transformers' Cache.update took a ``cache_kwargs`` dict (sin, cos, cache_position) until 5.1x
-# and takes the attention's keyword arguments since; call it the way the installed one expects.
+# transformers' Cache.update took a ``cache_kwargs`` dict (sin, cos, cache_position) in older
+# releases and takes the attention's keyword arguments in newer ones (5.24 here); call it the
+# way the installed one expects.
 _CACHE_KWARGS_DICT = "cache_kwargs" in inspect.signature(cache_utils.Cache.update).parameters
 
 
@@ -121,7 +123,7 @@ def _attend(self, query_states, key_states, value_states, attention_mask, cache,
 def fused_attention_forward(self, hidden_states, position_embeddings, attention_mask,
                             cache=None, **kwargs):
     """Qwen3Attention.forward with one qkv projection and ropelab's fused QK-norm + RoPE."""
-    if cache is None:  # transformers < 5.18 names the cache past_key_values
+    if cache is None:  # older transformers releases name the cache past_key_values
         cache = kwargs.pop("past_key_values", None)
     batch, seq = hidden_states.shape[:-1]
     hq, hk, d = self.config.num_attention_heads, self.config.num_key_value_heads, self.head_dim
