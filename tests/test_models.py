@@ -248,8 +248,15 @@ def test_bench_layer_case_builds_two_layers_with_the_same_function():
             calls["forward_backward"]()
 
 
-@pytest.mark.parametrize("dict_style", [True, False])
-def test_cache_update_follows_the_installed_transformers_convention(monkeypatch, dict_style):
+def test_cache_style_is_read_from_the_update_signature():
+    def old(self, key, value, layer_idx, cache_kwargs=None): ...
+    def plain(self, key, value, layer_idx): ...
+    def new(self, key, value, layer_idx, *args, **kwargs): ...
+    assert [qwen3._cache_style(f) for f in (old, plain, new)] == ["dict", "none", "keywords"]
+
+
+@pytest.mark.parametrize("style", ["dict", "none", "keywords"])
+def test_cache_update_follows_the_installed_transformers_convention(monkeypatch, style):
     seen = {}
 
     class Cache:
@@ -257,11 +264,10 @@ def test_cache_update_follows_the_installed_transformers_convention(monkeypatch,
             seen.update(args=args, kwargs=kwargs)
             return key, value
 
-    monkeypatch.setattr(qwen3, "_CACHE_KWARGS_DICT", dict_style)
+    monkeypatch.setattr(qwen3, "_CACHE_STYLE", style)
     key = torch.zeros(1)
     out = qwen3._update_cache(Cache(), key, key, 0, ("cos", "sin"), {"cache_position": 7})
     assert out == (key, key)
-    if dict_style:  # older transformers: one cache_kwargs dict
-        assert seen["args"] == ({"sin": "sin", "cos": "cos", "cache_position": 7},)
-    else:
-        assert seen["kwargs"] == {"kwargs": {"cache_position": 7}}
+    expected = {"dict": (({"sin": "sin", "cos": "cos", "cache_position": 7},), {}),
+                "none": ((), {}), "keywords": ((), {"kwargs": {"cache_position": 7}})}[style]
+    assert (seen["args"], seen["kwargs"]) == expected

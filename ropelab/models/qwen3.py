@@ -88,18 +88,29 @@ def _positions(position_ids, batch: int, seq: int) -> torch.Tensor:
     return position_ids.expand(batch, seq).reshape(-1).to(torch.int32)
 
 
-# transformers' Cache.update took a ``cache_kwargs`` dict (sin, cos, cache_position) in older
-# releases and takes the attention's keyword arguments in newer ones (5.24 here); call it the
-# way the installed one expects.
-_CACHE_KWARGS_DICT = "cache_kwargs" in inspect.signature(cache_utils.Cache.update).parameters
+def _cache_style(update) -> str:
+    """How a ``Cache.update`` takes extra arguments: older transformers releases a
+    ``cache_kwargs`` dict (sin, cos, cache_position), some none at all, newer ones (5.24 here)
+    the attention's keyword arguments."""
+    params = inspect.signature(update).parameters
+    if "cache_kwargs" in params:
+        return "dict"
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return "keywords"
+    return "none"
+
+
+_CACHE_STYLE = _cache_style(cache_utils.Cache.update)
 
 
 def _update_cache(cache, key_states, value_states, layer_idx, position_embeddings, kwargs):
-    if _CACHE_KWARGS_DICT:
+    if _CACHE_STYLE == "dict":
         cos, sin = position_embeddings
         cache_kwargs = {"sin": sin, "cos": cos, "cache_position": kwargs.get("cache_position")}
         return cache.update(key_states, value_states, layer_idx, cache_kwargs)
-    return cache.update(key_states, value_states, layer_idx, kwargs=kwargs)
+    if _CACHE_STYLE == "keywords":
+        return cache.update(key_states, value_states, layer_idx, kwargs=kwargs)
+    return cache.update(key_states, value_states, layer_idx)
 
 
 def _attend(self, query_states, key_states, value_states, attention_mask, cache,
