@@ -140,13 +140,14 @@ def fused_attention_forward(self, hidden_states, position_embeddings, attention_
     hq, hk, d = self.config.num_attention_heads, self.config.num_key_value_heads, self.head_dim
     # One GEMM gives each token's row [Q heads | K heads | V heads], the op's packed layout.
     qkv = self.qkv_proj(hidden_states).view(batch * seq, (hq + 2 * hk) * d)
-    # RMSNorm every Q and K head with q_norm's / k_norm's weight, then rotate it: in place,
-    # half-split pairs (interleave=False: Qwen3's rotate_half), theta from the config.
-    rt.fused_qknorm_rope(qkv, num_heads_q=hq, num_heads_k=hk, num_heads_v=hk, head_dim=d,
-                         q_weight=self.q_norm.weight, k_weight=self.k_norm.weight,
-                         positions=_positions(kwargs.get("position_ids"), batch, seq),
-                         eps=self.q_norm.variance_epsilon, base=self.ropelab_theta,
-                         interleave=self.ropelab_interleave, **self.ropelab_cos_sin)
+    # RMSNorm every Q and K head with q_norm's / k_norm's weight, then rotate it, half-split
+    # pairs (interleave=False: Qwen3's rotate_half), theta from the config.  In place, unless
+    # autograd needs the input: then the result is a new tensor, so keep what the op returns.
+    qkv = rt.fused_qknorm_rope(qkv, num_heads_q=hq, num_heads_k=hk, num_heads_v=hk, head_dim=d,
+                               q_weight=self.q_norm.weight, k_weight=self.k_norm.weight,
+                               positions=_positions(kwargs.get("position_ids"), batch, seq),
+                               eps=self.q_norm.variance_epsilon, base=self.ropelab_theta,
+                               interleave=self.ropelab_interleave, **self.ropelab_cos_sin)
     qkv = qkv.view(batch, seq, hq + 2 * hk, d).transpose(1, 2)  # [batch, heads, seq, d]
     query_states, key_states, value_states = qkv.split((hq, hk, hk), dim=1)
     # From here on, the original forward: KV cache, attention function, o_proj.
