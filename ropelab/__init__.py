@@ -10,6 +10,7 @@ from . import kernels, reference, scaling, sim
 from .errors import RopeDeviceError, RopeInputError
 from .ops.call import check_errors
 from .ops.fused import fused_qknorm_rope
+from .ops.fused_backward import fused_qknorm_rope_backward
 from .ops.rope import rope
 from .ops.streams import RawStream
 from .problem import RopeProblem
@@ -26,6 +27,7 @@ __all__ = [
     "describe",
     "format_description",
     "fused_qknorm_rope",
+    "fused_qknorm_rope_backward",
     "kernels",
     "reference",
     "rope",

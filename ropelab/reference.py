@@ -236,3 +236,67 @@ def fused_qknorm_rope(
         qk[..., :half], qk[..., half:rotary_dim] = z.real, z.imag
     out[:, :nqk, :] = qk
     return out.reshape(x.shape)
+
+
+def fused_qknorm_rope_backward(
+    qkv: np.ndarray,
+    grad: np.ndarray,
+    *,
+    num_heads_q: int,
+    num_heads_k: int,
+    num_heads_v: int,
+    head_dim: int,
+    q_weight: np.ndarray,
+    k_weight: np.ndarray,
+    positions: np.ndarray,
+    eps: float = 1e-6,
+    base: float = DEFAULT_BASE,
+    rotary_dim: int | None = None,
+    interleave: bool = True,
+    freqs: np.ndarray | None = None,
+    attention_factor: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The gradients of :func:`fused_qknorm_rope` in float64: ``(dqkv, dq_weight, dk_weight)``.
+
+    ``qkv`` is the forward's *input* and ``grad`` the gradient of its output (same shape).  Per
+    Q or K head, with ``r = sqrt(mean(x**2) + eps)`` and ``n = x / r``: ``dz`` is ``grad``
+    rotated back by ``-angle`` and scaled by ``attention_factor`` on the rotary dims (``grad``
+    itself on the others), ``dq_weight`` / ``dk_weight`` sum ``dz * n`` over tokens and heads,
+    and ``dx = (dn - n * mean(dn * n)) / r`` with ``dn = dz * weight``.  V columns: ``grad``.
+    ``freqs`` default to ``base ** (-2i / rotary_dim)``; YaRN callers pass its frequencies and
+    ``attention_factor`` (e.g. from ``ropelab.scaling.resolve``).
+    """
+    x = np.asarray(qkv, dtype=np.float64)
+    g = np.asarray(grad, dtype=np.float64)
+    tokens = x.shape[0]
+    heads = num_heads_q + num_heads_k + num_heads_v
+    if x.ndim != 2 or x.shape[1] != heads * head_dim or g.shape != x.shape:
+        raise ValueError(f"qkv and grad must both be [tokens, {heads * head_dim}], got "
+                         f"{x.shape} and {g.shape}")
+    rotary_dim = head_dim if rotary_dim is None else int(rotary_dim)
+    half = rotary_dim // 2
+    freqs = inv_freq(rotary_dim, base) if freqs is None else np.asarray(freqs, np.float64)
+    if freqs.shape != (half,):
+        raise ValueError(f"freqs must have shape ({half},), got {freqs.shape}")
+    nqk = num_heads_q + num_heads_k
+    xs = x.reshape(tokens, heads, head_dim)[:, :nqk]
+    gs = g.reshape(tokens, heads, head_dim)[:, :nqk]
+    angle = np.asarray(positions, np.float64)[:, None, None] * freqs[None, None, :]
+    c = attention_factor * np.cos(angle)
+    s = attention_factor * np.sin(angle)
+    first, second = pair_indices(rotary_dim, interleave)
+    dz = gs.copy()  # the transpose of [[c, -s], [s, c]] applied to each rotated pair
+    dz[..., first] = c * gs[..., first] + s * gs[..., second]
+    dz[..., second] = -s * gs[..., first] + c * gs[..., second]
+    r = np.sqrt((xs**2).mean(axis=-1, keepdims=True) + float(eps))
+    n = xs / r
+    dq_weight = (dz[:, :num_heads_q] * n[:, :num_heads_q]).sum(axis=(0, 1))
+    dk_weight = (dz[:, num_heads_q:] * n[:, num_heads_q:]).sum(axis=(0, 1))
+    weights = np.concatenate([
+        np.broadcast_to(np.asarray(q_weight, np.float64), (num_heads_q, head_dim)),
+        np.broadcast_to(np.asarray(k_weight, np.float64), (num_heads_k, head_dim))])
+    dn = dz * weights[None]
+    dx = (dn - n * (dn * n).mean(axis=-1, keepdims=True)) / r
+    out = g.copy().reshape(tokens, heads, head_dim)
+    out[:, :nqk] = dx
+    return out.reshape(x.shape), dq_weight, dk_weight

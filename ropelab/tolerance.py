@@ -189,3 +189,46 @@ def fused_atol(normed_max: float, out_max: float, angle: float, storage: str, *,
     else:
         rot = rope_atol(normed_max, angle, fastmath=fastmath, attention_factor=attention_factor)
     return norm + rot + out_max * STORAGE_UNIT[storage]
+
+
+# ---- the fused backward (issue 20) ----------------------------------------------------------------
+
+def backward_atol(*, head_dim: int, dy_max: float, n_max: float, w_max: float, inv_r_max: float,
+                  dx_max: float, units: int, angle: float, storage: str, fastmath: bool,
+                  attention_factor: float = 1.0, cache: bool = False,
+                  chain: int | None = None) -> tuple[float, float]:
+    """Absolute tolerances ``(dx_atol, dw_atol)`` of the fused backward kernel.
+
+    The statistics come from the float64 reference: ``dy_max`` max |grad|, ``n_max`` max |x/r|,
+    ``w_max`` max |weight|, ``inv_r_max`` max ``1/r`` over heads, ``dx_max`` max |dx|;
+    ``units`` the number of (token, head) terms summed into one weight gradient, ``chain`` the
+    longest run of float32 additions in that sum (default ``units``: a serial sum).  Budget:
+
+    * ``dz``, the inverse rotation of ``dy``: :func:`rope_atol` (the cache's
+      ``(8 + sqrt 2) u`` with ``cache``);
+    * ``dn = dz * w``: that error times ``|w|``, plus a rounding;
+    * ``mean(dn * n)``: a float32 sum of ``head_dim`` products (``head_dim * u`` relative) and
+      the error of ``dn`` (``mean|n| <= 1``, since ``mean(n**2) <= 1``);
+    * ``dx = (dn - n * mean) / r``: those errors times ``(1 + |n|) / r``, ``1/r`` itself good to
+      the forward's norm budget (``32 u``, plus ``2**-21`` with fast-math), and the final rounding
+      to the storage dtype;
+    * ``dw``: each of ``units`` terms ``dz * n`` carries ``dz``'s error times ``|n|`` and ``n``'s
+      relative error, and the float32 sum adds ``chain * u`` of the sum of their magnitudes.
+    """
+    u = F32_EPS
+    att = max(abs(attention_factor), 1.0)
+    if cache:
+        dz_err = dy_max * att * (8 + math.sqrt(2)) * u
+    else:
+        dz_err = rope_atol(dy_max, angle, fastmath=fastmath, attention_factor=attention_factor)
+    dz_max = dy_max * att * math.sqrt(2)
+    dn_max = dz_max * w_max
+    dn_err = w_max * dz_err + dn_max * 2 * u
+    r_rel = 32 * u + (2.0**-21 if fastmath else 0.0)
+    mean_err = head_dim * u * dn_max * n_max + dn_err
+    dx_atol = (inv_r_max * (dn_err + n_max * mean_err + 4 * u * dn_max * (1 + n_max))
+               + dx_max * r_rel + dx_max * STORAGE_UNIT[storage])
+    chain = units if chain is None else chain
+    term_max = dz_max * n_max
+    dw_atol = units * (dz_err * n_max + term_max * (r_rel + 2 * u)) + chain * u * units * term_max
+    return dx_atol, dw_atol

@@ -7,7 +7,10 @@
 * ``torch.ops.ropelab.rope_out(x, positions, out!, config)`` -- the same into ``out`` (which may
   be ``x`` itself: in place); declares that it mutates ``out``;
 * ``torch.ops.ropelab.fused_qknorm_rope(qkv!, q_weight, k_weight, positions, config)`` -- the fused
-  QK-RMSNorm + RoPE, in place on ``qkv``; declares that it mutates ``qkv``.
+  QK-RMSNorm + RoPE, in place on ``qkv``; declares that it mutates ``qkv``;
+* ``torch.ops.ropelab.fused_qknorm_rope_functional(qkv, q_weight, k_weight, positions, config)
+  -> Tensor`` -- the same into a new tensor, differentiable in ``qkv`` and both weights through
+  ``torch.ops.ropelab.fused_qknorm_rope_backward`` (ropelab's backward kernel, issue 20).
 
 Users call the Python functions of this module, :func:`rope` and :func:`fused_qknorm_rope`, one
 per operation and with the keywords of ``ropelab.rope`` / ``ropelab.fused_qknorm_rope`` (the way
@@ -55,8 +58,10 @@ import numpy as np
 import torch
 
 from . import fused_qknorm_rope as _public_fused
+from .ops.fused_backward import fused_qknorm_rope_backward as _public_backward
 from . import rope as _public_rope
 from . import scaling as _scaling
+from .errors import RopeInputError
 from .kernels import VARIANTS
 from .problem import INVERSE
 
@@ -65,9 +70,10 @@ from .problem import INVERSE
 # ``base ** (-2i / rotary_dim)`` and rotates by ``-angle`` with ``inverse=True``.
 BACKWARD_FALLBACK = "freq_table"
 
-_NO_GRAD_FUSED = ("fused_qknorm_rope has no backward kernel yet (issue 20), so gradients cannot "
-                  "flow through it; call it under torch.no_grad(), or on tensors that do not "
-                  "require grad")
+_NO_GRAD_FUSED = ("the in-place op ropelab::fused_qknorm_rope has no gradient (autograd cannot "
+                  "differentiate an op that overwrites its input); call "
+                  "ropelab.torch_ops.fused_qknorm_rope, which returns a new differentiable "
+                  "tensor when autograd needs one, or run under torch.no_grad()")
 
 
 # ---- the config string: every non-tensor argument, as canonical JSON -----------------------------
@@ -293,9 +299,12 @@ def fused_qknorm_rope(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int, 
     on PyTorch's current stream); returns ``qkv``.  Works inside
     ``torch.compile(fullgraph=True)`` and CUDA graphs.
 
-    There is no backward kernel yet: if autograd would need a gradient (grad mode on and
-    ``qkv``, ``q_weight`` or ``k_weight`` requiring grad), this raises a RuntimeError instead of
-    silently detaching.
+    When autograd needs a gradient (grad mode on and ``qkv``, ``q_weight`` or ``k_weight``
+    requiring grad) the call is out of place instead: ``qkv`` is left as it is and a new tensor
+    is returned (the op ``ropelab::fused_qknorm_rope_functional``), whose backward runs
+    ropelab's backward kernel (:func:`ropelab.ops.fused_backward.fused_qknorm_rope_backward`,
+    from the saved input ``qkv``) and gives ``qkv``, ``q_weight`` and ``k_weight`` their
+    gradients.  Use the return value.
 
     Examples
     --------
@@ -307,15 +316,86 @@ def fused_qknorm_rope(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int, 
     >>> bool(torch.allclose(qkv, torch.ones(1, 3 * 64), atol=1e-3))
     True
     """
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (qkv, q_weight, k_weight)):
-        raise RuntimeError(_NO_GRAD_FUSED)
     config = encode(num_heads_q=num_heads_q, num_heads_k=num_heads_k, num_heads_v=num_heads_v,
                     head_dim=head_dim, eps=eps, base=base, rotary_dim=rotary_dim,
                     interleave=interleave, yarn=yarn, fastmath=fastmath,
                     warps_per_block=warps_per_block, heads_per_warp=heads_per_warp, cache=cache,
                     max_positions=max_positions)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (qkv, q_weight, k_weight)):
+        return torch.ops.ropelab.fused_qknorm_rope_functional(qkv, q_weight, k_weight, positions,
+                                                              config)
     torch.ops.ropelab.fused_qknorm_rope(qkv, q_weight, k_weight, positions, config)
     return qkv
+
+
+# ex: begin torch_fused_backward
+# ---- the fused op's gradient (issue 20): an out-of-place op and its backward op ----------------
+# The forward saves its input qkv (autograd keeps it; nothing extra is written) and the backward
+# recomputes each head's RMS from it: see ropelab.kernels.qknorm_rope_backward for why.
+
+# The forward's options that the backward takes (warps_per_block / heads_per_warp are the
+# forward kernel's geometry).
+_BACKWARD_OPTIONS = ("num_heads_q", "num_heads_k", "num_heads_v", "head_dim", "eps", "base",
+                     "rotary_dim", "interleave", "yarn", "fastmath", "cache", "max_positions")
+
+
+@torch.library.custom_op("ropelab::fused_qknorm_rope_functional", mutates_args=(),
+                         device_types=("cpu", "cuda"))
+def _fused_functional_op(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
+                         positions: torch.Tensor, config: str) -> torch.Tensor:
+    out = _result_like(qkv)
+    out.copy_(qkv)
+    _call(_public_fused, {"qkv": out, "q_weight": q_weight, "k_weight": k_weight,
+                          "positions": positions}, decode(config))
+    return out
+
+
+@_fused_functional_op.register_fake
+def _(qkv, q_weight, k_weight, positions, config):
+    return _result_like(qkv)
+
+
+def _from_host(a, like: torch.Tensor) -> torch.Tensor:
+    """A result of the host path (NumPy; bfloat16 as uint16 bits) as a tensor like ``like``."""
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    return t.view(torch.bfloat16) if like.dtype == torch.bfloat16 else t
+
+
+@torch.library.custom_op("ropelab::fused_qknorm_rope_backward", mutates_args=(),
+                         device_types=("cpu", "cuda"))
+def _fused_backward_op(qkv: torch.Tensor, grad: torch.Tensor, q_weight: torch.Tensor,
+                       k_weight: torch.Tensor, positions: torch.Tensor,
+                       config: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    options = {k: v for k, v in decode(config).items() if k in _BACKWARD_OPTIONS}
+    dqkv, dq, dk = _call(_public_backward, {"qkv": qkv, "grad": grad, "q_weight": q_weight,
+                                            "k_weight": k_weight, "positions": positions}, options)
+    if not qkv.is_cuda:
+        dqkv, dq, dk = _from_host(dqkv, qkv), torch.from_numpy(dq), torch.from_numpy(dk)
+    # The weight gradients are float32 sums; the weights' own dtype is what autograd expects.
+    return dqkv, dq.to(q_weight.dtype, copy=True), dk.to(k_weight.dtype, copy=True)
+
+
+@_fused_backward_op.register_fake
+def _(qkv, grad, q_weight, k_weight, positions, config):
+    return _result_like(qkv), _result_like(q_weight), _result_like(k_weight)
+
+
+def _fused_setup_context(ctx, inputs, output):
+    qkv, q_weight, k_weight, positions, config = inputs
+    ctx.save_for_backward(qkv, q_weight, k_weight, positions)
+    ctx.config = config
+
+
+def _fused_backward(ctx, grad):
+    qkv, q_weight, k_weight, positions = ctx.saved_tensors
+    dqkv, dq, dk = torch.ops.ropelab.fused_qknorm_rope_backward(
+        qkv, grad.contiguous(), q_weight, k_weight, positions, ctx.config)
+    return dqkv, dq, dk, None, None
+
+
+torch.library.register_autograd("ropelab::fused_qknorm_rope_functional", _fused_backward,
+                                setup_context=_fused_setup_context)
+# ex: end torch_fused_backward
 
 
 # ---- the public functions inside torch.compile ---------------------------------------------------
@@ -339,7 +419,19 @@ def _in_graph(public, wrapper):
 
 
 _in_graph(_public_rope, rope)
-_in_graph(_public_fused, fused_qknorm_rope)
+def _fused_in_place(qkv, **options):
+    # The public function is in place and refuses a tensor that requires grad (eager); compiled
+    # code gets the same contract, not the wrapper's out-of-place autograd form.
+    if torch.is_grad_enabled() and any(
+            isinstance(t, torch.Tensor) and t.requires_grad
+            for t in (qkv, options.get("q_weight"), options.get("k_weight"))):
+        raise RopeInputError("ropelab.fused_qknorm_rope is in place and has no gradient; for "
+                             "training call ropelab.torch_ops.fused_qknorm_rope (a new, "
+                             "differentiable tensor), or run under torch.no_grad()")
+    return fused_qknorm_rope(qkv, **options)
+
+
+_in_graph(_public_fused, _fused_in_place)
 
 
 __all__ = ["BACKWARD_FALLBACK", "backward_config", "decode", "encode", "fused_qknorm_rope", "rope"]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ropelab.course.exercises import EXERCISES
+from ropelab.course import steps as ladder
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -93,7 +93,8 @@ def test_first_cell_quiets_ropelab_before_importing_it(path):
 
 
 def _exercises_of(path):
-    return [ex for ex in EXERCISES.values() if ex.notebook == path.stem]
+    """The graded steps of a notebook's ladder (their functions are the starters it may hold)."""
+    return [s for s in ladder.STEPS.values() if s.notebook == path.stem]
 
 
 @pytest.mark.parametrize("path", STORED, ids=lambda p: p.stem)
@@ -112,17 +113,18 @@ def test_kernels_are_shown_from_ropelab_not_pasted(path):
 @pytest.mark.parametrize("path", STORED, ids=lambda p: p.stem)
 def test_exercises_are_graded(path):
     """Notebooks 00-06 end with kernel exercises: the starter kernel, then a cell that grades
-    it, whose stored output is the unsolved starter's verdict.  07 keeps answers checked by
-    assert cells."""
+    it, whose stored output is the unsolved starter's verdict.  07 and 08 (until its ladder
+    steps exist) keep answers checked by assert cells."""
     cells = _code_cells(_read(path))
     sources = [_text(c["source"]) for c in cells]
     exercises = _exercises_of(path)
-    if path.name[:2] not in ("07", "09"):  # 09 puts the op in a model: no kernel to write
+    if path.name[:2] not in ("07", "08", "09"):  # 09: no kernel to write, answers asserted
         assert exercises, f"{path.name} has no kernel exercise"
     for ex in exercises:
         starter = [i for i, src in enumerate(sources) if f"def {ex.kernel_name}(" in src]
         graded = [i for i, src in enumerate(sources)
-                  if f'exercises.check({ex.kernel_name}, "{ex.id}")' in src]
+                  if f'steps.check({ex.kernel_name}, "{ex.id}")' in src
+                  or (ex.alias and f'exercises.check({ex.kernel_name}, "{ex.alias}")' in src)]
         assert len(starter) == 1 and len(graded) == 1 and starter[0] < graded[0]
         shown = "".join(_text(o.get("text", "")) for o in cells[graded[0]]["outputs"])
         assert shown.startswith("not solved yet: "), shown

@@ -3,8 +3,8 @@
 What is checked: the ops give what the public functions give; options, 16-bit and strided
 tensors pass through to ropelab unchanged (it accepts or refuses them); bad input raises before
 anything changes; ``torch.library.opcheck``; ``rope``'s gradient against torch autograd of the
-float64 formula, with a planted backward that forgets the inverse; the fused op refuses to
-drop a gradient; ``torch.compile(fullgraph=True)`` forward and backward equal eager.
+float64 formula, with a planted backward that forgets the inverse; the in-place fused op
+refuses to drop a gradient (the fused gradient: tests/test_torch_fused_backward.py); ``torch.compile(fullgraph=True)`` forward and backward equal eager.
 Small shapes throughout: each op call runs simulated kernels.
 """
 
@@ -203,14 +203,14 @@ def test_backward_is_a_kernel_launch_with_the_inverse_rotation(monkeypatch):
     assert calls == [("flat", False), (rt.BACKWARD_FALLBACK, True)]
 
 
-def test_fused_op_refuses_a_tensor_that_requires_grad():
+def test_in_place_fused_op_refuses_a_tensor_that_requires_grad():
+    """The mutating op has no gradient (the wrapper goes out of place instead: see
+    tests/test_torch_fused_backward.py)."""
     qkv, w = torch.randn(2, 3 * 64), torch.rand(64) + 0.5
     before = qkv.clone()
     kw = dict(num_heads_q=1, num_heads_k=1, num_heads_v=1, head_dim=64,
               positions=torch.zeros(2, dtype=torch.int32))
-    with pytest.raises(RuntimeError, match="no backward"):
-        rt.fused_qknorm_rope(qkv, q_weight=w.clone().requires_grad_(), k_weight=w, **kw)
-    with pytest.raises(RuntimeError, match="no backward"):  # the op itself, past the wrapper
+    with pytest.raises(RuntimeError, match="no gradient"):  # the op itself, past the wrapper
         torch.ops.ropelab.fused_qknorm_rope(qkv, w.clone().requires_grad_(), w, kw["positions"],
                                             rt.encode(num_heads_q=1, num_heads_k=1,
                                                       num_heads_v=1, head_dim=64))

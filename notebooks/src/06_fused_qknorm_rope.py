@@ -662,25 +662,33 @@ else:
 #   are adjacent; half-split pairs are kept whole by giving a lane a run from each half.
 #   When they must straddle (partial rotary here), fetch the partner with a shuffle.
 # * In place on `qkv`: touch only Q and K, and test that V is bit-identical.
+
+# %% [markdown]
+# ## Build it yourself
 #
-# ## Exercise: the shuffle butterfly
+# Five graded steps towards the fused kernel: the warp's sum of squares, a head too wide for
+# one warp, norm then rotate, the fused head over packed `qkv` rows, and its launch.  Write
+# each function in its cell and run the cell after it: the grader runs it on the simulator
+# (ropelab emulates the warp shuffles there; every lane of a warp must reach each shuffle),
+# compares every float with the float64 reference, and counts the PTX instructions of your
+# kernel.  Solutions: `notebooks/solutions/06_fused_qknorm_rope.py`.
+#
+# ### Step 06.1: the shuffle butterfly
 #
 # The kernel below RMS-normalizes rows of 64 floats with one warp per row: lane `l` holds
 # floats `2l` and `2l + 1` and adds their squares into `ss`.  Before the scale can be
 # computed, **every** lane needs the sum of the whole row.  Replace the `...` line with the
 # butterfly: `cuda.shfl_xor_sync(FULL_MASK, value, m)` returns `value` as held by lane
 # `lane ^ m`, so five steps with `m = 16, 8, 4, 2, 1`, each adding the partner's partial sum,
-# leave the total in all 32 lanes (step 3 above acts it out in NumPy).
-#
-# On the simulator, ropelab emulates the shuffles (every lane of the warp must reach each
-# one).  The grader runs 1 and 6 rows with 4 warps per block (so some warps have no row and
-# must not touch memory), compares with `reference.rms_norm`, and looks for shuffles in the
-# census.  Solution: `notebooks/solutions/06_fused_qknorm_rope.py`.
+# leave the total in all 32 lanes.  The grader runs 1 and 6 rows with 4 warps per block (so
+# some warps have no row and must not touch memory).
 
 # %%
 import math
 
 from numba import cuda, float32
+
+from ropelab.course import steps
 
 FULL_MASK = 0xFFFFFFFF  # every lane of the warp takes part
 
@@ -700,11 +708,140 @@ def my_rms_norm_warp(x, out, weight, rows, eps):
         out[first + 1] = b * scale * weight[lane * 2 + 1]
 
 # %%
-from ropelab.course import exercises
+verdict = steps.check(my_rms_norm_warp, "06.1")
 
-verdict = exercises.check(my_rms_norm_warp, "06-shuffle-rms")
+# %% [markdown]
+# ### Step 06.2: a head of 256 floats, four warps
+#
+# A warp's shuffles reach its own 32 lanes only.  With two floats per thread, a row of 256
+# floats needs 128 threads, four warps: each warp's butterfly ends with the sum of *its* 64
+# floats, and the row's sum is the four together.  Warps meet in **shared memory**: lane 0 of
+# warp `w` stores its warp's sum in `partial[w]` (a `cuda.shared.array(4, float32)`), the block
+# waits at `cuda.syncthreads()` until all four are stored, and then every thread adds them.
+# One block per row.  The grader watches the shared array: a sum read before the barrier is
+# a race, whatever numbers it happens to give on the simulator.
+
+# %%
+import math
+
+from numba import cuda, float32
+
+FULL_MASK = 0xFFFFFFFF
+
+
+@cuda.jit(fastmath=True)
+def rms_norm_256(x, out, weight, rows, eps):
+    """RMSNorm of rows of 256 floats: one block of 128 threads per row, two floats a thread.
+
+    x, out: float32[rows * 256]; weight: float32[256]; rows: int64; eps: float32 = 1e-6.
+    Thread t of block r holds floats 2t and 2t + 1 of row r.  Launched with rows blocks of
+    128 threads.
+    """
+    pass
+
+# %%
+verdict = steps.check(rms_norm_256, "06.2")
+
+# %% [markdown]
+# `verdict.show()` draws the function you just graded, passing or not, on a small shape: which
+# thread wrote each float of `out`, which thread read each float of the input, your output
+# beside the reference with wrong cells outlined, and the reads and writes of every thread.
+# Call it after any step.
+
+# %%
+verdict.show()
+plt.show()
+
+# %% [markdown]
+# ### Step 06.3: norm, then rotate
+#
+# Back to one warp per head of 64 floats, lane `l` holding pair `l` (floats `2l`, `2l + 1`,
+# interleaved).  Normalize as in step 06.1 (weights included), then rotate the lane's pair by
+# `positions[row] * inv_freq[l]`: the fused kernel's order, RMSNorm first, RoPE second.  The
+# order matters: the rotation keeps a pair's sum of squares, but the weights differ from float
+# to float, so weighting rotated floats gives other numbers.
+
+# %%
+import math
+
+from numba import cuda, float32
+
+FULL_MASK = 0xFFFFFFFF
+
+
+@cuda.jit(fastmath=True)
+def rms_rope_head(x, out, weight, positions, inv_freq, rows, eps):
+    """RMSNorm then RoPE of one 64-float head per warp (one head per token here).
+
+    x, out: float32[rows * 64]; weight: float32[64]; positions: int32[rows]; inv_freq:
+    float32[32]; rows: int64; eps: float32 = 1e-6.  Launched with ceil(rows / 4) blocks of 4
+    warps (128 threads).
+    """
+    pass
+
+# %%
+verdict = steps.check(rms_rope_head, "06.3")
+
+# %% [markdown]
+# ### Step 06.4: the fused head
+#
+# The real input is a packed row per token, `[Q heads | K heads | V heads]`, 64 floats a head.
+# Warp `w` takes head `w` of the whole buffer: its token is `w // heads_per_token` and its
+# head within the token `head = w - token * heads_per_token`.  A Q head (`head < heads_q`) is
+# normalized with `q_weight`, a K head (`head < heads_q + heads_k`) with `k_weight`, and both
+# are rotated by the token's position; a V head is copied to `out` unchanged.  Every lane of a
+# warp takes the same branch, so the shuffles stay warp-uniform.
+
+# %%
+import math
+
+from numba import cuda, float32, uint64
+
+FULL_MASK = 0xFFFFFFFF
+
+
+@cuda.jit(fastmath=True)
+def rope_fused_head(qkv, out, q_weight, k_weight, positions, inv_freq, heads_q, heads_k,
+                    heads_per_token, total_warps, eps):
+    """QK-RMSNorm + RoPE over packed qkv rows, one warp per head, V copied.
+
+    qkv, out: float32[tokens * heads_per_token * 64]; q_weight, k_weight: float32[64];
+    positions: int32[tokens]; inv_freq: float32[32]; heads_q, heads_k, heads_per_token:
+    uint64; total_warps: int64 = tokens * heads_per_token; eps: float32.  Launched with
+    ceil(total_warps / 4) blocks of 4 warps (128 threads).
+    """
+    pass
+
+# %%
+verdict = steps.check(rope_fused_head, "06.4")
+
+# %% [markdown]
+# ### Step 06.5: the launch
+#
+# Write the host function that launches `rope_fused_head` (your step 06.4) with one warp per
+# head of every token: `total_warps = tokens * (heads_q + heads_k + heads_v)`, a block of a
+# few warps (32 threads each, at most 1024 threads), and enough blocks for every warp, none
+# wholly idle.  The kernel wants `uint64` head counts, an int `total_warps` and a `float32`
+# eps.  The grader's largest shape has 40 heads of 64 floats, so a thread per float in one
+# block would be illegal.
+
+# %%
+from numba import float32, uint64
+
+
+def launch_fused(qkv, out, q_weight, k_weight, positions, inv_freq, tokens, heads_q, heads_k,
+                 heads_v, eps):
+    """Launch rope_fused_head over every head of every token.
+
+    qkv, out, q_weight, k_weight, positions, inv_freq: device arrays; tokens, heads_q,
+    heads_k, heads_v: int; eps: float.
+    """
+    pass
+
+# %%
+verdict = steps.check(launch_fused, "06.5")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-# On a GPU, a passing kernel is timed against a device copy of the same bytes.
+# On a GPU, a passing function is timed against a device copy of the same bytes.
 verdict.time()

@@ -544,16 +544,25 @@ if torch is not None:
     print(f"compiled backward == eager backward, bit for bit: {torch.equal(x_compiled.grad, x.grad)}")
 
 # %% [markdown]
-# The fused kernel has no backward yet (it is the next lesson's subject).  Until it has, a
-# tensor that requires grad is refused, loudly: silently detaching it would train a model whose
-# norm weights never move.
+# The fused kernel's backward is the next lesson's subject (notebook 08).  When autograd needs a
+# gradient, `rt.fused_qknorm_rope` goes out of place: it returns a new tensor, leaves `qkv` as
+# it was (the backward reads it), and its backward runs ropelab's backward kernel.  The in-place
+# op itself still refuses a tensor that requires grad, loudly: silently detaching it would train
+# a model whose norm weights never move.
 
 # %%
 if torch is not None:
     qkv, w = torch.randn(2, 3 * 64), torch.ones(64, requires_grad=True)
-    try:
-        rt.fused_qknorm_rope(qkv, num_heads_q=1, num_heads_k=1, num_heads_v=1, head_dim=64,
+    before = qkv.clone()
+    y = rt.fused_qknorm_rope(qkv, num_heads_q=1, num_heads_k=1, num_heads_v=1, head_dim=64,
                              q_weight=w, k_weight=w, positions=torch.zeros(2, dtype=torch.int32))
+    (y * y).sum().backward()
+    print(f"a new tensor: {y is not qkv}, qkv unchanged: {torch.equal(qkv, before)}, "
+          f"q/k weight gradient: {w.grad is not None and bool(w.grad.abs().max() > 0)}")
+    try:
+        torch.ops.ropelab.fused_qknorm_rope(qkv, w, w, torch.zeros(2, dtype=torch.int32),
+                                            rt.encode(num_heads_q=1, num_heads_k=1,
+                                                      num_heads_v=1, head_dim=64))
     except RuntimeError as exc:
         print(f"RuntimeError: {exc}")
 

@@ -2,6 +2,7 @@
 
 * :mod:`.rope` — ``ropelab.rope`` (plain RoPE): signature, docstring, its own checks;
 * :mod:`.fused` — ``ropelab.fused_qknorm_rope``: the same for the fused QK-RMSNorm + RoPE;
+* :mod:`.fused_backward` — ``ropelab.fused_qknorm_rope_backward``: its gradients (issue 20);
 * :mod:`.call` — the engine both use: cache key of a call shape, fast path, host/simulator/
   device dispatch, stream choice, ``check_errors``;
 * :mod:`.arrays` — what an input array is (and cheap metadata readers for the fast path);

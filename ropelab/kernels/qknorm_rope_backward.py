@@ -1,0 +1,429 @@
+"""The backward pass of the fused QK-RMSNorm + RoPE (issue 20): ``dx`` of every head and the
+two weight gradients, from the forward's *input* ``x`` and the output's gradient ``dy``.
+
+The math, per Q or K head of one token (``H = head_dim``)::
+
+    forward                               backward
+    r = sqrt(mean(x**2) + eps)            dz = R(theta)^T dy      (the inverse rotation, same
+    n = x / r                                                       attention factor)
+    z = n * w                             dw += dz * n            (summed over tokens and heads)
+    y = R(theta) z   (rotary dims only)   dn = dz * w
+                                          dx = (dn - n * mean(dn * n)) / r
+
+Dims past ``rotary_dim`` are not rotated (``dz = dy`` there) and carry no attention factor,
+exactly as in the forward kernel.  V heads pass ``dy`` through to ``dx`` unchanged.
+
+**What the forward saves: its input x.**  The autograd forward is out of place (the op returns
+a new tensor), so autograd keeps ``x`` alive at no cost: nothing extra is written.  The
+alternative, saving ``y`` and ``1/r`` per head, moves the same bytes in the backward (read
+``dy`` and ``y``, write ``dx``) but needs ``n`` back from ``y``: an inverse rotation and a
+division by ``w`` (undefined where a weight is 0), plus an extra 4-byte write per head in the
+forward.  With ``x`` the backward recomputes ``r`` in registers (one butterfly, free next to
+the memory traffic).  Bytes per token of forward + backward together: the forward reads and
+writes the row (``2 * row``), the backward reads ``dy`` (the row), ``x`` (its Q and K) and
+writes ``dx`` (the row): ``4 * row + QK`` bytes, the count the bench's copy roof uses.
+
+**Mapping.**  One warp per (token, head) "unit", in a grid-stride loop over units: a fixed grid
+(``blocks``) so that the weight-gradient partial sums are ``blocks`` rows and no more.  A head
+is cut into groups of four elements, two pairs: lane ``l`` takes groups ``q = l + 32 k``.  In
+GPT-J, and past ``rotary_dim`` in both layouts, group ``q`` is elements ``4q .. 4q+3`` (pairs
+side by side); a rotated NeoX group is elements ``2q, 2q+1`` and their partners
+``rotary_dim/2`` further on.  So a lane's pairs are whole (no shuffle), and in 16-bit storage
+every access is a 32-bit word of two elements: coalesced across the warp, half the
+instructions of 16-bit accesses.  At ``head_dim`` 128 each lane holds one group.  Every lane
+holds the same dims of every head it visits, so its weight-gradient accumulators are four
+registers per group, kept over all its units.
+
+**The weight gradient.**  At the end each block adds its warps' accumulators in shared memory
+in a fixed order, then either writes one row of ``partial[blocks, 2 * H]`` (two-stage: a second
+kernel, :func:`make_reduce_kernel`, sums the rows in a fixed order: bitwise the same result on
+every run) or adds the row into ``dw[2 * H]`` with ``cuda.atomic.add`` (one launch fewer, but
+the order in which blocks arrive changes the float32 rounding from run to run).  Columns
+``[0, H)`` are ``dq_weight``, ``[H, 2H)`` are ``dk_weight``.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache, lru_cache
+
+import numpy as np
+from numba import cuda, float32, uint32
+
+from ._device import FULL_MASK, WARP
+from .words16 import CODECS
+from .plan import Plan
+
+NAME = "fused_qknorm_rope_backward"
+STORAGES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
+            "bfloat16": np.dtype(np.uint16)}
+# What the kernel reads each storage as: 16-bit storage as uint32 words of two elements.
+KERNEL_VIEW = {"float32": np.dtype(np.float32), "float16": np.dtype(np.uint32),
+               "bfloat16": np.dtype(np.uint32)}
+DW_MODES = ("two_stage", "atomic")
+WARPS_PER_BLOCK = 8
+# Enough blocks to fill an H200 once at 8 warps a block (132 SMs x 8 blocks of 256 threads);
+# more would only lengthen the partial sums.  A plan option: the bench can sweep it.
+MAX_BLOCKS = 1056
+REDUCE_PHASES = 32  # the reduce kernel's rows per column: a block of 32 x 32 threads
+
+
+@cache
+def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: int = WARPS_PER_BLOCK,
+                cos_sin_cache: bool = False, atomic: bool = False):
+    """The backward kernel for one head size, layout, storage and weight-gradient mode (cached).
+
+    16-bit storage arrives as ``uint32`` words of two elements (``x``, ``dy``, ``dx`` and both
+    weights: 4-byte aligned, which the public function checks); float32 as elements.
+    ``cos_sin_cache``: read cos/sin from a flat float32 table of rows ``[cos half | sin half]``
+    (``rotary_dim`` wide; built on the host from the frequencies, or the caller's own) instead
+    of computing them; a position without a row makes the head's ``dx`` and its share of the
+    weight gradients NaN and is recorded in the error word, as in the forward.
+    ``atomic``: the ``sums`` argument is ``dw[2 * head_dim]`` (zeroed by the caller) and blocks
+    add into it; otherwise it is ``partial[blocks * 2 * head_dim]``.
+    """
+    if head_dim % 64 or head_dim <= 0:
+        raise ValueError(f"head_dim must be a positive multiple of 64, got {head_dim}")
+    GROUPS = head_dim // 4  # groups of four elements (two pairs) per head
+    PER_LANE = -(-GROUPS // WARP)  # groups per lane (the last may be idle: head_dim 64, 192)
+    SLOTS = 4 * PER_LANE
+    HD = head_dim
+    NQK = 2 * head_dim  # one row of partial sums: dq_weight then dk_weight
+    WPB = int(warps_per_block)
+    THREADS = WPB * WARP
+    INV_HD = float32(1.0 / head_dim)  # a power of two over 64: exact
+    INTERLEAVE = bool(interleave)
+    CACHE = bool(cos_sin_cache)
+    ATOMIC = bool(atomic)
+    WORDS = storage != "float32"
+    NAN = float32(math.nan)
+    ZERO = float32(0.0)
+    low, high, pack = CODECS.get(storage, CODECS["bfloat16"])  # unused for float32
+
+    # A group's four elements are e0, e0 + 1, e1, e1 + 1 of the head.  Two layouts of pairs:
+    # adjacent (GPT-J, and every pass-through group): e0 = 4q, e1 = 4q + 2, pairs (e0, e0+1)
+    # and (e1, e1+1); crossed (NeoX, rotated): e0 = 2q, e1 = 2q + rotary_dim/2, pairs (e0, e1)
+    # and (e0+1, e1+1).  Either way the pairs are 2q and 2q + 1 (their frequencies), and in
+    # 16-bit storage each of e0, e1 starts one 32-bit word.
+    @cuda.jit(device=True, inline="always")
+    def get4(arr, at0, at1, vals, o):
+        if WORDS:
+            w0 = arr[at0 >> uint32(1)]
+            w1 = arr[at1 >> uint32(1)]
+            vals[o] = low(w0)
+            vals[o + 1] = high(w0)
+            vals[o + 2] = low(w1)
+            vals[o + 3] = high(w1)
+        else:
+            vals[o] = arr[at0]
+            vals[o + 1] = arr[at0 + uint32(1)]
+            vals[o + 2] = arr[at1]
+            vals[o + 3] = arr[at1 + uint32(1)]
+
+    @cuda.jit(device=True, inline="always")
+    def put4(arr, at0, at1, a, b, c, d):
+        if WORDS:
+            arr[at0 >> uint32(1)] = pack(a, b)
+            arr[at1 >> uint32(1)] = pack(c, d)
+        else:
+            arr[at0] = a
+            arr[at0 + uint32(1)] = b
+            arr[at1] = c
+            arr[at1 + uint32(1)] = d
+
+    @cuda.jit(device=True, inline="always")
+    def copy4(dst, src, at0, at1):  # V heads: the stored bits, unchanged
+        if WORDS:
+            dst[at0 >> uint32(1)] = src[at0 >> uint32(1)]
+            dst[at1 >> uint32(1)] = src[at1 >> uint32(1)]
+        else:
+            dst[at0] = src[at0]
+            dst[at0 + uint32(1)] = src[at0 + uint32(1)]
+            dst[at1] = src[at1]
+            dst[at1 + uint32(1)] = src[at1 + uint32(1)]
+
+    # ex: begin backward_kernel
+    @cuda.jit(device=True, inline="always")
+    def body(x, dy, dx, q_weight, k_weight, positions, sums, table, errors, heads_q, heads_qk,
+             heads_total, n_pairs, eps, attention_factor):
+        tid = uint32(cuda.threadIdx.x)
+        lane = tid & uint32(WARP - 1)
+        warp_in_block = tid >> uint32(5)
+        total_warps = uint32(uint32(cuda.gridDim.x) * uint32(WPB))
+        units = uint32(uint32(positions.shape[0]) * heads_total)
+
+        # The lane's groups: the same dims in every head, so the dw accumulators stay in
+        # registers across all the units the warp visits.
+        e0s = cuda.local.array(PER_LANE, uint32)
+        e1s = cuda.local.array(PER_LANE, uint32)
+        for k in range(PER_LANE):
+            q = uint32(lane + uint32(WARP * k))
+            if not INTERLEAVE and q + q < n_pairs:  # crossed
+                e0s[k] = uint32(q + q)
+                e1s[k] = uint32(q + q + n_pairs)
+            else:
+                e0s[k] = uint32(uint32(4) * q)
+                e1s[k] = uint32(uint32(4) * q + uint32(2))
+        acc_q = cuda.local.array(SLOTS, float32)
+        acc_k = cuda.local.array(SLOTS, float32)
+        for i in range(SLOTS):
+            acc_q[i] = ZERO
+            acc_k[i] = ZERO
+        n = cuda.local.array(SLOTS, float32)  # x, then x / r
+        g = cuda.local.array(SLOTS, float32)  # dy, then dz, then dn = dz * w
+        w = cuda.local.array(SLOTS, float32)
+
+        unit = uint32(uint32(cuda.blockIdx.x) * uint32(WPB) + warp_in_block)
+        while unit < units:  # warp-uniform: every lane of a warp takes the same units
+            token = uint32(unit // heads_total)
+            head = uint32(unit - token * heads_total)
+            first = uint32(unit * uint32(HD))  # the head's first element (rows: heads_total * HD)
+            if head >= heads_qk:  # a V head: its gradient passes through
+                for k in range(PER_LANE):
+                    if lane + uint32(WARP * k) < uint32(GROUPS):
+                        copy4(dx, dy, uint32(first + e0s[k]), uint32(first + e1s[k]))
+                unit = uint32(unit + total_warps)
+                continue
+            is_q = head < heads_q
+            ss = ZERO
+            for k in range(PER_LANE):
+                o = 4 * k
+                if lane + uint32(WARP * k) < uint32(GROUPS):
+                    at0 = uint32(first + e0s[k])
+                    at1 = uint32(first + e1s[k])
+                    get4(x, at0, at1, n, o)
+                    get4(dy, at0, at1, g, o)
+                    if is_q:  # two loads in two branches, as in the forward
+                        get4(q_weight, e0s[k], e1s[k], w, o)
+                    else:
+                        get4(k_weight, e0s[k], e1s[k], w, o)
+                else:  # an idle slot (head_dim 64 or 192): zeros add nothing below
+                    for j in range(4):
+                        n[o + j] = ZERO
+                        g[o + j] = ZERO
+                        w[o + j] = ZERO
+                for j in range(4):
+                    ss += n[o + j] * n[o + j]
+            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 16)
+            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 8)
+            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 4)
+            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 2)
+            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 1)
+            inv_r = float32(1.0) / math.sqrt(ss * INV_HD + eps)
+
+            pos = positions[token]
+            row = uint32(0)
+            in_range = True
+            if CACHE:  # a negative position wraps to a huge row: one compare checks both ends
+                row = uint32(pos)
+                in_range = row < uint32(uint32(table.shape[0]) // uint32(n_pairs + n_pairs))
+                row = uint32((row if in_range else uint32(0)) * uint32(n_pairs + n_pairs))
+            dot = ZERO
+            for k in range(PER_LANE):
+                o = 4 * k
+                q = uint32(lane + uint32(WARP * k))
+                crossed = not INTERLEAVE and q + q < n_pairs
+                # dz = R^T dy on the rotated pairs (rotate back by -theta, same attention
+                # factor); a pair's slots are (0, 2) and (1, 3) crossed, (0, 1) and (2, 3) not.
+                for h in range(2):
+                    p = uint32(q + q + uint32(h))
+                    if p < n_pairs:
+                        if CACHE:
+                            c = table[row + p] * attention_factor
+                            s = table[row + n_pairs + p] * attention_factor
+                            if not in_range:
+                                c = NAN
+                                s = NAN
+                        else:
+                            angle = float32(pos) * table[p]
+                            c = math.cos(angle) * attention_factor
+                            s = math.sin(angle) * attention_factor
+                        # Constant slot indices in each branch: registers, not local memory.
+                        if crossed:
+                            ga = g[o + h]
+                            gb = g[o + h + 2]
+                        else:
+                            ga = g[o + 2 * h]
+                            gb = g[o + 2 * h + 1]
+                        za = ga * c + gb * s
+                        zb = gb * c - ga * s
+                        if crossed:
+                            g[o + h] = za
+                            g[o + h + 2] = zb
+                        else:
+                            g[o + 2 * h] = za
+                            g[o + 2 * h + 1] = zb
+                for j in range(4):
+                    nj = n[o + j] * inv_r
+                    n[o + j] = nj
+                    if is_q:
+                        acc_q[o + j] += g[o + j] * nj
+                    else:
+                        acc_k[o + j] += g[o + j] * nj
+                    dn = g[o + j] * w[o + j]
+                    g[o + j] = dn
+                    dot += dn * nj
+            dot += cuda.shfl_xor_sync(FULL_MASK, dot, 16)
+            dot += cuda.shfl_xor_sync(FULL_MASK, dot, 8)
+            dot += cuda.shfl_xor_sync(FULL_MASK, dot, 4)
+            dot += cuda.shfl_xor_sync(FULL_MASK, dot, 2)
+            dot += cuda.shfl_xor_sync(FULL_MASK, dot, 1)
+            mean = dot * INV_HD
+            for k in range(PER_LANE):
+                o = 4 * k
+                if lane + uint32(WARP * k) < uint32(GROUPS):
+                    put4(dx, uint32(first + e0s[k]), uint32(first + e1s[k]),
+                         (g[o] - n[o] * mean) * inv_r, (g[o + 1] - n[o + 1] * mean) * inv_r,
+                         (g[o + 2] - n[o + 2] * mean) * inv_r, (g[o + 3] - n[o + 3] * mean) * inv_r)
+            if CACHE and not in_range and lane == uint32(0):
+                errors[0] = pos
+            unit = uint32(unit + total_warps)
+
+        # ex: begin backward_block_sum
+        # The block's warps add their accumulators in shared memory, warp 0 first: a fixed
+        # order, so the block's row does not depend on which warp finished first.
+        block_sums = cuda.shared.array((WPB, NQK), float32)
+        for k in range(PER_LANE):
+            if lane + uint32(WARP * k) < uint32(GROUPS):
+                for j in range(4):
+                    dim = uint32(e0s[k] + uint32(j & 1)) if j < 2 else uint32(e1s[k] + uint32(j & 1))
+                    block_sums[warp_in_block, dim] = acc_q[4 * k + j]
+                    block_sums[warp_in_block, HD + dim] = acc_k[4 * k + j]
+        cuda.syncthreads()
+        col = tid
+        while col < uint32(NQK):
+            total = ZERO
+            for wi in range(WPB):
+                total += block_sums[wi, col]
+            if ATOMIC:
+                cuda.atomic.add(sums, col, total)  # blocks arrive in any order
+            else:
+                sums[uint32(cuda.blockIdx.x) * uint32(NQK) + col] = total
+            col += uint32(THREADS)
+        # ex: end backward_block_sum
+    # ex: end backward_kernel
+
+    if CACHE:
+        def fused_qknorm_rope_backward(x, dy, dx, q_weight, k_weight, positions, sums, cos_sin,
+                                       errors, heads_q, heads_qk, heads_total, n_pairs, eps,
+                                       attention_factor):
+            body(x, dy, dx, q_weight, k_weight, positions, sums, cos_sin, errors, heads_q,
+                 heads_qk, heads_total, n_pairs, eps, attention_factor)
+    else:
+        def fused_qknorm_rope_backward(x, dy, dx, q_weight, k_weight, positions, sums, inv_freq,
+                                       heads_q, heads_qk, heads_total, n_pairs, eps,
+                                       attention_factor):
+            # No cache, no error word: positions stands in for it and is never written.
+            body(x, dy, dx, q_weight, k_weight, positions, sums, inv_freq, positions, heads_q,
+                 heads_qk, heads_total, n_pairs, eps, attention_factor)
+
+    fused_qknorm_rope_backward.__qualname__ = (
+        f"fused_qknorm_rope_backward_d{head_dim}_{'gptj' if interleave else 'neox'}_{storage}"
+        f"_w{WPB}{'_cache' if CACHE else ''}{'_atomic' if ATOMIC else ''}")
+    return fused_qknorm_rope_backward
+
+
+# ex: begin backward_reduce
+def reduce_partials(partial, dw):
+    """Second stage: ``dw[c] = sum over blocks b of partial[b * len(dw) + c]``, in a fixed order.
+
+    A block of 32 x 32 threads takes 32 neighbouring columns (coalesced reads); thread row ``t``
+    sums rows ``t, t + 32, ...`` and thread row 0 adds the 32 results in order.  Nothing depends
+    on timing, so every run gives the same bits.
+    """
+    width = uint32(dw.shape[0])
+    rows = uint32(partial.shape[0]) // width
+    lane = uint32(cuda.threadIdx.x) & uint32(WARP - 1)
+    phase = uint32(cuda.threadIdx.x) >> uint32(5)
+    col = uint32(cuda.blockIdx.x) * uint32(WARP) + lane
+    phase_sums = cuda.shared.array((REDUCE_PHASES, WARP), float32)
+    total = float32(0.0)
+    if col < width:
+        b = phase
+        while b < rows:
+            total += partial[b * width + col]
+            b += uint32(REDUCE_PHASES)
+    phase_sums[phase, lane] = total
+    cuda.syncthreads()
+    if phase == uint32(0) and col < width:
+        total = float32(0.0)
+        for t in range(REDUCE_PHASES):
+            total += phase_sums[t, lane]
+        dw[col] = total
+# ex: end backward_reduce
+
+
+# ---- plans --------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=16)
+def _freq_table(freq_bytes: bytes) -> np.ndarray:
+    return np.frombuffer(freq_bytes, dtype=np.float64).astype(np.float32)
+
+
+@lru_cache(maxsize=8)
+def cos_sin_rows(freq_bytes: bytes, max_positions: int) -> np.ndarray:
+    """The flat float32 cos/sin table ``[max_positions * rotary_dim]``, rows ``[cos | sin]``,
+    computed in float64 (the forward's ``cache=True`` table, the same formula)."""
+    freqs = np.frombuffer(freq_bytes, dtype=np.float64)
+    angle = np.outer(np.arange(max_positions, dtype=np.float64), freqs)
+    return np.concatenate([np.cos(angle), np.sin(angle)], axis=1).astype(np.float32).reshape(-1)
+
+
+def pick_blocks(units: int, warps_per_block: int, max_blocks: int) -> int:
+    """One warp per unit up to ``max_blocks`` blocks, then the warps loop (grid stride)."""
+    return max(1, min(max_blocks, -(-units // warps_per_block)))
+
+
+def scalar_args(problem) -> tuple:
+    return (np.uint32(problem.heads_q), np.uint32(problem.heads_q + problem.heads_k),
+            np.uint32(problem.heads_q + problem.heads_k + problem.heads_v),
+            np.uint32(problem.rotary_dim // 2), np.float32(problem.eps),
+            np.float32(problem.attention_factor))
+
+
+def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
+          warps_per_block: int = WARPS_PER_BLOCK, max_blocks: int = MAX_BLOCKS,
+          max_positions: int | None = None, user_cache: bool = False) -> tuple[Plan, Plan | None]:
+    """The backward's plans: the main kernel and (two-stage) the reduction, or None (atomic).
+
+    The main kernel's caller arrays: ``x, dy, dx, q_weight, k_weight`` (as
+    :data:`KERNEL_VIEW`: 16-bit storage as uint32 words), ``positions``, then
+    ``partial`` (two-stage, float32 ``[blocks * 2 * head_dim]``) or ``dw`` (atomic, float32
+    ``[2 * head_dim]``, zeroed), then the user's ``cos_sin_cache`` when ``user_cache``.
+    The reduction's: ``partial, dw``.
+    """
+    if dw_mode not in DW_MODES:
+        raise ValueError(f"dw_mode must be one of {DW_MODES}, got {dw_mode!r}")
+    atomic = dw_mode == "atomic"
+    store = KERNEL_VIEW[problem.storage]
+    units = problem.tokens * (problem.heads_q + problem.heads_k + problem.heads_v)
+    blocks = pick_blocks(units, warps_per_block, max_blocks)
+    caller = (store, store, store, store, store, np.dtype(np.int32), np.dtype(np.float32))
+    use_cache = user_cache or max_positions is not None
+    fn = make_kernel(problem.head_dim, problem.interleave, problem.storage, warps_per_block,
+                     use_cache, atomic)
+    common = dict(grid=(blocks,), block=(warps_per_block * WARP,), scalars=scalar_args(problem))
+    if user_cache:
+        main = Plan(fn, fastmath, caller=caller + (np.dtype(np.float32),), errors=True, **common)
+    elif max_positions is not None:
+        main = Plan(fn, fastmath, caller=caller, errors=True,
+                    tables=(cos_sin_rows(problem.inv_freq.tobytes(), max_positions),),
+                    position_limit=max_positions,
+                    limit_reason=f"the cos/sin cache holds positions 0 .. {max_positions - 1}",
+                    **common)
+    else:
+        main = Plan(fn, fastmath, caller=caller, tables=(_freq_table(problem.inv_freq.tobytes()),),
+                    **common)
+    if atomic:
+        return main, None
+    reduce = Plan(reduce_partials, fastmath, grid=(-(-2 * problem.head_dim // WARP),),
+                  block=(REDUCE_PHASES * WARP,), caller=(np.dtype(np.float32),) * 2)
+    return main, reduce
+
+
+def partial_rows(plan: Plan) -> int:
+    """Rows of the two-stage partial buffer: one per block of the main kernel."""
+    return plan.grid[0]
+
+
+KERNEL = make_kernel(128, True, "bfloat16")

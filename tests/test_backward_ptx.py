@@ -1,0 +1,60 @@
+"""The backward kernel's PTX, compiled for sm_90 in a driver-less child (the simulator and the
+real compiler cannot share a process): it compiles, every float is float32 (no ``.f64``), the
+lane's values stay in registers (no local memory), only the atomic build has atomics, and
+16-bit storage moves 32-bit words."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+CHILD = r"""
+import json, numpy as np
+from numba import cuda
+from ropelab.kernels import qknorm_rope_backward as k
+from ropelab.problem import FusedProblem
+out = {}
+for storage, inter, mode in [("bfloat16", True, "two_stage"), ("bfloat16", False, "two_stage"),
+                             ("float16", False, "atomic"), ("float32", True, "two_stage")]:
+    p = FusedProblem(4, 2, 1, 1, 128, 96 if not inter else 128, inter, storage, 1e-6, 1e4,
+                     inv_freq=np.ones(48 if not inter else 64))
+    main, reduce = k.plans(p, dw_mode=mode)
+    ptx, _ = cuda.compile_ptx(main.kernel, main.argtypes(), cc=(9, 0), fastmath=True)
+    out[f"{storage}-{inter}-{mode}"] = ptx
+    if reduce is not None:
+        out["reduce"] = cuda.compile_ptx(reduce.kernel, reduce.argtypes(), cc=(9, 0))[0]
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def ptx():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", ROPELAB_TARGET="gpu", ROPELAB_QUIET="1")
+    done = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _lines(text, needle):
+    return [line for line in text.splitlines() if needle in line]
+
+
+def test_float32_only_and_no_local_memory(ptx):
+    for name, text in ptx.items():
+        assert not _lines(text, ".f64"), name
+        assert not _lines(text, "ld.local") and not _lines(text, "st.local"), name
+
+
+def test_atomics_only_in_the_atomic_build(ptx):
+    for name, text in ptx.items():
+        atomics = _lines(text, "atom.global") + _lines(text, "red.global")
+        assert bool(atomics) == name.endswith("atomic"), name
+
+
+def test_sixteen_bit_storage_moves_words(ptx):
+    text = ptx["bfloat16-True-two_stage"]
+    assert _lines(text, "ld.global.u32") and _lines(text, "st.global.u32")
+    assert not _lines(text, "ld.global.u16") and not _lines(text, "st.global.u16")

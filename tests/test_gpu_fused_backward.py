@@ -1,0 +1,102 @@
+"""The fused backward on a real GPU, called as autograd calls it (skipped without a GPU).
+
+Run on a GPU host with ``python -m pytest tests/test_gpu_fused_backward.py``.  What is checked:
+
+* bfloat16 / float16 / float32 torch tensors, both layouts, partial rotary, on a shape with
+  many blocks looping (the grid-stride path): ``dx`` and both weight gradients against the
+  float64 reference, within :func:`ropelab.tolerance.backward_atol` (fast-math sin/cos);
+* the device path equals the host path (same kernels) up to the GPU's fused multiply-adds;
+* the two-stage weight gradient is bitwise identical over repeated runs; the atomic one agrees
+  with it within the tolerance;
+* ``ropelab.torch_ops.fused_qknorm_rope`` on CUDA tensors: gradients through autograd equal a
+  direct call of the backward.
+"""
+
+import numpy as np
+import pytest
+
+import ropelab
+from ropelab import bf16, check as ropelab_check, reference, scaling, tolerance
+
+pytestmark = pytest.mark.skipif(ropelab.SIMULATED, reason="needs a GPU")
+torch = pytest.importorskip("torch") if not ropelab.SIMULATED else None
+
+HEADS = dict(num_heads_q=8, num_heads_k=2, num_heads_v=2, head_dim=128)
+
+
+def _case(storage, tokens=333, seed=0):
+    rng = np.random.default_rng(seed)
+    qkv, wq, wk, pos = ropelab_check.random_inputs(rng, tokens, (8, 2, 2), 128, storage)
+    grad, _, _, _ = ropelab_check.random_inputs(rng, tokens, (8, 2, 2), 128, storage)
+    return qkv, grad, wq, wk, pos
+
+
+def _decode(a, storage):
+    return bf16.to_float32(a).astype(np.float64) if storage == "bfloat16" else a.astype(np.float64)
+
+
+def _cuda(a, storage):
+    t = torch.from_numpy(np.ascontiguousarray(a)).cuda()
+    return t.view(torch.bfloat16) if storage == "bfloat16" and a.dtype == np.uint16 else t
+
+
+def _to_host(t, storage):
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.uint16)
+    return t.cpu().numpy()
+
+
+@pytest.mark.parametrize("storage", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("interleave,rotary_dim", [(True, 128), (False, 128), (True, 64),
+                                                   (False, 64)])
+def test_device_backward_matches_the_reference(storage, interleave, rotary_dim):
+    qkv, grad, wq, wk, pos = _case(storage)
+    kw = dict(positions=_cuda(pos, storage), rotary_dim=rotary_dim, interleave=interleave,
+              max_blocks=16, **HEADS)  # 16 blocks: every warp loops over many units
+    dx, dq, dk = ropelab.fused_qknorm_rope_backward(_cuda(qkv, storage), _cuda(grad, storage),
+                                                    q_weight=_cuda(wq, storage),
+                                                    k_weight=_cuda(wk, storage), **kw)
+    torch.cuda.synchronize()
+    x, g, q, k = (_decode(a, storage) for a in (qkv, grad, wq, wk))
+    freqs, att = scaling.resolve(None, rotary_dim=rotary_dim, base=1e4)
+    ref = reference.fused_qknorm_rope_backward(x, g, q_weight=q, k_weight=k, positions=pos,
+                                               rotary_dim=rotary_dim, interleave=interleave,
+                                               **HEADS)
+    xs = x.reshape(x.shape[0], -1, 128)[:, :10]
+    r = np.sqrt((xs**2).mean(-1) + 1e-6)
+    dx_atol, dw_atol = tolerance.backward_atol(
+        head_dim=128, dy_max=np.abs(g).max(), n_max=np.abs(xs / r[..., None]).max(),
+        w_max=max(np.abs(q).max(), np.abs(k).max()), inv_r_max=(1 / r).max(),
+        dx_max=np.abs(ref[0]).max(), units=x.shape[0] * 8,
+        angle=tolerance.max_angle(pos, freqs), storage=storage, fastmath=True)
+    assert np.abs(_decode(_to_host(dx, storage), storage) - ref[0]).max() <= dx_atol
+    assert np.abs(dq.cpu().numpy() - ref[1]).max() <= dw_atol
+    assert np.abs(dk.cpu().numpy() - ref[2]).max() <= dw_atol
+
+
+def test_two_stage_is_bitwise_repeatable_and_atomic_agrees():
+    qkv, grad, wq, wk, pos = (_cuda(a, "bfloat16") for a in _case("bfloat16", tokens=2048))
+    kw = dict(q_weight=wq, k_weight=wk, positions=pos, **HEADS)
+    runs = [ropelab.fused_qknorm_rope_backward(qkv, grad, **kw) for _ in range(10)]
+    first = torch.cat([runs[0][1], runs[0][2]])
+    for r in runs[1:]:
+        assert torch.equal(torch.cat([r[1], r[2]]), first)
+        assert torch.equal(r[0], runs[0][0])
+    atomic = ropelab.fused_qknorm_rope_backward(qkv, grad, dw="atomic", **kw)
+    torch.testing.assert_close(torch.cat([atomic[1], atomic[2]]), first, rtol=1e-4, atol=1e-3)
+
+
+def test_torch_autograd_on_cuda_equals_a_direct_backward_call():
+    import ropelab.torch_ops as rt
+
+    qkv, grad, wq, wk, pos = (_cuda(a, "bfloat16") for a in _case("bfloat16", tokens=64))
+    leaves = [t.clone().requires_grad_() for t in (qkv, wq, wk)]
+    y = rt.fused_qknorm_rope(leaves[0], q_weight=leaves[1], k_weight=leaves[2], positions=pos,
+                             **HEADS)
+    y.backward(grad)
+    dx, dq, dk = ropelab.fused_qknorm_rope_backward(qkv, grad, q_weight=wq, k_weight=wk,
+                                                    positions=pos, **HEADS)
+    assert torch.equal(leaves[0].grad, dx)
+    assert torch.equal(leaves[1].grad, dq.to(torch.bfloat16))
+    assert torch.equal(leaves[2].grad, dk.to(torch.bfloat16))
