@@ -127,14 +127,16 @@ def test_training_the_patched_model_is_refused_until_the_backward_exists(origina
 
 
 @pytest.mark.skipif(not HAS_BACKWARD, reason="the fused op has no backward yet (issue 20)")
-def test_patched_and_original_models_train_alike(original, input_ids):
-    ours = training.loss_curve(qwen3.patch_qwen3(copy.deepcopy(original)), input_ids)
-    theirs = training.loss_curve(copy.deepcopy(original), input_ids)
+def test_patched_and_original_models_train_alike(input_ids):
+    # One layer and one sequence of 4 tokens: the backward kernel on the simulator is slow.
+    original, ids = tiny_qwen3(num_hidden_layers=1), input_ids[:1]
+    ours = training.loss_curve(qwen3.patch_qwen3(copy.deepcopy(original)), ids, steps=2)
+    theirs = training.loss_curve(copy.deepcopy(original), ids, steps=2)
     assert theirs[-1] < theirs[0]  # the steps train
     assert training.curves_agree(ours, theirs), (ours, theirs)
-    wrong = training.loss_curve(qwen3.patch_qwen3(copy.deepcopy(original), interleave=True),
-                                input_ids)
-    assert not training.curves_agree(wrong, theirs)
+    wrong = training.loss_curve(qwen3.patch_qwen3(copy.deepcopy(original), interleave=True), ids,
+                                steps=1)
+    assert not training.curves_agree(wrong, theirs[:1])
 
 
 def test_the_control_patch_trains_like_the_original(original, input_ids):

@@ -19,8 +19,8 @@ SDPA attention, one sequence of 4096 tokens.  Rows, each timed by
 * ``pass``: ``forward`` (under ``torch.no_grad()``) or ``forward_backward`` (the forward, then
   ``backward`` of a fixed output gradient into the parameters' and the input's gradients).
 
-A row that cannot run says why in ``note`` and has no time: until the fused op has a backward,
-``ropelab`` ``forward_backward`` is refused by the op (that refusal is the row).
+A row that cannot run says why in ``note`` and has no time (on a ropelab without the fused
+backward, ``ropelab`` ``forward_backward`` is refused by the op, and that refusal is the row).
 ``vs_transformers`` is the row's median over the ``transformers`` row of the same mode and pass.
 """
 

@@ -26,10 +26,10 @@ What the patch changes and what it keeps, layer by layer:
 ``patch_qwen3(model, qk="transformers")`` is the control: the same fused GEMM, then
 transformers' own norm and rotation; timing it beside the fused op separates the two gains.
 
-Training: the fused op has no backward yet (issue 20), so a forward with gradients enabled
-raises the op's RuntimeError ("fused_qknorm_rope has no backward kernel yet ...") instead of
-silently detaching the projections' gradient.  Run the patched model under
-``torch.no_grad()`` / ``torch.inference_mode()``.
+Training: when autograd needs the op's input, ``ropelab.torch_ops.fused_qknorm_rope`` works
+out of place and its backward is ropelab's fused backward kernel (issue 20), so the patched
+forward keeps the tensor the op returns.  A ropelab without that backward raises the op's
+RuntimeError instead of silently detaching the projections' gradient.
 
 torch and transformers are imported when this module is; ``import ropelab`` never imports it.
 """
