@@ -4,7 +4,8 @@
 none) before ``numba.cuda`` is imported; see :mod:`ropelab.target`.
 """
 
-from .target import SIMULATED, TARGET, TargetError, announce, describe, format_description  # noqa: I001  (must run first)
+from .target import (SIMULATED, TARGET, RopelabWarning, SimulatorWarning, TargetError,  # noqa: I001
+                     announce, describe, format_description)  # (must run first)
 
 from . import kernels, reference, scaling, sim
 from .errors import RopeDeviceError, RopeInputError
@@ -22,6 +23,8 @@ __all__ = [
     "RopeDeviceError",
     "RopeInputError",
     "RopeProblem",
+    "RopelabWarning",
+    "SimulatorWarning",
     "TargetError",
     "check_errors",
     "describe",
@@ -37,4 +40,4 @@ __all__ = [
 __version__ = "0.1.0"
 
 sim.install()  # warp shuffles and a once-rounded fma for the simulator (a no-op on a GPU)
-announce(sim.ARITHMETIC)  # on the simulator only, once, unless ROPELAB_QUIET=1
+announce(sim.ARITHMETIC)  # a short SimulatorWarning, on the simulator only, unless ROPELAB_QUIET=1

@@ -4,6 +4,7 @@ Budget: a few seconds with the committed census cache (data/census/exercises.jso
 test that compiles a fresh kernel in the census child takes a few seconds more.
 """
 
+import dataclasses
 import io
 import linecache
 import textwrap
@@ -107,8 +108,12 @@ def test_a_wrong_kernel_is_a_verdict_never_an_exception(capsys):
 def test_blanks_are_found_in_the_source_and_reported_before_anything_runs():
     src = "def k(x):\n    if ...:\n        y = ...\n    x[0] = 1  # ... in a comment is fine\n"
     assert grading.blanks(src) == ["if ...:", "y = ..."]
-    starter = verify.starter_kernel(exercises.get("02-block2d-stride"))
-    verdict = grading.grade(exercises.get("02-block2d-stride"), starter)
+    # A fill-in-the-blank starter (the notebooks' ladders now start from empty bodies).
+    blank = ("from numba import cuda\n\n\n@cuda.jit(fastmath=True)\n"
+             "def my_rope_block2d(x, out, positions, n_pairs, base):\n"
+             "    pair = cuda.threadIdx.x\n    while ...:\n        pair += ...\n")
+    step = dataclasses.replace(exercises.get("02-block2d-stride"), starter=blank)
+    verdict = grading.grade(step, verify.starter_kernel(step))
     assert str(verdict).startswith("not solved yet: my_rope_block2d still has 2 blanks")
 
 

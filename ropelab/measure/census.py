@@ -60,10 +60,12 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from .. import resources
+
 CENSUS_VERSION = 1  # bump when the counting rules change: it invalidates cached results
 CC = (9, 0)
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # ropelab/: the kernel sources are hashed from here
-DATA_FILE = PACKAGE_DIR.parent / "data" / "census" / "census.json"
+DATA_FILE = resources.data_dir() / "census" / "census.json"
 
 _SFU = ("sin", "cos", "ex2", "lg2", "rsqrt", "rcp", "sqrt", "tanh")
 _TYPE_BITS = {"8": 8, "16": 16, "32": 32, "64": 64, "128": 128}

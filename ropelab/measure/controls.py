@@ -47,6 +47,7 @@ import numpy as np
 from numba import cuda, float32, uint64
 
 from . import census as _ptx
+from .. import resources
 from ..kernels import block2d, flat, pack4
 from ..kernels.launch import launch
 from ..kernels.plan import Plan, blocks_for
@@ -60,7 +61,7 @@ from . import order
 BASE = 10000.0
 THREADS = 256
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
-CENSUS_FILE = PACKAGE_DIR.parent / "data" / "census" / "controls.json"
+CENSUS_FILE = resources.data_dir() / "census" / "controls.json"
 CENSUS_VERSION = 1
 
 

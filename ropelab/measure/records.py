@@ -17,10 +17,12 @@ import json
 import re
 from pathlib import Path
 
+from .. import resources
+
 SCHEMA = 1
 REQUIRED_META = ("gpu", "compute_capability", "driver", "cuda_driver_api", "numba", "numba_cuda",
                  "numpy", "python", "date")
-DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+DATA_DIR = resources.data_dir()  # a checkout's data/, else the installed package's copy
 
 
 class RecordError(RuntimeError):
@@ -51,7 +53,7 @@ def save(kind: str, rows: list[dict], *, method: str, meta: dict | None = None,
     if not rows:
         raise RecordError(f"no rows to record for {kind!r}")
     columns = list(rows[0])
-    directory = Path(directory) if directory is not None else DATA_DIR / kind
+    directory = Path(directory) if directory is not None else resources.writable_data_dir() / kind
     directory.mkdir(parents=True, exist_ok=True)
     # The date and time of the run (not just the day): two runs on one day keep two records, while
     # the saves of one run (the bench saves after each group) update the same file.

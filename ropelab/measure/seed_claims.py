@@ -46,13 +46,14 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from . import census as ptx
+from .. import resources
 
 from ..kernels._device import WARP  # noqa: E402  (one WARP for the package)
 HEAD_DIM = 128
 WARPS_PER_BLOCK = 4
 RECORD_KIND = "sincos_per_pair"
 YARN_MODES = ("off", "on", "runtime")
-CENSUS_FILE = ptx.PACKAGE_DIR.parent / "data" / "census" / "seed-claims.json"
+CENSUS_FILE = resources.data_dir() / "census" / "seed-claims.json"
 # Argument types of make_kernel's kernels, as measure() passes them.
 SIGNATURE = "void(float32[::1], int32[::1], uint32, float32, float32, float32, float32, float32)"
 

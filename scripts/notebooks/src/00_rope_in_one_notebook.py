@@ -490,29 +490,147 @@ print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
 #   census counts PTX without a GPU.
 # * The float64 reference judges every kernel; the simulator checks logic, the GPU records
 #   speed and precision.
+
+# %% [markdown]
+# ## Build it yourself
 #
-# ## Exercise: your first kernel
+# Time to write kernels.  This section is a ladder of five graded steps, each one a little
+# further than the last: copy an array, guard a partial block, rotate pairs, launch a kernel
+# yourself, and finally a first RoPE kernel.  Each step gives you a cell with the function's
+# signature, a docstring that states its contract, and `pass` (the last step: its first line and
+# a `...`); replace them with your code and run the cell after it, which grades your function:
 #
-# Time to write a kernel.  The cell below is a complete Numba CUDA kernel except for its body:
-# `@cuda.jit` compiles the function for the GPU (or hands it to the simulator), and
-# `fastmath=True` lets the compiler use the GPU's fast approximate `sin`, `cos` and division,
-# as every ropelab kernel does.  It rotates a `[tokens, hidden]` array with **one thread per
-# float**; the angles are done for you (`cos_t` and `sin_t` hold the cosine and sine of every
-# pair, pair after pair, computed in float64 on the host).
+# * `@cuda.jit` compiles the function for the GPU (or hands it to the simulator) and
+#   `fastmath=True` lets the compiler use the GPU's fast approximate `sin`, `cos` and division,
+#   as every ropelab kernel does;
+# * the grader launches your kernel on a few small shapes (from step 00.2 on, shapes that fill
+#   no block evenly), compares every float with the float64 reference, and prints either the
+#   first mistake with a hint or PASS, with your kernel's instruction census next to a ropelab
+#   kernel's;
+# * it never stops the notebook: a kernel that never finishes is stopped after 30 seconds.
+#   Until you write the body, it says "not solved yet".
 #
-# Thread `i` (`cuda.grid(1)`, its global index) writes `out[i]`.  Replace the `...` line:
+# Stuck?  Each step's solution, and the mistakes the grader recognizes, are in
+# `notebooks/solutions/00_rope_in_one_notebook.py`.
 #
-# 1. a thread whose `i` is not below `n` (the number of floats) must do nothing: the grid is a
-#    whole number of blocks, so the last block usually has threads past the end;
-# 2. `c = cos_t[i // 2]` and `s = sin_t[i // 2]`: both floats of pair `i // 2` turn together;
-# 3. an even `i` is the first float of its pair, `out[i] = x[i] * c - x[i + 1] * s`; an odd
-#    `i` the second, `out[i] = x[i - 1] * s + x[i] * c`.
+# ### Step 00.1: map, one thread per float
 #
-# The next cell grades it: it launches your kernel with blocks of 64 threads on three shapes
-# (1x2, 3x10 and 5x130 floats, none a multiple of 64), compares every float with the float64
-# reference, and prints either the first mistake with a hint, or PASS with your kernel's
-# instruction census next to ropelab's `flat` kernel (notebook 01).  It never stops the
-# notebook.  Stuck?  A solution is in `notebooks/solutions/00_rope_in_one_notebook.py`.
+# Copy `x` into `out`.  The launch has exactly one thread per float: `n / 32` blocks of 32
+# threads, so every thread owns one float.  A thread's global number is `cuda.grid(1)`, that is
+# `blockIdx.x * blockDim.x + threadIdx.x` (section 6).
+
+# %%
+from numba import cuda
+
+
+@cuda.jit(fastmath=True)
+def copy(x, out):
+    """out[i] = x[i] for this thread's global index i.
+
+    x, out: float32[n].  Launched with n / 32 blocks of 32 threads: one thread per float.
+    """
+    pass
+
+# %%
+from ropelab.course import steps
+
+verdict = steps.check(copy, "00.1")
+
+# %% [markdown]
+# `verdict.show()` draws the kernel you just graded on the step's small case: which thread
+# wrote each element of `out` (colour = block, number = global thread), which read `x` (where
+# the step has one), your output beside the reference with wrong cells outlined, and each
+# thread's reads and writes.  With the empty starter nothing is written yet: run it again once
+# `copy` has a body, and after every failing verdict.
+
+# %%
+verdict.show()
+plt.show()
+
+# %% [markdown]
+# ### Step 00.2: guard, the grid rounded up to whole blocks
+#
+# Arrays rarely hold a multiple of 32 floats.  The launch now has `ceil(n / 32)` blocks of 32
+# threads, so the last block usually has threads past the end of the array.  Such a thread must
+# not touch memory: on the simulator (and here) its index raises an error, on a GPU it reads or
+# overwrites whatever lies after the array.
+
+# %%
+from numba import cuda
+
+
+@cuda.jit(fastmath=True)
+def copy_guarded(x, out, n):
+    """out[i] = x[i] for every i < n; threads with i >= n do nothing.
+
+    x, out: float32[n]; n: int64.  Launched with ceil(n / 32) blocks of 32 threads.
+    """
+    pass
+
+# %%
+verdict = steps.check(copy_guarded, "00.2")
+
+# %% [markdown]
+# ### Step 00.3: rotate, one thread per pair
+#
+# Now RoPE itself, with the angles done for you: `cos_t[p]` and `sin_t[p]` hold the cosine and
+# sine of pair `p`'s angle (computed in float64 on the host, pair after pair, row after row).
+# Thread `p` rotates pair `p`, the floats `x[2p]` and `x[2p + 1]` (the interleaved layout of
+# section 4):
+#
+# $$\text{out}[2p] = x_0 \cos\theta_p - x_1 \sin\theta_p, \qquad
+# \text{out}[2p + 1] = x_0 \sin\theta_p + x_1 \cos\theta_p,$$
+#
+# where $x_0$ is `x[2p]`, $x_1$ is `x[2p + 1]`, and $\cos\theta_p$, $\sin\theta_p$ are
+# `cos_t[p]`, `sin_t[p]`.  Guard with the number of pairs.  The grader launches blocks of 64
+# threads on 1x2, 3x10 and 5x130 floats (1, 15 and 325 pairs).
+
+# %%
+from numba import cuda
+
+
+@cuda.jit(fastmath=True)
+def rotate_pairs(x, out, cos_t, sin_t, n_pairs):
+    """Thread p < n_pairs rotates pair p: (x[2p], x[2p+1]) by the angle whose cosine is
+    cos_t[p] and sine is sin_t[p], into out[2p] and out[2p+1].
+
+    x, out: float32[2 * n_pairs]; cos_t, sin_t: float32[n_pairs]; n_pairs: int64.
+    Launched with ceil(n_pairs / 64) blocks of 64 threads.
+    """
+    pass
+
+# %%
+verdict = steps.check(rotate_pairs, "00.3")
+
+# %% [markdown]
+# ### Step 00.4: the launch
+#
+# So far the grader chose the grid.  Now you do: write the host function that launches your
+# `rotate_pairs` over `n_pairs` pairs, `rotate_pairs[blocks, threads](x, out, cos_t, sin_t,
+# n_pairs)`.  Pick the threads per block (a multiple of 32, at most 1024) and enough blocks
+# that every pair has a thread.  The grader records your launch and checks that every pair is
+# covered, that no block is wholly idle, and that a GPU would accept the configuration.
+
+# %%
+def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
+    """Launch rotate_pairs on these device arrays so that every one of the n_pairs pairs has a
+    thread: threads per block at most 1024, blocks = enough to cover n_pairs, none idle.
+    """
+    pass
+
+# %%
+verdict = steps.check(launch_rotate_pairs, "00.4")
+
+# %% [markdown]
+# ### Step 00.5: one thread per float
+#
+# The last step turns the mapping around: one thread per **float**, as the copy was.  Thread
+# `i` writes `out[i]` alone, so it must find its pair: both floats of pair `i // 2` turn by
+# `cos_t[i // 2]` and `sin_t[i // 2]`; an even `i` is the first float of its pair,
+# `out[i] = x[i] * c - x[i + 1] * s`, an odd `i` the second, `out[i] = x[i - 1] * s + x[i] * c`.
+# Guard with `n`, the number of floats.  On a pass the grader shows your kernel's instruction
+# census next to ropelab's `flat` kernel (notebook 01), and on a GPU the next cell times it
+# against a device copy of the same bytes.
 
 # %%
 from numba import cuda
@@ -520,13 +638,17 @@ from numba import cuda
 
 @cuda.jit(fastmath=True)
 def rotate_elements(x, out, cos_t, sin_t, n):
+    """Thread i < n writes out[i], the rotated float i: its pair is i // 2, turned by cos_t[i // 2]
+    and sin_t[i // 2]; threads with i >= n do nothing.
+
+    x, out: float32[n], n = tokens * hidden; cos_t, sin_t: float32[n / 2]; n: int64.
+    Launched with ceil(n / 64) blocks of 64 threads.
+    """
     i = cuda.grid(1)  # blockIdx.x * blockDim.x + threadIdx.x: this thread's float
-    ...  # write the body here: the guard, then c and s, then out[i]
+    ...  # write the rest: the guard, then c and s, then out[i]
 
 # %%
-from ropelab.course import exercises
-
-verdict = exercises.check(rotate_elements, "00-first-kernel")
+verdict = steps.check(rotate_elements, "00.5")
 
 # %%
 # NBVAL_IGNORE_OUTPUT

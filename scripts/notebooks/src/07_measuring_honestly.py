@@ -585,6 +585,57 @@ if torch_record is not None:
     print(torch_bench.format_rows(torch_record["rows"]))
 
 # %% [markdown]
+# ## 8. A time without a GPU: a prediction, and its stated error
+#
+# Without a GPU nothing can be timed: a simulated launch times Python threads.  What a
+# machine without a GPU *can* know about a kernel is its census (the width of each load and
+# store, how the SASS schedules its loads) and its launch (threads, blocks, the tables it
+# reads).  `ropelab.measure.predict` turns those into a predicted H200 time:
+#
+# * start from the time of a device copy of the same bytes, the roof of every kernel here;
+# * multiply by a factor per feature: extra bytes read from tables; memory instructions per
+#   16 bytes a thread moves (four for a kernel that moves floats one at a time, one for a
+#   128-bit access); a load that must wait for an earlier load (block2d's pair loads wait for
+#   the position), weighed by how many pairs the thread then handles, and by the size.
+#
+# The constants are fitted on whole kernels, {{ predict.train_rows }} recorded (kernel, shape)
+# rows, and judged on the {{ predict.held_out_rows }} rows of the kernels held out.  The bar
+# is the trivial model "a fixed fraction of the copy time", that fraction fitted on the same
+# rows.  Static instruction counts were no help: `block2d` has the fewest instructions and is
+# among the slowest kernels, `pair_sincos` the most and is among the fastest.
+
+# %%
+from ropelab.course import prediction
+from ropelab.measure import predict
+
+predict_record = predict.recorded_fit()
+print(prediction.prediction_table(predict_record))
+
+# %%
+prediction.plot_prediction_errors(predict_record)
+plt.show()
+
+# %% [markdown]
+# On the held-out rows the model's largest error is {{ predict.test_model_max_pct }} and its
+# mean {{ predict.test_model_mean_pct }}; the trivial model's are
+# {{ predict.test_trivial_max_pct }} and {{ predict.test_trivial_mean_pct }}, a ratio of
+# {{ predict.mean_ratio }} between the means (the goal was a third or less).  The goal of
+# every held-out row within a tenth is **not** met: {{ predict.miss_count }} rows miss it,
+# {{ predict.misses }}.  Both run faster than the model says on the 1 GB shape, and both give
+# each thread several pairs (`block2d_256` loops over eight, `pair_sincos` handles four): the
+# model has no feature for work per thread beyond the serial wait.  Even a training row misses
+# by {{ predict.train_worst }}.  The split matters too: fitted on the other half (the
+# held-out kernels train, the training kernels are judged), the same features give a ratio of
+# {{ predict.swapped_ratio }} and {{ predict.swapped_miss_count }} rows beyond a tenth.  Two
+# more cautions: the feature set was chosen among six candidates by comparing
+# their held-out errors, so those errors flatter it somewhat; and a learner's kernel has a
+# PTX census only, with no SASS schedule, so its serial loads go unseen.  A prediction is a
+# sketch of where a kernel stands against the copy, not a measurement.
+#
+# `python -m ropelab.measure.predict --record` refits the model and rewrites the record from
+# the records it names.
+
+# %% [markdown]
 # ## Takeaways
 #
 # * Convert every time into a bandwidth and compare it with the memory's: a kernel faster
@@ -604,6 +655,8 @@ if torch_record is not None:
 #   is two SFU instructions, and a compiler may already share what a rewrite shares by hand.
 # * Inside PyTorch, wrap a kernel in a custom op: `torch.compile` keeps it as one node of one
 #   graph, and its backward is whatever kernel you register (for RoPE, the inverse rotation).
+# * Without a GPU, a time can be predicted from the census, but only with its error beside
+#   it, judged on kernels the model never saw, and against the trivial model it must beat.
 #
 # ## Exercises
 #
@@ -652,3 +705,49 @@ answer_4 = (rt.rope(g, variant="pair_sincos", interleave=False, positions=positi
 # %%
 assert torch is None or torch.equal(answer_4, x.grad)
 print("exercise 4: correct, the backward pass is one inverse-rotation launch")
+
+# %% [markdown]
+# **5. Your own kernel, timed or predicted.**  Paste your `my_rope_pack4_scalar` from notebook
+# 03 into the next cell (it loads the solution until you do).  On a GPU, `verdict.time()`
+# times it against a copy of the same bytes; without one, the cell after it predicts its
+# H200 time from its census and takes the prediction apart, one factor per feature.  Which
+# feature puts your kernel furthest below the copy?  Set `answer_5` to its name and say
+# why in a comment.
+
+# %%
+from ropelab.course import exercises, kernel_census, verify
+
+exercise_03 = exercises.get("03-pack4-loads-first")
+# Your kernel from notebook 03: paste its definition, decorator and all, in place of the
+# next line, which loads the solution (notebooks/solutions/03_pack4.py).
+solution_03 = verify.load_solution(verify.solution_path(exercise_03))
+my_rope_pack4_scalar = solution_03.my_rope_pack4_scalar
+verdict = exercises.check(my_rope_pack4_scalar, exercise_03.id)
+
+# %%
+# NBVAL_IGNORE_OUTPUT
+# On a GPU: your kernel and a device copy of the same bytes, cold, median of 20.
+verdict.time()
+
+# %%
+timing_case = exercise_03.timing_case()
+(my_census,) = kernel_census.census([(kernel_census.ship_kernel(my_rope_pack4_scalar),
+                                      exercise_03.signature)])
+why = predict.explain_h200(my_census, timing_case.bytes_moved, grid=timing_case.grid,
+                           block=timing_case.block)
+print(f"{timing_case.label}, {timing_case.bytes_moved / 1e6:.0f} MB moved: predicted H200 time "
+      f"{why['us']:.1f} us; a copy of the same bytes {why['copy_us']:.1f} us "
+      f"(yours at {100 * why['copy_us'] / why['us']:.0f}% of the copy's speed)")
+print(f"loads by width {my_census['ld_global']}, stores by width {my_census['st_global']}")
+for name, factor in why["factors"].items():
+    value = why["features"].get(name)
+    print(f"  {name:<12} x {factor:.3f}" + ("" if value is None else f"   (feature {value:.2f})"))
+
+# %%
+answer_5 = "scalar"  # your answer: the feature whose factor is largest; and why, in a comment
+
+# %%
+largest = max((n for n in why["factors"] if n != "base"), key=why["factors"].get)
+assert answer_5 == largest, f"look again: the largest factor is not {answer_5!r}"
+print(f"exercise 5: correct, {largest!r}: every float moves in its own 32-bit instruction, four "
+      "per 16 bytes where a 128-bit access needs one (notebook 03's pack4)")
