@@ -7,11 +7,12 @@ none) before ``numba.cuda`` is imported; see :mod:`ropelab.target`.
 from .target import (SIMULATED, TARGET, RopelabWarning, SimulatorWarning, TargetError,  # noqa: I001
                      announce, describe, format_description)  # (must run first)
 
-from . import kernels, reference, scaling, sim
+from . import kernels, reference, scaling, sim, tables
 from .errors import RopeDeviceError, RopeInputError
 from .ops.call import check_errors
 from .ops.fused import fused_qknorm_rope
 from .ops.fused_backward import fused_qknorm_rope_backward
+from .ops.qk import rope_qk
 from .ops.rope import rope
 from .ops.streams import RawStream
 from .problem import RopeProblem
@@ -34,8 +35,10 @@ __all__ = [
     "kernels",
     "reference",
     "rope",
+    "rope_qk",
     "scaling",
     "sim",
+    "tables",
 ]
 __version__ = "0.1.0"
 

@@ -143,8 +143,9 @@ def _add_measuring(sub) -> None:
     p = sub.add_parser("bench", help="time kernels and baselines on the GPU and record them")
     p.add_argument("--variant", action="append", help="only this ropelab variant, or one fused "
                    "row by name such as fused_qknorm_rope:neox (fused_qknorm_rope:default: the public call at its defaults; repeatable)")
-    p.add_argument("--kind", default="bench", choices=("bench", "bench_fused"),
-                   help="record kind: bench (default) or bench_fused (a fused-only run)")
+    p.add_argument("--kind", default="bench", choices=("bench", "bench_fused", "bench_rows"),
+                   help="record kind: bench (default), bench_fused (a fused-only run) or "
+                        "bench_rows (plain RoPE as models call it: --shapes rows)")
     p.add_argument("--shapes", default="all", help="comma list of seed, big, production, all")
     p.add_argument("--repeats", type=int, default=50, help="timed repeats per row (default 50)")
     p.add_argument("--warmup", type=int, default=5, help="untimed launches first (default 5)")

@@ -177,8 +177,9 @@ def backward_config(config: str) -> str:
     base, rotary_dim, layout, scaling and fastmath (variant-specific options dropped)."""
     options = json.loads(config)
     options["inverse"] = not options.get("inverse", False)
-    variant = VARIANTS[options.get("variant", "flat")]
-    if INVERSE not in variant.features:
+    name = options.get("variant")  # None: ropelab's default choice (flat, or rope_rows)
+    has_inverse = name == "rope_rows" or (name in VARIANTS and INVERSE in VARIANTS[name].features)
+    if not has_inverse:
         keep = ("base", "rotary_dim", "interleave", "inverse", "scaling", "fastmath")
         options = {k: v for k, v in options.items() if k in keep}
         options["variant"] = BACKWARD_FALLBACK
@@ -203,7 +204,7 @@ torch.library.register_autograd("ropelab::rope", _rope_backward, setup_context=_
 # ex: end torch_rope_backward
 
 
-def rope(x: torch.Tensor, *, variant: str = "flat", positions: torch.Tensor | None = None,
+def rope(x: torch.Tensor, *, variant: str | None = None, positions: torch.Tensor | None = None,
          base: float = 10000.0, rotary_dim: int | None = None, interleave: bool = True,
          inverse: bool = False, scaling=None, out: torch.Tensor | None = None,
          fastmath: bool = True, threads_per_block: int | None = None,

@@ -34,7 +34,7 @@ import numpy as np
 from numba import cuda
 
 from . import baselines as bl
-from . import charts, records
+from . import bench_rows, charts, records
 from .. import check as ropelab_check
 from .entry import Entry
 from ..shapes import PRODUCTION_SHAPES, ROPE_SHAPES, qk_bytes, rope_bytes  # noqa: F401 (re-exported)
@@ -201,9 +201,10 @@ def plain_shape(tokens: int, hidden: int) -> Shape:
 def shapes_for(groups) -> list[Shape]:
     """Shapes of the named groups: 'seed', 'big', 'production' (or 'all')."""
     groups = {"seed", "big", "production"} if "all" in groups else set(groups)
-    unknown = groups - {"seed", "big", "production"}
+    unknown = groups - {"seed", "big", "production", "rows"}
     if unknown:
-        raise ValueError(f"unknown shape group(s) {sorted(unknown)}; use seed, big, production, all")
+        raise ValueError(f"unknown shape group(s) {sorted(unknown)}; use seed, big, production, "
+                         f"rows, all")
     out = []
     if "seed" in groups:
         out += [plain_shape(t, h) for t, h in SEED_SHAPES]
@@ -213,6 +214,9 @@ def shapes_for(groups) -> list[Shape]:
         out += [Shape(p.name, p.tokens, heads_q=p.heads_q, heads_k=p.heads_k, head_dim=p.head_dim,
                       dtype=dt, heads_v=p.heads_v, rotary_dim=p.rotary_dim)
                 for p in PRODUCTION_SHAPES.values() for dt in FUSED_DTYPES]
+    if "rows" in groups:  # h-rope16: plain RoPE as models call it (measure/bench_rows.py)
+        out += [Shape(label, t, heads_q=hq, heads_k=hk, head_dim=hd, dtype=dt, heads_v=hv)
+                for label, t, hq, hk, hd, dt, hv in bench_rows.SHAPES]
     return out
 
 
@@ -614,6 +618,7 @@ def _copy_entry() -> Entry:
 def plan(variants=None, baselines: bool = True, precise: bool = False) -> list[Entry]:
     """Everything to time, in run order (most important first)."""
     entries = [_copy_entry()] + _variant_entries(variants, precise) + _fused_entries(variants)
+    entries += bench_rows.entries(variants)  # h-rope16
     if baselines:
         entries += bl.entries()
     return sorted(entries, key=lambda e: e.group)  # stable: keeps the order inside a group
