@@ -19,8 +19,8 @@ SDPA attention, one sequence of 4096 tokens.  Rows, each timed by
 * ``pass``: ``forward`` (under ``torch.no_grad()``) or ``forward_backward`` (the forward, then
   ``backward`` of a fixed output gradient into the parameters' and the input's gradients).
 
-A row that cannot run says why in ``note`` and has no time (on a ropelab without the fused
-backward, ``ropelab`` ``forward_backward`` is refused by the op, and that refusal is the row).
+A row that cannot run says why in ``note`` and has no time (a compiled row whose eager twin
+failed repeats that failure's message rather than dynamo's less direct one).
 ``vs_transformers`` is the row's median over the ``transformers`` row of the same mode and pass.
 """
 
@@ -124,7 +124,7 @@ def run(record: bool = False, tokens: int = TOKENS) -> list[dict]:
     layers, inputs = layer_case(config, tokens, "cuda", torch.bfloat16)
     shape = dict(tokens=tokens, hidden=config.hidden_size, heads_q=config.num_attention_heads,
                  heads_kv=config.num_key_value_heads, head_dim=config.head_dim, dtype="bfloat16")
-    rows, medians, refusals = [], {}, {}
+    rows, medians, failures = [], {}, {}
     for mode in ("eager", "compiled"):
         for model_name, layer in layers.items():
             for pass_name, launch in launchers(layer, inputs, compiled=mode == "compiled").items():
@@ -132,14 +132,14 @@ def run(record: bool = False, tokens: int = TOKENS) -> list[dict]:
                            median_us=None, p20_us=None, p80_us=None, repeats=0,
                            vs_transformers=None, host_us=None, fill_us=None, host_bound=None,
                            note="")
-                refused = refusals.get((model_name, pass_name))
+                failed = failures.get((model_name, pass_name))
                 try:
-                    if refused:  # dynamo would only re-raise the eager refusal, less clearly
-                        raise RuntimeError(refused)
+                    if failed:  # dynamo would only re-raise the eager failure, less clearly
+                        raise RuntimeError(failed)
                     samples = timer.time(launch)
-                except Exception as exc:  # the op's refusal (no backward yet), or a failure
+                except Exception as exc:  # recorded as the row's note, the run goes on
                     row["note"] = f"{type(exc).__name__}: {str(exc)[:160]}"
-                    refusals.setdefault((model_name, pass_name), str(exc))
+                    failures.setdefault((model_name, pass_name), str(exc))
                 else:
                     med, p20, p80 = bench.quantiles(samples)
                     row.update(median_us=round(med, 2), p20_us=round(p20, 2),

@@ -10,45 +10,20 @@ that, so the angles come from a user cos/sin table: ``ropelab.tables.flux_cache(
 float32 row per token (cos half, then sin half, computed in float64), and the fused op reads row
 ``positions[t] = t`` for token ``t``.
 
-This needs the fused op's ``cos_sin_cache=`` argument (issue 19 item 5); :func:`available` says
-whether this ropelab has it, and every function here raises :class:`CacheUnavailable` (with
-that reason) when it does not.  The float64 check composes ``ropelab.reference``: the fused
-formula at position 0 (the norm alone), then FLUX's rotation by ``reference.flux_cos_sin``.
+The float64 check composes ``ropelab.reference``: the fused formula at position 0 (the norm
+alone), then FLUX's rotation by ``reference.flux_cos_sin``.
 """
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 
-from .. import reference
+from .. import reference, tables
+from ..ops.fused import fused_qknorm_rope
 from ..tolerance import fused_atol
 
 AXES_DIM = (16, 56, 56)  # FLUX.1's split of a 128-dim head: text/time, rows, columns
 THETA = 10000.0
-
-
-class CacheUnavailable(RuntimeError):
-    """This ropelab's fused op has no user cos/sin cache (``cos_sin_cache=``) yet."""
-
-
-def available() -> str | None:
-    """None when the FLUX path can run here, else the reason it cannot."""
-    import ropelab
-
-    if "cos_sin_cache" not in inspect.signature(ropelab.fused_qknorm_rope).parameters:
-        return "ropelab.fused_qknorm_rope has no cos_sin_cache= argument in this version"
-    if not hasattr(ropelab, "tables") or not hasattr(reference, "flux_cos_sin"):
-        return "ropelab.tables.flux_cache / ropelab.reference.flux_cos_sin are missing"
-    return None
-
-
-def _require() -> None:
-    reason = available()
-    if reason:
-        raise CacheUnavailable(f"the FLUX path needs the user cos/sin cache (issue 19 item 5): "
-                               f"{reason}")
 
 
 def flux_ids(text_tokens: int, rows: int, columns: int) -> np.ndarray:
@@ -66,16 +41,11 @@ def fused_flux_qk(qkv: np.ndarray, *, heads: int, head_dim: int, q_weight, k_wei
                   ids: np.ndarray, eps: float = 1e-6, axes_dim=AXES_DIM, theta: float = THETA):
     """RMSNorm + FLUX RoPE of every q and k head of ``qkv`` ``[tokens, 3 * heads * head_dim]``
     (rows ``[q | k | v]``), in place, by one fused call reading a per-token cos/sin table."""
-    _require()
-    import ropelab
-    from ropelab import tables
-
     table = tables.flux_cache(ids, axes_dim=axes_dim, theta=theta)  # [tokens, head_dim]
     positions = np.arange(len(ids), dtype=np.int32)  # token t reads row t of the table
-    return ropelab.fused_qknorm_rope(qkv, num_heads_q=heads, num_heads_k=heads, num_heads_v=heads,
-                                     head_dim=head_dim, q_weight=q_weight, k_weight=k_weight,
-                                     positions=positions, eps=eps, interleave=True,
-                                     cos_sin_cache=table)
+    return fused_qknorm_rope(qkv, num_heads_q=heads, num_heads_k=heads, num_heads_v=heads,
+                             head_dim=head_dim, q_weight=q_weight, k_weight=k_weight,
+                             positions=positions, eps=eps, interleave=True, cos_sin_cache=table)
 # ex: end flux_fused_call
 
 
@@ -103,7 +73,6 @@ def reference_normed_qk(qkv, *, heads: int, head_dim: int, q_weight, k_weight,
 def reference_flux_qk(qkv, *, heads: int, head_dim: int, q_weight, k_weight, ids,
                       eps: float = 1e-6, axes_dim=AXES_DIM, theta: float = THETA):
     """float64 q and k ``[tokens, 2 * heads * head_dim]`` after FLUX's QK-RMSNorm and RoPE."""
-    _require()
     qk = reference_normed_qk(qkv, heads=heads, head_dim=head_dim, q_weight=q_weight,
                              k_weight=k_weight, eps=eps)
     qk = qk.reshape(qk.shape[0], 2 * heads, head_dim)
@@ -142,6 +111,6 @@ def diffusers_flux_qk(normed_qk: np.ndarray, ids: np.ndarray, heads: int, head_d
     return out[0].transpose(0, 1).reshape(tokens, -1).numpy()
 
 
-__all__ = ["AXES_DIM", "THETA", "CacheUnavailable", "atol", "available", "diffusers_flux_qk",
+__all__ = ["AXES_DIM", "THETA", "atol", "diffusers_flux_qk",
            "flux_ids", "fused_flux_qk", "reference_flux_qk", "reference_normed_qk",
            "rotate_pairs"]

@@ -28,8 +28,7 @@ transformers' own norm and rotation; timing it beside the fused op separates the
 
 Training: when autograd needs the op's input, ``ropelab.torch_ops.fused_qknorm_rope`` works
 out of place and its backward is ropelab's fused backward kernel (issue 20), so the patched
-forward keeps the tensor the op returns.  A ropelab without that backward raises the op's
-RuntimeError instead of silently detaching the projections' gradient.
+forward keeps the tensor the op returns.
 
 torch and transformers are imported when this module is; ``import ropelab`` never imports it.
 """

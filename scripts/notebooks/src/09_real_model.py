@@ -178,23 +178,16 @@ print(f"off by more than 1000x the tolerance: {far_off}")
 
 # %%
 ids_train = input_ids[:1]
-if training.fused_op_has_backward():
-    ours = training.loss_curve(qwen3.patch_qwen3(copy.deepcopy(original)), ids_train, steps=2)
-    theirs = training.loss_curve(copy.deepcopy(original), ids_train, steps=2)
-    print(("PASS" if training.curves_agree(ours, theirs) else "FAIL")
-          + f": {len(ours)} SGD steps, the original's loss curve within "
-          f"{training.CURVE_RTOL:g} relative")
-else:  # a ropelab without the fused backward refuses instead of dropping the gradient
-    try:
-        qwen3.patch_qwen3(copy.deepcopy(original)).train()(ids_train, labels=ids_train)
-    except RuntimeError as exc:
-        print("refused:", exc)
+ours = training.loss_curve(qwen3.patch_qwen3(copy.deepcopy(original)), ids_train, steps=2)
+theirs = training.loss_curve(copy.deepcopy(original), ids_train, steps=2)
+print(("PASS" if training.curves_agree(ours, theirs) else "FAIL")
+      + f": {len(ours)} SGD steps, the original's loss curve within "
+      f"{training.CURVE_RTOL:g} relative")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-if training.fused_op_has_backward():
-    print("ropelab: ", [f"{v:.6f}" for v in ours])
-    print("original:", [f"{v:.6f}" for v in theirs])
+print("ropelab: ", [f"{v:.6f}" for v in ours])
+print("original:", [f"{v:.6f}" for v in theirs])
 
 # %% [markdown]
 # ## 5. FLUX: three position ids per token
@@ -222,19 +215,16 @@ print(course.excerpt(flux, "flux_fused_call"))
 ids = flux.flux_ids(2, 2, 3)
 ids[2:, 1:] += 17  # patches away from the origin, so every axis turns
 print("ids (text, row, column):", ids.tolist())
-if flux.available() is None:
-    rng = np.random.default_rng(3)
-    heads, head_dim = 2, 128
-    qkv = rng.standard_normal((len(ids), 3 * heads * head_dim)).astype(np.float32)
-    wq, wk = (rng.uniform(0.5, 1.5, head_dim).astype(np.float32) for _ in range(2))
-    want = flux.reference_flux_qk(qkv, heads=heads, head_dim=head_dim, q_weight=wq,
-                                  k_weight=wk, ids=ids)
-    got = flux.fused_flux_qk(qkv.copy(), heads=heads, head_dim=head_dim, q_weight=wq,
-                             k_weight=wk, ids=ids)[:, :2 * heads * head_dim]
-    within = np.abs(got - want).max() <= flux.atol(want, wq, wk, head_dim)
-    print(("PASS" if within else "FAIL") + ": FLUX q/k within the cache mode's bound of float64")
-else:
-    print("not run here:", flux.available())
+rng = np.random.default_rng(3)
+heads, head_dim = 2, 128
+qkv = rng.standard_normal((len(ids), 3 * heads * head_dim)).astype(np.float32)
+wq, wk = (rng.uniform(0.5, 1.5, head_dim).astype(np.float32) for _ in range(2))
+want = flux.reference_flux_qk(qkv, heads=heads, head_dim=head_dim, q_weight=wq,
+                              k_weight=wk, ids=ids)
+got = flux.fused_flux_qk(qkv.copy(), heads=heads, head_dim=head_dim, q_weight=wq,
+                         k_weight=wk, ids=ids)[:, :2 * heads * head_dim]
+within = np.abs(got - want).max() <= flux.atol(want, wq, wk, head_dim)
+print(("PASS" if within else "FAIL") + ": FLUX q/k within the cache mode's bound of float64")
 
 # %% [markdown]
 # ## 6. On a GPU: one Qwen3-8B decoder layer
