@@ -11,8 +11,8 @@
 LOG_NAME=real_model.log source "$(dirname "$0")/gpu_common.sh"
 
 python3 -c "import transformers; print('transformers', transformers.__version__)" 2>&1 | tee -a "$LOG"
-step 200 gputests python3 -m pytest -o addopts="" -q -p no:cacheprovider --no-header -s \
+step 150 gputests python3 -m pytest -o addopts="" -q -p no:cacheprovider --no-header -s \
   tests/test_gpu_models.py
-step 330 layer    python3 -m ropelab.models.bench --record
+step 380 layer    python3 -m ropelab.models.bench --record
 bundle
 ls -la "$OUT" data/real_model 2>&1 | tee -a "$LOG"

@@ -10,13 +10,17 @@ from __future__ import annotations
 from .numbers_core import Rendered, number, runs
 
 KIND = "real_model"
-MISSING = Rendered("TODO(GPU data)",
-                   f"none yet: the GPU run python -m ropelab.models.bench --record writes data/{KIND}/")
+MISSING = Rendered("TODO(GPU data)", "none yet: the GPU run python -m ropelab.models.bench "
+                                     f"--record writes data/{KIND}/")
 
 
 def _row(rec, model: str, mode: str, pass_name: str) -> dict:
-    return next(r for r in rec["rows"]
-                if (r["model"], r["mode"], r["pass"]) == (model, mode, pass_name))
+    """The row, or a stand-in saying it was not recorded (a run cut short keeps its eager rows)."""
+    key = (model, mode, pass_name)
+    found = [r for r in rec["rows"] if (r["model"], r["mode"], r["pass"]) == key]
+    if found:
+        return found[0]
+    return {"median_us": None, "vs_transformers": None, "note": "not recorded: run cut short"}
 
 
 def _time(model: str, mode: str, pass_name: str) -> Rendered:
@@ -26,7 +30,7 @@ def _time(model: str, mode: str, pass_name: str) -> Rendered:
     path, rec = found[-1]
     row = _row(rec, model, mode, pass_name)
     if row["median_us"] is None:
-        return Rendered(f"not run ({row['note'].split(':')[0]})", path)
+        return Rendered(f"not run ({row['note'].split(':')[0]})", path)  # the note says why
     return Rendered(f"{row['median_us'] / 1e3:.2f} ms", path)
 
 

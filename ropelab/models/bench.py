@@ -111,55 +111,79 @@ def method_text(timer) -> str:
               "inside the timed call); bytes columns are omitted: a layer is not a copy")
 
 
-def run(record: bool = False, tokens: int = TOKENS) -> list[dict]:
+def _time_row(timer, launch, row: dict, failed: str | None) -> float | None:
+    """Fill ``row``'s timing columns from ``timer.time(launch)``, or its note; the median."""
+    from ..measure import bench
+
+    try:
+        if failed:  # dynamo would only re-raise the eager failure, less clearly
+            raise RuntimeError(failed)
+        samples = timer.time(launch)
+    except Exception as exc:  # recorded as the row's note, the run goes on
+        row["note"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+        return None
+    med, p20, p80 = bench.quantiles(samples)
+    row.update(median_us=round(med, 2), p20_us=round(p20, 2), p80_us=round(p80, 2),
+               repeats=len(samples), **bench.host_fields(timer.last_host_us, timer.fill_us))
+    return med
+
+
+def _with_ratios(rows: list[dict]) -> list[dict]:
+    base = {(r["mode"], r["pass"]): r["median_us"] for r in rows if r["model"] == "transformers"}
+    out = []
+    for row in rows:
+        ref = base.get((row["mode"], row["pass"]))
+        ratio = round(row["median_us"] / ref, 4) if row["median_us"] is not None and ref else None
+        out.append({c: (ratio if c == "vs_transformers" else row[c]) for c in COLUMNS})
+    return out
+
+
+def run(record: bool = False, tokens: int = TOKENS, *, timer=None, device: str = "cuda",
+        modes=("eager", "compiled"), **config_overrides) -> list[dict]:
+    """Time every row; with ``record``, save after the eager rows and again after the compiled
+    ones (the same file), so a run cut short by a time limit keeps what it measured.
+
+    ``timer``, ``device``, ``modes`` and ``config_overrides`` exist for the CPU test of the row
+    assembly (a stand-in timer, a tiny layer); a GPU run leaves them alone."""
     import torch
 
     from ..measure import bench, records
 
-    bench.require_gpu()
-    if not torch.cuda.is_available():
-        raise bench.BenchError("PyTorch has no CUDA device here: the model bench needs one")
-    timer = bench.Timer()
-    config = layer_config(tokens)
-    layers, inputs = layer_case(config, tokens, "cuda", torch.bfloat16)
+    if timer is None:
+        bench.require_gpu()
+        if not torch.cuda.is_available():
+            raise bench.BenchError("PyTorch has no CUDA device here: the model bench needs one")
+        timer = bench.Timer()
+    meta = None
+    if record:
+        import transformers
+
+        meta = records.metadata()
+        meta.update(torch=torch.__version__, transformers=transformers.__version__)
+    config = layer_config(tokens, **config_overrides)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    layers, inputs = layer_case(config, tokens, device, dtype)
     shape = dict(tokens=tokens, hidden=config.hidden_size, heads_q=config.num_attention_heads,
-                 heads_kv=config.num_key_value_heads, head_dim=config.head_dim, dtype="bfloat16")
-    rows, medians, failures = [], {}, {}
-    for mode in ("eager", "compiled"):
+                 heads_kv=config.num_key_value_heads, head_dim=config.head_dim,
+                 dtype=str(dtype).removeprefix("torch."))
+    rows, failures = [], {}
+    for mode in modes:
         for model_name, layer in layers.items():
             for pass_name, launch in launchers(layer, inputs, compiled=mode == "compiled").items():
                 row = dict(model=model_name, mode=mode, **{"pass": pass_name}, **shape,
                            median_us=None, p20_us=None, p80_us=None, repeats=0,
                            vs_transformers=None, host_us=None, fill_us=None, host_bound=None,
                            note="")
-                failed = failures.get((model_name, pass_name))
-                try:
-                    if failed:  # dynamo would only re-raise the eager failure, less clearly
-                        raise RuntimeError(failed)
-                    samples = timer.time(launch)
-                except Exception as exc:  # recorded as the row's note, the run goes on
-                    row["note"] = f"{type(exc).__name__}: {str(exc)[:160]}"
-                    failures.setdefault((model_name, pass_name), str(exc))
-                else:
-                    med, p20, p80 = bench.quantiles(samples)
-                    row.update(median_us=round(med, 2), p20_us=round(p20, 2),
-                               p80_us=round(p80, 2), repeats=len(samples),
-                               **bench.host_fields(timer.last_host_us, timer.fill_us))
-                    medians[(mode, pass_name, model_name)] = med
+                if _time_row(timer, launch, row, failures.get((model_name, pass_name))) is None:
+                    failures.setdefault((model_name, pass_name), row["note"].split(": ", 1)[-1])
                 rows.append(row)
-    for row in rows:
-        base = medians.get((row["mode"], row["pass"], "transformers"))
-        if row["median_us"] is not None and base:
-            row["vs_transformers"] = round(row["median_us"] / base, 4)
-    rows = [{c: r[c] for c in COLUMNS} for r in rows]
+                print(format_rows(_with_ratios([row])).splitlines()[-1], flush=True)
+        if record:
+            path = records.save("real_model", _with_ratios(rows), method=method_text(timer),
+                                meta=meta)
+            print(f"recorded {path} ({len(rows)} rows)")
+    rows = _with_ratios(rows)
     print(format_rows(rows))
-    if record:
-        meta = records.metadata()
-        import transformers
-
-        meta.update(torch=torch.__version__, transformers=transformers.__version__)
-        path = records.save("real_model", rows, method=method_text(timer), meta=meta)
-        print(f"recorded {path}")
     return rows
 
 
