@@ -26,7 +26,9 @@ too; their eager calls are unchanged (and do not record a gradient: use this mod
 Non-tensor options are plain values, dicts, or ``ropelab.scaling`` objects.  Inside a compiled
 function, build scaling objects outside it (a module attribute, or in a model's ``__init__``)
 or pass Hugging Face style dicts: dynamo cannot rebuild a frozen dataclass constructed while
-it traces.
+it traces.  Before torch 2.12 it cannot take one built outside either (seen on torch 2.11 on
+the H200: "can't reconstruct arbitrary frozen dataclass instances"): there, pass the dict form
+(``{"rope_type": "linear", "factor": 2.0}``) inside compiled code.
 
 Where the op runs follows the tensors:
 
@@ -284,7 +286,17 @@ def _fused_autograd(keyset, qkv, q_weight, k_weight, positions, config):
                                                                    positions, config)
 
 
-_LIBRARY.impl("fused_qknorm_rope", _fused_autograd, "Autograd", with_keyset=True)
+def _override_autograd(name: str, fn) -> None:
+    # custom_op registered its own Autograd kernel through the same Python registry; torch 2.8 to
+    # 2.12 refuse a second one unless asked (allow_override, default True from 2.13 on), and
+    # torch before 2.8 has no such argument (nor the check).
+    try:
+        _LIBRARY.impl(name, fn, "Autograd", with_keyset=True, allow_override=True)
+    except TypeError:
+        _LIBRARY.impl(name, fn, "Autograd", with_keyset=True)
+
+
+_override_autograd("fused_qknorm_rope", _fused_autograd)
 
 
 def fused_qknorm_rope(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int, num_heads_v: int,

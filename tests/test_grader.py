@@ -516,3 +516,28 @@ def test_ladder_rules_apply_once_a_notebook_has_a_ladder():
     assert [o.ok for o in outcomes] == [False, False, True]  # 2 steps, 1 empty body, 1 launch
     outcomes = verify.ladder_outcomes("99", [launch, replace(launch, id="99.2"), STEP00])
     assert all(o.ok for o in outcomes), outcomes
+
+
+def test_launch_steps_hand_the_learner_plain_python_ints():
+    # numba-cuda on a GPU refuses a NumPy integer as a grid size, so a launch function must get
+    # the sizes as a shape computation would give them; kernel steps keep their NumPy types.
+    from ropelab.course.trial import host_scalar
+
+    launch_step, kernel_step = steps.get("00.4"), steps.get("01.4")
+    assert launch_step.kind == "launch" and kernel_step.kind == "kernel"
+    got = host_scalar(launch_step, np.int64(7))
+    assert got == 7 and type(got) is int
+    assert type(host_scalar(kernel_step, np.uint64(7))) is np.uint64
+
+
+def test_time_never_raises_and_only_times_kernels_as_the_reference(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("no device")
+
+    monkeypatch.setattr(learner_time, "time_on_gpu", broken)
+    text = grading._timer(steps.get("00.1"), None)(3)
+    assert text.startswith("not timed: RuntimeError")
+    # a reference name that resolves to a host function is not launched as a kernel
+    for step_id in steps.STEPS:
+        ref = learner_time._reference_kernel(steps.get(step_id))
+        assert ref is None or callable(getattr(ref, "__getitem__", None)), step_id

@@ -228,7 +228,10 @@ def test_rope_out_refuses_a_tensor_that_requires_grad():
 
 # ---- torch.compile -------------------------------------------------------------------------------
 
-LINEAR = scaling.Linear(2.0)  # built outside the compiled functions (see ropelab.torch_ops)
+# Built outside the compiled functions (see ropelab.torch_ops); torch before 2.12 cannot take a
+# frozen dataclass into a compiled graph at all, so there the Hugging Face dict form is used.
+_TORCH = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+LINEAR = scaling.Linear(2.0) if _TORCH >= (2, 12) else {"rope_type": "linear", "factor": 2.0}
 
 
 def _layer(x, pos, qkv, w):

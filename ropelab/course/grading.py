@@ -439,5 +439,8 @@ def _compile_error(name: str, error: str, source: str) -> tuple:
 def _timer(ex, kernel):
     def timed(repeats: int) -> str:
         from .learner_time import time_on_gpu
-        return time_on_gpu(ex, kernel, repeats)
+        try:
+            return time_on_gpu(ex, kernel, repeats)
+        except Exception as exc:  # a verdict's time() reports, it never raises
+            return f"not timed: {type(exc).__name__}: {exc}"
     return timed

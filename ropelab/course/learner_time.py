@@ -74,10 +74,13 @@ def report(verdict, repeats: int) -> str:
 def _device_args(step, case, out):
     from numba import cuda
 
+    from .trial import host_scalar
+
     args = []
     for name in step.arguments:
         value = out if name == "out" else case.inputs[name]
-        args.append(cuda.to_device(value) if isinstance(value, np.ndarray) else value)
+        args.append(cuda.to_device(value) if isinstance(value, np.ndarray)
+                    else host_scalar(step, value))
     return args
 
 
@@ -87,7 +90,9 @@ def _reference_kernel(step):
             or step.signature != step.reference_signature:
         return None
     module, name, _ = step.reference
-    return getattr(importlib.import_module(module), name, None)
+    found = getattr(importlib.import_module(module), name, None)
+    # Only a kernel can be launched with [grid, block]: a host function of that name cannot.
+    return found if callable(getattr(found, "__getitem__", None)) else None
 
 
 def time_on_gpu(step, fn, repeats: int) -> str:

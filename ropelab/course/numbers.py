@@ -25,7 +25,8 @@ import argparse
 import re
 import sys
 
-from . import numbers_fused, numbers_models, numbers_plain, numbers_predict  # noqa: F401  (importing them fills the registry)
+from . import numbers_fused, numbers_models, numbers_plain  # noqa: F401  (importing them fills the registry)
+from . import numbers_predict, numbers_torch  # noqa: F401
 from .numbers_core import REGISTRY, ROOT, Rendered, newest, number, runs, times_word
 
 __all__ = ["REGISTRY", "Rendered", "number", "newest", "runs", "times_word", "render",

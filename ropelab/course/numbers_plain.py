@@ -98,11 +98,22 @@ def _():
     return _public_vs_kernel((BIG,))
 
 
+def _launcher_us(prefix: str) -> tuple[str, float]:
+    path, rec = newest("launch_overhead")
+    row = next(r for r in rec["rows"] if r["launcher"].startswith(prefix))
+    return path, row["us_per_launch"]
+
+
 @number("launch.rope_torch_us")
 def _():
-    path, rec = newest("launch_overhead")
-    row = next(r for r in rec["rows"] if r["launcher"].startswith("ropelab.rope(flat) torch arrays"))
-    return Rendered(f"{row['us_per_launch']:.0f} us", path)
+    path, us = _launcher_us("ropelab.rope(flat) torch arrays")
+    return Rendered(f"{us:.0f} us", path)
+
+
+@number("launch.cupy_flat_us")
+def _():
+    path, us = _launcher_us("cupy RawKernel cuda_flat")
+    return Rendered(f"{us:.0f} us", path)
 
 
 # -------------------------------------------------------------------- profile (notebook 03)

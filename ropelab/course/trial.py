@@ -46,6 +46,15 @@ def run(step, case, fn) -> Trial:
     return _run_on_gpu(step, case, fn)
 
 
+def host_scalar(step, value):
+    """A scalar input as the learner's launch function gets it: a plain Python number, as a
+    shape computation would give (numba-cuda on a GPU refuses a NumPy integer as a grid size).
+    A kernel step keeps the NumPy type: it is the kernel argument's type (uint64, say)."""
+    if step.kind == "launch" and isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
 def _run_simulated(step, case, fn) -> Trial:
     from ..sim import shared_race
     from .recording import WatchedArray, intercepted_launches
@@ -58,7 +67,7 @@ def _run_simulated(step, case, fn) -> Trial:
         else:
             value = case.inputs[name]
             if not isinstance(value, np.ndarray):
-                args.append(value)
+                args.append(host_scalar(step, value))
                 continue
             arr = WatchedArray(name, value.copy())
         watched[name] = arr
@@ -88,7 +97,7 @@ def _run_on_gpu(step, case, fn) -> Trial:
             device[name] = cuda.to_device(value)
             args.append(device[name])
         else:
-            args.append(value)
+            args.append(host_scalar(step, value))
     with small_grids_quiet():  # the cases are small on purpose; the learner's own launches warn
         if step.kind == "launch":
             fn(*args)

@@ -17,8 +17,8 @@ The entries (pick them with ``--variant rope_rows``):
 * ``rope_rows:two_calls``: the same q and k rotated by two ``ropelab.rope(..., out=...)`` calls
   in place (two launches), for comparison;
 * ``rope_rows:rope_qk:kernel``: the q+k launch alone (pre-bound, fixed pointers);
-* ``rope_rows:rope:h1`` / ``:h4`` / ``:run4``: the single-tensor call with another mapping
-  (heads per thread, 64-bit accesses), to check the defaults.
+* ``rope_rows:rope:h1`` / ``:h4`` / ``:run8``: the single-tensor call with another mapping
+  (heads per thread, 128-bit accesses), to check the defaults.
 
 This module does not import :mod:`ropelab.measure.bench` (which lists these entries and
 shapes): the shapes are plain tuples, turned into ``bench.Shape`` there.
@@ -169,9 +169,10 @@ def entries(names=None) -> list[Entry]:
            Entry(f"{NAME}:rope_qk:kernel", "kernel_rows", _qk_kernel_maker, fastmath=True,
                  fused=True)]
     # Controlled rows of the single-tensor call: heads a thread loads before computing (1, 4;
-    # default 2 for 16-bit) and runs of 4 elements (64-bit accesses) instead of 8 (128-bit).
+    # default 2 for 16-bit) and runs of 8 elements (128-bit accesses) instead of 4 (64-bit, the
+    # 16-bit default).
     for label, opts in (("h1", {"heads_per_thread": 1}), ("h4", {"heads_per_thread": 4}),
-                        ("run4", {"run": 4})):
+                        ("run8", {"run": 8})):
         out.append(Entry(f"{NAME}:rope:{label}", "ropelab_rows",
                          lambda buf, o=opts: _rope_maker(buf, **o), fastmath=True, fused=True))
     if names and NAME not in names:

@@ -68,7 +68,10 @@ def rope_case(dtype_name: str, shape=ROPE_SHAPE, device: str = "cuda"):
     x = torch.randn(shape, device=device).to(getattr(torch, dtype_name))
     out = torch.empty_like(x)
     pos = torch.arange(tokens, dtype=torch.int32, device=device)
-    options = dict(variant="pair_sincos", interleave=False)
+    # float32: pair_sincos; 16-bit: ropelab's default choice (the rope_rows kernel), since the
+    # float32-only variants refuse 16-bit storage.
+    variant = "pair_sincos" if dtype_name == "float32" else None
+    options = dict(variant=variant, interleave=False)
     public = _public(ropelab.rope, {"x": x, "positions": pos, "out": out}, options)
     try:
         public()
@@ -77,7 +80,7 @@ def rope_case(dtype_name: str, shape=ROPE_SHAPE, device: str = "cuda"):
         return None
 
     def layer(x, out, pos):
-        rt.rope(x, out=out, variant="pair_sincos", interleave=False, positions=pos)
+        rt.rope(x, out=out, variant=variant, interleave=False, positions=pos)
 
     compiled = torch.compile(layer, fullgraph=True)
     calls = {

@@ -1,0 +1,58 @@
+"""Numbers of plain RoPE as models call it (``data/bench_rows/``) and of the PyTorch custom ops
+(``data/torch_ops/``), for the README's "Inside a PyTorch model" part (issue 19)."""
+
+from __future__ import annotations
+
+from .numbers_core import Rendered, newest, number, pct, pct_span
+
+TARGET_SHAPE = "rope16_32768x32x128"  # bf16 [32768, 32, 128]: the single-tensor target
+QK_SHAPES = ("flux_1024_rows", "qwen3_8b_4096")  # where q and k rotate together
+
+
+def _rows(variant: str, shapes) -> tuple[str, list[float]]:
+    path, rec = newest("bench_rows", with_variant=variant)
+    fracs = [r["frac_of_copy"] for r in rec["rows"] if r["variant"] == variant
+             and r["shape"] in shapes]
+    if len(fracs) != len(shapes):
+        raise LookupError(f"{path} lacks {variant} on some of {shapes}")
+    return path, fracs
+
+
+@number("rows.bf16_target_pct")
+def _():
+    path, fracs = _rows("rope_rows:rope", (TARGET_SHAPE,))
+    return Rendered(pct(fracs[0], 1), path)
+
+
+@number("rows.rope_qk_pct")
+def _():
+    path, fracs = _rows("rope_rows:rope_qk", QK_SHAPES)
+    return Rendered(pct_span(fracs, 1), path)
+
+
+@number("rows.two_calls_pct")
+def _():
+    path, fracs = _rows("rope_rows:two_calls", QK_SHAPES)
+    return Rendered(pct_span(fracs, 1), path)
+
+
+@number("rows.run8_pct")
+def _():
+    path, fracs = _rows("rope_rows:rope:run8", (TARGET_SHAPE,) + QK_SHAPES)
+    return Rendered(pct_span(fracs, 1), path)
+
+
+@number("rows.run4_pct")
+def _():
+    path, fracs = _rows("rope_rows:rope", (TARGET_SHAPE,) + QK_SHAPES)
+    return Rendered(pct_span(fracs, 1), path)
+
+
+@number("torch.compiled_vs_public_pct")
+def _():
+    """The largest distance of the compiled op's median from the public call's, every case."""
+    path, rec = newest("torch_ops")
+    gaps = [abs(r["vs_public"] - 1.0) for r in rec["rows"] if r["call"] == "op_compiled"]
+    if not gaps:
+        raise LookupError(f"{path} has no op_compiled rows")
+    return Rendered(pct(max(gaps), 1), path)
