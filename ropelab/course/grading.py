@@ -28,7 +28,7 @@ from typing import Callable
 import numpy as np
 from numba import cuda
 
-from ..measure import bench
+from ..measure.bench.timer import Timer
 from ..target import SIMULATED
 from ..tolerance import rope_atol
 from . import kernel_census
@@ -373,7 +373,7 @@ def grade(exercise, kernel) -> Verdict:
 def time_on_gpu(kernel, case: Case, arguments: tuple, repeats: int) -> str:
     """Median time of ``kernel`` on ``case`` and of a device-to-device copy of the bytes it
     moves, both cold (L2 evicted before each launch) with :class:`ropelab.measure.bench.Timer`."""
-    timer = bench.Timer(repeats=repeats)
+    timer = Timer(repeats=repeats)
     args = []
     size = case.expected.size
     out = cuda.device_array(size, dtype=np.float32)

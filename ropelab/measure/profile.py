@@ -19,7 +19,7 @@ How (GPU only; the simulator has no counters and the command refuses there):
 4. :func:`summarize` keeps a few numbers per kernel; global load/store widths come from the
    instruction census (``ropelab.measure.census``, ``ropelab.measure.controls``), which compiles the same
    kernels (sectors per request come from the counters).  The record is written by
-   :mod:`ropelab.measure.store`, one file per run.
+   :func:`ropelab.measure.records.save`, one file per run.
 
 Reading the fields (``columns`` of the record):
 
@@ -489,7 +489,6 @@ def record_profile(groups=_cases.GROUPS, *, only: str | None = None, ncu: str | 
                    timeout_s: float = 240.0, log=print, command: str | None = None) -> Path:
     """Profile the cases of ``groups`` (optionally only ids matching regex ``only``); record them."""
     from . import records
-    from . import store
 
     meta = records.metadata()  # refuses on the simulator
     exe = find_ncu(ncu)
@@ -545,7 +544,7 @@ def record_profile(groups=_cases.GROUPS, *, only: str | None = None, ncu: str | 
             status["seconds"] = round(time.perf_counter() - t0, 1)
             meta["groups"][group] = status
             if rows:  # saved after every group, into this run's one file
-                path = store.save(KIND, rows, method=method, meta=meta, directory=directory,
+                path = records.save(KIND, rows, method=method, meta=meta, directory=directory,
                                   replace=path)
             if "ERR_NVGPUCTRPERM" in status.get("error", ""):
                 break
