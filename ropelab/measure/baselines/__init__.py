@@ -24,10 +24,10 @@ rows.  All work goes to the legacy default stream, where ropelab's events are re
 
 The package: the CUDA C++ sources as ``.cu`` files (:mod:`.sources` reads them), the fused
 kernel's twin (:mod:`.twin`), PyTorch reference formulas (:mod:`.torch_refs`), the bench entries
-(:mod:`.entries`) and which optional packages import (:mod:`.optional`).
+(:mod:`.bench_entries`) and which optional packages import (:mod:`.optional`).
 """
 
-from .entries import THREADS, TWINS, entries, overhead_cases
+from .bench_entries import THREADS, TWINS, entries, overhead_cases
 from .optional import available
 from .sources import CUDA_SOURCE, FUSED_TWIN_SOURCE
 from .torch_refs import torch_complex_seed, torch_rotate, torch_tables

@@ -27,7 +27,7 @@ The package, one job per module:
 - :mod:`.timer`: :class:`Timer` (what the exercise grader imports);
 - :mod:`.entries`: what is timed (ropelab's variants, the fused kernel, the copy, baselines) and
   the device buffers of a shape;
-- :mod:`.sweep`: every (entry, shape) pair; :mod:`.overhead`: host launch cost;
+- :mod:`.sweeper`: every (entry, shape) pair; :mod:`.overhead`: host launch cost;
 - :mod:`.cli`: ``python -m ropelab bench``.
 
 The GPU parts refuse to run under the simulator: its "times" describe a Python interpreter.
@@ -40,7 +40,7 @@ from __future__ import annotations
 import importlib
 
 # In dependency order: a name is looked up in the first submodule that defines it.
-_SUBMODULES = ("stats", "timer", "rows", "entries", "sweep", "overhead", "cli")
+_SUBMODULES = ("stats", "timer", "rows", "entries", "sweeper", "overhead", "cli")
 
 
 def __getattr__(name: str):

@@ -10,7 +10,7 @@ from .entries import plan
 from .overhead import OVERHEAD_METHOD, format_overhead, launch_overhead
 from .rows import format_rows, shapes_for, target_summary
 from .stats import method_text
-from .sweep import sweep
+from .sweeper import sweep
 from .timer import BenchError, Timer, require_gpu
 
 
@@ -80,7 +80,8 @@ def run_cli(args) -> int:
     def save(rows):
         if rows:
             saved["bench"] = records.save(args.kind, rows, method=method, meta=meta,
-                                          directory=_kind_dir(args.out, args.kind))
+                                          directory=_kind_dir(args.out, args.kind),
+                                          replace=saved.get("bench"))  # one file per run
 
     result = sweep(shapes, entries, timer=timer, budget_s=args.budget_s, on_group_done=save)
     print(format_rows(result.rows))

@@ -188,6 +188,8 @@ def fused_user_arrays(shape: Shape, seed: int = 0):
     host = ropelab_check.random_inputs(np.random.default_rng(seed), shape.tokens, heads,
                                        shape.head_dim, shape.dtype)
     try:
+        if SIMULATED:  # a CPU-only torch has no device to hold them: numba's simulated arrays
+            raise ImportError
         import torch
     except ImportError:
         return tuple(cuda.to_device(a) for a in host)

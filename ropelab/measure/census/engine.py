@@ -101,8 +101,17 @@ def _names_in(code) -> set[str]:
     return names
 
 
+_LIBRARIES = {"numba", "numpy", "llvmlite", "cuda", "math", "cmath", "operator", "functools",
+              "builtins"}
+
+
 def _is_ours(module_name) -> bool:
     return isinstance(module_name, str) and module_name.split(".")[0] == "ropelab"
+
+
+def _is_library(module_name) -> bool:
+    """Code whose version is in the key already (or the standard library): counted by name."""
+    return not isinstance(module_name, str) or module_name.split(".")[0] in _LIBRARIES
 
 
 def _plain_value(value) -> str | None:
@@ -125,8 +134,9 @@ def code_digest(*objects) -> str:
     Walks from each function to the globals it names and the cells it closes over.  A ropelab
     module reached that way counts whole (as its normalized source): the simulator and the GPU
     may build a helper differently from one file (``kernels/vec.py``), and hashing the file
-    covers both.  Constants count by value; other libraries by name (their versions are in the
-    key already).
+    covers both.  Functions from elsewhere (a notebook, a test) count by their own source and what
+    they reach; constants by value; numba, numpy and the standard library by name (their
+    versions are in the key already).
     """
     modules: set[str] = set()
     values: list[str] = []
@@ -156,10 +166,11 @@ def code_digest(*objects) -> str:
             else:
                 values.append(f"{label}=object:{type(obj).__module__}.{type(obj).__qualname__}")
             return
-        if not _is_ours(fn.__module__) or fn.__module__ not in sys.modules:
+        if _is_library(fn.__module__):
             values.append(f"{label}=function:{fn.__module__}.{fn.__qualname__}")
             return
-        modules.add(fn.__module__)
+        if _is_ours(fn.__module__) and fn.__module__ in sys.modules:
+            modules.add(fn.__module__)
         # A function built by a factory (a closure, or exec'd) is not in its module's text as
         # it runs: its own source and what it closes over count too.
         try:
