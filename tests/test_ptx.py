@@ -180,3 +180,20 @@ def test_format_table_lists_every_row(doc):
     text = ptx.format_table(doc)
     assert len([line for line in text.splitlines() if line.startswith("flat ")]) == 2
     assert ptx.LIBDEVICE_F64_NOTE in text
+
+
+def test_engine_lookup_takes_the_first_file_with_the_key_and_attempt_keeps_errors(tmp_path):
+    stale, current, other = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    engine.write_json(stale, {"key": "old", "rows": [1]})
+    engine.write_json(current, {"key": "new", "rows": [2]})
+    engine.write_json(other, {"key": "new", "rows": [3]})
+    assert engine.lookup("new", tmp_path / "missing.json", stale, current, other)["rows"] == [2]
+    assert engine.lookup("none", stale, current) is None
+
+    def broken():
+        raise ValueError("no such kernel\nsecond line")
+
+    assert engine.attempt({"kernel": "k"}, broken) == {"kernel": "k",
+                                                       "error": "ValueError: no such kernel"}
+    assert engine.attempt({"kernel": "k"}, lambda: {"instructions": 3}) == {
+        "kernel": "k", "instructions": 3, "error": None}

@@ -354,14 +354,15 @@ def measure(repeats: int | None = None, progress: bool = True) -> list[dict]:
     seed's compiler, through CuPy) and the Numba builds of :func:`make_kernel`, with the device
     copy of the same bytes timed the same way (cold L2, events; :class:`ropelab.measure.bench.Timer`).
     Every kernel is checked against the float64 reference first."""
+    from . import bench
+
+    bench.require_gpu()  # before CuPy: on the simulator the refusal is the message, not an import
     import cupy
 
-    from . import bench
     from .. import reference, shapes
     from ..kernels._launch import jitted
     from ..tolerance import max_angle, rope_atol
 
-    bench.require_gpu()
     rng = np.random.default_rng(0)
     cpp = _cuda_cpp_kernels()
 
@@ -444,7 +445,13 @@ def main(argv=None) -> int:
     if args.record:
         from . import records
 
-        rows = measure(repeats=args.repeats)
+        from .bench import BenchError
+
+        try:
+            rows = measure(repeats=args.repeats)
+        except BenchError as exc:
+            print(f"ropelab.measure.seed_claims: {exc}", file=sys.stderr)
+            return 2
         print(f"saved {records.save(RECORD_KIND, rows, method=METHOD)}")
     if not (args.census or args.save_census or args.record):
         parser.print_help()

@@ -109,6 +109,12 @@ def _is_ours(module_name) -> bool:
     return isinstance(module_name, str) and module_name.split(".")[0] == "ropelab"
 
 
+def _is_kernel_module(module_name) -> bool:
+    """A module of ``ropelab.kernels``: device code, counted whole (see :func:`code_digest`)."""
+    return (isinstance(module_name, str) and module_name.startswith("ropelab.kernels")
+            and module_name in sys.modules)
+
+
 def _is_library(module_name) -> bool:
     """Code whose version is in the key already (or the standard library): counted by name."""
     return not isinstance(module_name, str) or module_name.split(".")[0] in _LIBRARIES
@@ -131,12 +137,14 @@ def _plain_value(value) -> str | None:
 def code_digest(*objects) -> str:
     """Digest of the code behind ``objects`` (kernels, device functions, intrinsics, modules).
 
-    Walks from each function to the globals it names and the cells it closes over.  A ropelab
-    module reached that way counts whole (as its normalized source): the simulator and the GPU
-    may build a helper differently from one file (``kernels/vec.py``), and hashing the file
-    covers both.  Functions from elsewhere (a notebook, a test) count by their own source and what
-    they reach; constants by value; numba, numpy and the standard library by name (their
-    versions are in the key already).
+    Walks from each function to the globals it names and the cells it closes over; a function
+    counts by its own source (a syntax tree without docstrings) and what it reaches.  A module of
+    ``ropelab.kernels`` reached that way counts whole: the simulator and the GPU may build a
+    helper differently from one file (``kernels/vec.py``), and hashing the file covers both.  So
+    does any other ropelab module or object that is not a function.  Constants count by value;
+    numba, numpy and the standard library by name (their versions are in the key already), so a
+    docstring, a comment, or the host code beside a kernel (``seed_claims.measure``) does not
+    change the key.
     """
     modules: set[str] = set()
     values: list[str] = []
@@ -169,7 +177,7 @@ def code_digest(*objects) -> str:
         if _is_library(fn.__module__):
             values.append(f"{label}=function:{fn.__module__}.{fn.__qualname__}")
             return
-        if _is_ours(fn.__module__) and fn.__module__ in sys.modules:
+        if _is_kernel_module(fn.__module__):
             modules.add(fn.__module__)
         # A function built by a factory (a closure, or exec'd) is not in its module's text as
         # it runs: its own source and what it closes over count too.
