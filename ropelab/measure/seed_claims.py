@@ -43,8 +43,7 @@ from numba import cuda, float32, uint32
 
 from .census import engine
 from .census.counting import count_ptx
-
-WARP = 32
+from ..problem import WARP
 HEAD_DIM = 128
 WARPS_PER_BLOCK = 4
 RECORD_KIND = "sincos_per_pair"
