@@ -2,9 +2,13 @@
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import zlib
+from pathlib import Path
 
 os.environ.setdefault("ROPELAB_QUIET", "1")
 
@@ -54,19 +58,21 @@ _fresh = {}
 
 def pytest_collection_finish(session):
     if any("fresh_census" in getattr(item, "fixturenames", ()) for item in session.items):
-        cache_dir = session.config._tmp_path_factory.mktemp("census-cache")
+        cache_dir = Path(tempfile.mkdtemp(prefix="ropelab-census-cache-"))
         env = dict(os.environ, ROPELAB_CACHE=str(cache_dir), ROPELAB_QUIET="1")
         _fresh["cache_dir"] = cache_dir
         _fresh["proc"] = subprocess.Popen([sys.executable, "-c", _FRESH_CENSUS],
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                          text=True, env=env)
+                                          text=True, env=env, start_new_session=True)
 
 
 def pytest_unconfigure(config):
     proc = _fresh.get("proc")
     if proc is not None and proc.poll() is None:  # a run stopped early (-x): do not leave it
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)  # its own group: the compiling child goes too
         proc.wait()
+    if "cache_dir" in _fresh:
+        shutil.rmtree(_fresh["cache_dir"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

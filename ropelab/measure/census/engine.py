@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 import inspect
 import json
 import os
@@ -84,6 +85,24 @@ def _module_text(name: str) -> str:
         return name
 
 
+@lru_cache(maxsize=None)
+def _ropelab_imports(name: str) -> tuple:
+    """``(module, name)`` of every ``from ropelab... import name`` in module ``name``'s text."""
+    module = sys.modules[name]
+    package = name if hasattr(module, "__path__") else name.rpartition(".")[0]
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (OSError, TypeError):
+        return ()
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            source = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
+            if _is_ours(source):
+                found += [(source, alias.name) for alias in node.names]
+    return tuple(found)
+
+
 def _function_of(obj):
     """The plain Python function behind a kernel, device function or intrinsic, or None."""
     for attr in ("py_func", "fn", "_defn"):  # numba dispatcher, simulator kernel, intrinsic
@@ -141,7 +160,9 @@ def code_digest(*objects) -> str:
     counts by its own source (a syntax tree without docstrings) and what it reaches.  A module of
     ``ropelab.kernels`` reached that way counts whole: the simulator and the GPU may build a
     helper differently from one file (``kernels/vec.py``), and hashing the file covers both.  So
-    does any other ropelab module or object that is not a function.  Constants count by value;
+    does any other ropelab module or object that is not a function.  What a kernel module uses
+    from other ropelab modules is found through its import statements (all of them, whatever
+    the target), so the key is the same on the simulator and on a GPU.  Constants count by value;
     numba, numpy and the standard library by name (their versions are in the key already), so a
     docstring, a comment, or the host code beside a kernel (``seed_claims.measure``) does not
     change the key.
@@ -161,7 +182,9 @@ def code_digest(*objects) -> str:
         seen.add(id(obj))
         keep.append(obj)
         if isinstance(obj, types.ModuleType):
-            if _is_ours(obj.__name__):
+            if _is_kernel_module(obj.__name__):
+                add_kernel_module(obj.__name__)
+            elif _is_ours(obj.__name__):
                 modules.add(obj.__name__)
             else:
                 values.append(f"{label}=module:{obj.__name__}")
@@ -169,7 +192,9 @@ def code_digest(*objects) -> str:
         fn = _function_of(obj)
         if fn is None:
             owner = getattr(obj, "__module__", None)
-            if _is_ours(owner) and owner in sys.modules:
+            if _is_kernel_module(owner):
+                add_kernel_module(owner)
+            elif _is_ours(owner) and owner in sys.modules:
                 modules.add(owner)
             else:
                 values.append(f"{label}=object:{type(obj).__module__}.{type(obj).__qualname__}")
@@ -178,7 +203,17 @@ def code_digest(*objects) -> str:
             values.append(f"{label}=function:{fn.__module__}.{fn.__qualname__}")
             return
         if _is_kernel_module(fn.__module__):
-            modules.add(fn.__module__)
+            # Its text is in the module's; what it names from elsewhere comes in through the
+            # module's imports.  Only what it closes over (a factory's constants) is its own.
+            # Not walking its globals keeps the key the same on the simulator and on a GPU,
+            # where kernels/vec.py binds the same names to different objects.
+            add_kernel_module(fn.__module__)
+            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+                try:
+                    visit(cell.cell_contents, f"{label}<{name}>")
+                except ValueError:  # an empty cell
+                    pass
+            return
         # A function built by a factory (a closure, or exec'd) is not in its module's text as
         # it runs: its own source and what it closes over count too.
         try:
@@ -195,6 +230,17 @@ def code_digest(*objects) -> str:
                 pass
         for k, default in enumerate(fn.__defaults__ or ()):
             visit(default, f"{label}[{k}]")
+
+    def add_kernel_module(name: str):
+        if name in modules:
+            return
+        modules.add(name)
+        for source, imported in _ropelab_imports(name):  # in every branch: target-independent
+            found = getattr(sys.modules.get(source), imported, None)
+            if found is None:
+                found = sys.modules.get(f"{source}.{imported}")
+            if found is not None:
+                visit(found, f"{name}:{source}.{imported}")
 
     for k, obj in enumerate(objects):
         visit(obj, str(k))
