@@ -16,6 +16,12 @@ Executing needs ``nbclient`` (installed with JupyterLab, the ``course`` extra). 
 refuses a source that jupytext would not write back unchanged (so the ``.py`` file stays the
 one canonical form, and a stray line cannot silently become a cell), and refuses to save a
 notebook whose run produced an error, a stderr stream or a machine path.
+
+Measured numbers in Markdown are placeholders, ``{{ fused.neox_16bit_pct }}``, rendered here
+from the records under ``data/`` by :mod:`ropelab.course.numbers`; each rendered cell notes in
+its metadata (``ropelab_numbers``: key -> record) where its numbers came from.  After a prose-only
+edit, ``--markdown-only`` re-renders the Markdown of the stored notebooks and keeps their
+outputs (it refuses when a code cell differs from the source: then rebuild).
 """
 
 from __future__ import annotations
@@ -65,6 +71,21 @@ def parse_source(text: str) -> list[tuple[str, str]]:
     return [(cell.cell_type, cell.source) for cell in read_source(text).cells]
 
 
+def render_cells(src: Path) -> list[tuple[str, str, dict]]:
+    """``[(kind, text, numbers)]`` of a source as the stored notebook holds it: Markdown with its
+    ``{{ key }}`` placeholders rendered from today's records, ``numbers`` the key -> record map
+    of what was rendered (empty for code cells, which are never rendered)."""
+    from ropelab.course import numbers
+
+    out = []
+    for kind, text in parse_source(src.read_text()):
+        used = {}
+        if kind == "markdown":
+            text, used = numbers.render(text)
+        out.append((kind, text, used))
+    return out
+
+
 def sources() -> list[Path]:
     return sorted(SRC.glob("[0-9][0-9]_*.py"))
 
@@ -80,14 +101,36 @@ def make_notebook(src: Path):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
-    for i, (kind, text) in enumerate(parse_source(src.read_text())):
+    for i, (kind, text, used) in enumerate(render_cells(src)):
         # Fresh cells: jupytext's per-cell layout hints (blank lines to the next cell) belong
         # to the .py file, not to the stored notebook.
         cell = (nbformat.v4.new_markdown_cell(text) if kind == "markdown"
                 else nbformat.v4.new_code_cell(text))
         cell["id"] = f"{src.stem[:2]}-{i:02d}"  # stable ids keep diffs small
+        if used:
+            cell["metadata"]["ropelab_numbers"] = used
         nb.cells.append(cell)
     return nb
+
+
+def refresh_markdown(src: Path):
+    """The notebook of ``src`` with fresh Markdown (from the source and today's records) and the
+    stored notebook's code cells, outputs included.  Markdown cells may be added, removed or
+    edited; raises ValueError when the code cells differ from the stored ones (their outputs
+    would then describe other code: rebuild instead)."""
+    import nbformat
+
+    stored = nbformat.read(notebook_path(src), as_version=4)
+    fresh = make_notebook(src)
+    old_code = [c for c in stored.cells if c.cell_type == "code"]
+    new_code = [c for c in fresh.cells if c.cell_type == "code"]
+    if [c.source for c in old_code] != [c.source for c in new_code]:
+        raise ValueError("code cells differ from the stored notebook's: rebuild it")
+    for old, new in zip(old_code, new_code):
+        new.outputs, new.execution_count = old.outputs, old.execution_count
+        new.metadata = old.metadata
+    fresh.metadata = stored.metadata  # the kernel's language_info from the run that made the outputs
+    return fresh
 
 
 def problems(nb) -> list[str]:
@@ -136,19 +179,21 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("only", nargs="*", help="notebook name prefixes (default: all)")
     parser.add_argument("--no-execute", action="store_true")
+    parser.add_argument("--markdown-only", action="store_true",
+                        help="re-render the stored notebooks' Markdown, keep their outputs")
     args = parser.parse_args(argv)
     failed = 0
     for src in sources():
         if args.only and not any(src.stem.startswith(p) for p in args.only):
             continue
         try:
-            nb = make_notebook(src)
+            nb = refresh_markdown(src) if args.markdown_only else make_notebook(src)
         except ValueError as exc:
             print(f"REFUSED {src.stem}: {exc}")
             failed += 1
             continue
         start = time.perf_counter()
-        if not args.no_execute:
+        if not (args.no_execute or args.markdown_only):
             try:
                 execute(nb)
             except Exception as exc:  # report and go on with the other notebooks

@@ -7,14 +7,17 @@ none) before ``numba.cuda`` is imported; see :mod:`ropelab.target`.
 from .target import SIMULATED, TARGET, TargetError, announce, describe, format_description  # noqa: I001  (must run first)
 
 from . import kernels, reference, scaling, sim
-from .api import check_errors, rope
 from .errors import RopeDeviceError, RopeInputError
-from .fused import fused_qknorm_rope
+from .ops.call import check_errors
+from .ops.fused import fused_qknorm_rope
+from .ops.rope import rope
+from .ops.streams import RawStream
 from .problem import RopeProblem
 
 __all__ = [
     "SIMULATED",
     "TARGET",
+    "RawStream",
     "RopeDeviceError",
     "RopeInputError",
     "RopeProblem",

@@ -140,8 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, default=128, help="positions per power-of-two bucket")
     p.set_defaults(func=_precision)
     _add_profile(sub)
-    p = sub.add_parser("exercises", help="the course's kernel exercises; --verify grades the "
-                                         "solutions and recorded wrong attempts")
+    p = sub.add_parser("exercises", help="the course's graded steps, per notebook; --verify "
+                                         "grades the solutions and recorded wrong attempts")
     p.add_argument("--verify", action="store_true",
                    help="solutions must pass, wrong attempts must be rejected with their message")
     p.add_argument("--save-census", action="store_true",

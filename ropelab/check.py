@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import bf16, fused, kernels, reference, scaling
+from . import bf16, kernels, reference, scaling
 from .kernels import fused_qknorm_rope as fused_kernel
-from .api import rope
+from .ops import fused
+from .ops.rope import rope
 from .scaling import Llama3, YaRN, resolve
 from .shapes import PRODUCTION_SHAPES
 from .target import SIMULATED, TARGET
@@ -36,7 +37,7 @@ def cases_for(module):
         cases.append(dict(scaling=Llama3(8.0, 1.0, 4.0, 64)))
         cases.append(dict(scaling=YaRN(4.0, 64)))
     # Variant-specific keyword options (e.g. freq_table's cos/sin cache) a module asks to check.
-    cases += [dict(variant_options=dict(o)) for o in module.check_options]
+    cases += [dict(variant_options=dict(o)) for o in module.check_cases]
     return cases
 
 
@@ -92,7 +93,7 @@ def run_checks(variants=None, shapes=None, seed: int = 0, fastmath: bool = True)
 
 
 # The fused QK-RMSNorm + RoPE kernel: a few warps per case on the simulator, SGLang's production
-# shapes on a GPU (see ropelab.fused.check_case and check_production).
+# shapes on a GPU (see check_case and check_production below).
 FUSED_SIM_CASES = [
     dict(tokens=3, heads=(2, 1, 1), head_dim=64, rotary_dim=64, storage="bfloat16", interleave=True),
     dict(tokens=2, heads=(1, 1, 1), head_dim=128, rotary_dim=64, storage="float16", interleave=False,

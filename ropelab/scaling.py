@@ -150,8 +150,9 @@ class YaRN:
         for name in ("mscale", "mscale_all_dim"):
             if getattr(self, name) is not None:
                 set_(self, name, _number(name, getattr(self, name), low=0.0, low_open=False, scheme=s))
-        if not isinstance(self.truncate, bool):
+        if not isinstance(self.truncate, (bool, np.bool_)):  # numpy bools are bools
             _fail(f"yarn: truncate must be True or False, got {self.truncate!r}")
+        set_(self, "truncate", bool(self.truncate))
 
     def _check_hugging_face_form(self):
         s = "yarn"

@@ -29,10 +29,13 @@ def rng(request):
 def launches(monkeypatch):
     """Count kernel launches, so each test can prove that none happened.
 
-    Every launch goes through ropelab.kernels._launch: the simulator's dispatcher call or a
+    Every launch goes through ropelab.kernels.launch: the simulator's dispatcher call or a
     bound cuLaunchKernel on a GPU; both are wrapped.
     """
-    from ropelab.kernels import _launch
+    import importlib
+
+    # The module (``ropelab.kernels.launch`` as an attribute is the function it defines).
+    _launch = importlib.import_module("ropelab.kernels.launch")
 
     calls = []
     real_sim = _launch._launch_simulated

@@ -11,7 +11,7 @@ from numba import cuda
 
 import ropelab
 from ropelab import kernels
-from ropelab.kernels._launch import jitted
+from ropelab.kernels.plan import jitted
 from ropelab.problem import RopeProblem
 
 pytestmark = pytest.mark.skipif(not ropelab.SIMULATED, reason="uses the simulator's bounds checks")

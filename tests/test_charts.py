@@ -38,21 +38,65 @@ def test_time_chart_has_no_empty_slots_and_a_linear_axis_per_shape():
     panels = [ax for ax in fig.axes if ax.axison]
     assert [ax.get_title() for ax in panels] == ["small", "big"]  # no flux_1024 slot
     for ax in panels:
-        assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0
-        heights = [p.get_height() for p in ax.patches]
+        assert ax.get_xscale() == "linear" and ax.get_xlim()[0] == 0
+        lengths = [p.get_width() for p in ax.patches]
         # The 17% gap between flat and the copy is 17% of the bar: no log axis squeezes it.
-        assert max(heights) / min(heights) == pytest.approx(1.17)
+        assert max(lengths) / min(lengths) == pytest.approx(1.17)
         # The dashed copy line sits at the copy of this shape's bytes.
         (line,) = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
-        assert line.get_ydata()[0] == pytest.approx(min(heights))
+        assert line.get_xdata()[0] == pytest.approx(min(lengths))
+    # Every name readable: one y label per variant, the slowest on the largest shape on top.
+    names = [t.get_text() for t in panels[0].get_yticklabels()]
+    assert sorted(names) == ["copy_d2d", "flat", "pack4"] and names[-1] == "flat"
     plt.close(fig)
 
 
-def test_roof_chart_labels_its_per_shape_copy_line():
+def test_time_chart_takes_a_log_axis_only_where_the_range_demands_it():
+    """The recorded run's eager PyTorch row is 260x the copy: on a linear axis it flattens
+    every other bar (the chart issue 17 complained about)."""
+    rec = _record()
+    rec["rows"].append(_row("torch_slow", "big", 250.0 * 260, copy_t=250.0, nbytes=1_000_000_000))
+    fig = charts.time_chart(rec, variants=["copy_d2d", "flat", "pack4", "torch_slow"])
+    small, big = [ax for ax in fig.axes if ax.axison]
+    assert small.get_xscale() == "linear" and big.get_xscale() == "log"
+    assert big.get_title() == "big (log axis)"
+    # each bar carries its value, so the log axis hides no number
+    assert "65,000.0" in [t.get_text() for t in big.texts]
+    plt.close(fig)
+
+
+def test_time_chart_default_leaves_out_kernel_rows_and_the_fused_kernel():
+    rec = _record()
+    rec["rows"].append(dict(_row("flat:kernel", "big", 290.0, copy_t=250.0), family="kernel"))
+    rec["rows"][-2]["family"] = "ropelab_fused"  # the fused row of _record()
+    fig = charts.time_chart(rec)
+    labels = {t.get_text() for ax in fig.axes for t in ax.get_yticklabels()}
+    assert labels == {"copy_d2d", "flat", "pack4"}
+    plt.close(fig)
+
+
+def test_roof_chart_answers_one_question_per_panel_with_a_short_legend():
     fig = charts.roof_chart(_record(), variants=["flat", "pack4"])
-    ax = fig.axes[0]
-    assert "copy of the same bytes" in [t.get_text() for t in ax.get_legend().get_texts()]
-    assert len(ax.get_xticklabels()) == 2
+    (ax,) = fig.axes
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["copy of the same bytes"]
+    # the variants on the largest shape, sorted: the fastest at the top
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["flat", "pack4"]
+    assert "big" in ax.get_title()
+    assert [p.get_width() for p in ax.patches] == pytest.approx([1 / 1.17, 1 / 1.01])
+    plt.close(fig)
+
+
+def test_roof_chart_puts_the_fused_kernel_beside_its_twin_in_its_own_panel():
+    rec = _record()
+    for variant, family, t in (("fused_qknorm_rope", "ropelab_fused", 40.0), ("cuda_fused", "cuda_cpp", 38.0)):
+        rec["rows"].append(dict(_row(variant, "flux_1024", t, copy_t=30.0, dtype="float16"), family=family))
+    for r in rec["rows"]:
+        r.setdefault("family", "numba")
+    fig = charts.roof_chart(rec)
+    assert len(fig.axes) == 2
+    legend = [t.get_text() for t in fig.axes[1].get_legend().get_texts()]
+    assert legend == ["ropelab.fused_qknorm_rope", "CUDA C++ twin"]
+    assert "flux_1024 float16" in [t.get_text() for t in fig.axes[1].get_yticklabels()]
     plt.close(fig)
 
 

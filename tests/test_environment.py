@@ -79,3 +79,17 @@ def test_readme_test_command_is_what_ci_runs():
     blocks = re.findall(r"```bash\n(.*?)\n```", readme, re.S)
     test_cmd = next(b for b in blocks if "pytest" in b)
     assert test_cmd.strip() in ci
+
+
+def test_test_extra_pins_the_cpu_torch_that_ci_installs_and_every_torch_spec_allows_it(project):
+    # CI installs ".[test]": torch==2.13.0 comes from local disk there, a looser spec would
+    # download several GB.  The other extras that name torch must accept that version.
+    extras = project["optional-dependencies"]
+    test_torch = [Requirement(d) for d in extras["test"] if _name(d) == "torch"]
+    assert [str(r.specifier) for r in test_torch] == ["==2.13.0"]
+    for group, deps in extras.items():
+        for dep in deps:
+            req = Requirement(dep)
+            if _name(dep) == "torch":
+                assert req.specifier.contains("2.13.0"), (group, dep)
+    assert "torch" in extras and "torch" in {_name(d) for d in extras["baselines"]}

@@ -19,7 +19,7 @@ CASES = [
     ("1-D", dict(x=x32(8)), "ndim 1"),
     ("4-D", dict(x=x32(2, 2, 2, 2)), "ndim 4"),
     ("odd hidden", dict(x=x32(4, 7)), "must be even"),
-    ("empty", dict(x=x32(0, 8)), "empty"),
+    ("no head dims", dict(x=x32(4, 0)), "at least one head"),
     ("non-contiguous", dict(x=x32(4, 16)[:, ::2]), "C-contiguous"),
     ("transposed", dict(x=x32(8, 4).T), "C-contiguous"),
     ("not an array", dict(x=[[1.0, 2.0]]), "NumPy array or a CUDA array"),
@@ -28,7 +28,7 @@ CASES = [
     ("out strided", dict(out=np.zeros((4, 16), np.float32)[:, ::2]), "C-contiguous"),
     ("positions length", dict(positions=np.arange(3, dtype=np.int32)), r"shape \(4,\)"),
     ("positions float", dict(positions=np.arange(4, dtype=np.float32)), "integers"),
-    ("positions negative", dict(positions=np.array([0, 1, -2, 3], np.int32)), ">= 0"),
+    ("positions below int32", dict(positions=np.array([0, 1, -2**31 - 1, 3], np.int64)), "int32"),
     ("positions huge", dict(positions=np.array([0, 1, 2, 2**31], np.int64)), "int32"),
     ("base", dict(base=1.0), "base"),
     ("base nan", dict(base=float("nan")), "base"),
@@ -107,8 +107,12 @@ def test_device_positions_are_not_read_on_the_host_unless_asked():
     pos = np.array([0, -1, 2, 3], np.int32)
     got = ropelab.rope(x, positions=cuda.to_device(pos)).copy_to_host()
     np.testing.assert_allclose(got, reference.rope(x32(4, 8), pos), atol=1e-5)
-    with pytest.raises(RopeInputError, match=">= 0"):
-        ropelab.rope(x, positions=cuda.to_device(pos), check_positions=True)
+    # One position policy: host positions get what device positions get (no limit here).
+    np.testing.assert_allclose(ropelab.rope(x32(4, 8), positions=pos), got, atol=1e-6)
+    ropelab.rope(x, positions=cuda.to_device(pos), check_positions=True)  # no limit: valid
+    with pytest.raises(RopeInputError, match="position -1 is out of range"):
+        ropelab.rope(x, variant="freq_table", cache=True, max_positions=8,
+                     positions=cuda.to_device(pos), check_positions=True)
 
 
 def test_out_of_range_device_positions_of_a_limited_mode_are_flagged(launches):

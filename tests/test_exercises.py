@@ -4,6 +4,7 @@ Budget: a few seconds with the committed census cache (data/census/exercises.jso
 test that compiles a fresh kernel in the census child takes a few seconds more.
 """
 
+import dataclasses
 import io
 import linecache
 import textwrap
@@ -13,7 +14,7 @@ import pytest
 
 import ropelab
 from ropelab.__main__ import main
-from ropelab.course import exercises, grading, kernel_census, verify
+from ropelab.course import exercises, grading, kernel_census, steps, verify
 
 SIM_ONLY = pytest.mark.skipif(not ropelab.SIMULATED, reason="simulator bounds checks")
 
@@ -32,17 +33,20 @@ def test_verify_passes_solutions_rejects_wrong_attempts_and_starters_are_unsolve
     assert verify.run(stream=out), out.getvalue()
     text = out.getvalue()
     assert text.rstrip().endswith(" 0 failed")
-    for ex in exercises.EXERCISES.values():
-        assert f"ok   {ex.id}" in text
-        assert text.count(f"{ex.id:<24} wrong:") >= 2  # at least two recorded wrong attempts
-        assert f"{ex.id:<24} starter" in text
+    for step in steps.STEPS.values():
+        assert f"ok   {step.id:<8} solution" in text
+        assert text.count(f"{step.id:<8} wrong:") >= 2  # at least two recorded wrong attempts
+        assert f"ok   {step.id:<8} starter" in text
 
 
-def test_cli_lists_every_exercise_with_its_notebook(capsys):
+def test_cli_lists_every_step_under_its_notebook(capsys):
     assert main(["exercises"]) == 0
     text = capsys.readouterr().out
-    for ex in exercises.EXERCISES.values():
-        assert f"{ex.id:<24} notebooks/{ex.notebook}.ipynb" in text
+    for number in steps.notebooks():
+        ladder = steps.for_notebook(number)
+        assert f"notebook {number}: notebooks/{ladder[0].notebook}.ipynb" in text
+        for step in ladder:
+            assert f"  {step.id:<6} [{step.kind}] {step.title}" in text
 
 
 @SIM_ONLY
@@ -53,8 +57,9 @@ def test_cli_time_refuses_on_the_simulator(capsys):
 
 def test_verify_fails_when_a_solution_is_wrong_or_a_message_is_not_the_expected_one(tmp_path):
     ex = exercises.get("01-flat-index")
+    ex_step = steps.get("01-flat-index")
     original = verify.solution_path(ex).read_text()
-    broken = original + "\nSOLUTION = pair_off_by_one\n"  # a wrong kernel as the solution
+    broken = original + f"\nSOLUTIONS[{ex_step.id!r}] = pair_off_by_one\n"  # a wrong solution
     (tmp_path / f"{ex.notebook}.py").write_text(broken)
     outcomes = verify.verify_exercise(ex, tmp_path)
     assert [o.ok for o in outcomes if o.what == "solution"] == [False]
@@ -103,8 +108,12 @@ def test_a_wrong_kernel_is_a_verdict_never_an_exception(capsys):
 def test_blanks_are_found_in_the_source_and_reported_before_anything_runs():
     src = "def k(x):\n    if ...:\n        y = ...\n    x[0] = 1  # ... in a comment is fine\n"
     assert grading.blanks(src) == ["if ...:", "y = ..."]
-    starter = verify.starter_kernel(exercises.get("02-block2d-stride"))
-    verdict = grading.grade(exercises.get("02-block2d-stride"), starter)
+    # A fill-in-the-blank starter (the notebooks' ladders now start from empty bodies).
+    blank = ("from numba import cuda\n\n\n@cuda.jit(fastmath=True)\n"
+             "def my_rope_block2d(x, out, positions, n_pairs, base):\n"
+             "    pair = cuda.threadIdx.x\n    while ...:\n        pair += ...\n")
+    step = dataclasses.replace(exercises.get("02-block2d-stride"), starter=blank)
+    verdict = grading.grade(step, verify.starter_kernel(step))
     assert str(verdict).startswith("not solved yet: my_rope_block2d still has 2 blanks")
 
 
@@ -145,9 +154,12 @@ def test_diagnosis_matches_only_the_wrong_floats_of_a_pair():
     assert grading.diagnose(case, got, 1, "fallback") == "a sign is flipped"
     got = np.array([1.0, 7.0, 3.0, 4.0], np.float32)
     assert grading.diagnose(case, got, 1, "fallback") == "fallback"
-    got = np.array([1.0, np.nan, 3.0, 4.0], np.float32)
+    got = np.array([1.0, grading.SENTINEL, 3.0, 4.0], np.float32)
     assert grading.first_wrong(case, got) == 1
     assert "never written" in grading.diagnose(case, got, 1, "fallback")
+    got = np.array([1.0, np.nan, 3.0, 4.0], np.float32)  # a computed NaN: written, and wrong
+    assert grading.first_wrong(case, got) == 1
+    assert "never written" not in grading.diagnose(case, got, 1, "fallback")
     got = np.zeros(4, np.float32)  # out == x: nothing rotated
     assert "unchanged" in grading.diagnose(case, got, 0, "fallback")
 
@@ -258,9 +270,10 @@ def test_verify_reruns_itself_on_the_simulator_from_a_gpu_process():
 
 
 def test_time_solutions_grades_then_times_each_solution(monkeypatch, capsys):
-    monkeypatch.setattr(grading, "time_on_gpu",
-                        lambda kernel, case, arguments, repeats: f"timed {case.label}")
+    from ropelab.course import learner_time
+    monkeypatch.setattr(learner_time, "time_on_gpu",
+                        lambda step, fn, repeats: f"timed {step.timing_case().label}")
     assert verify.time_solutions(repeats=3)
     text = capsys.readouterr().out
-    assert text.count("ok   ") == len(exercises.EXERCISES)
+    assert text.count("ok   ") == len(steps.STEPS)
     assert "timed 4096x1024" in text and "timed 65536 rows of 64" in text

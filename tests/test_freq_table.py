@@ -14,7 +14,7 @@ from reference_check import assert_matches_reference as check
 from ropelab import RopeInputError, reference
 from ropelab.kernels import freq_table
 from ropelab.kernels._device import NO_SHIFT
-from ropelab.kernels._launch import launch
+from ropelab.kernels.launch import launch
 from ropelab.problem import RopeProblem
 from ropelab.scaling import Llama3, YaRN, resolve
 
@@ -62,7 +62,7 @@ def test_every_element_is_written_and_the_tail_passes_through(rng):
 
 def test_tables_hold_the_scaled_float64_frequencies():
     freqs, att = resolve(YaRN(4.0, 256), rotary_dim=32, base=1e4)
-    problem = RopeProblem(2, 1, 32, 32, freqs=freqs, attention_factor=att, scaling=YaRN(4.0, 256))
+    problem = RopeProblem(2, 1, 32, 32, inv_freq=freqs, attention_factor=att, scaling=YaRN(4.0, 256))
     table = freq_table.VARIANT.plan(problem)
     np.testing.assert_array_equal(table.tables[0], freqs.astype(np.float32))
     assert table.position_limit is None and not table.errors

@@ -13,9 +13,10 @@ from numba import cuda
 
 import ropelab
 from ropelab import check as ropelab_check
-from ropelab import bf16, fused, reference, shapes
+from ropelab import bf16, reference, shapes
+from ropelab.ops import fused
 from ropelab.kernels import FUSED
-from ropelab.arrays import inspect_array
+from ropelab.ops.arrays import inspect_array
 from ropelab.kernels import fused_qknorm_rope as kmod
 from test_freqs import yarn_by_hand
 
@@ -306,10 +307,12 @@ def _inputs(rng, storage="float32", tokens=3, heads=(2, 1, 2), d=64):
 @pytest.fixture
 def launched_plans(monkeypatch):
     """The plans the public fused call launches (on the simulator), in order."""
+    from ropelab.ops import call
+
     plans = []
-    real_launch = fused.launch
-    monkeypatch.setattr(fused, "launch", lambda plan, arrays: (plans.append(plan),
-                                                               real_launch(plan, arrays)))
+    real_launch = call.launch
+    monkeypatch.setattr(call, "launch", lambda plan, arrays: (plans.append(plan),
+                                                              real_launch(plan, arrays)))
     return plans
 
 
@@ -366,15 +369,15 @@ def _bad_cases(rng):
     yield "head_dim 32", dict(head_dim=32), ropelab.RopeInputError, "not supported"
     yield "weight shape", dict(q_weight=np.ones(32, np.float32)), ropelab.RopeInputError, r"q_weight must have shape \(64,\)"
     yield "weight 2-D", dict(k_weight=np.ones((1, 64), np.float32)), ropelab.RopeInputError, "k_weight must have shape"
-    yield "weight dtype", dict(k_weight=w.astype(np.float64)), TypeError, "k_weight must have the dtype of qkv"
+    yield "weight dtype", dict(k_weight=w.astype(np.float64)), ropelab.RopeInputError, "k_weight must have the dtype of qkv"
     yield "weight list", dict(q_weight=list(w)), TypeError, "q_weight must be a NumPy array"
     yield "rotary odd", dict(rotary_dim=33), ropelab.RopeInputError, "positive even"
     yield "rotary too big", dict(rotary_dim=66), ropelab.RopeInputError, r"must not exceed head_dim \(64\)"
     yield "rotary not lane-aligned for neox", dict(rotary_dim=30, interleave=False), ropelab.RopeInputError, "multiple of 2 \\* head_dim / 32 = 4"
     yield "rotary type", dict(rotary_dim=32.0), TypeError, "rotary_dim must be an int"
     yield "positions length", dict(positions=np.zeros(4, np.int32)), ropelab.RopeInputError, r"shape \(3,\)"
-    yield "positions dtype", dict(positions=np.zeros(3, np.int64)), TypeError, "positions must be int32"
-    yield "positions float", dict(positions=np.zeros(3, np.float32)), TypeError, "positions must be int32"
+    yield "positions past int32", dict(positions=np.full(3, 2**31, np.int64)), ropelab.RopeInputError, "fit in int32"
+    yield "positions float", dict(positions=np.zeros(3, np.float32)), ropelab.RopeInputError, "positions must be integers"
     yield "heads mismatch", dict(num_heads_v=1), ropelab.RopeInputError, r"rows have 320 elements but"
     yield "no q or k", dict(num_heads_q=0, num_heads_k=0, num_heads_v=5), ropelab.RopeInputError, "at least 1"
     yield "negative heads", dict(num_heads_k=-1, num_heads_v=3), ropelab.RopeInputError, "num_heads_k must be >= 0"
@@ -408,8 +411,8 @@ def test_bad_qkv_layouts(rng):
         ropelab.fused_qknorm_rope(wide[:, ::2], **kw)
     with pytest.raises(ropelab.RopeInputError, match="2-D"):
         ropelab.fused_qknorm_rope(qkv.reshape(3, 5, 64), **kw)
-    with pytest.raises(TypeError, match="float32, float16, or uint16"):
-        ropelab.fused_qknorm_rope(qkv.astype(np.float64), **kw)
+    with pytest.raises(ropelab.RopeInputError, match="float32, float16, or uint16"):
+        ropelab.fused_qknorm_rope(qkv.astype(np.float64), **kw)  # a bad value: the README's rule
     with pytest.raises(TypeError, match="must be a NumPy array or a CUDA array"):
         ropelab.fused_qknorm_rope(qkv.tolist(), **kw)
     np.testing.assert_array_equal(wide, 0)
@@ -678,7 +681,7 @@ def test_cache_tables_hold_the_blended_frequencies_and_are_made_once():
 
 @pytest.mark.parametrize("positions, match", [
     ([0, 100, 3], "position 100 is out of range: the cos/sin cache holds positions 0 .. 99"),
-    ([0, -1, 3], "positions must be >= 0"),
+    ([0, -1, 3], "position -1 is out of range: the cos/sin cache holds positions 0 .. 99"),
 ])
 def test_cache_refuses_host_positions_outside_the_table(rng, launches, positions, match):
     qkv, kw = _inputs(rng)

@@ -70,8 +70,8 @@ def test_check_twin_needs_a_gpu_and_cupy():
 
 
 def _problem(storage, interleave):
-    from ropelab import fused
-    from ropelab.arrays import inspect_array
+    from ropelab.ops import fused
+    from ropelab.ops.arrays import inspect_array
 
     qkv = np.zeros((1, 3 * 128), kmod.STORAGES[storage])
     return fused.build_problem(inspect_array(qkv, "qkv"), num_heads_q=1, num_heads_k=1,

@@ -83,6 +83,49 @@ def test_no_import_cycles_even_through_late_imports():
 
 def test_the_cycle_finder_finds_a_planted_cycle():
     g = graph()
-    g["ropelab.reference"] = g["ropelab.reference"] | {"ropelab.api"}  # api -> ... -> reference
+    g["ropelab.reference"] = g["ropelab.reference"] | {"ropelab.ops.rope"}  # rope -> ... -> reference
     found = cycles(g)
-    assert any("ropelab.reference" in c and "ropelab.api" in c for c in found)
+    assert any("ropelab.reference" in c and "ropelab.ops.rope" in c for c in found)
+
+
+# The call path moved to ropelab.ops (issue 18): the old modules are gone, with no shims.
+OLD_PATHS = ["ropelab.api", "ropelab.fused", "ropelab.calls", "ropelab.arrays", "ropelab.streams",
+             "ropelab.kernels._launch"]
+
+
+def _imported_names() -> dict[str, set[str]]:
+    """Every module name each file's imports mention (absolute, relative resolved)."""
+    mods = _modules()
+    out = {}
+    for name, path in mods.items():
+        seen = set()
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[:len(parts) - node.level + 1])
+                    mod = base + ("." + node.module if node.module else "")
+                else:
+                    mod = node.module or ""
+                seen.add(mod)
+                seen |= {f"{mod}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                seen |= {a.name for a in node.names}
+        out[name] = seen
+    return out
+
+
+def test_the_old_call_path_modules_are_gone_and_nothing_imports_them():
+    mods = _modules()
+    assert not set(OLD_PATHS) & set(mods)
+    users = {name: sorted(set(OLD_PATHS) & seen) for name, seen in _imported_names().items()}
+    assert {n: u for n, u in users.items() if u} == {}
+
+
+def test_the_ops_sit_above_the_kernels_and_problem_holds_data_only():
+    g = graph()
+    kernels = {m for m in g if m == "ropelab.kernels" or m.startswith("ropelab.kernels.")}
+    ops = {m for m in g if m.startswith("ropelab.ops")}
+    assert not any(g[k] & ops for k in kernels), "a kernel module imports the ops layer"
+    assert g["ropelab.problem"] <= {"ropelab.reference"}, g["ropelab.problem"]

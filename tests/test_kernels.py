@@ -130,7 +130,7 @@ def test_pack4_uses_float4_only_when_rows_are_whole_quads_and_aligned(rng):
     assert pack4.VARIANT.plan(even, aligned=False).kernel is pack4.rope_pack4_scalar
     # the public call decides "aligned" from the arrays' addresses
     buf = cuda.to_device(np.zeros(64, np.float32))
-    from ropelab.arrays import inspect_array
+    from ropelab.ops.arrays import inspect_array
 
     assert inspect_array(buf[1:37], "x").ptr % 16 == 4  # a 4-byte offset: no float4
 

@@ -15,7 +15,7 @@ import pytest
 
 import ropelab
 from ropelab import kernels
-from ropelab.kernels._launch import MAX_GRID
+from ropelab.kernels.plan import MAX_GRID
 from ropelab.problem import RopeProblem
 
 BIG = RopeProblem(tokens=2**21 + 3, heads=1, head_dim=4096, rotary_dim=4096)  # 2**33 + 12288 elements

@@ -11,7 +11,8 @@ import ropelab
 from reference_check import assert_matches_reference as check
 from ropelab import RopeInputError, reference
 from ropelab.kernels import pair_sincos
-from ropelab.kernels._launch import jitted, launch
+from ropelab.kernels.launch import launch
+from ropelab.kernels.plan import jitted
 from ropelab.problem import RopeProblem
 from ropelab.scaling import NTK, Linear, Llama3, YaRN, resolve
 from ropelab.tolerance import max_angle, rope_atol
@@ -99,7 +100,7 @@ def test_bad_pairs_per_thread_raise_before_launch(launches, value, exc, match):
 
 def test_prepare_refuses_frequencies_it_cannot_reproduce():
     # A problem whose table does not come from a known scheme: the kernel's formula would be wrong.
-    problem = RopeProblem(2, 1, 8, 8, freqs=np.array([1.0, 0.5, 0.2, 0.01]))
+    problem = RopeProblem(2, 1, 8, 8, inv_freq=np.array([1.0, 0.5, 0.2, 0.01]))
     with pytest.raises(RuntimeError, match="disagree"):
         pair_sincos.VARIANT.plan(problem)
 

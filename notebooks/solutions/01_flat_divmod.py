@@ -1,7 +1,10 @@
-"""Exercise 01-flat-index (notebook 01): a solution, and wrong attempts the grader must reject.
+"""Notebook 01's ladder: a solution for every step, and wrong attempts the grader must reject.
 
-``python -m ropelab exercises --verify`` runs ``SOLUTION`` (it must pass) and every kernel of
-``WRONG`` (each must be rejected with a message containing the fragment next to it).
+``python -m ropelab exercises --verify`` grades ``SOLUTIONS[step_id]`` (it must pass) and every
+function of ``WRONG[step_id]`` (each must be rejected with a verdict containing the fragment
+next to it).  The steps: 01.1 token and pair of a flat index (the angles of every pair), 01.2
+the launch of that kernel, 01.3 each pair's frequency in float32, 01.4 the seed's flat RoPE
+kernel.
 """
 
 import math
@@ -9,7 +12,118 @@ import math
 import ropelab  # noqa: F401  (chooses the GPU or the simulator before numba.cuda is imported)
 from numba import cuda, float32, int64, uint64
 
-EXERCISE = "01-flat-index"
+# --- 01.1: a flat index to (token, pair), one unsigned division --------------------
+
+
+@cuda.jit(fastmath=True)
+def pair_angles(out, positions, inv_freq, n_pairs, total_pairs):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        i = uint64(idx)  # unsigned: a plain C division, no floor fix-ups
+        token = i // n_pairs  # the one division
+        pair = i - token * n_pairs  # the remainder without a second one
+        out[i] = float32(positions[token]) * inv_freq[pair]
+
+
+@cuda.jit(fastmath=True)
+def angles_signed(out, positions, inv_freq, n_pairs, total_pairs):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        n = int64(n_pairs)
+        token = idx // n  # signed: Python's floor division
+        pair = idx - token * n
+        out[idx] = float32(positions[token]) * inv_freq[pair]
+
+
+@cuda.jit(fastmath=True)
+def angles_modulo(out, positions, inv_freq, n_pairs, total_pairs):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        i = uint64(idx)
+        token = i // n_pairs
+        pair = i % n_pairs  # a remainder operator: the exercise asks for a multiply-subtract
+        out[i] = float32(positions[token]) * inv_freq[pair]
+
+
+@cuda.jit(fastmath=True)
+def angles_float64(out, positions, inv_freq, n_pairs, total_pairs):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        i = uint64(idx)
+        token = i // n_pairs
+        pair = i - token * n_pairs
+        out[i] = positions[token] * inv_freq[pair]  # int32 * float32: computed in float64
+
+
+@cuda.jit(fastmath=True)
+def angles_row_number(out, positions, inv_freq, n_pairs, total_pairs):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        i = uint64(idx)
+        token = i // n_pairs
+        pair = i - token * n_pairs
+        out[i] = float32(token) * inv_freq[pair]  # the row, not the token's position
+
+
+# --- 01.2: the launch, written by the learner ------------------------------------------------
+
+
+def launch_pair_angles(out, positions, inv_freq, n_pairs, total_pairs):
+    threads = 256
+    blocks = (total_pairs + threads - 1) // threads  # one thread per pair, rounded up
+    pair_angles[blocks, threads](out, positions, inv_freq, n_pairs, total_pairs)
+
+
+def launch_one_row(out, positions, inv_freq, n_pairs, total_pairs):
+    threads = 256
+    blocks = (int(n_pairs) + threads - 1) // threads  # the pairs of one row, not of the batch
+    pair_angles[blocks, threads](out, positions, inv_freq, n_pairs, total_pairs)
+
+
+def launch_thread_per_pair_blocks(out, positions, inv_freq, n_pairs, total_pairs):
+    pair_angles[total_pairs, 64](out, positions, inv_freq, n_pairs, total_pairs)  # 64x too many
+
+
+def launch_block_of_everything(out, positions, inv_freq, n_pairs, total_pairs):
+    pair_angles[1, total_pairs](out, positions, inv_freq, n_pairs, total_pairs)  # one block
+
+
+# --- 01.3: each pair's frequency, in float32 ---------------------------------------------------
+
+
+@cuda.jit(fastmath=True)
+def pair_frequencies(out, n_pairs, base):
+    pair = cuda.grid(1)
+    if pair < n_pairs:
+        exponent = float32(pair + pair) / float32(n_pairs + n_pairs)  # 2 pair / hidden
+        out[pair] = float32(1.0) / math.pow(base, exponent)
+
+
+@cuda.jit(fastmath=True)
+def frequencies_int_division(out, n_pairs, base):
+    pair = cuda.grid(1)
+    if pair < n_pairs:
+        exponent = (pair + pair) / (n_pairs + n_pairs)  # int / int: a float64 in Numba
+        out[pair] = float32(1.0) / math.pow(base, exponent)
+
+
+@cuda.jit(fastmath=True)
+def frequencies_no_reciprocal(out, n_pairs, base):
+    pair = cuda.grid(1)
+    if pair < n_pairs:
+        exponent = float32(pair + pair) / float32(n_pairs + n_pairs)
+        out[pair] = math.pow(base, exponent)  # the frequency falls with the pair: 1 / base ** e
+
+
+@cuda.jit(fastmath=True)
+def frequencies_over_n_pairs(out, n_pairs, base):
+    pair = cuda.grid(1)
+    if pair < n_pairs:
+        exponent = float32(pair + pair) / float32(n_pairs)  # hidden is 2 n_pairs
+        out[pair] = float32(1.0) / math.pow(base, exponent)
+
+
+# --- 01.4: the seed's flat kernel -------------------------------------------------------------
 
 
 @cuda.jit(fastmath=True)
@@ -31,7 +145,6 @@ def my_rope_flat(x, out, positions, n_pairs, total_pairs, base):
         out[e + uint64(1)] = x0 * s + x1 * c
 
 
-SOLUTION = my_rope_flat
 
 
 @cuda.jit(fastmath=True)
@@ -92,6 +205,7 @@ def float64_division(x, out, positions, n_pairs, total_pairs, base):
 
 @cuda.jit(fastmath=True)
 def signed_index_math(x, out, positions, n_pairs, total_pairs, base):
+    # Not in WRONG (01.4 records four already): tests/test_grader.py grades it for the % rule.
     idx = cuda.grid(1)
     if idx < total_pairs:
         n = int64(n_pairs)  # signed: Python's floor // and %, each with sign fix-ups
@@ -109,9 +223,53 @@ def signed_index_math(x, out, positions, n_pairs, total_pairs, base):
         out[e + 1] = x0 * s + x1 * c
 
 
-WRONG = [
-    (no_guard, "out of bounds at thread"),
-    (pair_off_by_one, "pair index off by one"),
-    (float64_division, "float64 instructions"),
-    (signed_index_math, "integer div/rem"),
-]
+@cuda.jit(fastmath=True)
+def signed_division(x, out, positions, n_pairs, total_pairs, base):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        n = int64(n_pairs)  # signed: Python's floor division, with sign fix-ups
+        token = idx // n
+        pair = idx - token * n  # no %, but the division above is still a signed one
+        e = idx + idx
+        x0 = x[e]
+        x1 = x[e + 1]
+        exponent = float32(pair + pair) / float32(n + n)
+        inv_freq = float32(1.0) / math.pow(base, exponent)
+        angle = float32(positions[token]) * inv_freq
+        c = math.cos(angle)
+        s = math.sin(angle)
+        out[e] = x0 * c - x1 * s
+        out[e + 1] = x0 * s + x1 * c
+
+
+SOLUTIONS = {
+    "01.1": pair_angles,
+    "01.2": launch_pair_angles,
+    "01.3": pair_frequencies,
+    "01.4": my_rope_flat,
+}
+
+WRONG = {
+    "01.1": [
+        (angles_signed, "signed integer div/rem"),
+        (angles_modulo, "`%` is not allowed"),
+        (angles_float64, "float64 instructions"),
+        (angles_row_number, "read positions[token]"),
+    ],
+    "01.2": [
+        (launch_one_row, "never written"),
+        (launch_thread_per_pair_blocks, "wholly idle"),
+        (launch_block_of_everything, "illegal launch"),
+    ],
+    "01.3": [
+        (frequencies_int_division, "float64 instructions"),
+        (frequencies_no_reciprocal, "the reciprocal is missing"),
+        (frequencies_over_n_pairs, "divided by n_pairs instead of hidden"),
+    ],
+    "01.4": [
+        (no_guard, "out of bounds at thread"),
+        (pair_off_by_one, "pair index off by one"),
+        (float64_division, "float64 instructions"),
+        (signed_division, "signed integer div/rem"),
+    ],
+}

@@ -1,7 +1,9 @@
-"""Exercise 02-block2d-stride (notebook 02): a solution, and wrong attempts the grader must reject.
+"""Notebook 02's ladder: a solution for every step, and wrong attempts the grader must reject.
 
-``python -m ropelab exercises --verify`` runs ``SOLUTION`` (it must pass) and every kernel of
-``WRONG`` (each must be rejected with a message containing the fragment next to it).
+``python -m ropelab exercises --verify`` grades ``SOLUTIONS[step_id]`` (it must pass) and every
+function of ``WRONG[step_id]`` (each must be rejected with a verdict containing the fragment
+next to it).  The steps: 02.1 one block per token, one thread per pair; 02.2 block2d's stride
+loop; 02.3 the launch of block2d for any shape, rows wider than 1024 pairs included.
 """
 
 import math
@@ -9,7 +11,71 @@ import math
 import ropelab  # noqa: F401  (chooses the GPU or the simulator before numba.cuda is imported)
 from numba import cuda, float32, uint64
 
-EXERCISE = "02-block2d-stride"
+
+# --- 02.1: blockIdx.x is the token, threadIdx.x the pair ----------------------
+
+
+@cuda.jit(fastmath=True)
+def rope_rows(x, out, positions, inv_freq, n_pairs):
+    token = cuda.blockIdx.x  # one block per token: no division
+    pair = cuda.threadIdx.x  # one thread per pair of the row
+    if pair < n_pairs:  # the block is a whole number of warps, the row rarely is
+        angle = float32(positions[token]) * inv_freq[pair]
+        c = math.cos(angle)
+        s = math.sin(angle)
+        i = 2 * (token * n_pairs + pair)
+        x0 = x[i]
+        x1 = x[i + 1]
+        out[i] = x0 * c - x1 * s
+        out[i + 1] = x0 * s + x1 * c
+
+
+@cuda.jit(fastmath=True)
+def rows_flat_index(x, out, positions, inv_freq, n_pairs):
+    token = cuda.blockIdx.x
+    pair = cuda.grid(1)  # a global index: in block 1 it starts at blockDim.x, not 0
+    if pair < n_pairs:
+        angle = float32(positions[token]) * inv_freq[pair]
+        c = math.cos(angle)
+        s = math.sin(angle)
+        i = 2 * (token * n_pairs + pair)
+        x0 = x[i]
+        x1 = x[i + 1]
+        out[i] = x0 * c - x1 * s
+        out[i + 1] = x0 * s + x1 * c
+
+
+@cuda.jit(fastmath=True)
+def rows_unguarded(x, out, positions, inv_freq, n_pairs):
+    token = cuda.blockIdx.x
+    pair = cuda.threadIdx.x
+    angle = float32(positions[token]) * inv_freq[pair]
+    c = math.cos(angle)
+    s = math.sin(angle)
+    i = 2 * (token * n_pairs + pair)
+    x0 = x[i]
+    x1 = x[i + 1]
+    out[i] = x0 * c - x1 * s
+    out[i + 1] = x0 * s + x1 * c
+
+
+@cuda.jit(fastmath=True)
+def rows_by_division(x, out, positions, inv_freq, n_pairs):
+    idx = cuda.grid(1)  # the flat kernel's index math, inside a per-token launch
+    token = idx // cuda.blockDim.x
+    pair = idx - token * cuda.blockDim.x
+    if pair < n_pairs:
+        angle = float32(positions[token]) * inv_freq[pair]
+        c = math.cos(angle)
+        s = math.sin(angle)
+        i = 2 * (token * n_pairs + pair)
+        x0 = x[i]
+        x1 = x[i + 1]
+        out[i] = x0 * c - x1 * s
+        out[i + 1] = x0 * s + x1 * c
+
+
+# --- 02.2: the stride loop --------------------------------------------------------------------
 
 
 @cuda.jit(fastmath=True)
@@ -32,7 +98,6 @@ def my_rope_block2d(x, out, positions, n_pairs, base):
         pair += uint64(cuda.blockDim.x)
 
 
-SOLUTION = my_rope_block2d
 
 
 @cuda.jit(fastmath=True)
@@ -94,8 +159,49 @@ def float64_literal(x, out, positions, n_pairs, base):
         pair += uint64(cuda.blockDim.x)
 
 
-WRONG = [
-    (if_instead_of_loop, "never written"),
-    (loop_one_too_far, "out of bounds"),
-    (float64_literal, "float64 instructions"),
-]
+# --- 02.3: the launch, rows wider than 1024 pairs included -------------------------------------
+
+
+def launch_block2d(x, out, positions, n_pairs, base):
+    tokens = positions.size
+    warps = (int(n_pairs) + 31) // 32
+    threads = min(32 * warps, 1024)  # one thread per pair up to the limit; the loop does the rest
+    my_rope_block2d[tokens, threads](x, out, positions, n_pairs, base)
+
+
+def launch_thread_per_pair(x, out, positions, n_pairs, base):
+    threads = (int(n_pairs) + 31) // 32 * 32  # 1,312 threads for a row of 1,300 pairs
+    my_rope_block2d[positions.size, threads](x, out, positions, n_pairs, base)
+
+
+def launch_block_per_pair(x, out, positions, n_pairs, base):
+    my_rope_block2d[int(n_pairs), 32](x, out, positions, n_pairs, base)  # pairs, not tokens
+
+
+def launch_one_block(x, out, positions, n_pairs, base):
+    my_rope_block2d[1, 1024](x, out, positions, n_pairs, base)  # only the first token's row
+
+
+SOLUTIONS = {
+    "02.1": rope_rows,
+    "02.2": my_rope_block2d,
+    "02.3": launch_block2d,
+}
+
+WRONG = {
+    "02.1": [
+        (rows_flat_index, "never written"),
+        (rows_unguarded, "out of bounds"),
+        (rows_by_division, "integer div/rem"),
+    ],
+    "02.2": [
+        (if_instead_of_loop, "never written"),
+        (loop_one_too_far, "out of bounds"),
+        (float64_literal, "float64 instructions"),
+    ],
+    "02.3": [
+        (launch_thread_per_pair, "the limit is 1024"),
+        (launch_block_per_pair, "out of bounds for positions"),
+        (launch_one_block, "never written"),
+    ],
+}

@@ -281,8 +281,9 @@ print(f"in that time: about {budget['fp32_per_pair']:.0f} FP32 instructions per 
       f"{budget['sfu_per_pair']:.0f} SFU instructions per pair")
 
 # %% [markdown]
-# A RoPE kernel needs a few dozen instructions per pair, four of them on the SFU (a `pow`, a
-# `sin` and a `cos`): on paper, below both budgets, so memory should set its speed, and the
+# A RoPE kernel needs a few dozen instructions per pair, four of them on the SFU: the `pow`
+# as two (a base-2 logarithm `lg2` and an exponential `ex2`), a `sin` and a `cos` (the census
+# line printed under the compile pipeline below lists them): on paper, below both budgets, so memory should set its speed, and the
 # fastest it can go is a copy of the same bytes.  Paper is not a measurement: an integer
 # division costs dozens of instructions, a warp's instructions wait on each other's results,
 # and a kernel that does not keep enough bytes in flight stays below the memory's rate
@@ -299,12 +300,12 @@ print(f"in that time: about {budget['fp32_per_pair']:.0f} FP32 instructions per 
 #    from the argument types (`float32` arrays, `uint64` scalars, ...); a float64 that sneaks in
 #    here is compiled as float64;
 # 2. lowers it to **NVVM IR**, the LLVM dialect NVIDIA's compiler reads; `math.sin` becomes a
-#    call into *libdevice* (NVIDIA's accurate math library) or, with `fastmath=True`, the SFU
+#    call into *libdevice* (NVIDIA's accurate math library) or, with `fastmath=True` (*fast-math*), the SFU
 #    approximation `sin.approx.f32`;
 # 3. compiles that with libNVVM to **PTX**, a virtual instruction set that is portable across
 #    GPU generations (`ropelab.measure.census.census()` counts instructions at this level, with no GPU);
 # 4. has PTX assembled into **SASS**, the machine code of one GPU generation (compute
-#    capability 9.0 for H100 and H200), by the driver or by nvJitLink.
+#    capability 9.0 for H100 and H200), by the driver or by *nvJitLink* (NVIDIA's linker library).
 #
 # The compiled kernel is cached per argument types, so later launches skip all of it.  A
 # **launch** then hands the driver the grid and block sizes and the arguments
@@ -382,6 +383,98 @@ print(first_call.line)
 print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
 
 # %% [markdown]
+# ## 9. Glossary
+#
+# The words the later notebooks use, defined once (the list is kept in
+# `ropelab.course.glossary`, and `tests/test_glossary.py` fails when a notebook uses one that is
+# not defined here).  Many come from the two tools that look inside a kernel: the *SASS census*
+# (`ropelab census --sass`, the machine code, no GPU needed) and *Nsight Compute* (`ncu`,
+# NVIDIA's profiler, whose records are under `data/profile/`).
+#
+# **The machine**
+#
+# * **warp**: 32 consecutive threads of a block that issue one instruction at a time together.
+# * **lane**: one thread of a warp, numbered 0 to 31 (`threadIdx.x % 32`).
+# * **SM**: streaming multiprocessor, the unit that runs blocks; an H200 has 132.
+# * **register**: a thread's private on-chip storage, the fastest there is; `reg` in the profile
+#   table is registers per thread (more per thread leaves room for fewer warps).
+# * **occupancy**: the share of an SM's 64 warp slots that hold a warp; `occ%` prints achieved
+#   (what the run had on average) over theoretical (what registers and block size allow).
+# * **SFU**: special function unit, which computes fast approximations of `sin`, `cos`, `ex2`,
+#   `lg2` and reciprocals (`MUFU` instructions in SASS).
+# * **XU**: Nsight Compute's name for the pipe of the SFUs (and some conversions); `XU%` is how
+#   busy it was, a share of its peak.
+# * **HBM**: the GPU's DRAM, its global memory; `DRAM%` is the DRAM throughput the profiler saw,
+#   a share of its peak.
+# * **L1** / **L2**: the caches between the SMs and HBM: L1 one per SM (it shares its storage
+#   with shared memory), L2 one for the whole GPU.
+# * **shared memory**: on-chip memory a block's threads share and synchronize on explicitly.
+# * **sector**: the 32-byte unit in which global memory is read and written; `sect/req` is
+#   sectors per load/store request of a warp (8 when 32 lanes read consecutive 8-byte pairs).
+# * **coalescing**: a warp's accesses merged into as few sectors as their bytes need.
+# * **latency**: how long one access takes to return (hundreds of cycles for HBM); hidden by
+#   running other warps meanwhile.
+# * **divergence**: lanes of one warp taking different sides of a branch, run one after the other.
+# * **stream**: a queue of GPU work that runs in order; launches return before the work runs.
+#
+# **Compiling**
+#
+# * **PTX**: the portable virtual instruction set Numba's compiler emits.
+# * **SASS**: the machine code of one GPU generation, assembled from PTX.
+# * **NVVM**: NVIDIA's LLVM-based compiler from NVVM IR to PTX, which Numba calls.
+# * **libdevice**: NVIDIA's library of accurate math functions that non-fast-math builds call.
+# * **fast-math**: `fastmath=True`: approximate SFU functions and relaxed float rules.
+# * **NVRTC**: NVIDIA's runtime compiler for CUDA C++ (the course's C++ twins use it).
+# * **nvJitLink**: the library that links and assembles PTX into SASS without a driver.
+# * **nvdisasm**: NVIDIA's disassembler, which turns a compiled kernel back into SASS text.
+#
+# **SASS instructions the course names**
+#
+# * **LDG.E.128**: one global load of 128 bits (16 bytes) per lane; `LDG.E.64` 8 bytes,
+#   `LDG.E` 4 bytes.  `STG` is the store.
+# * **IADD3**: a 32-bit integer add of three operands, the usual index arithmetic.
+# * **IADD3.X**: the same add taking the carry of the one before: the upper half of a 64-bit
+#   add, so a 64-bit index costs a pair of instructions.
+# * **.EX**: the suffix of a compare (`ISETP...EX`) on the upper half of a 64-bit value, the
+#   second instruction of a 64-bit compare.
+# * **BSSY**: with `BSYNC`, the divergence barrier the compiler wraps around a branch that some
+#   lanes may skip, so the warp re-converges after it.
+# * **SHFL**: a warp shuffle (`SHFL.BFLY` for `shfl_xor_sync`): a lane reads another lane's
+#   register directly.
+#
+# **Nsight Compute metrics and stall reasons**
+#
+# A warp's *stall reason* is what kept it from issuing in a cycle; the profile table lists the
+# top reasons in cycles per issued instruction.
+#
+# * **issue%**: the share of cycles in which the SM's schedulers issued an instruction; near its
+#   peak the kernel is *issue-bound*.
+# * **cycles/issue**: cycles between two instructions of one warp, split by stall reason.
+# * **traffic**: DRAM bytes moved over the minimum the kernel must move (a ratio of one: no waste).
+# * **long_scoreboard**: waiting for a global (or local) memory load's data.
+# * **short_scoreboard**: waiting for an on-chip result: shared memory, a shuffle or the SFU.
+# * **mio_throttle**: the memory input/output queue is full (too many shared-memory, shuffle or
+#   special instructions at once).
+# * **math_pipe_throttle**: the math pipe the instruction needs is busy.
+# * **drain**: waiting at the kernel's end for its stores to leave the SM.
+# * **imc_miss**: waiting for a constant (kernel arguments, literals) missing in the constant cache.
+# * **not_selected**: ready, but the scheduler issued another warp's instruction that cycle.
+# * **wait**: a fixed wait the compiler scheduled for an instruction's result; in the census's
+#   SASS order, `w` marks a wait for a load still in flight.
+#
+# **Measuring**
+#
+# * **roof**: the fastest device copy of the same bytes: what a kernel that reads and writes
+#   every byte once cannot beat.
+# * **Little's law**: bytes in flight = bandwidth x latency: the bytes a kernel must keep
+#   requested to run at full bandwidth.
+# * **p20-p80**: the 20th to 80th percentile of the single launches of one measurement.
+# * **noise floor**: the largest difference between two timings of the same kernel in one run.
+# * **cold L2**: timed after a fill that evicts the L2 cache, so data comes from HBM.
+# * **host_bound**: a row whose host enqueue time nearly filled the GPU's busy time: it may have
+#   timed the host.
+
+# %% [markdown]
 # ## Takeaways
 #
 # * RoPE rotates each pair of a head by `position x frequency`; frequencies fall geometrically
@@ -397,29 +490,147 @@ print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
 #   census counts PTX without a GPU.
 # * The float64 reference judges every kernel; the simulator checks logic, the GPU records
 #   speed and precision.
+
+# %% [markdown]
+# ## Build it yourself
 #
-# ## Exercise: your first kernel
+# Time to write kernels.  This section is a ladder of five graded steps, each one a little
+# further than the last: copy an array, guard a partial block, rotate pairs, launch a kernel
+# yourself, and finally a first RoPE kernel.  Each step gives you a cell with the function's
+# signature, a docstring that states its contract, and `pass` (the last step: its first line and
+# a `...`); replace them with your code and run the cell after it, which grades your function:
 #
-# Time to write a kernel.  The cell below is a complete Numba CUDA kernel except for its body:
-# `@cuda.jit` compiles the function for the GPU (or hands it to the simulator), and
-# `fastmath=True` lets the compiler use the GPU's fast approximate `sin`, `cos` and division,
-# as every ropelab kernel does.  It rotates a `[tokens, hidden]` array with **one thread per
-# float**; the angles are done for you (`cos_t` and `sin_t` hold the cosine and sine of every
-# pair, pair after pair, computed in float64 on the host).
+# * `@cuda.jit` compiles the function for the GPU (or hands it to the simulator) and
+#   `fastmath=True` lets the compiler use the GPU's fast approximate `sin`, `cos` and division,
+#   as every ropelab kernel does;
+# * the grader launches your kernel on a few small shapes (from step 00.2 on, shapes that fill
+#   no block evenly), compares every float with the float64 reference, and prints either the
+#   first mistake with a hint or PASS, with your kernel's instruction census next to a ropelab
+#   kernel's;
+# * it never stops the notebook: a kernel that never finishes is stopped after 30 seconds.
+#   Until you write the body, it says "not solved yet".
 #
-# Thread `i` (`cuda.grid(1)`, its global index) writes `out[i]`.  Replace the `...` line:
+# Stuck?  Each step's solution, and the mistakes the grader recognizes, are in
+# `notebooks/solutions/00_rope_in_one_notebook.py`.
 #
-# 1. a thread whose `i` is not below `n` (the number of floats) must do nothing: the grid is a
-#    whole number of blocks, so the last block usually has threads past the end;
-# 2. `c = cos_t[i // 2]` and `s = sin_t[i // 2]`: both floats of pair `i // 2` turn together;
-# 3. an even `i` is the first float of its pair, `out[i] = x[i] * c - x[i + 1] * s`; an odd
-#    `i` the second, `out[i] = x[i - 1] * s + x[i] * c`.
+# ### Step 00.1: map, one thread per float
 #
-# The next cell grades it: it launches your kernel with blocks of 64 threads on three shapes
-# (1x2, 3x10 and 5x130 floats, none a multiple of 64), compares every float with the float64
-# reference, and prints either the first mistake with a hint, or PASS with your kernel's
-# instruction census next to ropelab's `flat` kernel (notebook 01).  It never stops the
-# notebook.  Stuck?  A solution is in `notebooks/solutions/00_rope_in_one_notebook.py`.
+# Copy `x` into `out`.  The launch has exactly one thread per float: `n / 32` blocks of 32
+# threads, so every thread owns one float.  A thread's global number is `cuda.grid(1)`, that is
+# `blockIdx.x * blockDim.x + threadIdx.x` (section 6).
+
+# %%
+from numba import cuda
+
+
+@cuda.jit(fastmath=True)
+def copy(x, out):
+    """out[i] = x[i] for this thread's global index i.
+
+    x, out: float32[n].  Launched with n / 32 blocks of 32 threads: one thread per float.
+    """
+    pass
+
+# %%
+from ropelab.course import steps
+
+verdict = steps.check(copy, "00.1")
+
+# %% [markdown]
+# `verdict.show()` draws the kernel you just graded on the step's small case: which thread
+# wrote each element of `out` (colour = block, number = global thread), which read `x` (where
+# the step has one), your output beside the reference with wrong cells outlined, and each
+# thread's reads and writes.  With the empty starter nothing is written yet: run it again once
+# `copy` has a body, and after every failing verdict.
+
+# %%
+verdict.show()
+plt.show()
+
+# %% [markdown]
+# ### Step 00.2: guard, the grid rounded up to whole blocks
+#
+# Arrays rarely hold a multiple of 32 floats.  The launch now has `ceil(n / 32)` blocks of 32
+# threads, so the last block usually has threads past the end of the array.  Such a thread must
+# not touch memory: on the simulator (and here) its index raises an error, on a GPU it reads or
+# overwrites whatever lies after the array.
+
+# %%
+from numba import cuda
+
+
+@cuda.jit(fastmath=True)
+def copy_guarded(x, out, n):
+    """out[i] = x[i] for every i < n; threads with i >= n do nothing.
+
+    x, out: float32[n]; n: int64.  Launched with ceil(n / 32) blocks of 32 threads.
+    """
+    pass
+
+# %%
+verdict = steps.check(copy_guarded, "00.2")
+
+# %% [markdown]
+# ### Step 00.3: rotate, one thread per pair
+#
+# Now RoPE itself, with the angles done for you: `cos_t[p]` and `sin_t[p]` hold the cosine and
+# sine of pair `p`'s angle (computed in float64 on the host, pair after pair, row after row).
+# Thread `p` rotates pair `p`, the floats `x[2p]` and `x[2p + 1]` (the interleaved layout of
+# section 4):
+#
+# $$\text{out}[2p] = x_0 \cos\theta_p - x_1 \sin\theta_p, \qquad
+# \text{out}[2p + 1] = x_0 \sin\theta_p + x_1 \cos\theta_p,$$
+#
+# where $x_0$ is `x[2p]`, $x_1$ is `x[2p + 1]`, and $\cos\theta_p$, $\sin\theta_p$ are
+# `cos_t[p]`, `sin_t[p]`.  Guard with the number of pairs.  The grader launches blocks of 64
+# threads on 1x2, 3x10 and 5x130 floats (1, 15 and 325 pairs).
+
+# %%
+from numba import cuda
+
+
+@cuda.jit(fastmath=True)
+def rotate_pairs(x, out, cos_t, sin_t, n_pairs):
+    """Thread p < n_pairs rotates pair p: (x[2p], x[2p+1]) by the angle whose cosine is
+    cos_t[p] and sine is sin_t[p], into out[2p] and out[2p+1].
+
+    x, out: float32[2 * n_pairs]; cos_t, sin_t: float32[n_pairs]; n_pairs: int64.
+    Launched with ceil(n_pairs / 64) blocks of 64 threads.
+    """
+    pass
+
+# %%
+verdict = steps.check(rotate_pairs, "00.3")
+
+# %% [markdown]
+# ### Step 00.4: the launch
+#
+# So far the grader chose the grid.  Now you do: write the host function that launches your
+# `rotate_pairs` over `n_pairs` pairs, `rotate_pairs[blocks, threads](x, out, cos_t, sin_t,
+# n_pairs)`.  Pick the threads per block (a multiple of 32, at most 1024) and enough blocks
+# that every pair has a thread.  The grader records your launch and checks that every pair is
+# covered, that no block is wholly idle, and that a GPU would accept the configuration.
+
+# %%
+def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
+    """Launch rotate_pairs on these device arrays so that every one of the n_pairs pairs has a
+    thread: threads per block at most 1024, blocks = enough to cover n_pairs, none idle.
+    """
+    pass
+
+# %%
+verdict = steps.check(launch_rotate_pairs, "00.4")
+
+# %% [markdown]
+# ### Step 00.5: one thread per float
+#
+# The last step turns the mapping around: one thread per **float**, as the copy was.  Thread
+# `i` writes `out[i]` alone, so it must find its pair: both floats of pair `i // 2` turn by
+# `cos_t[i // 2]` and `sin_t[i // 2]`; an even `i` is the first float of its pair,
+# `out[i] = x[i] * c - x[i + 1] * s`, an odd `i` the second, `out[i] = x[i - 1] * s + x[i] * c`.
+# Guard with `n`, the number of floats.  On a pass the grader shows your kernel's instruction
+# census next to ropelab's `flat` kernel (notebook 01), and on a GPU the next cell times it
+# against a device copy of the same bytes.
 
 # %%
 from numba import cuda
@@ -427,13 +638,17 @@ from numba import cuda
 
 @cuda.jit(fastmath=True)
 def rotate_elements(x, out, cos_t, sin_t, n):
+    """Thread i < n writes out[i], the rotated float i: its pair is i // 2, turned by cos_t[i // 2]
+    and sin_t[i // 2]; threads with i >= n do nothing.
+
+    x, out: float32[n], n = tokens * hidden; cos_t, sin_t: float32[n / 2]; n: int64.
+    Launched with ceil(n / 64) blocks of 64 threads.
+    """
     i = cuda.grid(1)  # blockIdx.x * blockDim.x + threadIdx.x: this thread's float
-    ...  # write the body here: the guard, then c and s, then out[i]
+    ...  # write the rest: the guard, then c and s, then out[i]
 
 # %%
-from ropelab.course import exercises
-
-verdict = exercises.check(rotate_elements, "00-first-kernel")
+verdict = steps.check(rotate_elements, "00.5")
 
 # %%
 # NBVAL_IGNORE_OUTPUT

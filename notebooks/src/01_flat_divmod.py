@@ -145,8 +145,9 @@ print("global loads by width :", flat_fast["ld_global"], " stores:", flat_fast["
 #   kernel divides once, on unsigned 64-bit integers, and gets the remainder with a multiply
 #   and a subtraction; the compiler adds a 32-bit copy of the division as a fast path for when
 #   both operands fit in 32 bits.  (On *signed* integers Numba keeps Python's floor-division
-#   semantics, which costs a second division and sign fix-ups: the comment in the kernel says
-#   why it is unsigned.)  None of these is a hardware instruction: a GPU has no integer
+#   semantics: a signed `div.s64` with sign fix-ups around it, and the census of step 01.1
+#   refuses it; the comment in the kernel says why it is unsigned.)  None of these is a
+#   hardware instruction: a GPU has no integer
 #   divider, and each expands into a sequence of about twenty instructions, the 64-bit one
 #   into a longer subroutine.  Notebook 02 removes the division.
 # * **Special functions.**  With fast-math, `math.pow` becomes `lg2` and `ex2`, and `math.sin`
@@ -185,7 +186,8 @@ if bench is not None:
 # How to read them.  The table's `p20-p80 us` column is the range of the middle 60 percent of
 # the launches behind each median, and its last column divides by the roof: the fastest
 # device copy measured in the run, the copy of the 1 GB shape.  The chart has one panel per
-# shape, each on its own linear axis starting at zero, so bar heights compare directly; the
+# shape, each on its own linear axis starting at zero (a panel switches to a log axis only
+# when one bar is over ten times another), so bar lengths compare directly; the
 # whiskers are the same 20-80 percent range, and the dashed line is the copy of that shape's
 # own bytes.  On the small shapes the whole difference between the bars is about a
 # microsecond, and notebook 07 shows that a recorded time at these sizes moves by several
@@ -210,7 +212,7 @@ if bench is not None:
 # Both kernels stay clearly below the copy there: a division, a `pow`, a sine and a cosine per
 # pair, with one 4-byte load per float, do not keep enough bytes in flight (notebook 03).
 # At the seed's sizes (17 to 67 MB) even the copy stays well below the roof: a kernel that
-# lasts about 9 to 25 us spends a noticeable share of it filling and draining the GPU.  Notebook 07
+# lasts {{ bench.seed_shapes_us }} spends a noticeable share of it filling and draining the GPU.  Notebook 07
 # explains how these times were taken and why the seed's own table could not be trusted.
 #
 # On a GPU, this cell measures the kernel live with the same method (the output differs from
@@ -229,21 +231,126 @@ print(course.live_bench(["flat"]))
 # * Keep float32 math float32 in Numba: wrap literals and integer operands in `float32()`,
 #   and let the census confirm there is no float64 left.
 # * The census counts what the compiler emitted; only a recorded GPU run says what it costs.
+
+
+# %% [markdown]
+# ## Build it yourself
 #
-# ## Exercise: the flat kernel's index math
+# Four graded steps take you from a flat thread number to the seed's whole kernel, written by
+# you.  Each cell holds a signature, a docstring that states the contract, and `pass`; the cell
+# after it grades your function and never stops the notebook.  Solutions and the mistakes the
+# grader recognizes: `notebooks/solutions/01_flat_divmod.py`.
 #
-# Below is `rope_flat` with its index math cut out.  Write the three marked lines (each `...`):
+# The rules of this notebook, enforced by the grader:
 #
-# 1. the guard: only a thread whose `idx` is below `total_pairs` has a pair;
-# 2. `token`: which row holds pair number `i` (`n_pairs` pairs per row);
-# 3. `pair`: which pair of that row, **without a second division** (`i - token * n_pairs`).
+# * **One unsigned division.**  Make the thread number unsigned first, `i = uint64(idx)`
+#   (`cuda.grid(1)` is a signed `int64`), then `token = i // n_pairs`.  The census rejects a
+#   signed division (`div.s64`): Numba gives a signed `//` Python's floor semantics.
+# * **No `%`.**  Take the pair as `i - token * n_pairs`, a multiply and a subtract.  (Next to
+#   `i // n_pairs` the compiler would make that of `i % n_pairs` by itself, so the census
+#   cannot tell them apart; the grader reads your source instead.  Written out, the cost is
+#   in plain sight.)
+# * **No float64.**  `float32(...)` around integer operands: in Numba an `int32` times a
+#   `float32` is computed in float64.
 #
-# Keep the index math unsigned (`i` is a `uint64`, as are `n_pairs` and the values derived
-# from them): a signed `//` or `%` in Numba is a floor division with sign fix-ups, and mixing
-# `int64` with `uint64` silently computes in float64.  The grader launches your kernel with
-# `ceil(total_pairs / 64)` blocks of 64 threads on 1x2, 3x10 and 5x130 floats with random
-# positions, then compares its census with `rope_flat`'s: float64 instructions and integer
-# divisions must not exceed ropelab's.  Solution: `notebooks/solutions/01_flat_divmod.py`.
+# ### Step 01.1: token and pair from a flat index
+#
+# Before any rotation: the angle of every pair.  Thread `idx` owns pair number `idx` of the
+# whole batch, row after row; it finds its token (the row) and its pair within the row, and
+# writes `positions[token] * inv_freq[pair]`.  The grader launches `ceil(total_pairs / 64)`
+# blocks of 64 threads on 1, 15 and 325 pairs (rows of 1, 5 and 65 pairs).
+
+# %%
+from numba import cuda, float32, uint64
+
+
+@cuda.jit(fastmath=True)
+def pair_angles(out, positions, inv_freq, n_pairs, total_pairs):
+    """Thread idx < total_pairs writes out[idx] = float32(positions[token]) * inv_freq[pair],
+    where pair number idx of the batch is pair `pair` of row `token`.
+
+    out: float32[total_pairs]; positions: int32[tokens]; inv_freq: float32[n_pairs];
+    n_pairs: uint64, pairs per row; total_pairs: int64 = tokens * n_pairs.
+    One unsigned division, no %, no float64.
+    """
+    pass
+
+# %%
+from ropelab.course import steps
+
+verdict = steps.check(pair_angles, "01.1")
+
+# %% [markdown]
+# `verdict.show()` draws the kernel you just graded on the step's small case: which thread
+# wrote each element of `out` (colour = block, number = global thread), which read `x` (where
+# the step has one), your output beside the reference with wrong cells outlined, and each
+# thread's reads and writes.  With the empty starter nothing is written yet: run it again once
+# `pair_angles` has a body, and after every failing verdict.
+
+# %%
+verdict.show()
+plt.show()
+
+# %% [markdown]
+# ### Step 01.2: the launch
+#
+# Now launch it yourself: a host function that computes the grid from the shape and calls
+# `pair_angles[blocks, threads](...)`.  One thread per pair: `total_pairs` threads, rounded up to
+# whole blocks of at most 1024 threads.  The grader records the launch and checks that every
+# pair is covered, that no block is wholly idle, and that a GPU would accept it.
+
+# %%
+def launch_pair_angles(out, positions, inv_freq, n_pairs, total_pairs):
+    """Launch pair_angles (step 01.1) on these device arrays with one thread per pair:
+    threads per block at most 1024, enough blocks for total_pairs threads, none wholly idle.
+    """
+    pass
+
+# %%
+verdict = steps.check(launch_pair_angles, "01.2")
+
+# %% [markdown]
+# ### Step 01.3: each pair's frequency
+#
+# The flat kernel computes its frequencies instead of reading them from a table: pair `p` of a
+# row of `hidden = 2 n_pairs` floats turns at `1 / base ** (2p / hidden)` radians per token
+# (notebook 00, section 1).  Write it for one row, one thread per pair, entirely in float32:
+# `math.pow` for the power, `float32(...)` around the integers of the exponent (in Numba an
+# integer divided by an integer is a float64) and around the `1.0`.  With fast-math, `math.pow`
+# compiles to two special-function instructions, `lg2.approx` and `ex2.approx`.
+
+# %%
+import math
+
+from numba import cuda, float32
+
+
+@cuda.jit(fastmath=True)
+def pair_frequencies(out, n_pairs, base):
+    """Thread pair < n_pairs writes out[pair] = 1 / base ** (2 pair / hidden), hidden = 2 n_pairs,
+    computed in float32; threads with pair >= n_pairs do nothing.
+
+    out: float32[n_pairs]; n_pairs: int64; base: float32 = 10000.
+    Launched with ceil(n_pairs / 64) blocks of 64 threads.  No float64.
+    """
+    pass
+
+# %%
+verdict = steps.check(pair_frequencies, "01.3")
+
+# %% [markdown]
+# ### Step 01.4: the flat kernel
+#
+# Everything together: `rope_flat`, as printed at the top of this notebook, from an empty body.
+# Guard, token and pair as in step 01.1, the pair's two floats at `2i` and `2i + 1`, and its
+# frequency computed as in step 01.3:
+#
+# $$\theta = \text{position} \cdot \text{base}^{-2\,\text{pair} / \text{hidden}},
+# \qquad \text{hidden} = 2\,n\_\text{pairs},$$
+#
+# in float32 (`math.pow`, `math.cos`, `math.sin`).  Then rotate: `out[2i] = x0 c - x1 s`,
+# `out[2i + 1] = x0 s + x1 c`.  On a pass the grader shows your census next to `rope_flat`'s,
+# and on a GPU the cell after it times your kernel against a device copy of the same bytes.
 
 # %%
 import math
@@ -253,26 +360,18 @@ from numba import cuda, float32, uint64
 
 @cuda.jit(fastmath=True)
 def my_rope_flat(x, out, positions, n_pairs, total_pairs, base):
-    idx = cuda.grid(1)
-    if ...:  # write the guard
-        i = uint64(idx)
-        token = ...  # write: the row of pair number i
-        pair = ...  # write: the pair within that row, with no second division
-        e = i + i  # first float of the pair
-        x0 = x[e]
-        x1 = x[e + uint64(1)]
-        exponent = float32(pair + pair) / float32(n_pairs + n_pairs)
-        inv_freq = float32(1.0) / math.pow(base, exponent)
-        angle = float32(positions[token]) * inv_freq
-        c = math.cos(angle)
-        s = math.sin(angle)
-        out[e] = x0 * c - x1 * s
-        out[e + uint64(1)] = x0 * s + x1 * c
+    """Interleaved RoPE, one thread per pair: thread idx < total_pairs rotates pair number idx
+    of the batch, the floats x[2 idx] and x[2 idx + 1], by the angle
+    positions[token] * base ** (-2 pair / hidden), into the same places of out.
+
+    x, out: float32[tokens * hidden]; positions: int32[tokens]; n_pairs: uint64 = hidden / 2;
+    total_pairs: int64 = tokens * n_pairs; base: float32 = 10000.
+    One unsigned division, no %, no float64.
+    """
+    pass
 
 # %%
-from ropelab.course import exercises
-
-verdict = exercises.check(my_rope_flat, "01-flat-index")
+verdict = steps.check(my_rope_flat, "01.4")
 
 # %%
 # NBVAL_IGNORE_OUTPUT

@@ -374,18 +374,69 @@ print(course.live_bench(["flat", "block2d"]))
 # * The order of the loads matters as much as their count: a load that must wait for another
 #   (here the token's position) makes every thread pay two memory latencies instead of one.
 #   Controlled variants, each changing one thing, and the profiler's stall counts found it.
+
+
+# %% [markdown]
+# ## Build it yourself
 #
-# ## Exercise: the stride loop
+# Three graded steps rebuild block2d: first one thread per pair with the block as the row, then
+# the stride loop that lets any block size cover any row, then the launch, for rows of any
+# width.  Each cell holds a signature, a docstring with the contract, and `pass`; the cell after
+# it grades your function and never stops the notebook.  The rule of this notebook: **no
+# integer division** (the census checks): the grid's shape does the index math.  Solutions and
+# the mistakes the grader recognizes: `notebooks/solutions/02_block2d.py`.
 #
-# The seed's kernel gives each thread exactly one pair, so a row of more than 1024 pairs (2048
-# floats) cannot be launched at all.  `rope_block2d` loops instead: thread `t` of a block
-# rotates pairs `t, t + blockDim.x, t + 2 blockDim.x, ...` of its token's row.  Write that loop
-# below: its condition (`while ...:`) and its step (`pair += ...`).
+# ### Step 02.1: one block per token
 #
-# The grader runs the situation of a 2048-pair row on a small scale: blocks of only 32 threads
-# for rows of 1, 5 and 65 pairs, so the widest row needs three trips round the loop.  A pair
-# no thread reaches stays unwritten, and the grader says so.  Solution:
-# `notebooks/solutions/02_block2d.py`.
+# Block `b` is token `b`, thread `t` of it is pair `t` of the token's row: the row starts at
+# float `2 * token * n_pairs`.  The block is the row's pair count rounded up to whole warps (32
+# threads for rows of 1 or 5 pairs, 96 for 65), so its last threads have no pair.  The
+# frequencies are given (`inv_freq[pair]`): the angle is `float32(positions[token]) *
+# inv_freq[pair]`.
+
+# %%
+import math
+
+from numba import cuda, float32, uint64
+
+
+@cuda.jit(fastmath=True)
+def rope_rows(x, out, positions, inv_freq, n_pairs):
+    """Block `token`, thread `pair` < n_pairs: rotate floats 2 (token n_pairs + pair) and the
+    one after it by positions[token] * inv_freq[pair]; threads with pair >= n_pairs do nothing.
+
+    x, out: float32[tokens * 2 n_pairs]; positions: int32[tokens]; inv_freq: float32[n_pairs];
+    n_pairs: int64.  Launched with one block per token of n_pairs threads rounded up to warps.
+    No integer division.
+    """
+    pass
+
+# %%
+from ropelab.course import steps
+
+verdict = steps.check(rope_rows, "02.1")
+
+# %% [markdown]
+# `verdict.show()` draws the kernel you just graded on the step's small case: which thread
+# wrote each element of `out` (colour = block, number = global thread), which read `x` (where
+# the step has one), your output beside the reference with wrong cells outlined, and each
+# thread's reads and writes.  With the empty starter nothing is written yet: run it again once
+# `rope_rows` has a body, and after every failing verdict.
+
+# %%
+verdict.show()
+plt.show()
+
+# %% [markdown]
+# ### Step 02.2: the stride loop
+#
+# One thread per pair cannot launch a row of more than 1024 pairs (2048 floats): a block holds
+# at most 1024 threads.  `rope_block2d` loops instead: thread `t` rotates pairs `t`,
+# `t + blockDim.x`, `t + 2 blockDim.x`, ... of its token's row, while the pair is inside the
+# row.  This step also computes each pair's frequency, as the notebook's kernel does:
+# `inv_freq = 1 / base ** (2 pair / hidden)` in float32.  The grader runs the situation of a
+# 2048-pair row on a small scale: blocks of only 32 threads for rows of 1, 5 and 65 pairs, so
+# the widest row needs three trips round the loop.
 
 # %%
 import math
@@ -395,29 +446,37 @@ from numba import cuda, float32, uint64
 
 @cuda.jit(fastmath=True)
 def my_rope_block2d(x, out, positions, n_pairs, base):
-    token = cuda.blockIdx.x  # one block per token: no division
-    row = uint64(token) * (n_pairs + n_pairs)  # first float of the token's row
-    pos = float32(positions[token])
-    exponent_step = float32(2.0) / float32(n_pairs + n_pairs)
-    pair = uint64(cuda.threadIdx.x)  # this thread's first pair
-    while ...:  # write: keep going while the pair is inside the row
-        inv_freq = float32(1.0) / math.pow(base, float32(pair) * exponent_step)
-        angle = pos * inv_freq
-        i = row + pair + pair
-        x0 = x[i]
-        x1 = x[i + uint64(1)]
-        c = math.cos(angle)
-        s = math.sin(angle)
-        out[i] = x0 * c - x1 * s
-        out[i + uint64(1)] = x0 * s + x1 * c
-        pair += ...  # write: the next pair of this thread
+    """Block `token` rotates every pair of its row: thread t takes pairs t, t + blockDim.x,
+    t + 2 blockDim.x, ... below n_pairs, each by positions[token] * base ** (-2 pair / hidden).
+
+    x, out: float32[tokens * hidden]; positions: int32[tokens]; n_pairs: uint64 = hidden / 2;
+    base: float32 = 10000.  Launched with one block per token, any number of threads.
+    No integer division, no float64.
+    """
+    pass
 
 # %%
-from ropelab.course import exercises
-
-verdict = exercises.check(my_rope_block2d, "02-block2d-stride")
+verdict = steps.check(my_rope_block2d, "02.2")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
 # On a GPU, a passing kernel is timed against a device copy of the same bytes.
 verdict.time()
+
+# %% [markdown]
+# ### Step 02.3: the launch, for any row
+#
+# Now the host side, as `ropelab` does it: one block per token (`positions.size` of them), and
+# one thread per pair rounded up to whole warps, **capped at 1024**.  Past the cap, your stride
+# loop covers the rest of the row.  The grader's last case has rows of 1,300 pairs: a block of
+# 1,312 threads is a launch a GPU refuses, and the grader says so before any thread runs.
+
+# %%
+def launch_block2d(x, out, positions, n_pairs, base):
+    """Launch my_rope_block2d (step 02.2) on these device arrays: one block per token, threads
+    = n_pairs rounded up to a multiple of 32, at most 1024.  Every pair covered, no idle block.
+    """
+    pass
+
+# %%
+verdict = steps.check(launch_block2d, "02.3")

@@ -186,8 +186,8 @@ if bench is not None:
 #   fewer instructions per pair were not the lever.
 # * **Wider accesses alone** (`pack4` against `pack4_scalar`): the same threads and the same
 #   work split; only the load and store width changes.  This is the change that moved the
-#   clock, on every shape, and on the 1 GB shape it takes the kernel from about 70 percent of
-#   the roof to within one percent of the copy.
+#   clock, on every shape, and on the 1 GB shape it takes the kernel from
+#   {{ bench.pack4_scalar_roof_pct }} of the roof to {{ bench.pack4_roof_pct }}, level with the copy.
 #
 # The traffic is identical in both comparisons: a warp's scalar loads of consecutive floats
 # are merged into the same memory transactions as its vector loads.  What the vector access
@@ -261,10 +261,13 @@ if prof is not None:
 # * The unhoisted kernel waits longer on memory per instruction than the hoisted one: the
 #   serialized second pair, seen by the hardware.
 # * Both scalar kernels move the same DRAM bytes as `flat`.  But in a 4-float-per-thread
-#   layout, neighbouring lanes are 16 bytes apart, so each of a warp's 4-byte loads spans four
-#   times as many sectors as `flat`'s, and every sector is asked for by four separate
-#   instructions.  The L1 handles four times the requests for the same bytes.  `pack4` asks
-#   for each sector once, with one 128-bit load per lane, and reaches the copy.
+#   layout, neighbouring lanes are 16 bytes apart, so each of a warp's 4-byte accesses spans
+#   {{ profile.scalar_over_flat_sectors }} as many sectors as `flat`'s: {{ profile.scalar_and_flat_store_sectors }}
+#   sectors per store request in the table (the load column is lower for both because it
+#   averages in the one-sector loads of `positions`).  And every sector is asked for by four
+#   separate instructions, one per float of a lane, so the L1 handles four requests for bytes
+#   that one request could carry.  `pack4` asks for each sector once, with one 128-bit load
+#   per lane, and reaches the copy.
 #
 # So the lesson of the two comparisons stands, with its cause now measured: in this layout the
 # width of the access, not the work per thread, decides.
@@ -319,21 +322,125 @@ print(course.live_bench(["pack4_scalar", "pack4"]))
 #   scalar kernels to the copy.  Judge it against the copy roof, with recorded times.
 # * Numba can emit the same vector instructions as CUDA C++ (with a small intrinsic), and the
 #   recorded twins show how close the two compilers come on one algorithm.
+
+
+# %% [markdown]
+# ## Build it yourself
 #
-# ## Exercise: loads before stores
+# Four graded steps rebuild pack4_scalar: two pairs per thread where every row splits evenly,
+# then the lone last pair of an odd row, then the launch with its quad counts, and finally the
+# order of the loads.  Each of the first three cells holds a signature, a docstring with the
+# contract, and `pass`; the cell after it grades your function and never stops the notebook.
+# Solutions and the mistakes the grader recognizes: `notebooks/solutions/03_pack4.py`.
+#
+# ### Step 03.1: two pairs per thread
+#
+# Notebook 02's mapping, with twice the work per thread: block `token`, thread `t` rotates pairs
+# `2t` and `2t + 1` of the row, the four floats from `2 * token * n_pairs + 4t` on, each pair
+# by its own angle `positions[token] * inv_freq[pair]`.  Every row here has an even number of
+# pairs (2, 6 and 68), so a thread with a first pair always has a second.  No integer division.
+
+# %%
+import math
+
+from numba import cuda, float32, uint64
+
+
+@cuda.jit(fastmath=True)
+def rope_two_pairs(x, out, positions, inv_freq, n_pairs):
+    """Block `token`, thread t with 2t < n_pairs: rotate pairs 2t and 2t + 1 of the token's row
+    (floats 2 token n_pairs + 4t .. + 3), pair p by positions[token] * inv_freq[p].
+
+    x, out: float32[tokens * 2 n_pairs]; positions: int32[tokens]; inv_freq: float32[n_pairs];
+    n_pairs: int64, even.  Launched with one block per token of n_pairs / 2 threads rounded up
+    to whole warps.  No integer division, no float64.
+    """
+    pass
+
+# %%
+from ropelab.course import steps
+
+verdict = steps.check(rope_two_pairs, "03.1")
+
+# %% [markdown]
+# `verdict.show()` draws the kernel you just graded on the step's small case: which thread
+# wrote each element of `out` (colour = block, number = global thread), which read `x` (where
+# the step has one), your output beside the reference with wrong cells outlined, and each
+# thread's reads and writes.  With the empty starter nothing is written yet: run it again once
+# `rope_two_pairs` has a body, and after every failing verdict.
+
+# %%
+verdict.show()
+plt.show()
+
+# %% [markdown]
+# ### Step 03.2: the odd tail, on a flat grid
+#
+# Now notebook 01's flat grid, one thread per *quad* (two neighbouring pairs), over rows of 1, 5
+# and 65 pairs.  Quads do not run across rows: a row of `n_pairs` pairs has
+# `quads_per_row = ceil(n_pairs / 2)` quads, and when `n_pairs` is odd its last quad holds one
+# pair only.  Quad `q` finds its token with one unsigned division, `token = q // quads_per_row`,
+# its first pair as `2 (q - token * quads_per_row)`, and touches the second pair only when
+# `pair + 1 < n_pairs`.  The rules of notebook 01 hold: unsigned index math, no `%`.
+
+# %%
+import math
+
+from numba import cuda, float32, uint64
+
+
+@cuda.jit(fastmath=True)
+def rope_quads(x, out, positions, inv_freq, n_pairs, quads_per_row, total_quads):
+    """Thread q < total_quads rotates quad q: pairs `pair` and `pair + 1` of row `token`, where
+    token = q // quads_per_row and pair = 2 (q - token quads_per_row); the second pair only when
+    pair + 1 < n_pairs.  Pair p turns by positions[token] * inv_freq[p].
+
+    x, out: float32[tokens * 2 n_pairs]; positions: int32[tokens]; inv_freq: float32[n_pairs];
+    n_pairs, quads_per_row: uint64; total_quads: int64 = tokens * quads_per_row.
+    Launched with ceil(total_quads / 64) blocks of 64 threads.  One unsigned division, no %.
+    """
+    pass
+
+# %%
+verdict = steps.check(rope_quads, "03.2")
+
+# %% [markdown]
+# ### Step 03.3: the launch
+#
+# The host side of step 03.2: compute `quads_per_row` (as a `uint64`, rounded **up**) and
+# `total_quads` (an `int64`) from the shape, then launch `rope_quads` with one thread per quad,
+# at most 1024 threads per block.  The grader checks coverage, idle blocks and the
+# configuration's legality.
+
+# %%
+import numpy as np
+
+
+def launch_quads(x, out, positions, inv_freq, n_pairs):
+    """Launch rope_quads (step 03.2) on these device arrays, one thread per quad: compute
+    quads_per_row = ceil(n_pairs / 2) (uint64) and total_quads = tokens * quads_per_row (int64),
+    tokens = positions.size; at most 1024 threads per block, no block wholly idle.
+    """
+    pass
+
+# %%
+verdict = steps.check(launch_quads, "03.3")
+
+# %% [markdown]
+# ### Step 03.4: loads before stores
 #
 # The kernel below is correct, and it is `pack4_scalar`'s work split: one thread, two adjacent
-# pairs.  But look at the order: it stores the first pair before it loads the second.  `x`
-# and `out` may be the same buffer (RoPE is often applied in place), so the compiler must
-# assume a store to `out` can change `x`: the second pair's loads cannot move above the first
-# pair's stores, and each thread has only one pair (8 bytes) in flight at a time.
+# pairs, the frequencies computed.  But look at the order: it stores the first pair before it
+# loads the second.  `x` and `out` may be the same buffer (RoPE is often applied in place), so
+# the compiler must assume a store to `out` can change `x`: the second pair's loads cannot move
+# above the first pair's stores, and each thread has only one pair (8 bytes) in flight at a
+# time.
 #
 # Reorder the body so that **all four floats are loaded before the first store** (the second
-# pair only when `pair + 1 < n_pairs`: a row with an odd number of pairs ends with a lone
-# pair).  Nothing is blank: this starter runs, and the grader's census shows the problem as
-# "global loads after the first store".  Your version must bring that count to 0 and keep
-# every value right on rows with odd and even pair counts.  Solution:
-# `notebooks/solutions/03_pack4.py`.
+# pair only when `pair + 1 < n_pairs`, as in step 03.2).  Nothing is blank: this starter runs,
+# and the grader's census shows the problem as "global loads after the first store".  Your
+# version must bring that count to 0 and keep every value right on rows with odd and even pair
+# counts.
 
 # %%
 import math
@@ -370,9 +477,7 @@ def my_rope_pack4_scalar(x, out, positions, n_pairs, quads_per_row, total_quads,
             out[j + uint64(1)] = x2 * s + x3 * c
 
 # %%
-from ropelab.course import exercises
-
-verdict = exercises.check(my_rope_pack4_scalar, "03-pack4-loads-first")
+verdict = steps.check(my_rope_pack4_scalar, "03.4")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -380,7 +485,7 @@ verdict = exercises.check(my_rope_pack4_scalar, "03-pack4-loads-first")
 verdict.time()
 
 # %% [markdown]
-# ## After the exercise: `ropelab`'s `pack4_scalar`
+# ### After step 03.4: `ropelab`'s `pack4_scalar`
 #
 # The shipped kernel, with both pairs loaded before the first store (compare with your
 # version and with `notebooks/solutions/03_pack4.py`):

@@ -307,17 +307,113 @@ print(course.live_bench(["flat", "freq_table"]))
 #   is inaccurate for large arguments.  `fastmath=False` fixes only the second; a float64-built
 #   cache or an exact angle reduction fixes both.
 # * Measure precision by position, on the GPU, against a float64 reference.
+
+# %% [markdown]
+# ## Build it yourself
 #
-# ## Exercise: the cos/sin cache lookup
+# Five graded steps, each building on the last: a table read instead of `pow`, the table
+# staged in shared memory, the cos/sin cache, the whole variant with heads and layouts, and its
+# launch.  Write each function in its cell and run the cell after it: the grader runs your
+# kernel on the simulator on small shapes that fill no block evenly, compares every float with
+# the float64 reference, and then counts your kernel's PTX instructions (compiled for a GPU,
+# without one).  Solutions: `notebooks/solutions/04_freq_table_cache.py`.
+#
+# ### Step 04.1: read the frequency from a table
+#
+# One thread per pair, as in notebook 01, but the frequency comes from `inv_freq[pair]`, a
+# float32 table the host built in float64.  The census then must show no `pow` (no `lg2`), and
+# no float64: an `int32` position times a `float32` frequency is computed in float64 by Numba,
+# so convert the position with `float32(...)` first.
+
+# %%
+import math
+
+from numba import cuda, float32, uint64
+
+from ropelab.course import steps
+
+
+@cuda.jit(fastmath=True)
+def rope_table_read(x, out, positions, inv_freq, n_pairs, total_pairs):
+    """Rotate pair i = token * n_pairs + pair of the interleaved rows of x into out.
+
+    x, out: float32[tokens * hidden]; positions: int32[tokens]; inv_freq: float32[n_pairs];
+    n_pairs: uint64 = hidden / 2; total_pairs: int64 = tokens * n_pairs.  Launched with
+    ceil(total_pairs / 64) blocks of 64 threads.  angle = position * inv_freq[pair].
+    """
+    pass
+
+# %%
+verdict = steps.check(rope_table_read, "04.1")
+
+# %% [markdown]
+# `verdict.show()` draws the function you just graded, passing or not, on a small shape: which
+# thread wrote each float of `out`, which thread read each float of the input, your output
+# beside the reference with wrong cells outlined, and the reads and writes of every thread.
+# Call it after any step.
+
+# %%
+verdict.show()
+plt.show()
+
+# %% [markdown]
+# ### Step 04.2: stage the table in shared memory
+#
+# Every thread of step 04.1 reads its frequency from global memory.  A block can instead copy
+# the table once into **shared memory**, on-chip storage that all threads of a block see, and
+# read it from there.  Here a block of 64 threads covers pairs of several rows, so thread `t`
+# reads entries that *other* threads copied: before any thread reads, every thread must have
+# finished copying.  `cuda.syncthreads()` is that wait: no thread of the block passes it until
+# all have reached it.  Without it the simulator may still print the right numbers, so the
+# grader watches every shared-memory access and reports a read of an element that another
+# thread wrote with no barrier in between.
+#
+# Write the copy (the block's threads share it: thread `t` copies entries `t`, `t + 64`, ...
+# while they are below `n_pairs`; a row of 130 floats has 65 pairs, more than the block has
+# threads) and the wait.
+
+# %%
+import math
+
+from numba import cuda, float32, uint64
+
+TABLE_CAPACITY = 128  # pairs the shared table holds (the step's rows have at most 65)
+
+
+@cuda.jit(fastmath=True)
+def rope_shared_table(x, out, positions, inv_freq, n_pairs, total_pairs):
+    table = cuda.shared.array(TABLE_CAPACITY, float32)  # one copy per block
+    ...  # write: copy inv_freq[0 .. n_pairs) into table, every thread of the block helping
+    ...  # write: wait until the whole block has copied
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        i = uint64(idx)
+        token = i // n_pairs
+        pair = i - token * n_pairs
+        e = i + i
+        angle = float32(positions[token]) * table[pair]
+        c = math.cos(angle)
+        s = math.sin(angle)
+        x0 = x[e]
+        x1 = x[e + uint64(1)]
+        out[e] = x0 * c - x1 * s
+        out[e + uint64(1)] = x0 * s + x1 * c
+
+# %%
+verdict = steps.check(rope_shared_table, "04.2")
+
+# %% [markdown]
+# The guard `if idx < total_pairs` comes after the barrier on purpose: every thread of the
+# block, including those past the last pair, takes part in the copy and reaches
+# `cuda.syncthreads()`.
+#
+# ### Step 04.3: the cos/sin cache lookup
 #
 # With a cache, a thread does no transcendental math at all: it reads its pair's cosine and
 # sine from two float32 tables of shape `[max_positions, n_pairs]` built in float64 on the
 # host (here `freq_table.cos_sin_cache`, 1024 positions).  Write the two lookups below: row =
-# the token's *position* (not its row number), column = the pair.
-#
-# The grader uses random positions below 1024 on 1x2, 3x10 and 5x130 floats, and then checks
-# the census: no `sin`, `cos` or `pow` may be left.  Solution:
-# `notebooks/solutions/04_freq_table_cache.py`.
+# the token's *position* (not its row number), column = the pair.  The census must show no
+# `sin`, `cos` or `pow`.
 
 # %%
 from numba import cuda, uint64
@@ -340,11 +436,68 @@ def my_rope_cache(x, out, positions, cos_cache, sin_cache, n_pairs, total_pairs)
         out[e + uint64(1)] = x0 * s + x1 * c
 
 # %%
-from ropelab.course import exercises
+verdict = steps.check(my_rope_cache, "04.3")
 
-verdict = exercises.check(my_rope_cache, "04-cache-lookup")
+# %% [markdown]
+# ### Step 04.4: the freq_table variant
+#
+# Now the layouts of notebook 00, as `rope_freq_table` (printed at the top) handles them:
+# several heads per token, interleaved or half-split pairs, and a partial rotation.  One
+# thread per *slot* of a head, `half_dim = head_dim / 2` slots per head:
+#
+# * `head_row = i // half_dim` is `token * heads + head`, the slot is `j = i - head_row *
+#   half_dim`, the head starts at float `first = 2 * head_row * half_dim`, and the token is
+#   `head_row // heads`;
+# * a slot `j < n_pairs` rotates floats `a = first + j * step` and `b = a + partner`, with
+#   `(step, partner) = (2, 1)` for interleaved pairs and `(1, n_pairs)` for half-split ones;
+# * a slot `j >= n_pairs` copies floats `first + 2j` and `first + 2j + 1` unchanged.
+#
+# The grader runs four shapes: one pair; two half-split heads of 10 floats with 6 rotated;
+# three interleaved heads of 20 with 12 rotated; one head of 130 floats, more slots than a
+# block of 64 threads.
+
+# %%
+from numba import cuda
+
+
+@cuda.jit(fastmath=True)
+def rope_freq_table_heads(x, out, positions, inv_freq, heads, half_dim, n_pairs, total_slots,
+                          step, partner):
+    """RoPE over heads, pair layouts and a partial rotation: one thread per slot of a head.
+
+    x, out: float32[tokens * heads * head_dim]; positions: int32[tokens]; inv_freq:
+    float32[n_pairs]; heads, half_dim (= head_dim / 2), n_pairs (= rotary_dim / 2), step,
+    partner: uint64; total_slots: int64 = tokens * heads * half_dim.  Launched with
+    ceil(total_slots / 64) blocks of 64 threads.
+    """
+    pass
+
+# %%
+verdict = steps.check(rope_freq_table_heads, "04.4")
+
+# %% [markdown]
+# ### Step 04.5: the launch
+#
+# So far the grader chose the grid.  Now write the host function that does: from the shape
+# (`tokens`, `heads`, `head_dim`, the layout, and the frequency table, whose length is
+# `n_pairs`) compute the kernel's arguments and a launch that gives every slot a thread.  A
+# block holds at most 1024 threads, and a block with no work is a wasted block: the grader
+# checks both, and one of its shapes has 1280 slots.  The kernel's index arguments must be
+# `uint64` (write `uint64(heads)`); `total_slots` stays a Python int (int64), since it is
+# compared with the signed `cuda.grid(1)`.
+
+# %%
+def launch_freq_table(x, out, positions, inv_freq, tokens, heads, head_dim, interleave):
+    """Launch rope_freq_table_heads (your step 04.4) over every slot of x.
+
+    x, out, positions, inv_freq: device arrays; tokens, heads, head_dim: int; interleave: bool.
+    """
+    pass
+
+# %%
+verdict = steps.check(launch_freq_table, "04.5")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-# On a GPU, a passing kernel is timed against a device copy of the same bytes.
+# On a GPU, a passing function is timed against a device copy of the same bytes.
 verdict.time()

@@ -247,18 +247,64 @@ print(course.live_bench(["flat", "pair_sincos"]))
 #   geometric part, correct per pair.
 # * Several pairs per thread only pay when a warp's accesses stay coalesced: strided slots,
 #   not consecutive ones, made `pair_sincos` the second fastest kernel of the course.
+
+# %% [markdown]
+# ## Build it yourself
 #
-# ## Exercise: strided slots, one pow per thread
+# Four graded steps: one angle per pair, strided slots with one `pow` per thread, the launch
+# that computes the stride and its ratio on the host, and the variant over heads and both
+# layouts.  Write each function in its cell and run the cell after it: the grader runs it on
+# the simulator on small shapes, compares every float with the float64 reference, and then
+# counts the PTX instructions of your kernel (compiled for a GPU, without one).  Solutions:
+# `notebooks/solutions/05_pair_sincos.py`.
+#
+# ### Step 05.1: one angle per pair
+#
+# The SGLang change this notebook opened with, in its smallest form: give every *pair* a
+# thread, which computes its frequency `base ** (exponent_step * pair)` (one `pow`), its
+# angle, one `cos` and one `sin`, and rotates both floats of the pair with them.  The census must show at most one `sin` and one `cos`, one `pow`,
+# and no float64.
+
+# %%
+import math
+
+from numba import cuda, float32, uint64
+
+from ropelab.course import steps
+
+
+@cuda.jit(fastmath=True)
+def rope_one_angle(x, out, positions, n_pairs, total_pairs, base, exponent_step):
+    """Rotate pair i = token * n_pairs + pair of the interleaved rows of x into out.
+
+    x, out: float32[tokens * hidden]; positions: int32[tokens]; n_pairs: uint64 = hidden / 2;
+    total_pairs: int64 = tokens * n_pairs; base: float32 = 10000; exponent_step: float32 =
+    -2 / hidden.  Launched with ceil(total_pairs / 64) blocks of 64 threads.
+    """
+    pass
+
+# %%
+verdict = steps.check(rope_one_angle, "05.1")
+
+# %% [markdown]
+# `verdict.show()` draws the function you just graded, passing or not, on a small shape: which
+# thread wrote each float of `out`, which thread read each float of the input, your output
+# beside the reference with wrong cells outlined, and the reads and writes of every thread.
+# Call it after any step.
+
+# %%
+verdict.show()
+plt.show()
+
+# %% [markdown]
+# ### Step 05.2: strided slots, one pow per thread
 #
 # Write the heart of `pair_sincos` for one head per row: `stride` threads share a row of
 # `n_pairs` pairs, and thread `j` owns slots `j, j + stride, j + 2 stride, ...` (at most four:
 # `stride = ceil(n_pairs / 4)`).  The thread computes its first frequency with the one `pow`
 # it is allowed; each later slot's frequency is the previous one times `stride_ratio`
 # ($r^S$, computed on the host in float64).  Write the loop's condition and its two steps.
-#
-# The grader runs 1x2, 3x10 and 5x130 floats with random positions and then reads the census:
-# one `pow` per thread, and none inside the loop.  Solution:
-# `notebooks/solutions/05_pair_sincos.py`.
+# The census must show one `pow` per thread, and none inside the loop.
 
 # %%
 import math
@@ -290,9 +336,67 @@ def my_rope_strided(x, out, positions, n_pairs, stride, total_threads, base, exp
             j += ...  # write: this thread's next slot
 
 # %%
-from ropelab.course import exercises
+verdict = steps.check(my_rope_strided, "05.2")
 
-verdict = exercises.check(my_rope_strided, "05-strided-recurrence")
+# %% [markdown]
+# ### Step 05.3: the launch
+#
+# Step 05.2's kernel needs five numbers that depend only on the shape: `n_pairs`, `stride`,
+# `total_threads`, `exponent_step` and `stride_ratio`.  Write the host function that computes
+# them from `tokens`, `hidden` and `base`, and launches `my_rope_strided` (your kernel above)
+# with enough blocks for `total_threads` threads.  Compute `stride_ratio` in Python's float64
+# and round it once, to `float32`, when you pass it: the kernel's recurrence then adds one
+# rounding per step, no more.  Pass the index arguments as `uint64(...)` and `total_threads`
+# as a plain int (int64).  The grader checks the output, that no block of your grid is wholly
+# idle, and that the block size is legal.
+
+# %%
+from numba import float32, uint64
+
+
+def launch_strided(x, out, positions, tokens, hidden, base):
+    """Launch my_rope_strided (step 05.2) over tokens rows of hidden floats.
+
+    x, out: device float32[tokens * hidden]; positions: device int32[tokens]; tokens, hidden:
+    int; base: float.  Four slots per thread at most: stride = ceil(n_pairs / 4).
+    """
+    pass
+
+# %%
+verdict = steps.check(launch_strided, "05.3")
+
+# %% [markdown]
+# ### Step 05.4: the pair_sincos variant
+#
+# The same recurrence over several heads per token and both pair layouts (every float
+# rotates in this step):
+#
+# * `stride` threads share a head: `head_row = i // stride` is `token * heads + head`, the
+#   thread's first slot is `j = i - head_row * stride`, the head starts at float
+#   `first = 2 * head_row * half_dim`, and the token is `head_row // heads`;
+# * slot `j` rotates floats `a = first + j * step` and `b = a + partner`, with
+#   `(step, partner) = (2, 1)` for interleaved pairs and `(1, half_dim)` for half-split ones;
+# * one `pow` for the first slot, then `f = f * stride_ratio` for each later one.
+
+# %%
+from numba import cuda
+
+
+@cuda.jit(fastmath=True)
+def rope_pair_sincos_heads(x, out, positions, heads, half_dim, stride, total_threads, step,
+                           partner, base, exponent_step, stride_ratio):
+    """RoPE over heads and both pair layouts: stride threads a head, one pow per thread.
+
+    x, out: float32[tokens * heads * head_dim]; positions: int32[tokens]; heads, half_dim
+    (= head_dim / 2), stride (= ceil(half_dim / 4)), step, partner: uint64; total_threads:
+    int64 = tokens * heads * stride; base, exponent_step (= -2 / head_dim), stride_ratio
+    (= base ** (exponent_step * stride)): float32.  Launched with ceil(total_threads / 64)
+    blocks of 64 threads.
+    """
+    pass
+
+# %%
+verdict = steps.check(rope_pair_sincos_heads, "05.4")
 
 # %%
 # NBVAL_IGNORE_OUTPUT

@@ -25,6 +25,11 @@
 #   one lane, a select instead of a branch, and blocks filled with several tokens;
 # * a **CUDA C++ twin** of the same algorithm, timed in the same run;
 # * a **long-context path**: a float32 cos/sin cache, and its precision by position.
+#
+# The notebook follows the kernel in the order one would build it: the norm and its warp
+# reduction, the rotation, 16-bit words, and the mapping that brings it to the copy, each step
+# with its measurement from the records (census, bench runs, controlled rows, profile).  The
+# runs that led there, one by one with their times of day, are kept in `data/history/README.md`.
 
 # %%
 # NBVAL_IGNORE_OUTPUT
@@ -36,7 +41,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import ropelab
-from ropelab import course, fused, shapes
+from ropelab import course, shapes
+from ropelab.ops import fused
 from ropelab import check as ropelab_check
 from ropelab.measure import census as ptx
 from ropelab.kernels import fused_qknorm_rope as fused_kernel
@@ -248,8 +254,8 @@ if sweep is not None:
 # %% [markdown]
 # A fused kernel of this kind has no arithmetic reason to be slower than the copy: per
 # element it does a handful of multiplies, and per pair one sine and cosine.  With one head per
-# warp the float32 builds come within a few percent of the copy.  The 16-bit builds do not:
-# they move half the bytes but stay near 82% of their copy.
+# warp the float32 builds reach {{ fused.one_head_f32_pct }} of their copy.  The 16-bit builds do
+# not: they move half the bytes but stay at {{ fused.one_head_16bit_pct }} of their copy.
 #
 # ## Little's law, and half a warp per head
 #
@@ -316,11 +322,13 @@ if prof is not None and sweep is not None:
 # profile below shows what does.  (The old mapping's row uses today's occupancy, so it shows the
 # direction, not an exact figure.)
 #
-# The same token as in the first thread map, traced with today's 16-bit mapping: each colour
-# is one head, and a warp now covers two neighbouring heads, sixteen lanes each.
+# The same token as in the first thread map, traced with the 16-bit mapping (a float16 `qkv`;
+# bfloat16 maps the same way): each colour is still one warp, and a warp now covers two
+# neighbouring heads, sixteen lanes each, every lane 8 consecutive elements of each (one
+# 128-bit word).  Two warps cover the four Q and K heads that took four warps above.
 
 # %%
-fmap2 = course.trace_fused(tokens=1, heads=(2, 2, 1), head_dim=128, heads_per_warp=2)
+fmap2 = course.trace_fused(tokens=1, heads=(2, 2, 1), head_dim=128, heads_per_warp=2, storage="float16")
 print(fmap2.summary())
 course.plot_fused_map(fmap2, token=0)
 plt.show()
@@ -370,11 +378,11 @@ if sweep is not None:
 
 # %% [markdown]
 # For 16-bit storage, two heads per warp means half a warp per head with 128-bit words (one
-# head per warp keeps the whole warp on one head, 8 bytes per lane), about 12 points of the
-# copy better, and it is the default; four heads per warp (two per half warp, one after the
+# head per warp keeps the whole warp on one head, 8 bytes per lane), {{ fused.two_heads_gain_points }} of
+# the copy better, and it is the default; four heads per warp (two per half warp, one after the
 # other) keeps more bytes in flight but gives a few points back.  For float32, where one head
-# per warp already moves 16 bytes per lane, one head per warp is fastest on three of the four
-# shapes, by 1.5-3% (above this run's noise floor), and it stays the default.
+# per warp already moves 16 bytes per lane, one head per warp is fastest on {{ fused.f32_one_head_wins }}
+# shapes, by {{ fused.f32_one_head_lead_pct }} (above this run's noise floor), and it stays the default.
 #
 # ## Against the copy and against CUDA C++
 #
@@ -423,62 +431,42 @@ if latest is not None:
 
 # %% [markdown]
 # On the three shapes whose heads rotate in full, every 16-bit row is well above nine tenths
-# of its copy in both layouts, and ropelab is within a few percent of its C++ twin: Numba's
+# of its copy in both layouts, and ropelab is at most {{ fused.vs_twin_pct }} slower than its C++ twin: Numba's
 # code generation, once told what to do, is not what limits this kernel.  `qwen_image_partial`
 # rotates half of each head: GPT-J tests a pair before rotating it and keeps its speed, but its
 # NeoX layout falls back to the partner shuffles (see the controlled rows below) and, in this
-# run, trailed its twin by far more than the other rows.  Step 4 below is the fix.
+# run, trailed its twin by far more than the other rows.  The last step of the next section
+# is the fix.
 #
-# ## How it got there
+# ## What it took: issuing fewer instructions
 #
-# The kernel reached these numbers in steps, each read off a measurement and each timed in a
-# fused-only run (`data/bench_fused/`; the first row is the first full run, `data/bench/`).
-# GPT-J, share of the same-run copy, and the time against the twin where the run timed it:
-
-# %%
-first_full = course.recorded("bench")
-history = [r for r in [first_full] + fused_runs if r is not None]
-print(f"{'run (UTC)':<17} {'storage':<9} " + " ".join(f"{s:>16}" for s in targets) + f" {'vs twin':>14}")
-for run in history:
-    for storage in ("bfloat16", "float16"):
-        cells, ratios = [], []
-        for shape in targets:
-            ours = row_or_none(run, "fused_qknorm_rope", shape, storage)
-            twin = row_or_none(run, "cuda_fused", shape, storage)
-            cells.append(f"{100 * ours['frac_of_copy']:>15.1f}%" if ours else f"{'-':>16}")
-            if ours and twin:
-                ratios.append(ours["median_us"] / twin["median_us"])
-        span = f"{min(ratios):.2f}-{max(ratios):.2f}x" if ratios else "-"
-        print(f"{run['meta']['date'][:16]:<17} {storage:<9} " + " ".join(cells) + f" {span:>14}")
-
-# %% [markdown]
-# What changed between the runs:
+# Half a warp per head gave the 16-bit builds enough bytes in flight.  What stood between them
+# and the copy after that was instruction issue: the Nsight Compute profile of those builds
+# (the older record below) shows their warps mostly `not_selected`, ready to issue but waiting
+# for the scheduler.  An issue-bound kernel gets faster by issuing less, and the SASS census,
+# read beside the C++ twin's without a GPU, shows which instructions need not be there.  Four
+# changes, each confirmed by a GPU run (the runs one by one, with their intermediate numbers,
+# are kept in `data/history/README.md`):
 #
-# 1. **07:28 to 07:59: the bfloat16 pack.**  At 07:28 bfloat16 had the same mapping and bytes as
-#    float16 and sat near three quarters of the copy.  The Nsight Compute profile of that build
-#    (below, the older record) showed its warps mostly `not_selected`, issue slots busy about
-#    three cycles in four: issue-bound, spending instructions on an integer round-to-nearest-even
-#    of every element.  `ropelab.bf16.pack2` became the one Hopper instruction made for it,
-#    `cvt.rn.bf16x2.f32`.
-# 2. **To 11:20: fewer instructions per byte.**  The SASS census (no GPU needed) showed where
-#    the rest went, beside the twin's: Numba widens `uint32 + uint32` to 64 bits, so every
-#    index step was 64-bit (the `.EX` compares); the norm's scale and the attention factor were
-#    two multiplies per element and pair; each lane loaded its four frequencies one by one; and
-#    NeoX paid a shuffle and a sin/cos per element.  Casting each index step back to `uint32`,
-#    folding the scale into `cos` and `sin`, one 128-bit load of the frequencies, NeoX pairs
-#    held whole by a lane (two 64-bit runs), and blocks of several tokens took the bfloat16
-#    GPT-J kernel from 197 to 166 SASS instructions and NeoX from 242 to 161 (the census's
-#    count).
-# 3. **11:27 to 11:38: a select instead of a branch.**  Still 3-7% behind the twin in GPT-J, the
-#    census diff against the twin showed a divergence barrier (`BSSY`/`BSYNC`) around the loads
-#    of a head past the end, and the address of each head computed twice, once for the load
-#    and once for the store.  Reading the last head instead (and not storing it) removed both:
-#    166 to 148 instructions, the twin's 145.
-# 4. **11:46 to 11:55: offsets in the address.**  The partial-rotary NeoX build still trailed
-#    its twin by a fifth.  Its census diff: a 64-bit add pair (`IADD3`, `IADD3.X`) for every
-#    frequency load, because the index `uint32(pair0 + i)` may wrap in 32 bits, so the
-#    compiler cannot fold `i` into the load's constant offset.  Leaving that sum as Numba widens
-#    it (it cannot wrap) took the build from 255 to 229 instructions (the twin's 219):
+# 1. **One instruction to pack two bfloat16.**  Rounding float32 to bfloat16 by integer
+#    arithmetic (round to nearest even, by hand) costs several instructions per element.
+#    Hopper has `cvt.rn.bf16x2.f32`, which rounds and packs two at once; `ropelab.bf16.pack2`
+#    uses it.
+# 2. **32-bit index arithmetic, and fewer multiplies.**  Numba widens `uint32 + uint32` to 64
+#    bits, so every index step was a 64-bit pair of instructions (the `.EX` compares and
+#    `IADD3.X` adds of the glossary); each step is now cast back to `uint32`.  The norm's scale
+#    rides on `cos` and `sin` instead of multiplying every element; a lane loads its
+#    frequencies with one 128-bit load; NeoX pairs are held whole by one lane; and a block
+#    holds several tokens.
+# 3. **A select instead of a branch.**  A head past the end (an odd head count) was skipped by
+#    a branch, which the compiler wraps in a divergence barrier (`BSSY`/`BSYNC`), and each
+#    head's address was computed twice, for the load and for the store.  Reading the last head
+#    instead, and not storing it, removes both.
+# 4. **Offsets in the address.**  For partial rotary, the index `uint32(pair0 + i)` of each
+#    frequency load may wrap in 32 bits, so the compiler cannot fold `i` into the load's
+#    constant offset and adds it with a 64-bit `IADD3`/`IADD3.X` pair per load.  Leaving that
+#    sum as Numba widens it (it cannot wrap) lets the offset ride in the load.  Partial-rotary
+#    NeoX before (the run beside the twin) and after (the newest run):
 
 # %%
 folded = newest_with("fused_qknorm_rope:neox")
@@ -562,18 +550,22 @@ if sweep is not None:
                       f"{100 * on['frac_of_copy']:>6.1f}%")
 
 # %% [markdown]
-# * Split pairs are worth 15 to 19 points of the copy in 16-bit NeoX in this run; float32 NeoX,
+# * Split pairs are worth {{ fused.split_gain_points }} of the copy in 16-bit NeoX in this run; float32 NeoX,
 #   which keeps the shuffles, does not need them (it is memory-bound either way).  The sweep
-#   ran before step 4, which later took the shuffle build itself to 88-89% on the partial shape.
-# * Token rows change nothing where a token fills 8 warps (flux and Qwen) and about ten points
-#   on `zimage_1024`: blocks of 2 warps cap an SM at its 32-block limit and spend their short
+#   ran before step 4 above, which took the shuffle build itself to
+#   {{ fused.partial_neox_folded_pct }} on the partial shape.
+# * Token rows change nothing where a token fills 8 warps (flux and Qwen) and take
+#   `zimage_1024` from {{ fused.zimage_one_token_pct }} to {{ fused.zimage_token_rows_pct }} of the copy in 16-bit storage: blocks of 2 warps cap an SM at its 32-block limit and spend their short
 #   lives being launched and retired.
 #
 # %% [markdown]
-# NeoX in 16-bit storage stays near 82% of the copy on every shape: twice the sin/cos of GPT-J
-# and one partner shuffle per element are issued on top of the same bytes, and the 16-bit
-# kernels have little issue headroom left (the profile above).  float32 is memory-bound and
-# reaches the same share in both layouts.
+# With split pairs, NeoX in 16-bit storage reaches {{ fused.neox_16bit_pct }} of the copy on the
+# fully rotated shapes, level with GPT-J's {{ fused.gptj_16bit_pct }} in the same run: a lane
+# holding both halves of its pairs computes as many sines and cosines as GPT-J and needs no
+# partner shuffle.  With the shuffles, the 16-bit NeoX builds stayed at
+# {{ fused.shuffle_16bit_pct }}: twice the sin/cos and one shuffle per element, issued on top of
+# the same bytes by kernels with little issue headroom left.  float32 is memory-bound and
+# reaches {{ fused.f32_pct }} in both layouts.
 #
 # ## The long-context path: a cos/sin cache
 #
@@ -670,25 +662,33 @@ else:
 #   are adjacent; half-split pairs are kept whole by giving a lane a run from each half.
 #   When they must straddle (partial rotary here), fetch the partner with a shuffle.
 # * In place on `qkv`: touch only Q and K, and test that V is bit-identical.
+
+# %% [markdown]
+# ## Build it yourself
 #
-# ## Exercise: the shuffle butterfly
+# Five graded steps towards the fused kernel: the warp's sum of squares, a head too wide for
+# one warp, norm then rotate, the fused head over packed `qkv` rows, and its launch.  Write
+# each function in its cell and run the cell after it: the grader runs it on the simulator
+# (ropelab emulates the warp shuffles there; every lane of a warp must reach each shuffle),
+# compares every float with the float64 reference, and counts the PTX instructions of your
+# kernel.  Solutions: `notebooks/solutions/06_fused_qknorm_rope.py`.
+#
+# ### Step 06.1: the shuffle butterfly
 #
 # The kernel below RMS-normalizes rows of 64 floats with one warp per row: lane `l` holds
 # floats `2l` and `2l + 1` and adds their squares into `ss`.  Before the scale can be
 # computed, **every** lane needs the sum of the whole row.  Replace the `...` line with the
 # butterfly: `cuda.shfl_xor_sync(FULL_MASK, value, m)` returns `value` as held by lane
 # `lane ^ m`, so five steps with `m = 16, 8, 4, 2, 1`, each adding the partner's partial sum,
-# leave the total in all 32 lanes (step 3 above acts it out in NumPy).
-#
-# On the simulator, ropelab emulates the shuffles (every lane of the warp must reach each
-# one).  The grader runs 1 and 6 rows with 4 warps per block (so some warps have no row and
-# must not touch memory), compares with `reference.rms_norm`, and looks for shuffles in the
-# census.  Solution: `notebooks/solutions/06_fused_qknorm_rope.py`.
+# leave the total in all 32 lanes.  The grader runs 1 and 6 rows with 4 warps per block (so
+# some warps have no row and must not touch memory).
 
 # %%
 import math
 
 from numba import cuda, float32
+
+from ropelab.course import steps
 
 FULL_MASK = 0xFFFFFFFF  # every lane of the warp takes part
 
@@ -708,11 +708,140 @@ def my_rms_norm_warp(x, out, weight, rows, eps):
         out[first + 1] = b * scale * weight[lane * 2 + 1]
 
 # %%
-from ropelab.course import exercises
+verdict = steps.check(my_rms_norm_warp, "06.1")
 
-verdict = exercises.check(my_rms_norm_warp, "06-shuffle-rms")
+# %% [markdown]
+# ### Step 06.2: a head of 256 floats, four warps
+#
+# A warp's shuffles reach its own 32 lanes only.  With two floats per thread, a row of 256
+# floats needs 128 threads, four warps: each warp's butterfly ends with the sum of *its* 64
+# floats, and the row's sum is the four together.  Warps meet in **shared memory**: lane 0 of
+# warp `w` stores its warp's sum in `partial[w]` (a `cuda.shared.array(4, float32)`), the block
+# waits at `cuda.syncthreads()` until all four are stored, and then every thread adds them.
+# One block per row.  The grader watches the shared array: a sum read before the barrier is
+# a race, whatever numbers it happens to give on the simulator.
+
+# %%
+import math
+
+from numba import cuda, float32
+
+FULL_MASK = 0xFFFFFFFF
+
+
+@cuda.jit(fastmath=True)
+def rms_norm_256(x, out, weight, rows, eps):
+    """RMSNorm of rows of 256 floats: one block of 128 threads per row, two floats a thread.
+
+    x, out: float32[rows * 256]; weight: float32[256]; rows: int64; eps: float32 = 1e-6.
+    Thread t of block r holds floats 2t and 2t + 1 of row r.  Launched with rows blocks of
+    128 threads.
+    """
+    pass
+
+# %%
+verdict = steps.check(rms_norm_256, "06.2")
+
+# %% [markdown]
+# `verdict.show()` draws the function you just graded, passing or not, on a small shape: which
+# thread wrote each float of `out`, which thread read each float of the input, your output
+# beside the reference with wrong cells outlined, and the reads and writes of every thread.
+# Call it after any step.
+
+# %%
+verdict.show()
+plt.show()
+
+# %% [markdown]
+# ### Step 06.3: norm, then rotate
+#
+# Back to one warp per head of 64 floats, lane `l` holding pair `l` (floats `2l`, `2l + 1`,
+# interleaved).  Normalize as in step 06.1 (weights included), then rotate the lane's pair by
+# `positions[row] * inv_freq[l]`: the fused kernel's order, RMSNorm first, RoPE second.  The
+# order matters: the rotation keeps a pair's sum of squares, but the weights differ from float
+# to float, so weighting rotated floats gives other numbers.
+
+# %%
+import math
+
+from numba import cuda, float32
+
+FULL_MASK = 0xFFFFFFFF
+
+
+@cuda.jit(fastmath=True)
+def rms_rope_head(x, out, weight, positions, inv_freq, rows, eps):
+    """RMSNorm then RoPE of one 64-float head per warp (one head per token here).
+
+    x, out: float32[rows * 64]; weight: float32[64]; positions: int32[rows]; inv_freq:
+    float32[32]; rows: int64; eps: float32 = 1e-6.  Launched with ceil(rows / 4) blocks of 4
+    warps (128 threads).
+    """
+    pass
+
+# %%
+verdict = steps.check(rms_rope_head, "06.3")
+
+# %% [markdown]
+# ### Step 06.4: the fused head
+#
+# The real input is a packed row per token, `[Q heads | K heads | V heads]`, 64 floats a head.
+# Warp `w` takes head `w` of the whole buffer: its token is `w // heads_per_token` and its
+# head within the token `head = w - token * heads_per_token`.  A Q head (`head < heads_q`) is
+# normalized with `q_weight`, a K head (`head < heads_q + heads_k`) with `k_weight`, and both
+# are rotated by the token's position; a V head is copied to `out` unchanged.  Every lane of a
+# warp takes the same branch, so the shuffles stay warp-uniform.
+
+# %%
+import math
+
+from numba import cuda, float32, uint64
+
+FULL_MASK = 0xFFFFFFFF
+
+
+@cuda.jit(fastmath=True)
+def rope_fused_head(qkv, out, q_weight, k_weight, positions, inv_freq, heads_q, heads_k,
+                    heads_per_token, total_warps, eps):
+    """QK-RMSNorm + RoPE over packed qkv rows, one warp per head, V copied.
+
+    qkv, out: float32[tokens * heads_per_token * 64]; q_weight, k_weight: float32[64];
+    positions: int32[tokens]; inv_freq: float32[32]; heads_q, heads_k, heads_per_token:
+    uint64; total_warps: int64 = tokens * heads_per_token; eps: float32.  Launched with
+    ceil(total_warps / 4) blocks of 4 warps (128 threads).
+    """
+    pass
+
+# %%
+verdict = steps.check(rope_fused_head, "06.4")
+
+# %% [markdown]
+# ### Step 06.5: the launch
+#
+# Write the host function that launches `rope_fused_head` (your step 06.4) with one warp per
+# head of every token: `total_warps = tokens * (heads_q + heads_k + heads_v)`, a block of a
+# few warps (32 threads each, at most 1024 threads), and enough blocks for every warp, none
+# wholly idle.  The kernel wants `uint64` head counts, an int `total_warps` and a `float32`
+# eps.  The grader's largest shape has 40 heads of 64 floats, so a thread per float in one
+# block would be illegal.
+
+# %%
+from numba import float32, uint64
+
+
+def launch_fused(qkv, out, q_weight, k_weight, positions, inv_freq, tokens, heads_q, heads_k,
+                 heads_v, eps):
+    """Launch rope_fused_head over every head of every token.
+
+    qkv, out, q_weight, k_weight, positions, inv_freq: device arrays; tokens, heads_q,
+    heads_k, heads_v: int; eps: float.
+    """
+    pass
+
+# %%
+verdict = steps.check(launch_fused, "06.5")
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-# On a GPU, a passing kernel is timed against a device copy of the same bytes.
+# On a GPU, a passing function is timed against a device copy of the same bytes.
 verdict.time()

@@ -9,8 +9,13 @@ One module per concern:
 * :mod:`.display`: kernel source read from the package, whole or by marked region;
 * :mod:`.primer`: the pictures and numbers of notebook 00's CUDA primer;
 * :mod:`.ledger`: the seed-claims ledger of notebook 07 and the README;
-* :mod:`.exercises`: the kernel exercises and their grader (:mod:`.grading`, with the census of
-  a learner's kernel in :mod:`.kernel_census`; ``--verify`` in :mod:`.verify`).
+* :mod:`.steps`: every notebook's ladder of graded steps (:mod:`.exercises` keeps the old
+  one-exercise ids working);
+* the grader: :mod:`.grading` (the verdict), :mod:`.intake` (what was handed in), :mod:`.trial`
+  and :mod:`.recording` (one recorded run; launches intercepted), :mod:`.runner` and
+  :mod:`.child` (a forked child with a time limit), :mod:`.show` (``verdict.show()``),
+  :mod:`.learner_time` (``verdict.time()``), :mod:`.kernel_census` (the PTX census of a
+  learner's kernel) and :mod:`.verify` (``--verify``).
 
 The names notebooks use are re-exported here, so ``from ropelab import course`` and
 ``course.trace_threads(...)`` keep working.

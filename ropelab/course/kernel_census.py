@@ -218,6 +218,18 @@ def _rebuild_global(g: dict, counter: list):
     return _rebuild_source(g, counter)
 
 
+def useful_lines(message: str, limit: int = 14) -> str:
+    """The lines of a numba error a learner needs: what failed, the source line and its caret;
+    not the blank lines or the compiler's "During: ..." trail (which can be pages long)."""
+    lines = []
+    for line in message.strip().splitlines():
+        if line.startswith("During:") or "Enable logging at debug level" in line:
+            break
+        if line.strip():
+            lines.append(line.rstrip())
+    return "\n".join(lines[:limit])[:2000]
+
+
 def compile_rows(tasks: list[dict]):
     """(In the child.)  Rebuild and compile each ``{key, job, signature}``; one row each."""
     from numba import cuda
@@ -236,7 +248,7 @@ def compile_rows(tasks: list[dict]):
             text, _ = cuda.compile_ptx(fn, signature, cc=engine.CC, fastmath=True)
             return {**count_ptx(text), **count_extras(text)}
 
-        yield engine.attempt({"key": task["key"]}, work)
+        yield engine.attempt({"key": task["key"]}, work, describe=useful_lines)
 
 
 def _compile_in_child(tasks: list[dict]) -> dict[str, dict]:

@@ -24,7 +24,7 @@ def plot_fused_map(fmap: FusedMap, token: int = 0, ax=None):
     colours = ListedColormap(["#dddddd"] + [palette[i % len(palette)] for i in range(warps)])
     ax.imshow(fmap.warp[token] + 1, cmap=colours, vmin=0, vmax=warps, aspect="auto",
               interpolation="nearest")
-    per_lane = d // 32
+    per_lane = fmap.elements_per_lane
     for h in range(heads_total):
         for e in range(0, d, per_lane):  # one label per lane, at its first element
             lane = fmap.lane[token, h, e]
@@ -34,7 +34,8 @@ def plot_fused_map(fmap: FusedMap, token: int = 0, ax=None):
     names = [f"Q{i}" for i in range(hq)] + [f"K{i}" for i in range(hk)] + [f"V{i}" for i in range(hv)]
     ax.set_yticks(range(heads_total), names)
     ax.set_xlabel(f"element of the head (0 .. {d - 1})")
-    ax.set_title(f"token {token}: colour = warp, number = lane; V heads (grey) are never touched",
+    ax.set_title(f"token {token}, {fmap.storage}: colour = warp, number = lane; "
+                 f"V heads (grey) are never touched",
                  fontsize=9)
     return ax
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-WARP = 32
+from ..kernels._device import WARP  # noqa: E402  (one WARP for the package)
 SECTOR_BYTES = 32
 # NVIDIA H100/H200 SM (compute capability 9.0): 4 partitions, each with one warp scheduler,
 # 32 FP32 lanes, 4 special function units and 16K 32-bit registers (CUDA C++ Programming

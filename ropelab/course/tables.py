@@ -144,6 +144,33 @@ def live_bench(variants, shapes=((4096, 1024), (32768, 4096)), repeats: int = 20
     return bench.format_rows(result.rows)
 
 
+def fused_history_table(runs, shapes, storages=("bfloat16", "float16")) -> str:
+    """The fused kernel run by run (``runs`` oldest first): GPT-J share of the same-run copy on
+    ``shapes``, and the range of its time over the C++ twin's where the run timed the twin.
+    The run history of notebook 06, kept in ``data/history/README.md``."""
+    def row(run, variant, shape, storage):
+        try:
+            return bench_row(run, variant, shape, storage)
+        except KeyError:  # a row that run did not time
+            return None
+
+    lines = [f"{'run (UTC)':<17} {'storage':<9} " + " ".join(f"{s:>16}" for s in shapes)
+             + f" {'vs twin':>14}"]
+    for run in runs:
+        for storage in storages:
+            cells, ratios = [], []
+            for shape in shapes:
+                ours = row(run, "fused_qknorm_rope", shape, storage)
+                twin = row(run, "cuda_fused", shape, storage)
+                cells.append(f"{100 * ours['frac_of_copy']:>15.1f}%" if ours else f"{'-':>16}")
+                if ours and twin:
+                    ratios.append(ours["median_us"] / twin["median_us"])
+            ratio = f"{min(ratios):.2f}-{max(ratios):.2f}x" if ratios else "-"
+            lines.append(f"{run['meta']['date'][:16]:<17} {storage:<9} " + " ".join(cells)
+                         + f" {ratio:>14}")
+    return "\n".join(lines)
+
+
 def relative_times(record, baseline: str, variants) -> str:
     """Median time of each of ``variants`` divided by ``baseline``'s, per float32 shape."""
     rows = [r for r in record["rows"] if r.get("dtype", "float32") == "float32"]

@@ -206,6 +206,13 @@ class FusedMap:
     lane: np.ndarray
     heads_per_warp: int = 1
     tokens_per_block: int = 1
+    storage: str = "float32"
+
+    @property
+    def elements_per_lane(self) -> int:
+        """Consecutive elements of one head a lane writes (read off the trace, not assumed)."""
+        lanes = self.lane[0, 0]
+        return int(np.count_nonzero(lanes == lanes[0]))
 
     def summary(self) -> str:
         hq, hk, hv = self.heads
@@ -213,22 +220,23 @@ class FusedMap:
                 f"{self.head_dim}: grid {self.grid[0]} x {self.grid[1]} blocks of {self.block_dim} "
                 f"threads ({self.block_dim // 32} warps)"
                 + (f" x {self.tokens_per_block} tokens" if self.tokens_per_block > 1 else "")
-                + "; each lane holds "
-                f"{self.head_dim // 32} consecutive elements of "
+                + f", {self.storage} qkv; each lane holds "
+                f"{self.elements_per_lane} consecutive elements of "
                 + ("one head" if self.heads_per_warp == 1
                    else f"each of its warp's {self.heads_per_warp} heads"))
 
 
 def _trace_fused_here(tokens: int, heads: list, head_dim: int, interleave: bool,
-                      rotary_dim, warps_per_block, heads_per_warp: int = 1) -> dict:
+                      rotary_dim, warps_per_block, heads_per_warp: int = 1,
+                      storage: str = "float32") -> dict:
     if not SIMULATED:
         raise RuntimeError("tracing needs the simulator in this process")
-    from .. import fused
-    from ..arrays import inspect_array
+    from ..ops import fused
+    from ..ops.arrays import inspect_array
     from ..kernels import fused_qknorm_rope as kernel
     hq, hk, hv = heads
     qkv = np.random.default_rng(0).standard_normal((tokens, (hq + hk + hv) * head_dim))
-    qkv = qkv.astype(np.float32)
+    qkv = qkv.astype(storage)
     problem = fused.build_problem(inspect_array(qkv, "qkv"), num_heads_q=hq, num_heads_k=hk,
                                   num_heads_v=hv, head_dim=head_dim, rotary_dim=rotary_dim,
                                   interleave=interleave)
@@ -247,16 +255,25 @@ def _trace_fused_here(tokens: int, heads: list, head_dim: int, interleave: bool,
 
 def trace_fused(tokens: int, heads=(2, 2, 1), head_dim: int = 64, *, interleave: bool = True,
                 rotary_dim: int | None = None, warps_per_block: int | None = None,
-                heads_per_warp: int = 1) -> FusedMap:
-    """Run the fused QK-norm + RoPE kernel on a small float32 ``qkv`` and record every writer.
+                heads_per_warp: int = 1, storage: str = "float32") -> FusedMap:
+    """Run the fused QK-norm + RoPE kernel on a small ``qkv`` and record every writer.
+
+    ``storage`` is ``"float32"`` or ``"float16"``: a 16-bit ``qkv`` gets the 16-bit builds
+    (with ``heads_per_warp=2``, half a warp per head and 128-bit words), whose mapping is the
+    same for bfloat16; float16 is traced because the simulator's word stores write it element
+    by element, so every element keeps its own writer.
 
     ``heads`` is ``(heads_q, heads_k, heads_v)``.  ``heads_per_warp`` is passed to the launcher
     explicitly (1: one warp per (token, head), the mapping the course draws first), so the map
     does not follow the storage-dependent default.  Runs on the simulator (with ropelab's warp
     shuffle emulation); keep it to a few tokens and heads.
     """
+    if storage not in ("float32", "float16"):
+        raise ValueError(f"storage must be 'float32' or 'float16' (bfloat16 maps like float16); "
+                         f"got {storage!r}")
     raw = _on_simulator("_trace_fused_here", [tokens, list(heads), head_dim, bool(interleave),
-                                              rotary_dim, warps_per_block, int(heads_per_warp)])
+                                              rotary_dim, warps_per_block, int(heads_per_warp),
+                                              storage])
     who = np.array(raw["who"]).reshape(tokens, sum(heads), head_dim, 4)
     warps_per = raw["block_dim"] // 32
     written = who[..., 0] >= 0
@@ -264,4 +281,4 @@ def trace_fused(tokens: int, heads=(2, 2, 1), head_dim: int = 64, *, interleave:
     lane = np.where(written, who[..., 2] % 32, -1)
     token = np.where(written, who[..., 0] * raw["tokens_per_block"] + who[..., 3], -1)
     return FusedMap(tuple(raw["heads"]), head_dim, tuple(raw["grid"]), raw["block_dim"],
-                    token, warp, lane, raw["heads_per_warp"], raw["tokens_per_block"])
+                    token, warp, lane, raw["heads_per_warp"], raw["tokens_per_block"], storage)

@@ -1,12 +1,12 @@
 """``python -m ropelab exercises --verify``: the grader against known answers.
 
-For every exercise:
+For every step of every notebook's ladder (:mod:`.steps`):
 
-* the solution in ``notebooks/solutions/NN_*.py`` (``SOLUTION``) must pass;
-* each recorded wrong attempt (``WRONG = [(kernel, fragment), ...]``) must be rejected, with a
-  verdict that contains ``fragment``;
-* the notebook's starter (the cell of ``notebooks/src/NN_*.py`` that defines the exercise's
-  kernel) must be graded "not solved yet", as the stored notebook shows it.
+* its solution in ``notebooks/solutions/NN_*.py`` (``SOLUTIONS[step_id]``) must pass;
+* each recorded wrong attempt (``WRONG[step_id] = [(fn, fragment), ...]``) must be rejected,
+  with a verdict that contains ``fragment``;
+* its starter (``Step.starter``, or the cell of ``notebooks/src/NN_*.py`` that defines the
+  step's function) must be graded "not solved yet", as the stored notebook shows it.
 
 A grader that passes a wrong kernel, rejects a right one, or explains a mistake with the wrong
 words fails here, and the command exits non-zero.  The recorded messages are the simulator's
@@ -27,8 +27,11 @@ from pathlib import Path
 
 from ..target import SIMULATED
 from . import kernel_census
-from .exercises import EXERCISES, SOLUTIONS, Exercise
+from . import steps as ladder
 from .grading import grade
+from .intake import empty_body
+from .runner import grade_safely
+from .steps.base import SOLUTIONS, Step
 
 
 @dataclass
@@ -40,7 +43,7 @@ class Outcome:
     expected: str  # what was required
 
 
-def solution_path(ex: Exercise, directory: Path | None = None) -> Path:
+def solution_path(ex: Step, directory: Path | None = None) -> Path:
     return (directory or SOLUTIONS) / f"{ex.notebook}.py"
 
 
@@ -54,7 +57,21 @@ def load_solution(path: Path):
     return module
 
 
-def starter_kernel(ex: Exercise):
+def _notebook_names() -> dict:
+    """What a notebook has imported before its starter cells (a starter may use these bare)."""
+    import math
+
+    import numba
+    import numpy as np
+    from numba import cuda
+
+    names = {"cuda": cuda, "math": math, "np": np, "numba": numba}
+    for t in ("float32", "float64", "int32", "int64", "uint32", "uint64"):
+        names[t] = getattr(numba, t)
+    return names
+
+
+def starter_kernel(ex: Step):
     """Run the notebook's starter cell; return its kernel (None without a source checkout).
 
     The cell is registered in :mod:`linecache` under a made-up file name, as IPython does for
@@ -65,44 +82,83 @@ def starter_kernel(ex: Exercise):
         return None
     filename = f"<starter {ex.notebook}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    namespace = {"__name__": f"ropelab_starter_{ex.notebook}"}
-    exec(compile(source, filename, "exec"), namespace)  # noqa: S102  (our own notebook source)
-    return namespace[ex.kernel_name]
+    namespace = {"__name__": f"ropelab_starter_{ex.notebook}", **_notebook_names()}
+    try:
+        exec(compile(source, filename, "exec"), namespace)  # noqa: S102  (our own source)
+    except NameError:  # a starter that uses names defined in earlier cells: run them first
+        return None
+    return namespace.get(ex.kernel_name)
 
 
 def _first(verdict) -> str:
     return str(verdict).splitlines()[0]
 
 
-def verify_exercise(ex: Exercise, directory: Path | None = None) -> list[Outcome]:
+def _name(fn) -> str:
+    found = kernel_census.python_function(fn)
+    return getattr(found or fn, "__name__", repr(fn))
+
+
+def _graded(ex: Step, fn):
+    """Graded as a notebook grades: in a child that a runaway attempt cannot hang."""
+    return grade_safely(ex, fn, timeout_s=TIMEOUT_S)
+
+
+TIMEOUT_S = 60.0  # per graded function; a recorded `while True` attempt is stopped by it
+
+
+def verify_step(ex: Step, module, *, grade_fn=_graded) -> list[Outcome]:
+    """The outcomes of one step: its solution, its wrong attempts, its starter."""
+    solutions, wrong_all = getattr(module, "SOLUTIONS", {}), getattr(module, "WRONG", {})
+    if ex.id not in solutions:
+        return [Outcome(ex.id, "solution", False, f"no SOLUTIONS[{ex.id!r}]", "a solution")]
     out = []
-    path = solution_path(ex, directory)
-    if not path.is_file():
-        return [Outcome(ex.id, "solution", False, f"no file {path.name}", "a solution file")]
-    module = load_solution(path)
-    if getattr(module, "EXERCISE", None) != ex.id:
-        return [Outcome(ex.id, "solution", False, f"{path.name} declares EXERCISE = "
-                        f"{getattr(module, 'EXERCISE', None)!r}", repr(ex.id))]
-    verdict = grade(ex, module.SOLUTION)
+    verdict = grade_fn(ex, solutions[ex.id])
     out.append(Outcome(ex.id, "solution", verdict.passed, _first(verdict), "PASS"))
-    wrong = list(getattr(module, "WRONG", []))
+    wrong = list(wrong_all.get(ex.id, []))
     if len(wrong) < 2:
         out.append(Outcome(ex.id, "wrong attempts", False, f"{len(wrong)} recorded",
                            "at least two"))
-    for kernel, fragment in wrong:
-        verdict = grade(ex, kernel)
+    for fn, fragment in wrong:
+        verdict = grade_fn(ex, fn)
         ok = not verdict.passed and fragment in str(verdict)
-        name = kernel_census.python_function(kernel).__name__
-        out.append(Outcome(ex.id, f"wrong: {name}", ok, _first(verdict), f"rejected, {fragment!r}"))
+        out.append(Outcome(ex.id, f"wrong: {_name(fn)}", ok, _first(verdict),
+                           f"rejected, {fragment!r}"))
     starter = starter_kernel(ex)
     if starter is None:
-        out.append(Outcome(ex.id, "starter", False, f"no cell defining {ex.kernel_name} in "
-                           f"notebooks/src/{ex.notebook}.py", "a starter cell"))
+        out.append(Outcome(ex.id, "starter", False, f"no starter defining {ex.kernel_name} "
+                           f"(Step.starter or a cell of notebooks/src/{ex.notebook}.py)",
+                           "a starter"))
     else:
-        verdict = grade(ex, starter)
+        verdict = grade_fn(ex, starter)
         out.append(Outcome(ex.id, "starter", verdict.status == "not solved yet", _first(verdict),
                            "not solved yet"))
     return out
+
+
+def verify_notebook(number: str, directory: Path | None = None, *,
+                    grade_fn=_graded) -> list[Outcome]:
+    """Every step of notebook ``number`` against its solution file."""
+    ladder = ladder_of(number)
+    path = solution_path(ladder[0], directory)
+    if not path.is_file():
+        return [Outcome(s.id, "solution", False, f"no file {path.name}", "a solution file")
+                for s in ladder]
+    module = load_solution(path)
+    return [o for s in ladder for o in verify_step(s, module, grade_fn=grade_fn)]
+
+
+def ladder_of(number: str) -> list:
+    return ladder.for_notebook(number)
+
+
+def verify_exercise(ex: Step, directory: Path | None = None) -> list[Outcome]:
+    """One step against its notebook's solution file (the pre-ladder name)."""
+    path = solution_path(ex, directory)
+    if not path.is_file():
+        return [Outcome(ex.id, "solution", False, f"no file {path.name}", "a solution file")]
+    step = ladder.get(ex.id)
+    return verify_step(step, load_solution(path))
 
 
 def _on_simulator(save_census: bool) -> bool:
@@ -115,6 +171,39 @@ def _on_simulator(save_census: bool) -> bool:
     return done.returncode == 0
 
 
+LADDER_MIN_STEPS = 3  # issue 17: at least 3 graded steps per notebook,
+LADDER_MIN_EMPTY = 2  # at least 2 of them from an empty body (signature, docstring, pass),
+LADDER_MIN_LAUNCH = 1  # at least one where the learner writes the launch
+
+
+def ladder_outcomes(number: str, ladder_steps: list | None = None) -> list[Outcome]:
+    """The shape rules of notebook ``number``'s ladder, as outcomes.
+
+    A notebook with one step has no ladder yet (its pre-ladder exercise): reported, not failed.
+    Once it has more, every rule holds or ``--verify`` fails.
+    """
+    found = ladder_steps if ladder_steps is not None else ladder_of(number)
+    if len(found) <= 1:
+        return [Outcome(f"{number}", "ladder", True, "not a ladder yet (one step): rules "
+                        "apply from its second step", "")]
+    empty = []
+    for s in found:
+        source = s.starter_source()
+        try:
+            if source is not None and empty_body(source):
+                empty.append(s.id)
+        except SyntaxError:
+            pass
+    launch = [s.id for s in found if s.kind == "launch"]
+    rules = [(len(found) >= LADDER_MIN_STEPS, f"{len(found)} steps",
+              f"at least {LADDER_MIN_STEPS} steps"),
+             (len(empty) >= LADDER_MIN_EMPTY, f"{len(empty)} from an empty body "
+              f"({', '.join(empty) or 'none'})", f"at least {LADDER_MIN_EMPTY} from an empty body"),
+             (len(launch) >= LADDER_MIN_LAUNCH, f"{len(launch)} launch step(s) "
+              f"({', '.join(launch) or 'none'})", f"at least {LADDER_MIN_LAUNCH} launch step")]
+    return [Outcome(number, "ladder", ok, got, want) for ok, got, want in rules]
+
+
 def run(*, save_census: bool = False, directory: Path | None = None, stream=None) -> bool:
     """Verify every exercise, print one line per kernel; True when everything holds."""
     if not SIMULATED and directory is None and stream is None:
@@ -123,11 +212,11 @@ def run(*, save_census: bool = False, directory: Path | None = None, stream=None
         return _on_simulator(save_census)
     stream = stream or sys.stdout
     outcomes = []
-    for ex in EXERCISES.values():
-        for o in verify_exercise(ex, directory):
+    for number in ladder.notebooks():
+        for o in ladder_outcomes(number) + verify_notebook(number, directory):
             outcomes.append(o)
             mark = "ok  " if o.ok else "FAIL"
-            print(f"{mark} {o.exercise:<24} {o.what:<28} {o.verdict[:110]}", file=stream)
+            print(f"{mark} {o.exercise:<8} {o.what:<28} {o.verdict[:110]}", file=stream)
             if not o.ok:
                 print(f"     expected: {o.expected}", file=stream)
     failed = sum(not o.ok for o in outcomes)
@@ -145,10 +234,15 @@ def time_solutions(repeats: int = 20) -> bool:
     True when every solution passes on the GPU (fast-math sin/cos, real float32 hardware).
     """
     ok = True
-    for ex in EXERCISES.values():
-        verdict = grade(ex, load_solution(solution_path(ex)).SOLUTION)
+    for ex in ladder.STEPS.values():
+        solutions = getattr(load_solution(solution_path(ex)), "SOLUTIONS", {})
+        if ex.id not in solutions:
+            ok = False
+            print(f"FAIL {ex.id:<8} no solution")
+            continue
+        verdict = grade(ex, solutions[ex.id])
         ok &= verdict.passed
-        print(f"{'ok  ' if verdict.passed else 'FAIL'} {ex.id:<24} {_first(verdict)[:100]}")
+        print(f"{'ok  ' if verdict.passed else 'FAIL'} {ex.id:<8} {_first(verdict)[:100]}")
         if verdict.passed:
             print(f"     {verdict.timer(repeats)}", flush=True)
     return ok

@@ -1,21 +1,29 @@
 """The RoPE kernel variants, one module each, in course order, and their registry.
 
 Each variant module holds its device code, a ``launch_config(problem, threads_per_block=None)``
-(the launch geometry, which notebooks show) and a :class:`~ropelab.kernels._launch.Variant`
+(the launch geometry, which notebooks show) and a :class:`~ropelab.kernels.plan.Variant`
 record ``VARIANT`` that declares its name, summary, features, options and how to build its
-:class:`~ropelab.kernels._launch.Plan`.  Nothing launches a kernel except
-:func:`ropelab.kernels._launch.launch` (and the :class:`~ropelab.kernels._launch.Bound` it
+:class:`~ropelab.kernels.plan.Plan`.  Nothing launches a kernel except
+:func:`ropelab.kernels.launch.launch` (and the :class:`~ropelab.kernels.launch.Bound` it
 caches): the public API, the benchmark, the census, the checks and the notebooks' tracer all go
 through it.
+
+A new variant is one module plus one line in :data:`REGISTRY` below: the public ``rope``,
+``python -m ropelab check``, the bench plan and the census all read :data:`VARIANTS`.
 """
 
 from . import block2d, flat, freq_table, fused_qknorm_rope, pack4, pack4_scalar, pair_sincos
 from ..errors import RopeInputError
-from ._launch import Plan, Variant, launch
+# ``kernels.launch`` is the function (what callers use); the module of the same name is reached
+# by ``from ropelab.kernels.launch import ...`` or ``importlib.import_module``.
+from .launch import launch
+from .plan import Plan, Variant
 
-VARIANTS: dict[str, Variant] = {m.VARIANT.name: m.VARIANT for m in
-                                (flat, block2d, pack4, pack4_scalar, freq_table, pair_sincos)}
-MODULES = {m.VARIANT.name: m for m in (flat, block2d, pack4, pack4_scalar, freq_table, pair_sincos)}
+# The plain-RoPE variant modules, in course order: the one place a new variant is registered.
+REGISTRY = (flat, block2d, pack4, pack4_scalar, freq_table, pair_sincos)
+
+VARIANTS: dict[str, Variant] = {m.VARIANT.name: m.VARIANT for m in REGISTRY}
+MODULES = {m.VARIANT.name: m for m in REGISTRY}
 
 # A different operation (QK-RMSNorm + RoPE in place on packed qkv) with its own problem type:
 # kept apart so that code looping over VARIANTS never calls it.

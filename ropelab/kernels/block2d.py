@@ -13,9 +13,9 @@ import math
 import numpy as np
 from numba import cuda, float32, uint64
 
-from ..problem import MAX_THREADS_PER_BLOCK, WARP
-from ._launch import ROPE_ARRAYS, Plan, Variant
-from ._device import rotate
+from ..problem import MAX_THREADS_PER_BLOCK
+from ._device import WARP, rotate
+from .plan import ROPE_ARRAYS, Plan, Variant
 
 NAME = "block2d"
 SUMMARY = "one block per token, threadIdx.x = pair (stride loop past 1024 threads); no div/mod"

@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numba import cuda, float32, uint64
 
-from ._launch import ROPE_ARRAYS, Plan, Variant, blocks_for
+from .plan import ROPE_ARRAYS, Plan, Variant, blocks_for
 from ._device import rotate
 
 NAME = "flat"

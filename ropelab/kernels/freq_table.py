@@ -42,7 +42,7 @@ from numba import cuda, float32, int64, uint64
 from ..problem import HEADS, INVERSE, NEOX, PARTIAL, SCALED
 from ..validate import check_bool, check_int, fail
 from ._device import quotient, rotate, shift_for
-from ._launch import ROPE_ARRAYS, Plan, Variant, blocks_for
+from .plan import ROPE_ARRAYS, Plan, Variant, blocks_for
 
 NAME = "freq_table"
 SUMMARY = "inverse-frequency table (no pow per thread), or a float64-built cos/sin cache, or turns + fma angle reduction"
@@ -192,7 +192,7 @@ def turns_tables(freqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def host_tables(mode: str, freq_bytes: bytes, max_positions: int | None) -> tuple:
     """The float32 tables of one mode, built once per frequencies (keyed by their bytes).
 
-    Returning the same arrays for the same key lets :func:`ropelab.kernels._launch.device_table`
+    Returning the same arrays for the same key lets :func:`ropelab.kernels.launch.device_table`
     upload each only once (a 131072-position cache of 64 pairs is 64 MiB).
     """
     freqs = np.frombuffer(freq_bytes, dtype=np.float64)
@@ -271,11 +271,11 @@ def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan
     limit, reason = _LIMITS.get(mode, (max_positions, f"the cos/sin cache holds positions 0 .. "
                                                       f"{(max_positions or 0) - 1}"))
     return Plan(_KERNELS[mode], fastmath, blocks, threads, ROPE_ARRAYS,
-                tables=host_tables(mode, problem.freqs.tobytes(), max_positions),
+                tables=host_tables(mode, problem.inv_freq.tobytes(), max_positions),
                 scalars=scalar_args(problem), errors=mode != "table", position_limit=limit,
                 limit_reason=reason)
 
 
 VARIANT = Variant(NAME, SUMMARY, FEATURES, plan, KERNEL, options=OPTIONS,
                   census_options=({}, dict(cache=True, max_positions=16), dict(reduce_angle=True)),
-                  check_options=CHECK_OPTIONS)
+                  check_cases=CHECK_OPTIONS)

@@ -91,7 +91,7 @@ from ..bf16 import load_bf16, pack2, store_bf16, unpack_high, unpack_low
 from ..problem import FusedProblem
 from ..validate import check_bool, check_int, fail
 from ._device import FULL_MASK, WARP
-from ._launch import Plan, Variant
+from .plan import Plan, Variant
 from .freq_table import MAX_CACHE_ENTRIES, cos_sin_cache
 from .vec import load_f32x4, load_u32x2, load_u32x4, store_f32x4, store_u32x2, store_u32x4
 from .words16 import CODECS

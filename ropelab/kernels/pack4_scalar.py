@@ -6,7 +6,7 @@ wider access alone buys on a memory-bound operator.
 """
 
 from . import pack4
-from ._launch import Variant
+from .plan import Variant
 
 NAME = "pack4_scalar"
 SUMMARY = "pack4 with four scalar 32-bit loads/stores per thread (tail path for odd pair counts)"

@@ -45,10 +45,11 @@ from numba import cuda, float32, uint64
 
 from .. import scaling
 from ..freqs import ntk_base, yarn_ramp_bounds
-from ..problem import HEADS, INVERSE, NEOX, PARTIAL, SCALED, RopeInputError
+from ..errors import RopeInputError
+from ..problem import HEADS, INVERSE, NEOX, PARTIAL, SCALED
 from ..validate import check_int
 from ._device import quotient, rotate, shift_for
-from ._launch import ROPE_ARRAYS, Plan, Variant, blocks_for
+from .plan import ROPE_ARRAYS, Plan, Variant, blocks_for
 
 NAME = "pair_sincos"
 SUMMARY = ("chunk of pairs per thread, strided for coalescing: one pow + ratio recurrence, one sin/cos "
@@ -235,7 +236,7 @@ def formula_for(problem) -> FreqParams:
     """The in-kernel frequency formula for ``problem``, proven equal to its frequencies."""
     params = freq_params(scaling.parse(problem.scaling), problem.rotary_dim, problem.base)
     # The kernel evaluates a formula, not the table the reference uses: prove they agree.
-    if not np.allclose(params.freqs(problem.n_pairs), problem.freqs, rtol=1e-9, atol=0.0):
+    if not np.allclose(params.freqs(problem.n_pairs), problem.inv_freq, rtol=1e-9, atol=0.0):
         raise RuntimeError(f"pair_sincos: in-kernel frequencies disagree with {problem.scaling!r}")
     return params
 
@@ -295,4 +296,4 @@ def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan
 
 
 VARIANT = Variant(NAME, SUMMARY, FEATURES, plan, KERNEL, options=OPTIONS,
-                  check_options=CHECK_OPTIONS)
+                  check_cases=CHECK_OPTIONS)

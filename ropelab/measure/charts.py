@@ -58,80 +58,157 @@ def _title(record, what: str) -> str:
     return f"{what}\n{m['gpu']}, numba-cuda {m['numba_cuda']}, {m['date'][:10]}"
 
 
-def _bars(ax, shapes, names, table, log=False):
-    width = 0.8 / max(len(names), 1)
-    x = np.arange(len(shapes))
-    for i, name in enumerate(names):
-        ax.bar(x + (i - (len(names) - 1) / 2) * width, table[i], width, label=name)
-    ax.set_xticks(x, shapes, fontsize=8)
-    if log:
-        ax.set_yscale("log")
-    ax.legend(fontsize=7, ncol=2)
+KERNEL_ONLY = ("kernel", "kernel_fused")  # ":kernel" rows: the same launch as a public row
+FUSED = ("ropelab_fused", "kernel_fused")
+
+
+def _plain_variants(record) -> list[str]:
+    """The public RoPE rows of a run (no ``:kernel`` twins of them, no fused kernel)."""
+    return list(dict.fromkeys(r["variant"] for r in record["rows"]
+                              if r["family"] not in KERNEL_ONLY + FUSED
+                              and not r["variant"].startswith("cuda_fused")))
+
+
+# Colour says who wrote the code (the names are on the axis): the copy, ropelab, CUDA C++, PyTorch.
+FAMILY_COLOURS = {"copy": "tab:gray", "ropelab": "tab:blue", "kernel": "tab:blue",
+                  "ropelab_fused": "tab:blue", "kernel_fused": "tab:blue", "numba": "tab:blue",
+                  "cuda_cpp": "tab:orange", "torch": "tab:red"}
+FAMILY_NAMES = {"tab:gray": "device copy", "tab:blue": "ropelab (Numba)",
+                "tab:orange": "CUDA C++ twin", "tab:red": "PyTorch"}
+
+
+def _colour(record, variant) -> str:
+    family = next((r["family"] for r in record["rows"] if r["variant"] == variant), "ropelab")
+    return "tab:gray" if variant == "torch_copy" else FAMILY_COLOURS.get(family, "tab:blue")
+
+
+def _log_needed(values) -> bool:
+    """A log axis only where the range demands it: the largest value over 10x the smallest."""
+    values = [v for v in values if np.isfinite(v) and v > 0]
+    return bool(values) and max(values) / min(values) > 10
 
 
 def time_chart(record, variants=None):
-    """Median time per variant, one panel per shape on its own linear axis from zero.
+    """How long does each variant take per call, on each shape, beside the copy?
 
-    Shapes differ in time by a factor of 30 or more, so a shared axis would need a log scale,
-    and a log scale squeezes the differences the chart is for (17% between two bars looks like
-    a few pixels).  Each panel instead starts at zero: bar heights compare directly.  Whiskers
-    are the 20th-80th percentiles of the launches; the dashed line is the device copy of the
-    same bytes in the same run, the floor under every bar.
+    One panel per shape (only shapes some non-copy variant was timed on), horizontal bars so
+    that every name is readable, the same variant order in every panel (slowest at the top on
+    the largest shape).  Each panel has its own axis: linear from zero where its times are
+    within 10x of each other (bar lengths then compare directly: a 17% gap is 17% of the bar),
+    logarithmic where a row is more than 10x another (the seed's eager PyTorch reference takes
+    over 200x the copy).  Whiskers are the 20th-80th percentiles of the launches; the dashed
+    line is the device copy of the same bytes in the same run, the floor under every bar.
+    Default variants: the public RoPE rows (``:kernel`` rows time the same launch).
     """
     plt = _plt()
     rows = record["rows"]
-    shapes, names, med = _grid(rows, lambda r: r["median_us"], variants)
-    _, _, p20 = _grid(rows, lambda r: r["p20_us"], names)
-    _, _, p80 = _grid(rows, lambda r: r["p80_us"], names)
-    _, _, copy = _grid(rows, copy_us, names)
+    names = list(variants) if variants is not None else _plain_variants(record)
+    copies = {"copy_d2d", "torch_copy"}
+    timed = [r for r in rows if r["variant"] in names and r["variant"] not in copies]
+    keep = set(_label(r) for r in timed)
+    shapes, names, med = _grid([r for r in rows if _label(r) in keep], lambda r: r["median_us"], names)
+    _, _, p20 = _grid([r for r in rows if _label(r) in keep], lambda r: r["p20_us"], names)
+    _, _, p80 = _grid([r for r in rows if _label(r) in keep], lambda r: r["p80_us"], names)
+    _, _, copy = _grid([r for r in rows if _label(r) in keep], copy_us, names)
+    if not shapes:  # e.g. a fused-only run: no plain RoPE row to draw
+        fig, ax = plt.subplots(figsize=(6, 2))
+        ax.text(0.5, 0.5, "no timed rows of these variants in this record", ha="center")
+        ax.set_axis_off()
+        return fig
+    # Order rows by the time on the largest shape (the last column), slowest at the top.
+    order = sorted(range(len(names)), key=lambda i: np.nan_to_num(med[i, -1], nan=-1.0))
     cols = min(len(shapes), 5)
     nrows = -(-len(shapes) // cols)
-    fig, axes = plt.subplots(nrows, cols, figsize=(2.6 * cols + 0.6, 3.3 * nrows + 0.7),
-                             squeeze=False)
-    colours = plt.get_cmap("tab10").colors
-    x = np.arange(len(names))
+    fig, axes = plt.subplots(nrows, cols, figsize=(3.0 * cols + 1.6, 0.32 * len(names) * nrows + 1.6 * nrows),
+                             squeeze=False, sharey=True)
+    y = np.arange(len(order))
     for k, shape in enumerate(shapes):
         ax = axes[k // cols][k % cols]
-        for i, name in enumerate(names):
-            if np.isnan(med[i, k]):
+        log = _log_needed(med[:, k])
+        for pos, i in enumerate(order):
+            t = med[i, k]
+            if np.isnan(t):
                 continue
-            ax.bar(x[i], med[i, k], 0.7, color=colours[i % len(colours)],
-                   yerr=[[med[i, k] - p20[i, k]], [p80[i, k] - med[i, k]]], capsize=2,
-                   label=name)
-            ax.text(x[i], med[i, k] * 0.5, f"{med[i, k]:,.1f}", ha="center", va="center",
-                    rotation=90, fontsize=7, color="white")
-        floor = np.nanmin(copy[:, k])
-        ax.axhline(floor, color="black", lw=1, ls="--")
-        ax.set_xticks(x, names, fontsize=7, rotation=30, ha="right")
-        ax.set_ylim(0, np.nanmax(p80[:, k]) * 1.12)
-        ax.set_title(shape.replace("\n", " "), fontsize=8)
-        ax.tick_params(axis="y", labelsize=7)
-        if k % cols == 0:
-            ax.set_ylabel("median us per call")
+            ax.barh(y[pos], t, 0.7, color=_colour(record, names[i]),
+                    xerr=[[t - p20[i, k]], [p80[i, k] - t]], capsize=2)
+            ax.text(t * (1.08 if log else 1.0) + (0 if log else np.nanmax(p80[:, k]) * 0.02),
+                    y[pos], f"{t:,.1f}", va="center", fontsize=7)
+        ax.axvline(np.nanmin(copy[:, k]), color="black", lw=1, ls="--")
+        if log:
+            ax.set_xscale("log")
+            ax.set_xlim(np.nanmin(p20[:, k]) * 0.7, np.nanmax(p80[:, k]) * 4)
+        else:
+            ax.set_xlim(0, np.nanmax(p80[:, k]) * 1.25)
+        ax.set_yticks(y, [names[i] for i in order], fontsize=7)
+        ax.set_title(shape.replace("\n", " ") + (" (log axis)" if log else ""), fontsize=8)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.set_xlabel("median us per call", fontsize=7)
     for k in range(len(shapes), nrows * cols):
         axes[k // cols][k % cols].set_axis_off()
-    fig.suptitle(_title(record, "Time per call (cold L2): 20-80% whiskers, dashed = device copy "
-                                "of the same bytes"), fontsize=9)
-    fig.tight_layout()
+    used = dict.fromkeys(_colour(record, n) for n in names)
+    fig.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c) for c in used],
+               labels=[FAMILY_NAMES[c] for c in used], fontsize=7, loc="lower center",
+               ncol=len(used))
+    fig.suptitle(_title(record, "How long does each call take? Median us (cold L2), 20-80% "
+                                "whiskers; dashed = device copy of the same bytes"), fontsize=9)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))  # room for the colour legend below the panels
     return fig
 
 
-def roof_chart(record, variants=None):
-    """Effective bandwidth as a fraction of the same run's device copy of the same bytes."""
+def _largest_plain_shape(record, names) -> str | None:
+    rows = [r for r in record["rows"] if r["variant"] in names and r["dtype"] == "float32"]
+    return max(rows, key=lambda r: r["bytes_moved"])["shape"] if rows else None
+
+
+def roof_chart(record, variants=None, shape=None):
+    """How close to the copy of the same bytes does each kernel get?
+
+    Left: every RoPE variant on one shape (default: the largest float32 shape, where launch
+    and ramp-up costs vanish), sorted, as a share of the same run's copy of that shape's bytes.
+    Right, when the run timed the fused kernel: its default setting beside its CUDA C++ twin on
+    each production shape and storage.  The line at 1.0 is the copy.  Two series at most per
+    panel: one question each, no legend of thirty entries.
+    """
     plt = _plt()
-    rows = [r for r in record["rows"] if r["family"] != "copy"]
-    shapes, names, frac = _grid(rows, lambda r: r["frac_of_copy"], variants)
-    fig, ax = plt.subplots(figsize=(max(7, 1.6 * len(shapes)), 4.5))
-    _bars(ax, shapes, names, frac)
-    # Each bar is divided by the copy of its own shape's bytes: the line at 1.0 is every
-    # shape's copy marker.
-    ax.axhline(1.0, color="black", lw=1, label="copy of the same bytes")
-    ax.axhline(0.95, color="gray", lw=0.8, ls="--")
-    ax.legend(fontsize=7, ncol=2)
-    ax.set_ylabel("fraction of device copy bandwidth")
-    ax.set_ylim(0, max(1.1, float(np.nanmax(frac)) * 1.05) if np.isfinite(frac).any() else 1.1)
-    ax.set_title(_title(record, "Share of the copy roof (1.0 = as fast as copying the bytes)"),
-                 fontsize=9)
+    rows = record["rows"]
+    names = list(variants) if variants is not None else [
+        v for v in _plain_variants(record) if v not in ("copy_d2d", "torch_copy")]
+    shape = shape or _largest_plain_shape(record, names)
+    plain = {r["variant"]: r["frac_of_copy"] for r in rows
+             if r["variant"] in names and r["shape"] == shape and r["dtype"] == "float32"}
+    fused = [r for r in rows if r["variant"] == "fused_qknorm_rope"] if variants is None else []
+    twin = {(_label(r)): r["frac_of_copy"] for r in rows if r["variant"] == "cuda_fused"}
+    panels = 2 if fused else 1
+    height = max(3.0, 0.3 * max(len(plain), len(fused)) + 1.5)
+    fig, axes = plt.subplots(1, panels, figsize=(6.0 * panels + 1.0, height), squeeze=False)
+    ax = axes[0][0]
+    order = sorted(plain, key=plain.get)
+    ax.barh(range(len(order)), [plain[v] for v in order], 0.7, color="tab:blue")
+    for i, v in enumerate(order):
+        ax.text(plain[v] + 0.01, i, f"{100 * plain[v]:.1f}%", va="center", fontsize=7)
+    ax.set_yticks(range(len(order)), order, fontsize=8)
+    ax.axvline(1.0, color="black", lw=1, label="copy of the same bytes")
+    ax.set_xlim(0, max(1.15, max(plain.values(), default=1.0) * 1.1))
+    ax.set_xlabel("share of the copy of the same bytes", fontsize=8)
+    ax.set_title(f"RoPE variants on {shape} float32", fontsize=9)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    if fused:
+        ax = axes[0][1]
+        fused.sort(key=lambda r: (r["dtype"], r["shape"]))
+        labels = [f"{r['shape']} {r['dtype']}" for r in fused]
+        y = np.arange(len(fused))
+        ax.barh(y + 0.2, [r["frac_of_copy"] for r in fused], 0.4, color="tab:blue",
+                label="ropelab.fused_qknorm_rope")
+        ax.barh(y - 0.2, [twin.get(_label(r), np.nan) for r in fused], 0.4, color="tab:gray",
+                label="CUDA C++ twin")
+        ax.set_yticks(y, labels, fontsize=8)
+        ax.axvline(1.0, color="black", lw=1)
+        ax.set_xlim(0, 1.15)
+        ax.set_xlabel("share of the copy of the same bytes", fontsize=8)
+        ax.set_title("fused QK-norm + RoPE, production shapes", fontsize=9)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
+    fig.suptitle(_title(record, "How close to the copy does each kernel get? (1.0 = as fast as "
+                                "copying the bytes)"), fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -156,24 +233,33 @@ def twin_ratios(record) -> list[dict]:
 
 
 def twin_chart(record):
-    """Numba kernel time over its CUDA C++ twin's time, per shape (below 1.1 = within 10%)."""
+    """Is Numba as fast as CUDA C++ on the same algorithm?  Numba's time over its twin's, one
+    horizontal bar per pair and shape (readable labels), 1.0 = equal, dashed 1.1 = 10% slower."""
     plt = _plt()
     ratios = twin_ratios(record)
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(7, max(3.0, 0.28 * len(ratios) + 1.4)))
     if not ratios:
         ax.text(0.5, 0.5, "no numba / CUDA C++ twin pairs in this record", ha="center")
         ax.set_axis_off()
         return fig
     pairs = list(dict.fromkeys(f"{r['numba']} / {r['cuda_cpp']}" for r in ratios))
-    shapes = list(dict.fromkeys(r["shape"] for r in ratios))
-    table = np.full((len(pairs), len(shapes)), np.nan)
-    for r in ratios:
-        table[pairs.index(f"{r['numba']} / {r['cuda_cpp']}"), shapes.index(r["shape"])] = r["ratio"]
-    _bars(ax, shapes, pairs, table)
-    ax.axhline(1.0, color="black", lw=1)
-    ax.axhline(1.1, color="gray", lw=0.8, ls="--")
-    ax.set_ylabel("numba time / CUDA C++ time")
-    ax.set_title(_title(record, "Numba beside nvcc (NVRTC) on the same algorithm"), fontsize=9)
+    colours = plt.get_cmap("tab10").colors
+    labels = [r["shape"].replace("\n", " ") + ("" if "\n" in r["shape"] else " float32")
+              for r in ratios]
+    y = np.arange(len(ratios))[::-1]
+    for pos, r in zip(y, ratios):
+        k = pairs.index(f"{r['numba']} / {r['cuda_cpp']}")
+        ax.barh(pos, r["ratio"], 0.7, color=colours[k % len(colours)])
+        ax.text(r["ratio"] + 0.01, pos, f"{r['ratio']:.2f}", va="center", fontsize=7)
+    ax.set_yticks(y, labels, fontsize=7)
+    for k, pair in enumerate(pairs):  # one legend entry per pair, not per bar
+        ax.barh([np.nan], [np.nan], color=colours[k % len(colours)], label=pair)
+    ax.axvline(1.0, color="black", lw=1)
+    ax.axvline(1.1, color="gray", lw=0.8, ls="--")
+    ax.set_xlim(0, max(1.3, max(r["ratio"] for r in ratios) * 1.1))
+    ax.set_xlabel("numba time / CUDA C++ time (1.0 = equal)", fontsize=8)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2)
+    ax.set_title(_title(record, "Is Numba as fast as nvcc (NVRTC) on the same algorithm?"), fontsize=9)
     fig.tight_layout()
     return fig
 

@@ -43,11 +43,13 @@ from numba import cuda, float32, uint64
 from .census import engine
 from .census.counting import count_ptx, count_sass
 from ..kernels import block2d, flat, pack4
-from ..kernels._launch import Plan, blocks_for, launch
-from ..problem import census_problem
+from ..kernels.launch import launch
+from ..kernels.plan import Plan, blocks_for
+from ..kernels.plan import census_problem
 from ..kernels._device import rotate
 from ..kernels.vec import load_f32x4, store_f32x4
-from ..problem import MAX_THREADS_PER_BLOCK, WARP
+from ..kernels._device import WARP
+from ..problem import MAX_THREADS_PER_BLOCK
 from . import order
 
 BASE = 10000.0

@@ -24,7 +24,8 @@ import sys
 
 import numpy as np
 
-from .. import fused, reference, scaling
+from .. import reference, scaling
+from ..ops import fused
 from .. import check as ropelab_check
 from . import records
 from .precision import DEFAULT_MAX_POSITION, bucket_errors, position_buckets, sample_positions

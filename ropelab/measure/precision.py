@@ -33,8 +33,9 @@ from numba import cuda
 
 from .. import kernels, reference
 from . import records
-from ..api import rope
-from ..kernels._launch import Plan, blocks_for, launch
+from ..ops.rope import rope
+from ..kernels.launch import launch
+from ..kernels.plan import Plan, blocks_for
 from ..kernels import pair_sincos
 from ..scaling import Llama3, parse, resolve
 

@@ -43,7 +43,7 @@ from numba import cuda, float32, uint32
 
 from .census import engine
 from .census.counting import count_ptx
-from ..problem import WARP
+from ..kernels._device import WARP  # one WARP for the package
 HEAD_DIM = 128
 WARPS_PER_BLOCK = 4
 RECORD_KIND = "sincos_per_pair"
@@ -154,7 +154,7 @@ def run(x, positions, *, per_pair: bool = True, yarn: str = "off", base: float =
         yarn_params: tuple = (1.0, 0.0, 1.0), fastmath: bool = True):
     """Rotate ``x`` (``[tokens, heads, head_dim]`` float32, C-contiguous) in place with one
     build; on the simulator or a GPU.  ``yarn_params`` is ``(factor, low, high)``."""
-    from ..kernels._launch import jitted
+    from ..kernels.plan import jitted
 
     tokens, heads, head_dim = x.shape
     grid, block = launch_config(tokens, heads)
@@ -359,7 +359,7 @@ def measure(repeats: int | None = None, progress: bool = True) -> list[dict]:
     import cupy
 
     from .. import reference, shapes
-    from ..kernels._launch import jitted
+    from ..kernels.plan import jitted
     from ..tolerance import max_angle, rope_atol
 
     rng = np.random.default_rng(0)

@@ -32,7 +32,7 @@ import time
 
 from ..target import SIMULATED
 
-WARP = 32
+from ..kernels._device import WARP  # noqa: E402  (one WARP for the package)
 FULL_MASK = 0xFFFFFFFF
 # A lane that waits this long for its warp-mates has met a shuffle inside divergent code (some
 # lanes returned or branched around it): say so instead of hanging the test run.

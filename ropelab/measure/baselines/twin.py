@@ -138,8 +138,8 @@ class TwinCase:
                  max_position=4096):
         import cupy
 
-        from ... import fused
-        from ...arrays import inspect_array
+        from ...ops import fused
+        from ...ops.arrays import inspect_array
         from ...kernels import fused_qknorm_rope as kmod
 
         hq, hk, hv = heads

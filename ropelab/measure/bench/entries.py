@@ -127,12 +127,12 @@ def _public_maker(name: str, options: dict, fastmath: bool):
 
 def _kernel_maker(variant, options: dict, fastmath: bool):
     def make(buf: Buffers):
-        from ...kernels._launch import bind
+        from ...kernels.launch import bind
 
         problem = buf.problem()
         plan = variant.plan(problem, _resolved(options, problem.tokens), fastmath=fastmath)
         if SIMULATED:  # the sweep's plumbing is tested on the simulator: no driver to bind to
-            from ...kernels._launch import launch
+            from ...kernels.launch import launch
 
             return lambda: launch(plan, (buf.x, buf.out, buf.positions))
         n = problem.elements
@@ -188,10 +188,10 @@ def fused_user_arrays(shape: Shape, seed: int = 0):
     host = ropelab_check.random_inputs(np.random.default_rng(seed), shape.tokens, heads,
                                        shape.head_dim, shape.dtype)
     try:
-        if SIMULATED:  # a CPU-only torch has no device to hold them: numba's simulated arrays
-            raise ImportError
         import torch
     except ImportError:
+        torch = None
+    if SIMULATED or torch is None or not torch.cuda.is_available():  # a CPU build is no GPU
         return tuple(cuda.to_device(a) for a in host)
     dev = [torch.from_numpy(np.ascontiguousarray(a)).cuda() for a in host]
     if shape.dtype == "bfloat16":
@@ -228,17 +228,17 @@ def _fused_maker(heads_per_warp, kernel: bool = False, cache: bool = False, neox
         call()
         if not kernel:
             return call
-        from ... import fused
-        from ...arrays import inspect_array
+        from ...ops import fused
+        from ...ops.arrays import inspect_array
         from ...kernels import fused_qknorm_rope as kmod
-        from ...kernels._launch import bind
+        from ...kernels.launch import bind
 
         info = inspect_array(qkv, "qkv")
         problem = fused.build_problem(info, **kw)
         plan = kmod.VARIANT.plan(problem, dict(options or {}), aligned=info.ptr % 16 == 0)
         if SIMULATED:
-            from ...arrays import device_view
-            from ...kernels._launch import launch
+            from ...ops.arrays import device_view
+            from ...kernels.launch import launch
 
             words = np.uint32 if problem.storage == "bfloat16" else None
             views = [device_view(qkv, info, words)] + [

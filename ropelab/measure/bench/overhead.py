@@ -28,7 +28,8 @@ def launch_overhead(launches: int = 2000, warmup: int = 100, progress: bool = Tr
     import ropelab
 
     from ...kernels import flat
-    from ...kernels._launch import bind, jitted
+    from ...kernels.launch import bind
+    from ...kernels.plan import jitted
 
     # A small shape: each kernel runs shorter than the host needs to launch it, so the launch
     # queue never fills and the wall clock measures the host, not the GPU.

@@ -314,14 +314,17 @@ def remember(path: Path, doc) -> None:
 # The child process
 # --------------------------------------------------------------------------------------------
 
-def attempt(row: dict, work) -> dict:
+def attempt(row: dict, work, describe=None) -> dict:
     """``row`` updated with ``work()``'s counts and ``error: None``, or with the error: one
-    kernel that does not compile must not hide the others' counts."""
+    kernel that does not compile must not hide the others' counts.  ``describe(text)`` shortens
+    the error text (default: its first line)."""
     try:
         row.update(work())
         row["error"] = None
     except Exception as exc:
-        row["error"] = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:400]
+        text = f"{type(exc).__name__}: {exc}"
+        row["error"] = (describe(text) if describe is not None
+                        else text.strip().splitlines()[0][:400])
     return row
 
 

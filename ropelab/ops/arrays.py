@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .target import SIMULATED
+from ..target import SIMULATED
 
 
 @dataclass(frozen=True)
@@ -80,11 +80,24 @@ def _torch_info(t) -> ArrayInfo:
         raise TypeError(f"unsupported torch dtype {t.dtype}")
     dt, storage = _TORCH_DTYPES[name]
     dt = np.dtype(dt)
+    if t.requires_grad and _grad_enabled():
+        # A raw kernel launch is invisible to autograd: the result would have no grad_fn and the
+        # caller's gradient would vanish without an error.  The torch ops carry the backward.
+        from ..errors import RopeInputError
+        raise RopeInputError("a tensor that requires grad: ropelab's launch is invisible to "
+                             "autograd; call ropelab.torch_ops.rope / fused_qknorm_rope (which "
+                             "have a backward or refuse clearly), or run under torch.no_grad()")
     if not t.is_cuda:
         raise TypeError("a CPU torch tensor is not a device array: pass tensor.numpy() for the "
                         "copy-in/copy-out path, or a CUDA tensor")
     return ArrayInfo(tuple(t.shape), dt, tuple(s * dt.itemsize for s in t.stride()), t.data_ptr(),
                      True, False, "torch", storage)
+
+
+def _grad_enabled() -> bool:
+    import torch  # only reached for a torch tensor, so torch is imported already
+
+    return torch.is_grad_enabled()
 
 
 def inspect_array(obj, name: str) -> ArrayInfo:
@@ -160,7 +173,9 @@ class RawDevice:
 def _torch_meta(t):
     # Contiguity instead of strides: validation demands C-contiguous arrays, whose strides the
     # shape determines; get_device() is a C call where .device builds an object.
-    return t.data_ptr(), (t.shape, t.is_contiguous(), t.dtype, t.get_device())
+    # requires_grad is in the key: a call shape validated without it must not replay for a
+    # tensor that needs a gradient (validation refuses that one).
+    return t.data_ptr(), (t.shape, t.is_contiguous(), t.dtype, t.get_device(), t.requires_grad)
 
 
 def _cupy_meta(a):

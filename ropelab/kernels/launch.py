@@ -1,9 +1,8 @@
-"""The one way ropelab launches a kernel: a declared :class:`Variant`, a :class:`Plan`, :func:`launch`.
+"""Launching a :class:`~ropelab.kernels.plan.Plan`: the compiled, pre-packed :class:`Bound`,
+the device copies of the plans' tables, and the device error word.
 
-Every caller goes through here: the public functions (``ropelab.rope``,
-``ropelab.fused_qknorm_rope``), the benchmark's kernel-only rows, the PTX census (which compiles
-exactly the argument types a plan passes, so the census cannot drift from the launch), the
-checks and the notebooks' thread tracer.
+Every launch goes through here: the public functions (through :mod:`ropelab.ops.call`), the
+benchmark's kernel-only rows, the checks and the notebooks' thread tracer.
 
 Why not just ``kernel[grid, block, stream](*args)``?  numba's dispatcher spends 30-60 us of host
 time per launch (type inference of every argument, ``__cuda_array_interface__`` parsing, ctypes
@@ -11,7 +10,7 @@ conversion of every field of every array), and a PyTorch tensor costs another ~1
 ``cuda.as_cuda_array``.  A memory-bound RoPE kernel on a 17 MB tensor runs in ~8 us, so a
 dispatcher launch leaves the GPU idle most of the time.  Here the kernel is compiled once per
 argument-type signature, its parameters are packed once into a ctypes buffer, and each launch
-only patches the three data pointers and calls ``cuLaunchKernel`` (cuda-bindings) directly.
+only patches the caller arrays' data pointers and calls ``cuLaunchKernel`` (cuda-bindings).
 
 Under the Numba CUDA simulator (no driver) :func:`launch` calls the dispatcher instead: same
 plan, same arguments, Python threads.
@@ -20,156 +19,91 @@ plan, same arguments, Python threads.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import threading
-from dataclasses import dataclass, field
-from functools import cache
+import weakref
+from collections import OrderedDict
 
 import numpy as np
-from numba import cuda, typeof, types
-from numba.np.numpy_support import from_dtype
+from numba import cuda
 
-from ..errors import RopeInputError
-from ..problem import census_problem
 from ..target import SIMULATED
+from .plan import Plan, jitted
+
+# ---- device copies of the plans' tables (cos/sin caches, frequency tables) ---------------------
+
+# How many device copies of host tables stay on the GPU.  A plan has at most two tables, so 16
+# holds the tables of 8 different (frequencies, max_positions) choices; the least recently used
+# copy is dropped first.  Keyed by the table's *value* (dtype, shape, content digest), so a table
+# rebuilt with the same content reuses its copy and a new id() never leaks one.
+MAX_TABLES = 16
+
+_state_lock = threading.RLock()
+_tables: OrderedDict = OrderedDict()  # table key -> device array
+_digests: dict = {}  # id(host) -> (weakref to host, key): each live host table is hashed once
+_evict_listeners: list = []
 
 
-@cache
-def jitted(fn, fastmath: bool = True):
-    """One lazily compiled dispatcher per (kernel function, fastmath) pair.
+def table_key(host: np.ndarray) -> tuple:
+    """The value key of a host table: ``(dtype, shape, blake2b digest of its bytes)``."""
+    hit = _digests.get(id(host))
+    if hit is not None and hit[0]() is host:
+        return hit[1]
+    digest = hashlib.blake2b(np.ascontiguousarray(host).data, digest_size=16).digest()
+    key = (host.dtype.str, host.shape, digest)
+    ident = id(host)
 
-    Kernel modules define plain Python functions and never decorate them with an eager
-    signature: importing a kernel module must not need a CUDA driver (the census imports them in
-    a driver-less child process) and must work under the simulator.
-    """
-    return cuda.jit(fastmath=fastmath)(fn)
+    def forget(ref, ident=ident):
+        entry = _digests.get(ident)
+        if entry is not None and entry[0] is ref:
+            del _digests[ident]
 
-
-def blocks_for(work_items: int, threads: int) -> int:
-    """Enough blocks of ``threads`` threads to cover ``work_items`` (ceil division)."""
-    return (work_items + threads - 1) // threads
-
-
-def dim3(value) -> tuple[int, int, int]:
-    if isinstance(value, tuple):
-        return tuple(int(v) for v in value) + (1,) * (3 - len(value))
-    return int(value), 1, 1
-
-
-# The caller arrays of plain RoPE, in kernel order: x, out (float32), positions (int32).
-ROPE_ARRAYS = (np.dtype(np.float32), np.dtype(np.float32), np.dtype(np.int32))
-
-# CUDA's grid limits (every GPU since compute capability 3.0): a plan past them is refused on
-# the host with a clear error instead of failing inside the driver.
-MAX_GRID = (2**31 - 1, 65535, 65535)
-
-
-@dataclass(frozen=True, eq=False)  # eq=False: hashed by identity (plans are cached upstream)
-class Plan:
-    """Everything one launch needs besides the caller's arrays.
-
-    The kernel receives, in order: the caller's arrays (each as a 1-D C-contiguous array),
-    ``tables`` (host NumPy arrays; :func:`launch` passes a device copy made once), the device
-    error word when ``errors`` is set, then ``scalars`` (NumPy scalars whose types are the
-    kernel's argument types: ``np.uint64`` for index math, ``np.float32`` for floats).
-    """
-
-    kernel: object
-    fastmath: bool
-    grid: tuple
-    block: tuple
-    caller: tuple  # dtypes of the caller's arrays, in kernel order
-    tables: tuple = ()
-    scalars: tuple = ()
-    errors: bool = False
-    # Positions must be below this for the plan's stated accuracy (None: any int32).  Host
-    # positions are checked against it; device positions are flagged by the kernel (``errors``).
-    position_limit: int | None = None
-    limit_reason: str = ""
-
-    def __post_init__(self):
-        object.__setattr__(self, "grid", dim3(self.grid))
-        object.__setattr__(self, "block", dim3(self.block))
-        for g, limit in zip(self.grid, MAX_GRID):
-            if g > limit:
-                raise RopeInputError(f"this input needs a grid of {self.grid} blocks; CUDA allows "
-                                     f"at most {MAX_GRID}")
-
-    def argtypes(self) -> tuple:
-        """numba argument types of the kernel exactly as :func:`launch` passes its arguments."""
-        out = [types.Array(from_dtype(np.dtype(d)), 1, "C") for d in self.caller]
-        out += [types.Array(from_dtype(t.dtype), t.ndim, "C") for t in self.tables]
-        if self.errors:
-            out.append(types.Array(types.int32, 1, "C"))
-        out += [typeof(s) for s in self.scalars]
-        return tuple(out)
-
-    def signature(self) -> str:
-        """:meth:`argtypes` as numba signature text (see :func:`signature_text`)."""
-        return signature_text(self.argtypes())
-
-
-def signature_text(argtypes) -> str:
-    """numba's signature string of argument types (``"void(float32[::1], uint64, ...)"``), the
-    form a child process can receive as text and hand to ``cuda.compile_ptx``."""
-    def one(t):
-        if isinstance(t, types.Array):
-            dims = [":"] * (t.ndim - 1) + ["::1"]
-            return f"{t.dtype}[{', '.join(dims)}]"
-        return str(t)
-
-    return f"void({', '.join(one(t) for t in argtypes)})"
-
-
-@dataclass(frozen=True)
-class Variant:
-    """A kernel variant as the rest of ropelab sees it.
-
-    ``plan(problem, options, fastmath=, threads=, aligned=)`` checks nothing the public API has
-    not checked, except the variant's own ``options`` (declared here with their defaults), and
-    returns the :class:`Plan`.  ``aligned`` says whether every caller array starts on a 16-byte
-    boundary (128-bit accesses need it).  ``census_options`` are the option sets whose kernels
-    the PTX census compiles; ``check_options`` the ones ``python -m ropelab check`` runs.
-    """
-
-    name: str
-    summary: str
-    features: frozenset
-    make_plan: object
-    kernel: object  # the main kernel function (notebooks show its source)
-    options: dict = field(default_factory=dict)
-    census_options: tuple = ({},)
-    check_options: tuple = ()
-    census: object = None  # () -> [Plan]: overrides the census's default problems
-
-    def plan(self, problem, options=None, *, fastmath=True, threads=None, aligned=True) -> Plan:
-        return self.make_plan(problem, dict(options or {}), fastmath=fastmath, threads=threads,
-                              aligned=aligned)
-
-    def census_plans(self, fastmath: bool = True) -> list[Plan]:
-        """The plans whose kernels the PTX census compiles (argument types included)."""
-        if self.census is not None:
-            return self.census()
-        return [self.plan(census_problem(self.features), o, fastmath=fastmath)
-                for o in self.census_options]
-
-
-# ---- device-side state shared by all launches --------------------------------------------------
-
-_state_lock = threading.Lock()
-_device_tables: dict[int, tuple] = {}
-_error_word = []
+    _digests[ident] = (weakref.ref(host, forget), key)
+    return key
 
 
 def device_table(host: np.ndarray):
-    """The device copy of a host table, made once (keyed by identity; the host array is kept
-    alive here so the key cannot be reused by another array)."""
-    hit = _device_tables.get(id(host))
-    if hit is None:
-        with _state_lock:
-            hit = _device_tables.get(id(host))
-            if hit is None:
-                hit = _device_tables[id(host)] = (host, cuda.to_device(host))
-    return hit[1]
+    """The device copy of a host table (uploaded once per value, kept in an LRU of
+    :data:`MAX_TABLES`).  Evicting a copy also forgets every :class:`Bound` that points at it and
+    tells the listeners (:func:`on_table_evicted`), so nothing cached keeps the memory alive.
+    A CUDA graph captured with that table is not tracked: re-capture after changing tables."""
+    key = table_key(host)
+    with _state_lock:
+        hit = _tables.get(key)
+        if hit is not None:
+            _tables.move_to_end(key)
+            return hit
+        hit = _tables[key] = cuda.to_device(host)
+        while len(_tables) > MAX_TABLES:
+            old, _ = _tables.popitem(last=False)
+            _forget_bounds_of(old)
+    return hit
+
+
+def live_tables() -> int:
+    """How many table copies ropelab holds on the device now."""
+    return len(_tables)
+
+
+def on_table_evicted(listener) -> None:
+    """Register ``listener(bounds)``, called with the set of :class:`Bound` objects dropped
+    because a table they use was evicted (the call cache forgets the calls holding them)."""
+    _evict_listeners.append(listener)
+
+
+def _forget_bounds_of(key) -> None:
+    dropped = {k: b for k, b in _bound.items() if key in b.table_keys}
+    for k in dropped:
+        del _bound[k]
+    if dropped:
+        gone = set(map(id, dropped.values()))
+        for listener in _evict_listeners:
+            listener(gone)
+
+
+# ---- the device error word -----------------------------------------------------------------------
+
+_error_word = []
 
 
 def error_word():
@@ -186,10 +120,16 @@ def error_word():
 
 
 def read_errors() -> int:
-    """Read and clear the error word (waits for all queued GPU work: a synchronization)."""
+    """Read and clear the error word.
+
+    It first synchronizes the whole context (``cuCtxSynchronize``), so kernels on *any* stream
+    have finished, a PyTorch side stream included: a copy on the legacy stream alone does not
+    wait for a non-blocking stream.
+    """
     if not _error_word:
         return 0
     word = _error_word[0]
+    cuda.synchronize()
     value = int(word.copy_to_host()[0])
     if value:
         word.copy_to_device(np.zeros(1, np.int32))
@@ -240,9 +180,10 @@ def bind(plan: Plan, caller: tuple) -> "Bound":
     hit = _bound.get(key)
     if hit is None:
         hit = Bound(plan, caller)
-        if len(_bound) > 512:  # plans are cached upstream; this only bounds a pathological caller
-            _bound.clear()
-        _bound[key] = hit
+        with _state_lock:
+            if len(_bound) > 512:  # plans are cached upstream; this bounds a pathological caller
+                _bound.clear()
+            _bound[key] = hit
     return hit
 
 
@@ -312,6 +253,7 @@ class Bound:
         from cuda.bindings import driver as cu
 
         self.plan = plan
+        self.table_keys = frozenset(table_key(t) for t in plan.tables)
         tables = [device_table(t) for t in plan.tables]
         if plan.errors:
             tables.append(error_word())

@@ -3,23 +3,23 @@
 Everything the caller passes is checked here, on metadata and small host arrays, before any
 data moves or any kernel runs; a bad call raises :class:`ropelab.RopeInputError` (a
 ``ValueError``) or ``TypeError`` and leaves ``qkv`` untouched.  The kernel itself lives in
-:mod:`ropelab.kernels.fused_qknorm_rope`.
+:mod:`ropelab.kernels.fused_qknorm_rope`; the launch, the cache of validated call shapes and
+the stream are the shared engine's (:mod:`ropelab.ops.call`).
 """
 
 from __future__ import annotations
 
-
 import numpy as np
-from numba import cuda
 
-from . import calls, scaling, streams
-from .arrays import FAST_META, ArrayInfo, device_view, inspect_array, overlaps, register_fast_types
-from .kernels import fused_qknorm_rope as _kernel
-from .kernels._launch import bind, launch
-from .problem import FusedProblem, check_base, check_position_values
-from .problem import check_rotary_dim as check_rope_rotary_dim
-from .target import SIMULATED
-from .validate import check_bool, check_float, check_int, fail
+from .. import scaling
+from ..kernels import fused_qknorm_rope as _kernel
+from ..problem import FusedProblem
+from ..target import SIMULATED
+from ..validate import (check_base, check_bool, check_eps, check_frequencies, check_int,
+                        check_position_values, check_positions_array, check_rotary_dim as
+                        check_rope_rotary_dim, fail)
+from . import call, streams
+from .arrays import ArrayInfo, inspect_array, overlaps
 
 
 # ---- validation --------------------------------------------------------------------------------
@@ -35,8 +35,7 @@ def check_qkv(info: ArrayInfo, heads: tuple[int, int, int], head_dim: int) -> tu
     """(tokens, storage) of a valid ``qkv`` or raise."""
     storage = _storage_of(info.dtype)
     if storage is None:
-        raise TypeError(f"qkv must be float32, float16, or uint16 holding bfloat16 bits; got "
-                        f"{info.dtype}")
+        fail(f"qkv must be float32, float16, or uint16 holding bfloat16 bits; got {info.dtype}")
     if len(info.shape) != 2:
         fail(f"qkv must be 2-D [tokens, (heads_q + heads_k + heads_v) * head_dim], got shape "
               f"{info.shape}")
@@ -60,19 +59,9 @@ def check_weight(name: str, info: ArrayInfo, head_dim: int, dtype: np.dtype) -> 
     if info.shape != (head_dim,):
         fail(f"{name} must have shape ({head_dim},) (one weight per dim of a head), got {info.shape}")
     if info.dtype != dtype:
-        raise TypeError(f"{name} must have the dtype of qkv ({dtype}), got {info.dtype}")
+        fail(f"{name} must have the dtype of qkv ({dtype}), got {info.dtype}")
     if not info.c_contiguous:
         fail(f"{name} must be contiguous")
-
-
-def check_positions(info: ArrayInfo, tokens: int) -> None:
-    if info.shape != (tokens,):
-        fail(f"positions (SGLang's position_ids) must have shape ({tokens},), one per token; got "
-              f"{info.shape}")
-    if info.dtype != np.int32:
-        raise TypeError(f"positions must be int32, got {info.dtype}")
-    if info.nbytes and not info.c_contiguous:
-        fail("positions must be contiguous")
 
 
 def check_rotary_dim(rotary_dim, head_dim: int, interleave: bool) -> int:
@@ -101,11 +90,12 @@ def build_problem(qkv_info: ArrayInfo, *, num_heads_q, num_heads_k, num_heads_v,
     interleave = check_bool("interleave", interleave)
     tokens, storage = check_qkv(qkv_info, (hq, hk, hv), head_dim)
     rotary_dim = check_rotary_dim(rotary_dim, head_dim, bool(interleave))
-    eps = check_float("eps", eps, at_least=0.0)
+    eps = check_eps(eps)
     base = check_base(base)
-    freqs, att = scaling.resolve(scaling.as_fused_yarn(yarn), rotary_dim=rotary_dim, base=base)
+    inv_freq, att = scaling.resolve(scaling.as_fused_yarn(yarn), rotary_dim=rotary_dim, base=base)
+    check_frequencies(inv_freq, att)
     return FusedProblem(tokens, hq, hk, hv, head_dim, rotary_dim, bool(interleave), storage, eps,
-                        base, att, freqs)
+                        base, att, inv_freq)
 
 
 def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_weight,
@@ -126,14 +116,17 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
         ``head_dim`` one of 64, 128, ..., 512 (multiples of 64).
     q_weight, k_weight : ``[head_dim]``, same dtype as ``qkv``
         RMSNorm weights, one vector for all Q heads and one for all K heads.
-    positions : int32 ``[tokens]``
-        SGLang's ``position_ids``: any int32 values (negative ones rotate backwards).  Device
-        positions are never read on the host.  With ``cache=True`` they must lie in
-        ``[0, max_positions)``: NumPy positions outside are refused before anything runs; a
-        device position outside makes the kernel write that token's Q and K heads as NaN and
-        record the position for :func:`ropelab.check_errors`.
+    positions : int ``[tokens]``
+        SGLang's ``position_ids``, under the position policy of every ropelab op (see
+        :func:`ropelab.rope`): int32 values (a NumPy array of any integer dtype whose values fit);
+        any int32 without ``cache`` (a negative one rotates backwards); with ``cache=True``
+        they must lie in ``[0, max_positions)``: NumPy positions outside are refused before
+        anything runs; a device position outside makes the kernel write that token's Q and K
+        heads as NaN and record the position for :func:`ropelab.check_errors`.  Device
+        positions are int32 and never read on the host.
     eps : float
-        Added to ``mean(x**2)`` inside the square root (>= 0).
+        Added to ``mean(x**2)`` inside the square root (>= 0; a positive value that float32
+        rounds to 0 is refused).
     base : float
         RoPE base (theta), > 1.
     rotary_dim : int, optional
@@ -163,8 +156,18 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
         else stream 0.  No synchronization on device arrays; capturable in a CUDA graph after a
         warm-up call.
 
-    Raises ``TypeError`` / :class:`ropelab.RopeInputError` before anything runs on bad input;
-    ``qkv`` is then untouched.
+    Returns
+    -------
+    ``qkv``, modified in place.
+
+    Raises
+    ------
+    TypeError
+        An argument of the wrong type (a string for ``eps``, a float for ``head_dim``).
+    RopeInputError (a ValueError)
+        A bad value: shapes, dtypes, alignment, overlaps, out-of-range host positions, an
+        ``eps`` or scaling float32 cannot honour, an unknown raw stream handle.  Nothing has
+        run and ``qkv`` is untouched when either is raised.
 
     Examples
     --------
@@ -176,26 +179,15 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
     >>> bool(np.allclose(out, 1.0, atol=1e-3))  # RMS of ones is 1, position 0 does not rotate
     True
     """
-    meta = FAST_META.get(type(qkv))
-    if meta is not None:
-        mq, mk, mp = (FAST_META.get(type(a)) for a in (q_weight, k_weight, positions))
-        if mq is not None and mk is not None and mp is not None:
-            qp, qk = meta(qkv)
-            wqp, wqk = mq(q_weight)
-            wkp, wkk = mk(k_weight)
-            pp, pk = mp(positions)
-            key = (type(qkv), qk, wqk, wkk, pk, (qp | wqp | wkp) % 16 == 0,
-                   calls.typed((num_heads_q, num_heads_k, num_heads_v, head_dim, eps, base,
-                                rotary_dim, interleave, yarn, fastmath, warps_per_block,
-                                heads_per_warp, cache, max_positions)))
-            entry = calls.lookup(key)
-            if entry is not None:
-                return entry.run(qkv, qp, wqp, wkp, pp, stream)
-            return _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight,
-                              k_weight, positions, eps, base, rotary_dim, interleave, yarn,
-                              fastmath, warps_per_block, heads_per_warp, cache, max_positions,
-                              stream)
-    return _validated(qkv, None, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight,
+    # The fast path (see ropelab.ops.call); the key carries every pointer % 16, so a bfloat16
+    # qkv two bytes off a word boundary never replays the launch of an aligned one.
+    scalars = call.typed(("fused_qknorm_rope", num_heads_q, num_heads_k, num_heads_v, head_dim,
+                          eps, base, rotary_dim, interleave, yarn, fastmath, warps_per_block,
+                          heads_per_warp, cache, max_positions))
+    result, key = call.fast(scalars, (qkv, q_weight, k_weight, positions), stream)
+    if result is not call.MISS:
+        return result
+    return _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight,
                       k_weight, positions, eps, base, rotary_dim, interleave, yarn, fastmath,
                       warps_per_block, heads_per_warp, cache, max_positions, stream)
 
@@ -207,21 +199,6 @@ def caller_sizes(problem: FusedProblem) -> tuple:
     words = (problem.tokens * problem.row * item // 4, 4) if problem.storage == "bfloat16" else \
         (problem.tokens * problem.row, item)
     return (words, (problem.head_dim, item), (problem.head_dim, item), (problem.tokens, 4))
-
-
-class _Call:
-    """A validated fused call shape on device arrays: launch again on new pointers."""
-
-    __slots__ = ("bound", "span", "small", "current")
-
-    def run(self, qkv, qp, wqp, wkp, pp, stream):
-        end = qp + self.span
-        for name, p, n in zip(("q_weight", "k_weight", "positions"), (wqp, wkp, pp), self.small):
-            if p < end and qp < p + n:
-                fail(f"{name} overlaps qkv; the kernel writes qkv while it reads {name}")
-        handle = self.current() if stream is None else streams.resolve(stream)
-        self.bound.fire((qp, wqp, wkp, pp), handle)
-        return qkv
 
 
 def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_weight,
@@ -240,7 +217,7 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
         infos[name] = inspect_array(obj, name)
         check_weight(name, infos[name], problem.head_dim, qkv_info.dtype)
     infos["positions"] = inspect_array(positions, "positions")
-    check_positions(infos["positions"], problem.tokens)
+    check_positions_array(infos["positions"], problem.tokens)
     for name, info in infos.items():
         if info.nbytes and overlaps(info, qkv_info):
             fail(f"{name} overlaps qkv; the kernel writes qkv while it reads {name}")
@@ -263,37 +240,26 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
     aligned = not qkv_info.on_device or all(i.ptr % 16 == 0 for i in (
         qkv_info, infos["q_weight"], infos["k_weight"]))
     plan = _kernel.VARIANT.plan(problem, options, fastmath=fastmath, aligned=aligned)
-    if plan.position_limit is not None and not infos["positions"].on_device:
+    if not infos["positions"].on_device:  # the one position policy (ropelab.validate)
         check_position_values(np.asarray(positions), plan.position_limit, plan.limit_reason)
     words = np.dtype(np.uint32) if problem.storage == "bfloat16" else None
-
+    slots = [call.Slot("qkv", qkv, qkv_info, view=words),
+             call.Slot("q_weight", q_weight, infos["q_weight"]),
+             call.Slot("k_weight", k_weight, infos["k_weight"]),
+             call.Slot("positions", positions, infos["positions"], host_dtype=np.int32)]
     if not qkv_info.on_device:  # NumPy in: copy in, launch, copy the Q and K columns back
-        qkv_dev = cuda.to_device(np.ascontiguousarray(qkv).reshape(-1))
-        small = [cuda.to_device(np.ascontiguousarray(a)) for a in (q_weight, k_weight)]
-        pos = cuda.to_device(np.ascontiguousarray(positions))
-        launch(plan, (qkv_dev.view(words) if words else qkv_dev, *small, pos))
+        views = call.launch_slots(plan, slots)
         qk = (problem.heads_q + problem.heads_k) * problem.head_dim
-        result = qkv_dev.copy_to_host().reshape(qkv_info.shape)
+        result = views[0].copy_to_host().view(qkv_info.dtype).reshape(qkv_info.shape)
         qkv[:, :qk] = result[:, :qk]  # V columns are left as they were, not rewritten
         return qkv
-    small = []
-    for name, obj in (("q_weight", q_weight), ("k_weight", k_weight), ("positions", positions)):
-        # Host weights or positions with a device qkv: uploaded on each call (a synchronous
-        # copy, and no cached fast path); pass them on the device to avoid that.
-        small.append(device_view(obj, infos[name]) if infos[name].on_device
-                     else cuda.to_device(np.ascontiguousarray(obj)))
     if qkv_info.kind == "simulator" or SIMULATED:
-        launch(plan, [device_view(qkv, qkv_info, words)] + small)
+        call.launch_slots(plan, slots)
         return qkv
-
-    register_fast_types()
-    call = _Call()
-    call.bound = bind(plan, caller_sizes(problem))
-    call.span = qkv_info.nbytes
-    call.small = tuple(infos[n].nbytes for n in ("q_weight", "k_weight", "positions"))
-    call.current = streams.current_for(qkv_info.kind, qkv)
-    if key is not None and all(i.on_device for i in infos.values()):
-        calls.remember(key, call)
-    ptrs = [int(a.__cuda_array_interface__["data"][0]) for a in small]
-    call.bound.fire((qkv_info.ptr, *ptrs), handle if handle is not None else call.current())
-    return qkv
+    names = [s.name for s in slots]
+    return call.launch_device(
+        key, plan, slots, caller_sizes(problem), handle=handle,
+        extents=[qkv_info.nbytes] + [infos[n].nbytes for n in names[1:]],
+        pairs=[(0, i, False, f"{n} overlaps qkv; the kernel writes qkv while it reads {n}")
+               for i, n in enumerate(names) if i],
+        result=0)

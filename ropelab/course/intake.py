@@ -1,0 +1,116 @@
+"""What the grader is handed, before anything runs: is it a kernel (or, for a launch step, a
+plain function), can its source be read, has it still blanks or an empty body, how many
+parameters does it take.  Every answer is a value, never an exception, whatever the object.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from . import kernel_census
+
+
+def blanks(source: str) -> list[str]:
+    """The source lines that still hold a ``...`` placeholder, stripped."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    rows = sorted({node.lineno for node in ast.walk(tree)
+                   if isinstance(node, ast.Constant) and node.value is Ellipsis})
+    return [lines[r - 1].strip() for r in rows]
+
+
+def empty_body(source: str) -> bool:
+    """True when the first function of ``source`` has only a docstring and ``pass``: a starter
+    cell as the step hands it out."""
+    tree = ast.parse(source)
+    fns = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    if not fns:
+        return False
+    body = list(fns[0].body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    return all(isinstance(n, ast.Pass) for n in body)
+
+
+def _parameters(fn) -> list[str]:
+    code = fn.__code__
+    return list(code.co_varnames[:code.co_argcount])
+
+
+
+def _what_is(obj) -> str:
+    text = repr(obj)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _is_device_function(obj) -> bool:
+    if getattr(obj, "_device", False):  # the simulator's FakeCUDAKernel
+        return True
+    options = getattr(obj, "targetoptions", None)  # a CUDADispatcher
+    return bool(isinstance(options, dict) and options.get("device"))
+
+
+def identify(ex, obj):
+    """``(python function, None)`` when ``obj`` is what the step's kind needs, else
+    ``(None, why)``: a kernel step wants a ``@cuda.jit`` kernel, a launch step a plain
+    function."""
+    try:
+        fn = kernel_census.python_function(obj)
+    except Exception:  # noqa: BLE001  (an object whose attributes raise)
+        fn = None
+    name = getattr(fn, "__name__", "")
+    if ex.kind == "launch":
+        if fn is not None and fn is obj and name != "<lambda>":
+            return fn, None
+        if fn is not None and fn is not obj:
+            return None, (f"not a launch function: {_what_is(obj)} is a kernel; write a plain "
+                          "def (no @cuda.jit) that computes grid and block and launches the "
+                          "kernel")
+        return None, (f"not a launch function: {_what_is(obj)}; write "
+                      f"def {ex.kernel_name}({', '.join(ex.arguments)}): ...")
+    if fn is None or fn is obj:
+        return None, (f"not a kernel: {_what_is(obj)} is not a @cuda.jit kernel; write "
+                      f"@cuda.jit(fastmath=True) on the line above `def {ex.kernel_name}(...)`")
+    if _is_device_function(obj):
+        return None, (f"not a kernel: {name} is a device function (device=True), which only a "
+                      "kernel can call; write @cuda.jit(fastmath=True) without device=True")
+    if name == "<lambda>":
+        return None, (f"not a kernel: a lambda; write def {ex.kernel_name}(...) under "
+                      "@cuda.jit(fastmath=True)")
+    return fn, None
+
+
+def read_source(fn) -> tuple[str | None, str | None]:
+    """``(source, None)``, or ``(None, why)`` when Python kept no readable source."""
+    try:
+        source = kernel_census.function_source(fn)
+        ast.parse(source)
+        return source, None
+    except (OSError, TypeError):
+        return None, ("Python kept no source for it (defined with exec of a string?); define "
+                      "it in a notebook cell or a file")
+    except SyntaxError:
+        return None, ("its source does not parse on its own (two definitions on one line?); "
+                      "give it its own def, one statement a line")
+    except Exception as exc:  # noqa: BLE001
+        return None, f"its source could not be read ({type(exc).__name__}: {exc})"
+
+
+
+
+def numpy_calls(source: str) -> list[str]:
+    """The ``np.something(...)`` / ``numpy.something(...)`` calls in ``source``, in order."""
+    found = []
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return found
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) \
+                and node.func.value.id in ("np", "numpy"):
+            name = f"{node.func.value.id}.{node.func.attr}"
+            if name not in found:
+                found.append(name)
+    return found

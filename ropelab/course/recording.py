@@ -1,0 +1,212 @@
+"""What the grader sees of a simulated launch: who touched which element, and each launch's
+configuration.
+
+:class:`WatchedArray` stands in for one kernel argument under the Numba CUDA simulator (which
+hands non-NumPy arguments to the kernel unchanged and runs each CUDA thread as a Python thread
+that carries its ``blockIdx``/``threadIdx``).  Every access is recorded: the last writer of each
+element, a reader of each element, and reads/writes per thread; an index past either end (a
+negative one included, which NumPy would wrap around) raises ``IndexError`` naming the array.
+
+:func:`intercepted_launches` records ``kernel[grid, block, stream, shared]`` of every launch and
+refuses an illegal configuration before a thread runs (:class:`LaunchRejected`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MAX_THREADS_PER_BLOCK = 1024
+MAX_BLOCK = (1024, 1024, 64)
+MAX_GRID = (2**31 - 1, 65535, 65535)
+MAX_DYNAMIC_SHARED = 227 * 1024  # bytes per block on an H100/H200 (opt-in maximum)
+
+
+class LaunchRejected(RuntimeError):
+    """A launch configuration a GPU would refuse; the message says which rule."""
+
+
+def _who() -> tuple[int, int] | None:
+    """(linear block, linear thread in block) of the current simulated thread, or None."""
+    t = threading.current_thread()
+    manager = getattr(t, "_manager", None)
+    if manager is None:
+        return None
+    b, th = t.blockIdx, t.threadIdx
+    gx, gy, _ = manager._grid_dim
+    bx, by, _ = manager._block_dim
+    return b.x + gx * (b.y + gy * b.z), th.x + bx * (th.y + by * th.z)
+
+
+@dataclass
+class Access:
+    """Per-element and per-thread records of one array (shared by all its views)."""
+
+    writer_block: np.ndarray
+    writer_thread: np.ndarray
+    reader_block: np.ndarray
+    reader_thread: np.ndarray
+    per_thread: dict = field(default_factory=dict)  # (block, thread) -> [reads, writes]
+
+    @classmethod
+    def of(cls, shape) -> Access:
+        def fresh():
+            return np.full(shape, -1, dtype=np.int64)
+        return cls(fresh(), fresh(), fresh(), fresh())
+
+
+class WatchedArray:
+    """One kernel argument that records its accesses; see the module docstring."""
+
+    def __init__(self, name: str, data: np.ndarray):
+        self.name = name
+        self.data = data
+        self.access = Access.of(data.shape)
+        self.shape, self.size, self.ndim, self.dtype = data.shape, data.size, data.ndim, data.dtype
+
+    def __getattr__(self, attr):  # strides, nbytes, ...: what NumPy says
+        return getattr(self.data, attr)
+
+    @property
+    def _ary(self):  # launchers that check alignment read a simulator array's buffer here
+        return self.data
+
+    def __len__(self):
+        return len(self.data)
+
+    def copy_to_host(self, *args, **kwargs):  # what a device array offers a launch function
+        return self.data.copy()
+
+    def _checked(self, index):
+        """The index, after checking it is inside the array (IndexError naming the array)."""
+        items = index if isinstance(index, tuple) else (index,)
+        if len(items) == self.ndim and all(isinstance(i, (int, np.integer)) for i in items):
+            for axis, (i, n) in enumerate(zip(items, self.shape)):
+                if not 0 <= int(i) < n:
+                    where = f"axis {axis} of " if self.ndim > 1 else ""
+                    raise IndexError(f"index {int(i)} is out of bounds for {where}{self.name} "
+                                     f"(size {n}) [array={self.name}]")
+            return tuple(int(i) for i in items)
+        return index  # a slice or an array index: NumPy checks it
+
+    def _note(self, index, write: bool):
+        who = _who()
+        if who is None:
+            return
+        a = self.access
+        counts = a.per_thread.setdefault(who, [0, 0])
+        counts[1 if write else 0] += 1
+        if write:
+            a.writer_block[index], a.writer_thread[index] = who
+        else:
+            a.reader_block[index], a.reader_thread[index] = who
+
+    def __getitem__(self, index):
+        index = self._checked(index)
+        try:
+            value = self.data[index]
+        except IndexError as exc:
+            raise IndexError(f"{exc} [array={self.name}]") from None
+        self._note(index, False)
+        return value
+
+    def __setitem__(self, index, value):
+        index = self._checked(index)
+        try:
+            self.data[index] = value
+        except IndexError as exc:
+            raise IndexError(f"{exc} [array={self.name}]") from None
+        self._note(index, True)
+
+
+def _dims(value) -> tuple:
+    if isinstance(value, (int, np.integer)):
+        return (int(value), 1, 1)
+    dims = tuple(int(v) for v in value)
+    return dims + (1,) * (3 - len(dims))
+
+
+def launch_problem(grid, block, shared_bytes: int = 0) -> str | None:
+    """Which rule a launch configuration breaks, in words; None when a GPU would accept it."""
+    try:
+        g, b = _dims(grid), _dims(block)
+    except (TypeError, ValueError):
+        return f"grid {grid!r} and block {block!r} must be ints or tuples of ints"
+    if len(g) > 3 or len(b) > 3:
+        return "grid and block have at most three dimensions (x, y, z)"
+    if min(g) < 1 or min(b) < 1:
+        return f"grid {g[:len(g)]} and block {b} must be at least 1 in every dimension"
+    threads = b[0] * b[1] * b[2]
+    if threads > MAX_THREADS_PER_BLOCK:
+        return f"block of {threads} threads: the limit is {MAX_THREADS_PER_BLOCK}"
+    for axis, (n, cap) in enumerate(zip(b, MAX_BLOCK)):
+        if n > cap:
+            return f"block dimension {'xyz'[axis]} = {n}: the limit is {cap}"
+    for axis, (n, cap) in enumerate(zip(g, MAX_GRID)):
+        if n > cap:
+            return f"grid dimension {'xyz'[axis]} = {n} blocks: the limit is {cap}"
+    if shared_bytes > MAX_DYNAMIC_SHARED:
+        return (f"{shared_bytes} bytes of dynamic shared memory per block: the limit is "
+                f"{MAX_DYNAMIC_SHARED}")
+    return None
+
+
+@dataclass
+class Launch:
+    kernel: str
+    grid: tuple
+    block: tuple
+    shared_bytes: int
+
+    @property
+    def blocks(self) -> int:
+        return int(np.prod(self.grid))
+
+    @property
+    def threads_per_block(self) -> int:
+        return int(np.prod(self.block))
+
+    def text(self) -> str:
+        """"grid 3 x block 64" (trailing 1s dropped)."""
+        return f"grid {dims_text(self.grid)} x block {dims_text(self.block)}"
+
+
+def dims_text(dims: tuple) -> str:
+    used = list(dims)
+    while len(used) > 1 and used[-1] == 1:
+        used.pop()
+    return str(used[0]) if len(used) == 1 else "(" + ", ".join(map(str, used)) + ")"
+
+
+@contextlib.contextmanager
+def intercepted_launches():
+    """Record (and check) every simulated ``kernel[grid, block, ...]`` inside the block.
+
+    Yields the list of :class:`Launch` it fills.  An illegal configuration raises
+    :class:`LaunchRejected` at the ``[...]``, before any thread runs.
+    """
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    launches: list = []
+    original = FakeCUDAKernel.__getitem__
+
+    def getitem(self, configuration):
+        if not isinstance(configuration, tuple) or len(configuration) < 2:
+            raise LaunchRejected(f"a launch is kernel[grid, block]; got kernel[{configuration!r}]")
+        grid, block = configuration[:2]
+        shared = int(configuration[3]) if len(configuration) >= 4 else 0
+        problem = launch_problem(grid, block, shared)
+        if problem is not None:
+            raise LaunchRejected(problem)
+        name = getattr(getattr(self, "fn", None), "__name__", "kernel")
+        launches.append(Launch(name, _dims(grid), _dims(block), shared))
+        return original(self, configuration)
+
+    FakeCUDAKernel.__getitem__ = getitem
+    try:
+        yield launches
+    finally:
+        FakeCUDAKernel.__getitem__ = original

@@ -1,0 +1,72 @@
+"""The registry of graded steps: every notebook's ladder, in order.
+
+A notebook grades a learner's function with::
+
+    from ropelab.course import steps
+    verdict = steps.check(my_kernel, "01.2")
+
+Step ids are ``"NN.k"``: notebook NN, k-th step of its ladder.  Each ladder lives in its own
+module (:mod:`.nb00` ... :mod:`.nb06`, a list ``STEPS``); :mod:`.base` holds the record.
+"""
+
+from __future__ import annotations
+
+from . import nb00, nb01, nb02, nb03, nb04, nb05, nb06
+from .base import Case, Forbid, Gate, Step
+
+__all__ = ["STEPS", "Case", "Forbid", "Gate", "Step", "check", "for_notebook", "get",
+           "listing", "notebooks"]
+
+_LADDERS = (nb00, nb01, nb02, nb03, nb04, nb05, nb06)
+
+STEPS: dict = {}
+for _module in _LADDERS:
+    for _step in _module.STEPS:
+        if _step.id in STEPS:
+            raise ValueError(f"two steps with id {_step.id!r}")
+        STEPS[_step.id] = _step
+
+
+def get(step_id: str) -> Step:
+    """The step ``step_id`` ("01.2"), or the step a pre-ladder exercise id names."""
+    if step_id in STEPS:
+        return STEPS[step_id]
+    for step in STEPS.values():
+        if step.alias and step.alias == step_id:
+            return step
+    raise KeyError(f"no step {step_id!r}; the steps are {', '.join(STEPS)}")
+
+
+def for_notebook(number: str) -> list:
+    """The ladder of notebook ``number`` ("01"), in order."""
+    return [s for s in STEPS.values() if s.number == number]
+
+
+def notebooks() -> list:
+    """The notebook numbers that have steps, in order."""
+    return sorted({s.number for s in STEPS.values()})
+
+
+def check(fn, step_id: str, *, timeout_s: float = 30.0):
+    """Grade ``fn`` against step ``step_id``; print the verdict and return it.
+
+    An unknown id is a programming error and raises KeyError; whatever ``fn`` is, a wrong or
+    runaway answer never raises: it gets a verdict (a run longer than ``timeout_s`` seconds
+    is stopped).
+    """
+    return get(step_id).check(fn, timeout_s=timeout_s)
+
+
+def listing() -> str:
+    """Every notebook's steps: id, kind, title, the function to write and its contract."""
+    lines = []
+    for number in notebooks():
+        ladder = for_notebook(number)
+        lines.append(f"notebook {number}: notebooks/{ladder[0].notebook}.ipynb, "
+                     f"{len(ladder)} step{'s' if len(ladder) > 1 else ''}")
+        for s in ladder:
+            lines += [f"  {s.id:<6} [{s.kind}] {s.title}",
+                      f"         write:    {s.kernel_name}({', '.join(s.arguments)})",
+                      f"         contract: {s.contract}",
+                      f"         launch:   {s.launch_text}"]
+    return "\n".join(lines)

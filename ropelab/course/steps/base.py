@@ -1,0 +1,186 @@
+"""The record of one graded step of a notebook's ladder, and the rules it may carry.
+
+A notebook's ladder is a list of :class:`Step`, from an empty body to the notebook's whole
+variant.  A step says what the learner writes (``kind``), what it is launched with (the
+contract and the :class:`~ropelab.course.grading.Case` list), what it must produce, and what it
+must not do (``forbid``: source rules; ``gates``: census rules).  :mod:`..grading` does the
+checking; nothing here runs a kernel.
+
+Two kinds:
+
+``"kernel"``
+    the learner writes a ``@cuda.jit`` kernel; the grader launches it with each case's
+    ``grid`` and ``block`` and the arguments named in ``arguments``.
+``"launch"``
+    the learner writes a plain host function taking the same ``arguments`` (device arrays and
+    scalars) that computes grid and block from the shapes and launches a kernel itself.  The
+    grader intercepts every launch: each element covered, no wholly idle block, a legal
+    configuration (at most 1024 threads per block, grid limits).  ``Case.grid``/``Case.block``
+    are not used for it.
+
+A launch step, in outline (the cases are those of a kernel step over the same arrays)::
+
+    Step(id="01.3", notebook="01_flat_divmod", kind="launch", kernel_name="launch_flat",
+         title=..., task=..., arguments=("x", "out", "positions", "n_pairs", "total_pairs",
+         "base"), contract=..., launch_text="grid and block from total_pairs",
+         make_cases=_cases_01, hint=..., bounds_hint=...,
+         starter='''
+             def launch_flat(x, out, positions, n_pairs, total_pairs, base):
+                 "Launch my_rope_flat, one thread per pair; round the grid up to whole blocks."
+                 pass
+             ''')
+
+Its solution (``SOLUTIONS["01.3"]``) is a plain function that launches a kernel defined in the
+same solution file.  ``shared=True`` makes the grader run the step with the shared-memory race
+detector of :mod:`ropelab.sim.shared_race`; ``bounds_hints={"positions": ...}`` gives the hint
+for an out-of-bounds index into one argument.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .. import kernel_census
+from ..grading import Case, Gate
+
+__all__ = ["Case", "Gate", "Forbid", "Step", "KINDS", "NOTEBOOK_SOURCES", "SOLUTIONS"]
+
+KINDS = ("kernel", "launch")
+NOTEBOOK_SOURCES = Path(__file__).resolve().parents[3] / "notebooks" / "src"
+SOLUTIONS = NOTEBOOK_SOURCES.parent / "solutions"
+
+# Python operators a Forbid rule can name, by the text a learner writes.
+_OPERATORS = {"%": ast.Mod, "//": ast.FloorDiv, "/": ast.Div, "**": ast.Pow}
+
+
+@dataclass(frozen=True)
+class Forbid:
+    """A source rule: the learner's function must not use ``what``.
+
+    ``what`` is an operator (``"%"``, ``"//"``, ``"/"``, ``"**"``) or a dotted name called or
+    read (``"math.pow"``, ``"np.zeros"``).  Rules that need types (signed vs unsigned
+    division, float64) are census :class:`Gate` s instead, since the source cannot tell them.
+    """
+
+    what: str
+    message: str  # why, said after "<what> is not allowed in this step: "
+
+    def found_in(self, source: str) -> list[int]:
+        """Line numbers (1-based, in ``source``) where the rule is broken."""
+        tree = ast.parse(textwrap.dedent(source))
+        op = _OPERATORS.get(self.what)
+        rows = set()
+        for node in ast.walk(tree):
+            if op is not None and isinstance(node, (ast.BinOp, ast.AugAssign)) \
+                    and isinstance(node.op, op):
+                rows.add(node.lineno)
+            elif op is None and isinstance(node, (ast.Attribute, ast.Name)) \
+                    and _dotted(node) == self.what:
+                rows.add(node.lineno)
+        return sorted(rows)
+
+
+def _dotted(node) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _dotted(node.value)
+        return f"{inner}.{node.attr}" if inner else ""
+    return ""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One graded step; see the module docstring.
+
+    ``make_cases(big)`` returns the graded cases (``big=False``: small shapes that fill no
+    block evenly) or one timing case (``big=True``).  ``signature``/``reference`` are for the
+    census (the learner's kernel compiled for a GPU next to ropelab's); a step without a
+    ``signature`` has no census and no gates.  ``bounds_hints`` maps an argument name to
+    what an out-of-bounds index into it usually means; ``bounds_hint`` is said otherwise.
+    """
+
+    id: str  # "01.3": notebook, then the place in its ladder
+    notebook: str  # file stem under notebooks/, e.g. "01_flat_divmod"
+    title: str
+    kind: str  # "kernel" or "launch"
+    kernel_name: str  # the starter's function name (a kernel, or the host function)
+    task: str  # one sentence: what to write
+    arguments: tuple  # the launch contract: argument names in order
+    contract: str  # argument types and meaning, in words
+    launch_text: str  # grid and block in words ("kernel"), or what the launch must do
+    make_cases: Callable[[bool], list]
+    hint: str  # when no typical mistake matches the wrong element
+    bounds_hint: str
+    starter: str = ""  # the starter cell; "" = read it from the notebook's source
+    forbid: tuple = ()  # Forbid rules on the source
+    shared: bool = False  # check shared-memory races (simulator)
+    signature: str | None = None  # the contract as a PTX signature, for the census
+    reference: tuple | None = None  # (module, qualname, factory args or None)
+    reference_signature: str | None = None
+    counters: tuple = ()  # census counters shown next to the reference's
+    gates: tuple = ()  # census requirements (Gate)
+    bounds_hints: dict = field(default_factory=dict)  # argument name -> hint
+    alias: str = ""  # the exercise id this step had before the ladders ("01-flat-index")
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"step {self.id}: kind {self.kind!r} is not one of {KINDS}")
+
+    @property
+    def number(self) -> str:
+        """The notebook number, "01"."""
+        return self.id.split(".", 1)[0]
+
+    @property
+    def reference_label(self) -> str:
+        if self.reference is None:
+            return "no reference"
+        module, name, factory_args = self.reference
+        if factory_args is None:
+            return f"ropelab's {name}"
+        return f"ropelab's {module.rsplit('.', 1)[-1]}({', '.join(map(repr, factory_args))})"
+
+    def reference_job(self) -> dict:
+        return kernel_census.ship_reference(*self.reference)
+
+    def cases(self) -> list:
+        return self.make_cases(False)
+
+    def timing_case(self):
+        return self.make_cases(True)[0]
+
+    def check(self, fn, *, timeout_s: float = 30.0):
+        """Grade ``fn`` against this step; print the verdict and return it (never raises)."""
+        from ..runner import grade_safely  # late: the runner imports the grader
+
+        verdict = grade_safely(self, fn, timeout_s=timeout_s)
+        print(verdict)
+        return verdict
+
+    def hint_for(self, array: str | None) -> str:
+        """The out-of-bounds hint for an index into ``array``."""
+        return self.bounds_hints.get(array or "", self.bounds_hint)
+
+    def starter_source(self) -> str | None:
+        """The starter cell: ``starter``, or the notebook source's cell that defines
+        ``kernel_name`` (None outside a source checkout)."""
+        if self.starter:
+            return textwrap.dedent(self.starter).strip("\n") + "\n"
+        path = NOTEBOOK_SOURCES / f"{self.notebook}.py"
+        if not path.is_file():
+            return None
+        cells, current = [], []
+        for line in path.read_text().splitlines(keepends=True):
+            if line.startswith("# %%"):  # a cell starts (percent format)
+                cells.append("".join(current))
+                current = []
+            else:
+                current.append(line)
+        cells.append("".join(current))
+        found = [c for c in cells if f"def {self.kernel_name}(" in c]
+        return found[0].strip("\n") + "\n" if len(found) == 1 else None

@@ -1,0 +1,122 @@
+"""Notebook 02's ladder (02_block2d.ipynb): one block per token, no division.
+
+02.1 one block per token, one thread per pair (2-D indexing: blockIdx.x is the token,
+threadIdx.x the pair; the frequencies given) -> 02.2 block2d's stride loop (any row width,
+whatever the block size; the notebook's old exercise, now from an empty body) -> 02.3 the
+launch of that kernel for any shape, a row wider than 1024 pairs included (a block of more
+than 1024 threads is illegal).  Solutions and recorded wrong attempts:
+``notebooks/solutions/02_block2d.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...kernels import block2d
+from ..grading import Case, Gate
+from .base import Step
+from .cases import (BASE, BIG_SHAPE, NO_F64, ROPE_IN, SMALL_SHAPES, freqs, rng_for, rope_case,
+                    rope_cases, signature_of)
+
+NOTEBOOK = "02_block2d"
+WARP = 32
+BLOCK2D_THREADS = 32  # fewer threads than pairs (65 in the widest case): the loop must stride
+WIDE = (2, 2600)  # 1,300 pairs a row: one thread per pair would need an illegal block
+
+NO_DIVISION = Gate("int_divrem", "<=", 0, "the PTX has {got} integer div/rem instructions (the "
+                   "goal: {limit}): blockIdx.x is the token and threadIdx.x the pair, no "
+                   "division needed")
+
+
+def _warps(n: int) -> int:
+    """Threads for n work items, rounded up to whole warps."""
+    return -(-n // WARP) * WARP
+
+
+def _cases_rows(big: bool) -> list[Case]:
+    def fill(case, tokens, hidden):
+        n_pairs = hidden // 2
+        case.inputs.update(inv_freq=freqs(hidden).astype(np.float32), n_pairs=np.int64(n_pairs))
+        case.grid, case.block = (tokens,), (_warps(n_pairs),)
+        case.bytes_moved += 4 * n_pairs
+    return rope_cases("02.1", big, fill)
+
+
+def _cases_block2d(big: bool, shapes=SMALL_SHAPES) -> list[Case]:
+    rng = rng_for("02-block2d-stride")
+    cases = []
+    for tokens, hidden in ((BIG_SHAPE,) if big else shapes):
+        case = rope_case(tokens, hidden, rng, big=big)
+        case.inputs.update(n_pairs=np.uint64(hidden // 2), base=np.float32(BASE))
+        case.grid, case.block = (tokens,), ((256 if big else BLOCK2D_THREADS),)
+        cases.append(case)
+    return cases
+
+
+def _cases_launch(big: bool) -> list[Case]:
+    return _cases_block2d(big, SMALL_SHAPES + (WIDE,))
+
+
+STEPS = [
+    Step(
+        id="02.1", notebook=NOTEBOOK, kind="kernel",
+        title="One block per token, one thread per pair",
+        kernel_name="rope_rows",
+        task="token = blockIdx.x, pair = threadIdx.x; threads past the row do nothing; rotate "
+             "by positions[token] * inv_freq[pair]",
+        arguments=("x", "out", "positions", "inv_freq", "n_pairs"),
+        contract=f"{ROPE_IN}; inv_freq: float32[n_pairs]; n_pairs: int64 = hidden / 2",
+        launch_text="grid: one block per token; block: n_pairs threads rounded up to whole "
+                    "warps (32, 32 and 96 for rows of 1, 5 and 65 pairs)",
+        signature="void(float32[::1], float32[::1], int32[::1], float32[::1], int64)",
+        reference=("ropelab.kernels.block2d", "rope_block2d", None),
+        reference_signature=signature_of(block2d.VARIANT),
+        counters=("instructions", "int_divrem", "f64", "sincos"),
+        gates=(NO_F64, NO_DIVISION),
+        make_cases=_cases_rows,
+        hint="the token's row starts at float 2 * token * n_pairs; pair p of it is floats "
+             "row + 2p and row + 2p + 1",
+        bounds_hint="a thread past the end of its row ran the body: the block is rounded up "
+                    "to whole warps, so guard with pair < n_pairs",
+        bounds_hints={"positions": "a token past the last one: the token is cuda.blockIdx.x "
+                                   "(one block per token), not a global thread index"},
+    ),
+    Step(
+        id="02.2", alias="02-block2d-stride", notebook=NOTEBOOK, kind="kernel",
+        title="block2d's stride loop: every pair of a row, whatever the block size",
+        kernel_name="my_rope_block2d",
+        task="thread t of block `token` rotates pairs t, t + blockDim, t + 2 blockDim, ... of "
+             "that token's row, computing each pair's frequency",
+        arguments=("x", "out", "positions", "n_pairs", "base"),
+        contract=f"{ROPE_IN}; n_pairs: uint64 = hidden / 2; base: float32 = 10000",
+        launch_text=(f"grid: one block per token, {BLOCK2D_THREADS} threads per block (fewer than "
+                     "the pairs of the widest row, as 1024 threads are for 2048 pairs)"),
+        signature=signature_of(block2d.VARIANT),
+        reference=("ropelab.kernels.block2d", "rope_block2d", None),
+        reference_signature=signature_of(block2d.VARIANT),
+        counters=("instructions", "int_divrem", "f64", "sincos", "pow"),
+        gates=(NO_F64, NO_DIVISION),
+        make_cases=_cases_block2d,
+        hint="the loop runs while pair < n_pairs and steps by cuda.blockDim.x",
+        bounds_hint="the loop ran past the row: stop while pair < n_pairs",
+    ),
+    Step(
+        id="02.3", notebook=NOTEBOOK, kind="launch",
+        title="The launch of block2d, rows wider than 1024 pairs included",
+        kernel_name="launch_block2d",
+        task="launch my_rope_block2d (step 02.2): one block per token, as many threads as "
+             "pairs rounded up to whole warps, but never more than 1024",
+        arguments=("x", "out", "positions", "n_pairs", "base"),
+        contract="the arguments of my_rope_block2d, as device arrays and scalars; the tokens "
+                 "are positions.size",
+        launch_text="yours: a legal block (at most 1024 threads), every pair covered, no block "
+                    "wholly idle; the last case has rows of 1,300 pairs",
+        make_cases=_cases_launch,
+        hint="grid = positions.size (one block per token); threads = min(n_pairs rounded up "
+             "to a multiple of 32, 1024): the stride loop does the rest",
+        bounds_hint="a block past the last token: the grid is one block per token, "
+                    "positions.size blocks",
+        bounds_hints={"positions": "a block past the last token read positions[token]: the "
+                                   "grid is one block per token, positions.size blocks"},
+    ),
+]

@@ -1,0 +1,98 @@
+"""One run of a learner's function on one test case, and what it left behind.
+
+On the simulator every array argument is a :class:`.recording.WatchedArray` over a copy of the
+case's input (so out-of-bounds indices name their array, and :mod:`.show` can draw who touched
+what), launches are intercepted (:func:`.recording.intercepted_launches`) and, for a step with
+``shared=True``, shared arrays report races (:mod:`ropelab.sim.shared_race`).  On a GPU the
+arrays are device arrays and ``out`` is followed by :data:`SLACK` sentinel floats, since a GPU
+checks no index.
+
+``out`` starts filled with :data:`SENTINEL`, a NaN with a payload that arithmetic does not
+produce (a computed NaN is the canonical quiet NaN), compared bit for bit: an element still
+holding it was never written, and a kernel that writes NaN is told its value is wrong.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..target import SIMULATED
+
+SENTINEL_BITS = np.uint32(0x7FE5A5A5)
+SENTINEL = SENTINEL_BITS.view(np.float32)
+SLACK = 64  # floats after out on a GPU: a store past the end lands here
+
+
+def unwritten(values: np.ndarray) -> np.ndarray:
+    """True where ``values`` (float32) still holds the sentinel, bit for bit."""
+    return np.ascontiguousarray(values, dtype=np.float32).view(np.uint32) == SENTINEL_BITS
+
+
+@dataclass
+class Trial:
+    out: np.ndarray  # float32, the expected size (plus SLACK on a GPU)
+    inputs_after: dict  # name -> host array after the run
+    launches: list = field(default_factory=list)  # recording.Launch, simulator only
+    watched: dict = field(default_factory=dict)  # name -> WatchedArray, simulator only
+
+
+def run(step, case, fn) -> Trial:
+    """Run ``fn`` on ``case`` by the step's contract; exceptions propagate to the grader."""
+    if SIMULATED:
+        return _run_simulated(step, case, fn)
+    return _run_on_gpu(step, case, fn)
+
+
+def _run_simulated(step, case, fn) -> Trial:
+    from ..sim import shared_race
+    from .recording import WatchedArray, intercepted_launches
+
+    size = case.expected.size
+    watched, args = {}, []
+    for name in step.arguments:
+        if name == "out":
+            arr = WatchedArray("out", np.full(size, SENTINEL, dtype=np.float32))
+        else:
+            value = case.inputs[name]
+            if not isinstance(value, np.ndarray):
+                args.append(value)
+                continue
+            arr = WatchedArray(name, value.copy())
+        watched[name] = arr
+        args.append(arr)
+    races = shared_race.watching() if step.shared else contextlib.nullcontext()
+    with intercepted_launches() as launches, races:
+        if step.kind == "launch":
+            fn(*args)
+        else:
+            fn[case.grid, case.block](*args)
+    inputs_after = {n: w.data for n, w in watched.items() if n != "out"}
+    return Trial(watched["out"].data, inputs_after, launches, watched)
+
+
+def _run_on_gpu(step, case, fn) -> Trial:
+    from numba import cuda
+
+    size = case.expected.size
+    out_buf = cuda.to_device(np.full(size + SLACK, SENTINEL, dtype=np.float32))
+    device, args = {}, []
+    for name in step.arguments:
+        if name == "out":
+            args.append(out_buf[:size])
+            continue
+        value = case.inputs[name]
+        if isinstance(value, np.ndarray):
+            device[name] = cuda.to_device(value)
+            args.append(device[name])
+        else:
+            args.append(value)
+    if step.kind == "launch":
+        fn(*args)
+    else:
+        fn[case.grid, case.block](*args)
+    cuda.synchronize()
+    inputs_after = {n: d.copy_to_host() for n, d in device.items()}
+    return Trial(out_buf.copy_to_host(), inputs_after)

@@ -1,0 +1,312 @@
+"""The public entry point for plain RoPE, ``ropelab.rope``: its signature, its checks, its plan.
+
+A call is validated completely before any data moves or any kernel runs; the launch, the cache
+of validated call shapes (a few microseconds of host time for a repeated shape on device arrays)
+and the stream are the shared engine's (:mod:`ropelab.ops.call`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from .. import kernels, scaling as _scaling
+from ..kernels.launch import launch
+from ..problem import MAX_THREADS_PER_BLOCK, WORDING, RopeProblem
+from ..target import SIMULATED
+from ..validate import (check_base, check_bool, check_frequencies, check_int, check_options,
+                        check_position_values, check_positions_array, check_rotary_dim,
+                        fail)
+from . import call, streams
+from .arrays import ArrayInfo, inspect_array, overlaps, same_memory
+
+
+# ---- the checks only plain RoPE makes --------------------------------------------------------------
+
+def check_x(info: ArrayInfo, dtypes=(np.float32,)) -> tuple[int, int, int]:
+    """Return (tokens, heads, head_dim) of a valid ``x`` or raise (0 tokens is valid)."""
+    if info.dtype not in [np.dtype(d) for d in dtypes]:
+        fail(f"x must have dtype {' or '.join(np.dtype(d).name for d in dtypes)}, got {info.dtype}")
+    if len(info.shape) == 2:
+        tokens, head_dim = info.shape
+        heads = 1
+    elif len(info.shape) == 3:
+        tokens, heads, head_dim = info.shape
+    else:
+        fail(f"x must be [tokens, hidden] or [tokens, heads, head_dim], got ndim {len(info.shape)} "
+             f"(shape {info.shape})")
+    if heads == 0 or head_dim == 0:
+        fail(f"x must have at least one head of at least one pair, got shape {info.shape}")
+    if head_dim % 2:
+        fail(f"the last dimension of x (head_dim or hidden) must be even to form pairs, got {head_dim}")
+    if tokens and not info.c_contiguous:  # NumPy gives empty arrays any strides
+        fail("x must be C-contiguous (the kernels index it as one flat row-major buffer); "
+             "pass np.ascontiguousarray(x) or x.contiguous()")
+    return tokens, heads, head_dim
+
+
+def check_out(out_info: ArrayInfo, x_info: ArrayInfo) -> None:
+    if out_info.shape != x_info.shape:
+        fail(f"out must have the shape of x {x_info.shape}, got {out_info.shape}")
+    if out_info.dtype != x_info.dtype:
+        fail(f"out must have the dtype of x ({x_info.dtype}), got {out_info.dtype}")
+    if out_info.size and not out_info.c_contiguous:
+        fail("out must be C-contiguous")
+    if out_info.on_device != x_info.on_device:
+        fail("x and out must both be host (NumPy) arrays or both be device arrays")
+
+
+def require_features(variant: str, supported: frozenset, problem: RopeProblem, alternatives) -> None:
+    """Refuse a call that needs a feature ``variant`` lacks; ``alternatives(features)`` lists the
+    variants that have them (for the message)."""
+    missing = problem.features() - set(supported)
+    if missing:
+        alt = alternatives(problem.features())
+        hint = f"; variants that do: {', '.join(alt)}" if alt else ""
+        fail(f"variant '{variant}' does not support "
+             f"{', '.join(WORDING[m] for m in sorted(missing))}{hint}")
+
+
+def check_threads(threads) -> int:
+    threads = check_int("threads_per_block", threads)
+    if not 1 <= threads <= MAX_THREADS_PER_BLOCK:
+        fail(f"threads_per_block must be in 1..{MAX_THREADS_PER_BLOCK} (CUDA's per-block limit), "
+             f"got {threads}")
+    return threads
+
+
+def build_problem(x_info, *, rotary_dim=None, interleave=True, inverse=False, base=10000.0,
+                  scaling=None) -> RopeProblem:
+    tokens, heads, head_dim = check_x(x_info)
+    rotary_dim = check_rotary_dim(rotary_dim, head_dim)
+    base = check_base(base)
+    scheme = _scaling.parse(scaling)  # {"rope_type": "default"} is no scaling at all
+    inv_freq, attention_factor = _scaling.resolve(scheme, rotary_dim=rotary_dim, base=base)
+    check_frequencies(inv_freq, attention_factor)
+    return RopeProblem(tokens, heads, head_dim, rotary_dim, interleave, inverse, base,
+                       inv_freq if scheme is not None else None, attention_factor, scheme)
+
+
+def rope(
+    x,
+    *,
+    variant: str = "flat",
+    positions=None,
+    base: float = 10000.0,
+    rotary_dim: int | None = None,
+    interleave: bool = True,
+    inverse: bool = False,
+    scaling=None,
+    out=None,
+    fastmath: bool = True,
+    threads_per_block: int | None = None,
+    stream=None,
+    check_positions: bool = False,
+    **variant_options,
+):
+    """Apply rotary position embedding to ``x`` with one of ropelab's kernels.
+
+    Parameters
+    ----------
+    x : float32 array, ``[tokens, hidden]`` or ``[tokens, heads, head_dim]``, C-contiguous
+        ``tokens`` may be 0 (nothing runs; an empty result comes back).
+        A NumPy array (copied to the GPU and back), or a device array: a PyTorch CUDA tensor, a
+        CuPy array, a numba device array, or anything with ``__cuda_array_interface__`` (used
+        where it lies, no host round trip).  A 2-D ``x`` is one head of ``head_dim = hidden``.
+    variant : str
+        Kernel to run; see ``ropelab.kernels.VARIANTS``.
+    positions : int array ``[tokens]``, optional
+        Position of each token (default ``0 .. tokens-1``, kept on the device between calls).
+        The position policy, the same for every ropelab op (see
+        :func:`ropelab.validate.check_position_values`): int32 values; without a position limit
+        any int32 works (a negative position rotates backwards); a variant with a limit (the
+        cos/sin cache length, ``2**24`` for ``reduce_angle``) needs ``[0, limit)``.  NumPy
+        positions (any integer dtype) are checked on the host before anything runs.  Device
+        positions (int32) are **not** read on the host, since that would synchronize with the
+        GPU: an out-of-range one makes the kernel write NaN for that token and record it in a
+        device error word that :func:`check_errors` reads.  ``check_positions=True`` opts into
+        the synchronous host check for device positions.
+    base : float
+        RoPE base ("theta"), 10000 by default.
+    rotary_dim : int, optional
+        Rotate only the first ``rotary_dim`` dims of each head (default: all).
+    interleave : bool
+        True: pairs ``(x[2i], x[2i+1])`` (GPT-J, the seed).  False: ``(x[i], x[i + rotary_dim/2])``
+        (GPT-NeoX / Llama).
+    inverse : bool
+        Rotate by ``-angle`` (the backward pass).
+    scaling : scaling scheme, optional
+        Context-extension scheme for the frequencies (see ``ropelab.scaling``).
+    out : array like ``x``, optional
+        Where to write the result; ``out`` may be ``x`` itself (in place) but must not
+        partially overlap it, nor overlap ``positions``.
+    fastmath : bool
+        Compile with fast-math (approximate sin/cos/pow), as the seed's ``--use_fast_math``.
+    threads_per_block : int, optional
+        Override the variant's block size (at most 1024).
+    stream : optional
+        CUDA stream to launch on: a PyTorch, CuPy or numba stream, an object with
+        ``__cuda_stream__``, a raw handle 0/1/2, or ``ropelab.RawStream(handle)`` for any other
+        raw handle you vouch for (see :mod:`ropelab.ops.streams`; a bare unknown int is
+        refused).  Default: PyTorch's current stream for tensors, CuPy's for CuPy arrays,
+        stream 0 otherwise.  The call never synchronizes on device arrays, so it can be
+        captured in a CUDA graph (after one warm-up call outside the capture, which compiles
+        the kernel and uploads its tables).
+    check_positions : bool
+        Read device positions on the host and check them before launching (synchronizes).
+    **variant_options
+        Keyword options of the chosen variant, e.g. ``freq_table``'s ``cache=True,
+        max_positions=N`` or ``reduce_angle=True``, ``pair_sincos``'s ``pairs_per_thread=4``.
+
+    Long contexts: every variant that forms ``float32(position) * inv_freq`` on the GPU loses
+    about ``angle * 2**-23`` radians in that product alone (several 1e-3 at position 131072),
+    with or without fast-math.  For accurate results there use ``variant="freq_table"`` with
+    ``cache=True, max_positions=N`` (cos/sin built in float64 on the host) or
+    ``reduce_angle=True`` (fma angle reduction, up to position 2**24); measured errors:
+    :mod:`ropelab.measure.precision`.
+
+    Returns
+    -------
+    The rotated array: ``out`` when given, else a new array of the same kind as ``x`` (NumPy
+    in, NumPy out; a PyTorch tensor for a tensor, a CuPy array for a CuPy array, a numba
+    device array otherwise).
+
+    Raises
+    ------
+    TypeError
+        An argument of the wrong type (a string for ``base``, ``None`` for ``interleave``, an
+        unknown variant option).
+    RopeInputError (a ValueError)
+        A bad value: shape, dtype, sizes, overlapping or read-only output, out-of-range host
+        positions, a ``base`` or scaling whose float32 angles would overflow, an unknown raw
+        stream handle.  Nothing has run and no buffer has changed when either is raised.
+
+    Examples
+    --------
+    >>> import numpy as np, ropelab
+    >>> x = np.ones((3, 8), np.float32)
+    >>> y = ropelab.rope(x, positions=np.array([0, 1, 2]))
+    >>> bool(np.allclose(y[0], 1.0))  # position 0 does not rotate
+    True
+    """
+    # The fast path (see ropelab.ops.call): a call shape validated before.  The types of the
+    # scalars go into the key too, so a wrong type never hits the entry of the right one.
+    scalars = call.typed(("rope", variant, base, rotary_dim, interleave, inverse, scaling,
+                          fastmath, threads_per_block, check_positions))
+    if variant_options:
+        scalars += tuple((k, v, type(v)) for k, v in variant_options.items())
+    result, key = call.fast(scalars, (x, out, positions), stream)
+    if result is not call.MISS:
+        return result
+    return _validated(x, variant, positions, base, rotary_dim, interleave, inverse, scaling, out,
+                      fastmath, threads_per_block, stream, check_positions, variant_options, key)
+
+
+def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, scaling, out,
+               fastmath, threads_per_block, stream, check_positions, variant_options, key):
+    """Check everything, then hand the call to the engine (which remembers it under ``key``)."""
+    v = kernels.get(variant)
+    interleave = check_bool("interleave", interleave)
+    inverse = check_bool("inverse", inverse)
+    fastmath = check_bool("fastmath", fastmath)
+    check_positions = check_bool("check_positions", check_positions)
+    threads = None if threads_per_block is None else check_threads(threads_per_block)
+    handle = streams.resolve(stream) if stream is not None else None
+    x_info = inspect_array(x, "x")
+    problem = build_problem(x_info, rotary_dim=rotary_dim, interleave=interleave, inverse=inverse,
+                            base=base, scaling=scaling)
+    require_features(v.name, v.features, problem, kernels.variants_supporting)
+    check_options(f"variant '{v.name}'", variant_options, v.options)
+    out_info = None
+    if out is not None:
+        out_info = inspect_array(out, "out")
+        check_out(out_info, x_info)
+        if overlaps(out_info, x_info) and not same_memory(out_info, x_info):
+            fail("out partially overlaps x; pass out=x for in place, or a separate array")
+        if out_info.readonly:
+            fail("out is read-only; the kernel would write into it")
+    pos_info = None
+    if positions is not None:
+        pos_info = inspect_array(positions, "positions")
+        check_positions_array(pos_info, problem.tokens)
+        if out_info is not None and pos_info.nbytes and overlaps(pos_info, out_info):
+            fail("out overlaps positions; the kernel would overwrite positions it still reads")
+    aligned = (not x_info.on_device
+               or (x_info.ptr % 16 == 0 and (out_info is None or out_info.ptr % 16 == 0)))
+    if problem.tokens == 0:  # checked like any call; nothing to launch (plans need a grid)
+        v.plan(RopeProblem(1, problem.heads, problem.head_dim, problem.rotary_dim,
+                           problem.interleave, problem.inverse, problem.base, problem.inv_freq,
+                           problem.attention_factor, problem.scaling), variant_options,
+               fastmath=fastmath, threads=threads, aligned=aligned)  # the variant's own checks
+        return out if out is not None else _empty_like(x, x_info)
+    plan = v.plan(problem, variant_options, fastmath=fastmath, threads=threads, aligned=aligned)
+    if pos_info is None:
+        if plan.position_limit is not None and problem.tokens > plan.position_limit:
+            fail(f"position {problem.tokens - 1} is out of range: {plan.limit_reason}")
+    elif not pos_info.on_device:
+        check_position_values(np.asarray(positions), plan.position_limit, plan.limit_reason)
+    elif check_positions:
+        call.check_device_positions(positions, plan)
+
+    in_place = out_info is not None and same_memory(out_info, x_info)
+    slots = [call.Slot("x", x, x_info), call.Slot("out", out, out_info),
+             call.Slot("positions", positions, pos_info, host_dtype=np.int32)]
+    if not x_info.on_device or x_info.kind == "simulator" or SIMULATED:
+        return _launch_here(plan, slots, problem, in_place)
+    nbytes = x_info.nbytes
+    same_layout = out_info is None or (out_info.shape, out_info.strides) == (x_info.shape,
+                                                                             x_info.strides)
+    make, ptr_of = call.alloc_like(x_info)
+    defaults = ()
+    if positions is None:
+        arange = call.arange_positions(problem.tokens)  # kept alive by the engine
+        defaults = ((2, int(arange.__cuda_array_interface__["data"][0])),)
+    return call.launch_device(
+        key, plan, slots, ((x_info.size, 4), (x_info.size, 4), (problem.tokens, 4)),
+        handle=handle, extents=(nbytes, nbytes, 4 * problem.tokens),
+        pairs=((1, 0, same_layout, "out overlaps x without being x itself; pass out=x for in "
+                                   "place, or a separate array"),
+               (1, 2, False, "out overlaps positions; the kernel would overwrite positions it "
+                             "still reads")),
+        defaults=defaults, alloc=(1, make, ptr_of), result=1,
+        before=(lambda arrays: arrays[2] is not None and call.check_device_positions(arrays[2],
+                                                                                     plan))
+        if check_positions else None)
+
+
+def _empty_like(x, info: ArrayInfo):
+    if not info.on_device:
+        return np.empty(info.shape, np.float32)
+    if info.kind in ("torch", "cupy"):
+        return call.alloc_like(info)[0](x)
+    return cuda.device_array(info.shape, np.float32)
+
+
+def _launch_here(plan, slots, problem: RopeProblem, in_place: bool):
+    """Host arrays (copied in and back: this route synchronizes) or simulator arrays (launched
+    by numba's dispatcher)."""
+    x_info = slots[0].info
+    out = slots[1].obj
+    x_dev = slots[0].on_device()
+    if in_place:
+        out_dev = x_dev
+    elif x_info.on_device and out is not None:
+        out_dev = slots[1].on_device()
+    else:  # a fresh buffer: host results are copied back from it
+        fresh = cuda.device_array(x_info.shape, np.float32)
+        if x_info.on_device:
+            out = fresh
+        out_dev = fresh.reshape(-1)
+    pos_dev = (call.arange_positions(problem.tokens) if slots[2].obj is None
+               else slots[2].on_device())
+    launch(plan, (x_dev, out_dev, pos_dev))
+    if x_info.on_device:
+        return out
+    result = out_dev.copy_to_host().reshape(x_info.shape)
+    if out is None:
+        return result
+    out[...] = result
+    return out
+
+
+__all__ = ["build_problem", "check_x", "rope"]
