@@ -4,12 +4,14 @@
 none) before ``numba.cuda`` is imported; see :mod:`ropelab.target`.
 """
 
-from .target import SIMULATED, TARGET, TargetError, announce, describe, format_description  # noqa: I001  (must run first)
+from .target import (SIMULATED, TARGET, RopelabWarning, SimulatorWarning, TargetError,  # noqa: I001
+                     announce, describe, format_description)  # (must run first)
 
-from . import kernels, reference, scaling, sim
+from . import kernels, reference, scaling, sim, tables
 from .errors import RopeDeviceError, RopeInputError
 from .ops.call import check_errors
 from .ops.fused import fused_qknorm_rope
+from .ops.qk import rope_qk
 from .ops.rope import rope
 from .ops.streams import RawStream
 from .problem import RopeProblem
@@ -21,6 +23,8 @@ __all__ = [
     "RopeDeviceError",
     "RopeInputError",
     "RopeProblem",
+    "RopelabWarning",
+    "SimulatorWarning",
     "TargetError",
     "check_errors",
     "describe",
@@ -29,10 +33,12 @@ __all__ = [
     "kernels",
     "reference",
     "rope",
+    "rope_qk",
     "scaling",
     "sim",
+    "tables",
 ]
 __version__ = "0.1.0"
 
 sim.install()  # warp shuffles and a once-rounded fma for the simulator (a no-op on a GPU)
-announce(sim.ARITHMETIC)  # on the simulator only, once, unless ROPELAB_QUIET=1
+announce(sim.ARITHMETIC)  # a short SimulatorWarning, on the simulator only, unless ROPELAB_QUIET=1

@@ -18,9 +18,20 @@ def _info(args) -> int:
 USAGE_ERROR = 2
 
 
+def _records_need_a_checkout(command: str, wants_default_data: bool) -> bool:
+    """True (after saying why, in one line) when ``command`` would write into data/ that an
+    installed ropelab does not have: refused before anything is measured, not after."""
+    from . import resources
+
+    if not wants_default_data or resources.in_checkout():
+        return False
+    print(f"ropelab {command}: {resources.NEEDS_CHECKOUT} (--out DIR)", file=sys.stderr)
+    return True
+
+
 def _check(args) -> int:
     from . import kernels
-    from .check import format_rows, run_checks
+    from .check import format_header, format_row, format_summary, run_checks
 
     known = set(kernels.VARIANTS) | set(kernels.FUSED)
     unknown = [v for v in (args.variant or []) if v not in known]
@@ -28,19 +39,27 @@ def _check(args) -> int:
         print(f"ropelab check: unknown variant {', '.join(map(repr, unknown))}; choose from "
               f"{', '.join(sorted(known))}", file=sys.stderr)
         return USAGE_ERROR
-    rows = run_checks(variants=args.variant or None, fastmath=not args.precise)
-    print(format_rows(rows))
+    print(format_header(), flush=True)  # each row as it finishes: a simulator run takes a while
+    rows = run_checks(variants=args.variant or None, fastmath=not args.precise,
+                      on_row=lambda row: print(format_row(row), flush=True))
+    print(format_summary(rows))
     return 0 if all(r.passed for r in rows) else 1
 
 
 def _census(args) -> int:
     from .measure.census import run_cli
 
+    if _records_need_a_checkout("census --save", args.save == ""):
+        return USAGE_ERROR
+
     return run_cli(args)
 
 
 def _bench(args) -> int:
     from .measure.bench import run_cli
+
+    if _records_need_a_checkout("bench", not args.recorded and args.out is None):
+        return USAGE_ERROR
 
     return run_cli(args)
 
@@ -49,6 +68,8 @@ def _precision(args) -> int:
     from .measure.precision import record_precision
     from .measure.records import RecordError
 
+    if _records_need_a_checkout("precision", args.out is None):
+        return USAGE_ERROR
     try:
         result = record_precision(args.out, max_position=args.max_position,
                                   samples_per_bucket=args.samples)
@@ -67,6 +88,10 @@ def _precision(args) -> int:
 
 def _profile(args) -> int:
     from .measure.profile import run_cli
+
+    measuring = not (getattr(args, "list", False) or getattr(args, "recorded", False))
+    if _records_need_a_checkout("profile", measuring and args.out is None):
+        return USAGE_ERROR
 
     return run_cli(args)
 
@@ -92,7 +117,19 @@ def _exercises(args) -> int:
     if not args.verify:
         print(exercises.listing())
         return 0
-    return 0 if verify.run(save_census=args.save_census) else 1
+    if _records_need_a_checkout("exercises --save-census", args.save_census):
+        return USAGE_ERROR
+    if args.notebook and args.save_census:  # the cache is rewritten from what this run used
+        print("ropelab exercises: --save-census needs the whole course (no --notebook)",
+              file=sys.stderr)
+        return USAGE_ERROR
+    known = verify.ladder.notebooks()
+    unknown = [n for n in args.notebook or () if n not in known]
+    if unknown:
+        print(f"ropelab exercises: no notebook {', '.join(map(repr, unknown))}; choose from "
+              f"{', '.join(known)}", file=sys.stderr)
+        return USAGE_ERROR
+    return 0 if verify.run(save_census=args.save_census, notebooks=args.notebook) else 1
 
 
 def _add_measuring(sub) -> None:
@@ -106,8 +143,9 @@ def _add_measuring(sub) -> None:
     p = sub.add_parser("bench", help="time kernels and baselines on the GPU and record them")
     p.add_argument("--variant", action="append", help="only this ropelab variant, or one fused "
                    "row by name such as fused_qknorm_rope:neox (fused_qknorm_rope:default: the public call at its defaults; repeatable)")
-    p.add_argument("--kind", default="bench", choices=("bench", "bench_fused"),
-                   help="record kind: bench (default) or bench_fused (a fused-only run)")
+    p.add_argument("--kind", default="bench", choices=("bench", "bench_fused", "bench_rows"),
+                   help="record kind: bench (default), bench_fused (a fused-only run) or "
+                        "bench_rows (plain RoPE as models call it: --shapes rows)")
     p.add_argument("--shapes", default="all", help="comma list of seed, big, production, all")
     p.add_argument("--repeats", type=int, default=50, help="timed repeats per row (default 50)")
     p.add_argument("--warmup", type=int, default=5, help="untimed launches first (default 5)")
@@ -144,6 +182,8 @@ def build_parser() -> argparse.ArgumentParser:
                                          "grades the solutions and recorded wrong attempts")
     p.add_argument("--verify", action="store_true",
                    help="solutions must pass, wrong attempts must be rejected with their message")
+    p.add_argument("--notebook", action="append", metavar="NN",
+                   help="with --verify: only this notebook's steps, e.g. 01 (repeatable)")
     p.add_argument("--save-census", action="store_true",
                    help="with --verify: write the census cache data/census/exercises.json")
     p.add_argument("--time", action="store_true",

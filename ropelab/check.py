@@ -50,13 +50,19 @@ def max_position_for(mode: Mode) -> int:
     return Mode.REDUCED.max_position + 1 if mode is Mode.REDUCED else 4096
 
 
-def run_checks(variants=None, shapes=None, seed: int = 0, fastmath: bool = True) -> list[CheckRow]:
+def run_checks(variants=None, shapes=None, seed: int = 0, fastmath: bool = True,
+               on_row=None) -> list[CheckRow]:
+    """Every registered variant (or ``variants``) against the float64 reference.
+
+    ``on_row(row)`` is called as each row finishes (the CLI prints it then: a simulator run takes
+    tens of seconds); the rows are also returned together.
+    """
     shapes = shapes or (SIM_SHAPES if SIMULATED else GPU_SHAPES)
     rng = np.random.default_rng(seed)
     rows = []
     names = list(variants or kernels.VARIANTS)
     if variants is None or any(n in kernels.FUSED for n in names):
-        rows += run_fused_checks(seed=seed, fastmath=fastmath)
+        rows += run_fused_checks(seed=seed, fastmath=fastmath, on_row=on_row)
     for name in [n for n in names if n not in kernels.FUSED]:
         module = kernels.get(name)
         for tokens, hidden in shapes:
@@ -89,6 +95,8 @@ def run_checks(variants=None, shapes=None, seed: int = 0, fastmath: bool = True)
                 label = ",".join(f"{k}={v}" for k, v in shown.items()) or "-"
                 rows.append(CheckRow(name, TARGET, (tokens, hidden), label,
                                      float(np.abs(got - want).max()), tol))
+                if on_row is not None:
+                    on_row(rows[-1])
     return rows
 
 
@@ -102,10 +110,10 @@ FUSED_SIM_CASES = [
 ]
 
 
-def run_fused_checks(seed: int = 0, fastmath: bool = True) -> list[CheckRow]:
+def run_fused_checks(seed: int = 0, fastmath: bool = True, on_row=None) -> list[CheckRow]:
     rng = np.random.default_rng(seed)
-    if SIMULATED:
-        results = [check_case(rng, fastmath=fastmath, **case) for case in FUSED_SIM_CASES]
+    if SIMULATED:  # one case at a time, so each row is reported as it finishes
+        results = (check_case(rng, fastmath=fastmath, **case) for case in FUSED_SIM_CASES)
     else:
         # Two production shapes (full and partial rotary) in every storage and layout: the
         # float64 judge runs on the host, and the other shapes differ only in head counts.
@@ -117,19 +125,30 @@ def run_fused_checks(seed: int = 0, fastmath: bool = True) -> list[CheckRow]:
         err = r.max_error if r.v_unchanged else float("inf")  # V bytes changed: fail loudly
         rows.append(CheckRow("fused_qknorm_rope", TARGET, r.shape,
                              f"{r.storage},{r.options}", err, r.tolerance))
+        if on_row is not None:
+            on_row(rows[-1])
     return rows
 
 
-def format_rows(rows: list[CheckRow]) -> str:
+def format_header() -> str:
     head = f"{'variant':<12} {'target':<10} {'shape':<12} {'options':<18} {'max |err|':>10} {'tolerance':>10}  result"
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        shape = "x".join(map(str, r.shape))
-        lines.append(f"{r.variant:<12} {r.target:<10} {shape:<12} {r.options:<18} "
-                     f"{r.max_error:>10.2e} {r.tolerance:>10.2e}  {'PASS' if r.passed else 'FAIL'}")
+    return head + "\n" + "-" * len(head)
+
+
+def format_row(r: CheckRow) -> str:
+    shape = "x".join(map(str, r.shape))
+    return (f"{r.variant:<12} {r.target:<10} {shape:<12} {r.options:<18} "
+            f"{r.max_error:>10.2e} {r.tolerance:>10.2e}  {'PASS' if r.passed else 'FAIL'}")
+
+
+def format_summary(rows: list[CheckRow]) -> str:
     failed = sum(not r.passed for r in rows)
-    lines.append(f"{len(rows) - failed} passed, {failed} failed")
-    return "\n".join(lines)
+    return f"{len(rows) - failed} passed, {failed} failed"
+
+
+def format_rows(rows: list[CheckRow]) -> str:
+    """The whole table at once (the CLI prints the same lines one by one as rows finish)."""
+    return "\n".join([format_header(), *map(format_row, rows), format_summary(rows)])
 
 
 # ---- the fused kernel: inputs, one case against the judge, the production shapes -----------

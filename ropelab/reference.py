@@ -236,3 +236,40 @@ def fused_qknorm_rope(
         qk[..., :half], qk[..., half:rotary_dim] = z.real, z.imag
     out[:, :nqk, :] = qk
     return out.reshape(x.shape)
+
+
+# ---- multi-axis position tables, as their papers / reference code write them --------------------
+# Written from the formulas of FLUX (diffusers' FluxPosEmbed: one RoPE per axis of the ids,
+# concatenated) and Qwen2-VL (transformers' apply_multimodal_rotary_pos_emb: the head's
+# dims split by mrope_section, each chunk taking its angle from one of the three position
+# rows).  Both return float64 cos and sin in the layout the model applies them with.
+
+def flux_cos_sin(ids: np.ndarray, axes_dim=(16, 56, 56), theta: float = 10000.0):
+    """FLUX's rotary cos/sin for ids ``[tokens, len(axes_dim)]``: per axis ``i``, frequencies
+    ``theta ** (-arange(0, d_i, 2) / d_i)``, angles ``ids[:, i] * freq``, each value repeated
+    for the two elements of its interleaved pair (``repeat_interleave(2)``), axes concatenated.
+    Returns cos, sin ``[tokens, sum(axes_dim)]``."""
+    ids = np.asarray(ids, np.float64)
+    cos, sin = [], []
+    for i, d in enumerate(axes_dim):
+        freq = 1.0 / theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
+        ang = np.outer(ids[:, i], freq)
+        cos.append(np.repeat(np.cos(ang), 2, axis=1))
+        sin.append(np.repeat(np.sin(ang), 2, axis=1))
+    return np.concatenate(cos, axis=1), np.concatenate(sin, axis=1)
+
+
+def mrope_cos_sin(positions: np.ndarray, head_dim: int, mrope_section, base: float = 10000.0):
+    """Qwen2-VL's M-RoPE cos/sin for positions ``[3, tokens]`` (temporal, height, width):
+    ``emb = cat(freqs, freqs)`` per position row (``[3, tokens, head_dim]``), then the head's
+    dims split into chunks ``mrope_section * 2`` and chunk ``i`` taken from row ``i % 3``.
+    Returns cos, sin ``[tokens, head_dim]`` in the NeoX (half-split) layout."""
+    positions = np.asarray(positions, np.float64)
+    inv = 1.0 / base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    freqs = positions[:, :, None] * inv[None, None, :]
+    emb = np.concatenate([freqs, freqs], axis=-1)
+    cos, sin = np.cos(emb), np.sin(emb)
+    bounds = np.cumsum([0] + list(mrope_section) * 2)
+    pick = lambda t: np.concatenate(  # noqa: E731
+        [t[i % 3, :, bounds[i]:bounds[i + 1]] for i in range(len(bounds) - 1)], axis=-1)
+    return pick(cos), pick(sin)

@@ -9,9 +9,14 @@ Rules, in order:
 1. ``ROPELAB_TARGET=gpu`` or ``ROPELAB_TARGET=simulator`` forces the choice.
 2. Otherwise ``NUMBA_ENABLE_CUDASIM`` set by the user (``1`` or ``0``) is respected.
 3. Otherwise the CUDA driver is asked, through ``ctypes``, whether it can see a device.  No
-   device (or no driver) means the simulator, and ``import ropelab`` says so once on stderr
-   with what simulated numbers are worth (:func:`announce`; ``ROPELAB_QUIET=1`` silences it;
-   :func:`describe` always tells).
+   device (or no driver) means the simulator, and ``import ropelab`` says so in one short
+   :class:`SimulatorWarning` (:func:`announce`; ``ROPELAB_QUIET=1`` or a warnings filter
+   silences it); :func:`describe` always tells, with what simulated numbers are worth.
+
+Choosing the target is the only thing ``import ropelab`` does to the process: it sets
+``NUMBA_ENABLE_CUDASIM`` (numba-cuda's switch) and no other numba setting.  numba's
+low-occupancy warning stays on for the user's kernels; ropelab's own small-grid launches silence
+it where they happen (:func:`small_grids_quiet`).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import ctypes
 import os
 import platform
 import sys
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -30,6 +37,14 @@ _ALIASES = {"gpu": GPU, "cuda": GPU, "simulator": SIMULATOR, "sim": SIMULATOR, "
 
 class TargetError(RuntimeError):
     """The requested target cannot be honoured in this process."""
+
+
+class RopelabWarning(UserWarning):
+    """Base class of ropelab's warnings (``warnings.filterwarnings("ignore", category=...)``)."""
+
+
+class SimulatorWarning(RopelabWarning):
+    """Kernels run on the Numba CUDA simulator: correct logic, no speed, CPU float32 rounding."""
 
 
 @dataclass(frozen=True)
@@ -88,9 +103,6 @@ def _numba_cuda_mode_if_imported() -> str | None:
 
 def _set_simulator_env(enabled: bool) -> None:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1" if enabled else "0"
-    # The course launches deliberately tiny grids (1 token, 3 tokens) to show edge cases; numba's
-    # low-occupancy warning on each of them would bury real messages.  A user's explicit setting wins.
-    os.environ.setdefault("NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS", "0")
     # numba reads its configuration when ``numba`` is imported; if the user imported numba (but
     # not numba.cuda) already, the new value only takes effect after a reload.
     core = sys.modules.get("numba.core.config")
@@ -128,21 +140,42 @@ TARGET, REASON = select()
 SIMULATED = TARGET == SIMULATOR
 
 _announced = False
+_arithmetic = ""  # what simulated numbers are worth: ropelab.sim.ARITHMETIC, kept for describe()
+# numba-cuda's text for a grid under 128 blocks (numba.cuda.dispatcher, _LaunchConfiguration).
+_LOW_OCCUPANCY = r"Grid size \d+ will likely result in GPU under-utilization"
 
 
 def announce(arithmetic: str) -> None:
-    """Say once on stderr that kernels run on the simulator, and what its numbers are worth.
+    """Warn once, briefly, that kernels run on the simulator (a :class:`SimulatorWarning`).
 
     ``arithmetic`` is :data:`ropelab.sim.ARITHMETIC` (``import ropelab`` passes it; this module
-    must not import the shims, which need the target chosen first).  Nothing on a GPU, nothing
-    with ``ROPELAB_QUIET=1``, nothing the second time.
+    must not import the shims, which need the target chosen first); it is kept for
+    :func:`describe`, not printed.  Nothing on a GPU, nothing with ``ROPELAB_QUIET=1``, nothing
+    the second time.
     """
-    global _announced
+    global _announced, _arithmetic
+    _arithmetic = arithmetic
     if not SIMULATED or _announced or os.environ.get("ROPELAB_QUIET", "") in ("1", "true", "yes"):
         return
     _announced = True
-    print(f"ropelab: running kernels on the Numba CUDA simulator ({REASON}); never timed. "
-          f"{arithmetic}", file=sys.stderr)
+    # stacklevel 1: the warning is attributed to this module, so a filter on ropelab.target or
+    # on the category works, whoever imported ropelab.
+    notice = (f"ropelab: kernels run on the Numba CUDA simulator ({REASON}): logic is checked, "
+              f"nothing is timed; ropelab.describe() says more.")
+    warnings.warn(notice, SimulatorWarning, stacklevel=1)
+
+
+@contextmanager
+def small_grids_quiet():
+    """Silence numba's low-occupancy warning inside the block, and only there.
+
+    The course launches deliberately tiny grids (1 token, 3 tokens) to show edge cases; the
+    warning on each would bury real messages.  The filter is scoped to the block (the process's
+    other launches, the user's own kernels included, keep numba's settings).
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_LOW_OCCUPANCY)
+        yield
 
 
 def _version(dist: str) -> str | None:
@@ -168,6 +201,7 @@ def describe() -> dict:
         "numba_cuda": _version("numba-cuda"),
     }
     if SIMULATED:
+        info["simulator"] = _arithmetic  # what its numbers are worth (the warning's long text)
         return info
     from numba import cuda
 

@@ -189,3 +189,22 @@ def fused_atol(normed_max: float, out_max: float, angle: float, storage: str, *,
     else:
         rot = rope_atol(normed_max, angle, fastmath=fastmath, attention_factor=attention_factor)
     return norm + rot + out_max * STORAGE_UNIT[storage]
+
+
+# ---- plain RoPE in 16-bit storage (the rope_rows kernel) --------------------------------------
+
+def rows_atol(max_abs_x: float, angle: float, storage: str, *, fastmath: bool = True,
+              attention_factor: float = 1.0, cache: bool = False) -> float:
+    """Absolute tolerance for one output element of plain RoPE stored as ``storage``.
+
+    The inputs are exact in float32 (a 16-bit value widens without rounding), so the float32
+    budget of :func:`rope_atol` covers the arithmetic (the CACHE mode for a cos/sin cache); the
+    dominant term in 16-bit storage is the final rounding of the output, half an ulp: at most
+    ``2**-8`` (bfloat16) or ``2**-11`` (float16) of ``|output| <= sqrt(2) * max|x| * a``.
+    """
+    if cache:
+        rot = rope_atol(max_abs_x, angle, mode=Mode.CACHE, attention_factor=attention_factor)
+    else:
+        rot = rope_atol(max_abs_x, angle, fastmath=fastmath, attention_factor=attention_factor)
+    out_max = math.sqrt(2) * max_abs_x * max(abs(attention_factor), 1.0)
+    return rot + out_max * STORAGE_UNIT[storage]

@@ -171,8 +171,9 @@ def backward_config(config: str) -> str:
     base, rotary_dim, layout, scaling and fastmath (variant-specific options dropped)."""
     options = json.loads(config)
     options["inverse"] = not options.get("inverse", False)
-    variant = VARIANTS[options.get("variant", "flat")]
-    if INVERSE not in variant.features:
+    name = options.get("variant")  # None: ropelab's default choice (flat, or rope_rows)
+    has_inverse = name == "rope_rows" or (name in VARIANTS and INVERSE in VARIANTS[name].features)
+    if not has_inverse:
         keep = ("base", "rotary_dim", "interleave", "inverse", "scaling", "fastmath")
         options = {k: v for k, v in options.items() if k in keep}
         options["variant"] = BACKWARD_FALLBACK
@@ -197,7 +198,7 @@ torch.library.register_autograd("ropelab::rope", _rope_backward, setup_context=_
 # ex: end torch_rope_backward
 
 
-def rope(x: torch.Tensor, *, variant: str = "flat", positions: torch.Tensor | None = None,
+def rope(x: torch.Tensor, *, variant: str | None = None, positions: torch.Tensor | None = None,
          base: float = 10000.0, rotary_dim: int | None = None, interleave: bool = True,
          inverse: bool = False, scaling=None, out: torch.Tensor | None = None,
          fastmath: bool = True, threads_per_block: int | None = None,
@@ -277,7 +278,17 @@ def _fused_autograd(keyset, qkv, q_weight, k_weight, positions, config):
                                                                    positions, config)
 
 
-_LIBRARY.impl("fused_qknorm_rope", _fused_autograd, "Autograd", with_keyset=True)
+def _override_autograd(name: str, fn) -> None:
+    # custom_op registered its own Autograd kernel through the same Python registry; torch 2.8 to
+    # 2.12 refuse a second one unless asked (allow_override, default True from 2.13 on), and
+    # torch before 2.8 has no such argument (nor the check).
+    try:
+        _LIBRARY.impl(name, fn, "Autograd", with_keyset=True, allow_override=True)
+    except TypeError:
+        _LIBRARY.impl(name, fn, "Autograd", with_keyset=True)
+
+
+_override_autograd("fused_qknorm_rope", _fused_autograd)
 
 
 def fused_qknorm_rope(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int, num_heads_v: int,

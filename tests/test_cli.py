@@ -42,6 +42,30 @@ def test_check_fails_loudly_when_a_kernel_is_wrong(monkeypatch):
     assert "FAIL" in check.format_rows(rows)
 
 
+def test_check_prints_the_header_first_and_each_row_as_it_finishes(capsys, monkeypatch):
+    from ropelab import check
+    from ropelab.__main__ import main
+
+    printed_before_call = []  # what stdout held when each kernel call started
+    real = check.rope
+
+    def watched(x, **kw):
+        printed_before_call.append(capsys.readouterr().out)
+        return real(x, **kw)
+
+    monkeypatch.setattr(check, "rope", watched)
+    monkeypatch.setattr(check, "SIM_SHAPES", [(2, 8), (3, 8)])
+    monkeypatch.setattr(check, "GPU_SHAPES", [(2, 8), (3, 8)])
+    assert main(["check", "--variant", "flat"]) == 0
+    rest = capsys.readouterr().out
+    assert len(printed_before_call) >= 2
+    assert printed_before_call[0].split()[:2] == ["variant", "target"]  # the header, before any row
+    # Before the second call, the first row is already out, alone.
+    first_row = printed_before_call[1].splitlines()
+    assert len(first_row) == 1 and first_row[0].startswith("flat ") and first_row[0].endswith("PASS")
+    assert rest.splitlines()[-1] == f"{len(printed_before_call)} passed, 0 failed"
+
+
 def test_bad_subcommand_exits_nonzero():
     assert ropelab_cli("frobnicate").returncode != 0
 
@@ -52,3 +76,16 @@ def test_check_with_an_unknown_variant_is_a_one_line_usage_error(capsys):
     assert main(["check", "--variant", "nope"]) == USAGE_ERROR != 1  # 1 means "a check failed"
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown variant 'nope'" in err and "flat" in err
+
+
+def test_exercises_verify_of_one_notebook_checks_only_its_steps(capsys):
+    from ropelab.__main__ import USAGE_ERROR, main
+
+    assert main(["exercises", "--verify", "--notebook", "9"]) == USAGE_ERROR
+    assert "no notebook '9'" in capsys.readouterr().err
+    assert main(["exercises", "--verify", "--notebook", "00", "--save-census"]) == USAGE_ERROR
+    capsys.readouterr()
+    assert main(["exercises", "--verify", "--notebook", "00"]) == 0
+    marks = [line.split()[1] for line in capsys.readouterr().out.splitlines()
+             if line.startswith(("ok ", "FAIL"))]
+    assert marks and all(step.startswith("00") for step in marks)

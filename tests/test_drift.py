@@ -23,10 +23,11 @@ from ropelab.course import numbers
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
+BUILD_SCRIPT = ROOT / "scripts" / "notebooks" / "build.py"
 
 
 def _load_build():
-    spec = importlib.util.spec_from_file_location("course_build_drift", NOTEBOOKS / "build.py")
+    spec = importlib.util.spec_from_file_location("course_build_drift", BUILD_SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -96,7 +97,7 @@ def test_stored_markdown_is_the_source_rendered_from_todays_records(src):
             continue
         assert _text(cell["source"]) == text, (
             f"cell {i}'s Markdown differs from its source rendered from today's records: run "
-            f"python notebooks/build.py {src.stem[:2]} (or --markdown-only after a prose edit)")
+            f"python scripts/notebooks/build.py {src.stem[:2]} (or --markdown-only after a prose edit)")
         assert cell.get("metadata", {}).get("ropelab_numbers", {}) == used, \
             f"cell {i} does not name the records of its numbers"
 

@@ -15,13 +15,14 @@ def x32(*shape):
 
 CASES = [
     ("wrong dtype", dict(x=x32(4, 8).astype(np.float64)), "dtype float32"),
-    ("float16", dict(x=x32(4, 8).astype(np.float16)), "dtype"),
     ("1-D", dict(x=x32(8)), "ndim 1"),
     ("4-D", dict(x=x32(2, 2, 2, 2)), "ndim 4"),
     ("odd hidden", dict(x=x32(4, 7)), "must be even"),
     ("no head dims", dict(x=x32(4, 0)), "at least one head"),
-    ("non-contiguous", dict(x=x32(4, 16)[:, ::2]), "C-contiguous"),
-    ("transposed", dict(x=x32(8, 4).T), "C-contiguous"),
+    # A strided x goes to the rope_rows path (row strides only): a strided last dimension is
+    # refused there, or the variant says it is float32 and contiguous only.
+    ("non-contiguous", dict(x=x32(4, 16)[:, ::2]), "contiguous"),
+    ("transposed", dict(x=x32(8, 4).T), "contiguous"),
     ("not an array", dict(x=[[1.0, 2.0]]), "NumPy array or a CUDA array"),
     ("out shape", dict(out=np.zeros((4, 6), np.float32)), "shape"),
     ("out dtype", dict(out=np.zeros((4, 8), np.float64)), "dtype"),
@@ -50,6 +51,27 @@ def test_bad_input_raises_before_launch(launches, variant, label, kwargs, match)
     assert launches == []
     if before is not None:
         np.testing.assert_array_equal(x, before)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_float16_runs_on_rope_rows_or_is_refused_by_float32_variants(variant):
+    # 16-bit x runs on the rope_rows kernel for the default variant and freq_table; the others
+    # (an explicit "flat" included) say they are float32 and contiguous only, before anything
+    # runs, instead of quietly running another kernel.
+    x = x32(4, 8).astype(np.float16)
+    if variant == "freq_table":
+        assert ropelab.rope(x, variant=variant).dtype == np.float16
+        return
+    with pytest.raises(RopeInputError, match="float32 and contiguous only"):
+        ropelab.rope(x, variant=variant)
+
+
+def test_float16_with_the_default_variant_runs_on_rope_rows():
+    x = x32(4, 8).astype(np.float16)
+    y = ropelab.rope(x, positions=np.arange(4))
+    assert y.dtype == np.float16
+    np.testing.assert_array_equal(y[0], x[0])  # position 0 does not rotate
+    assert not np.array_equal(y[1:], x[1:])
 
 
 def test_rotary_dim_of_the_wrong_type_is_a_type_error(launches):
@@ -150,7 +172,7 @@ TYPE_CASES = [
     (dict(threads_per_block=256.0), TypeError, "threads_per_block must be an int"),
     (dict(stream="0"), TypeError, "stream must be"),
     (dict(stream=True), TypeError, "stream must be"),
-    (dict(variant=None), TypeError, "variant must be a string"),
+    (dict(variant=3), TypeError, "variant must be a string"),  # None is the default (flat or rope_rows)
     (dict(variant="pair_sincos", chunk=4), TypeError,
      "variant 'pair_sincos' has no option chunk; its options .*pairs_per_thread=4"),
     (dict(variant="flat", cache=True), TypeError, "variant 'flat' takes no options"),

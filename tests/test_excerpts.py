@@ -15,7 +15,7 @@ from ropelab.course import display
 from ropelab.kernels import flat, freq_table
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOK_SOURCES = sorted((ROOT / "notebooks" / "src").glob("[0-9][0-9]_*.py"))
+NOTEBOOK_SOURCES = sorted((ROOT / "scripts" / "notebooks" / "src").glob("[0-9][0-9]_*.py"))
 # course.excerpt(<module or object>, "name") as the notebooks write it.
 ASKED = re.compile(r"excerpt\(\s*[\w.]+\s*,\s*[\"']([\w.-]+)[\"']\s*\)")
 

@@ -89,8 +89,11 @@ def test_the_cycle_finder_finds_a_planted_cycle():
 
 
 # The call path moved to ropelab.ops (issue 18): the old modules are gone, with no shims.
+# h-rope16's rope_rows call path (written on the old layout) moved under ops too: rope_qk is an
+# op of the engine (ops.qk), rope's rope_rows path ops.rows, their checks ops.rows_checks.
 OLD_PATHS = ["ropelab.api", "ropelab.fused", "ropelab.calls", "ropelab.arrays", "ropelab.streams",
-             "ropelab.kernels._launch"]
+             "ropelab.kernels._launch", "ropelab.qk", "ropelab.rows_checks", "ropelab.rows_launch",
+             "ropelab.rows_rope", "ropelab.kernels.fused_qknorm_rope.fused_qknorm_rope"]
 
 
 def _imported_names() -> dict[str, set[str]]:
@@ -129,3 +132,13 @@ def test_the_ops_sit_above_the_kernels_and_problem_holds_data_only():
     ops = {m for m in g if m.startswith("ropelab.ops")}
     assert not any(g[k] & ops for k in kernels), "a kernel module imports the ops layer"
     assert g["ropelab.problem"] <= {"ropelab.reference"}, g["ropelab.problem"]
+
+
+def test_tables_are_data_only_and_the_rows_ops_use_the_one_engine():
+    g = graph()
+    # ropelab.tables builds cos/sin arrays with NumPy: no kernel, no op behind it.
+    assert not {m for m in g["ropelab.tables"] if m.startswith(("ropelab.ops", "ropelab.kernels"))}
+    # rope_qk and rope's rope_rows path launch through the engine (ops.call), not on their own.
+    for op in ("ropelab.ops.qk", "ropelab.ops.rows"):
+        assert "ropelab.ops.call" in g[op], op
+        assert "ropelab.kernels.launch" not in g[op], op

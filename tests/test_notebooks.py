@@ -16,10 +16,11 @@ from ropelab.course import steps as ladder
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
+BUILD_SCRIPT = ROOT / "scripts" / "notebooks" / "build.py"
 
 
 def _load_build():
-    spec = importlib.util.spec_from_file_location("course_build", NOTEBOOKS / "build.py")
+    spec = importlib.util.spec_from_file_location("course_build", BUILD_SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

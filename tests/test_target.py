@@ -35,15 +35,47 @@ def test_forcing_the_simulator():
     assert "forced by ROPELAB_TARGET" in r.stderr
 
 
-def test_notice_is_printed_once_and_can_be_silenced():
+def test_notice_is_one_short_warning_that_can_be_silenced():
     code = "import ropelab, importlib; import ropelab.target; print('ok')"
     r = run(code, ROPELAB_TARGET="simulator")
     assert r.stderr.count("Numba CUDA simulator") == 1
-    # The banner carries the one statement of what simulated numbers are worth.
-    assert ropelab.sim.ARITHMETIC in r.stderr
-    assert "float64" not in r.stderr  # it once claimed "the simulator computes in float64"
+    assert "SimulatorWarning" in r.stderr and len(r.stderr) < 400, r.stderr
+    # The long statement of what simulated numbers are worth is in describe(), not on stderr.
+    assert ropelab.sim.ARITHMETIC not in r.stderr
+    assert ropelab.describe()["simulator"] == ropelab.sim.ARITHMETIC
+    assert "float64" not in ropelab.sim.ARITHMETIC  # it once claimed "the simulator computes in float64"
     r = run(code, ROPELAB_TARGET="simulator", ROPELAB_QUIET="1")
     assert r.stderr == "" and r.stdout.strip() == "ok"
+    # A user's warnings filter, by ropelab's category, silences it too.
+    r = run("import warnings; warnings.filterwarnings('error'); "
+            "warnings.filterwarnings('ignore', category=Warning, module='ropelab'); "
+            "import ropelab; print(ropelab.SimulatorWarning.__mro__[1].__name__)",
+            ROPELAB_TARGET="simulator")
+    assert r.returncode == 0 and r.stderr == "" and r.stdout.strip() == "RopelabWarning", r.stderr
+
+
+def test_import_leaves_numbas_settings_alone():
+    # Only the target switch is set; numba's low-occupancy warning stays the user's to choose.
+    code = ("import os, ropelab; from numba.cuda.core import config; "
+            "print(os.environ.get('NUMBA_CUDA_LOW_OCCUPANCY_WARNINGS'), config.CUDA_LOW_OCCUPANCY_WARNINGS)")
+    r = run(code, ROPELAB_TARGET="simulator", ROPELAB_QUIET="1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["None", "1"]
+
+
+def test_small_grids_quiet_silences_only_the_low_occupancy_warning_inside_its_block():
+    import warnings
+
+    from ropelab.target import small_grids_quiet
+
+    message = "Grid size 1 will likely result in GPU under-utilization due to low occupancy."
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with small_grids_quiet():
+            warnings.warn(message, RuntimeWarning)
+            warnings.warn("something else", RuntimeWarning)
+        warnings.warn(message, RuntimeWarning)
+    assert [str(w.message) for w in seen] == ["something else", message]
 
 
 def test_unknown_target_name_is_a_clear_error():

@@ -349,3 +349,20 @@ def test_public_rope_refuses_a_tensor_that_requires_grad_instead_of_detaching_it
                                   positions=np.arange(2, dtype=np.int32))
     with torch.no_grad(), pytest.raises(TypeError, match="CPU torch tensor"):
         ropelab.rope(x, variant="freq_table")
+
+
+def test_bf16_tensor_through_the_torch_op_gets_16bit_rope_and_its_gradient():
+    # The op's default variant is ropelab's default choice: a 16-bit tensor runs rope_rows, and
+    # the backward (inverse rotation) runs there too.
+    x32 = torch.randn(6, 2, 16)
+    x = x32.to(torch.bfloat16).requires_grad_(True)
+    pos = torch.arange(6, dtype=torch.int32) * 7
+    y = rt.rope(x, positions=pos)
+    assert y.dtype == torch.bfloat16
+    ref = torch.from_numpy(ropelab.reference.rope(x.detach().float().numpy(), pos.numpy()))
+    assert (y.float() - ref).abs().max().item() < 0.05
+    g = torch.randn_like(x32)
+    (y.float() * g).sum().backward()
+    back = torch.from_numpy(ropelab.reference.rope(g.to(torch.bfloat16).float().numpy(),
+                                                   pos.numpy(), inverse=True))
+    assert (x.grad.float() - back).abs().max().item() < 0.05

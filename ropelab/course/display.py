@@ -113,6 +113,8 @@ def excerpt(obj, name: str) -> str:
     path = _file_of(obj)
     regions = markers()
     region = regions.get(name)
+    if region is not None and path.name == "__init__.py" and region.path.parent == path.parent:
+        path = region.path  # a package (kernels.fused_qknorm_rope): its modules hold the regions
     if region is None or region.path != path:
         known = sorted(n for n, r in regions.items() if r.path == path)
         raise MarkerError(f"no region {name!r} in {path.name}; it has: {', '.join(known) or 'none'}")

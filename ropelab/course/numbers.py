@@ -1,7 +1,7 @@
 """Measured numbers for the course's prose, each read from the record it comes from.
 
 A notebook source's Markdown (and the README) never types a measured number.  It writes a
-placeholder, ``{{ fused.neox_16bit_pct }}``, and ``notebooks/build.py`` replaces it with the
+placeholder, ``{{ fused.neox_16bit_pct }}``, and ``scripts/notebooks/build.py`` replaces it with the
 text of the registry entry of that name while building the notebook, noting in the cell's
 metadata which record each number was read from.  When a record changes, the rendered text
 changes with it, and ``tests/test_drift.py`` fails until the notebook is rebuilt: prose cannot

@@ -5,7 +5,7 @@ For every step of every notebook's ladder (:mod:`.steps`):
 * its solution in ``notebooks/solutions/NN_*.py`` (``SOLUTIONS[step_id]``) must pass;
 * each recorded wrong attempt (``WRONG[step_id] = [(fn, fragment), ...]``) must be rejected,
   with a verdict that contains ``fragment``;
-* its starter (``Step.starter``, or the cell of ``notebooks/src/NN_*.py`` that defines the
+* its starter (``Step.starter``, or the cell of ``scripts/notebooks/src/NN_*.py`` that defines the
   step's function) must be graded "not solved yet", as the stored notebook shows it.
 
 A grader that passes a wrong kernel, rejects a right one, or explains a mistake with the wrong
@@ -127,7 +127,7 @@ def verify_step(ex: Step, module, *, grade_fn=_graded) -> list[Outcome]:
     starter = starter_kernel(ex)
     if starter is None:
         out.append(Outcome(ex.id, "starter", False, f"no starter defining {ex.kernel_name} "
-                           f"(Step.starter or a cell of notebooks/src/{ex.notebook}.py)",
+                           f"(Step.starter or a cell of scripts/notebooks/src/{ex.notebook}.py)",
                            "a starter"))
     else:
         verdict = grade_fn(ex, starter)
@@ -161,11 +161,12 @@ def verify_exercise(ex: Step, directory: Path | None = None) -> list[Outcome]:
     return verify_step(step, load_solution(path))
 
 
-def _on_simulator(save_census: bool) -> bool:
+def _on_simulator(save_census: bool, notebooks=None) -> bool:
     """Run ``python -m ropelab exercises --verify`` in a child forced onto the simulator."""
     env = dict(os.environ, ROPELAB_TARGET="simulator", ROPELAB_QUIET="1")
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     cmd = [sys.executable, "-m", "ropelab", "exercises", "--verify"]
+    cmd += [arg for number in notebooks or () for arg in ("--notebook", number)]
     done = subprocess.run(cmd + (["--save-census"] if save_census else []), env=env, check=False,
                           cwd=str(Path(__file__).resolve().parents[2]))
     return done.returncode == 0
@@ -204,15 +205,17 @@ def ladder_outcomes(number: str, ladder_steps: list | None = None) -> list[Outco
     return [Outcome(number, "ladder", ok, got, want) for ok, got, want in rules]
 
 
-def run(*, save_census: bool = False, directory: Path | None = None, stream=None) -> bool:
-    """Verify every exercise, print one line per kernel; True when everything holds."""
+def run(*, save_census: bool = False, directory: Path | None = None, stream=None,
+        notebooks=None) -> bool:
+    """Verify every exercise (of ``notebooks`` only, e.g. ``["01"]``, when given), print one
+    line per kernel; True when everything holds."""
     if not SIMULATED and directory is None and stream is None:
         print("on the simulator (it checks every index; the recorded messages are its own):",
               flush=True)
-        return _on_simulator(save_census)
+        return _on_simulator(save_census, notebooks)
     stream = stream or sys.stdout
     outcomes = []
-    for number in ladder.notebooks():
+    for number in [n for n in ladder.notebooks() if notebooks is None or n in notebooks]:
         for o in ladder_outcomes(number) + verify_notebook(number, directory):
             outcomes.append(o)
             mark = "ok  " if o.ok else "FAIL"

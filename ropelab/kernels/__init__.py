@@ -12,7 +12,7 @@ A new variant is one module plus one line in :data:`REGISTRY` below: the public 
 ``python -m ropelab check``, the bench plan and the census all read :data:`VARIANTS`.
 """
 
-from . import block2d, flat, freq_table, fused_qknorm_rope, pack4, pack4_scalar, pair_sincos
+from . import block2d, flat, freq_table, fused_qknorm_rope, pack4, pack4_scalar, pair_sincos, rope_rows
 from ..errors import RopeInputError
 # ``kernels.launch`` is the function (what callers use); the module of the same name is reached
 # by ``from ropelab.kernels.launch import ...`` or ``importlib.import_module``.
@@ -29,6 +29,10 @@ MODULES = {m.VARIANT.name: m for m in REGISTRY}
 # kept apart so that code looping over VARIANTS never calls it.
 FUSED: dict[str, Variant] = {fused_qknorm_rope.VARIANT.name: fused_qknorm_rope.VARIANT}
 
+# Plain RoPE on rows of heads (16-bit storage, row strides, q and k in one launch), with its own
+# problem type (RowsProblem): also kept out of VARIANTS, whose plans take a RopeProblem.
+ROWS: dict[str, Variant] = {rope_rows.VARIANT.name: rope_rows.VARIANT}
+
 
 def get(name) -> Variant:
     """The variant called ``name``, or a clear error listing the ones that exist."""
@@ -44,4 +48,4 @@ def variants_supporting(features) -> list[str]:
     return [n for n, v in VARIANTS.items() if set(features) <= v.features]
 
 
-__all__ = ["FUSED", "MODULES", "Plan", "VARIANTS", "Variant", "get", "launch", "variants_supporting"]
+__all__ = ["FUSED", "MODULES", "Plan", "ROWS", "VARIANTS", "Variant", "get", "launch", "variants_supporting"]

@@ -19,10 +19,12 @@ import json
 import re
 from pathlib import Path
 
+from .. import resources
+
 SCHEMA = 1
 REQUIRED_META = ("gpu", "compute_capability", "driver", "cuda_driver_api", "numba", "numba_cuda",
                  "numpy", "python", "date")
-DATA_DIR = Path(__file__).resolve().parents[2] / "data"
+DATA_DIR = resources.data_dir()  # a checkout's data/, else the installed package's copy
 
 
 class RecordError(RuntimeError):
@@ -64,7 +66,8 @@ def save(kind: str, rows: list[dict], *, method: str, meta: dict | None = None,
     if replace is not None:
         directory, stem = Path(replace).parent, Path(replace).stem
     else:
-        directory = Path(directory) if directory is not None else DATA_DIR / kind
+        directory = (Path(directory) if directory is not None
+                     else resources.writable_data_dir() / kind)
         # The date and time of the run (not just the day): two runs on one day keep two records.
         stamp = re.sub(r"[^0-9T]", "", meta["date"])[:15]  # 2026-12-01T06:52:10Z -> 20261201T065210
         base = stem = f"{kind}-{_slug(meta['gpu'])}-{stamp}"

@@ -171,11 +171,11 @@ class RawDevice:
 # ---- fast metadata readers (GPU only) ----------------------------------------------------------
 
 def _torch_meta(t):
-    # Contiguity instead of strides: validation demands C-contiguous arrays, whose strides the
-    # shape determines; get_device() is a C call where .device builds an object.
-    # requires_grad is in the key: a call shape validated without it must not replay for a
-    # tensor that needs a gradient (validation refuses that one).
-    return t.data_ptr(), (t.shape, t.is_contiguous(), t.dtype, t.get_device(), t.requires_grad)
+    # Strides, not only contiguity: the rope_rows path takes row-strided tensors (a column
+    # slice of a packed qkv), whose plan depends on the row stride.  get_device() is a C call
+    # where .device builds an object.  requires_grad is in the key: a call shape validated
+    # without it must not replay for a tensor that needs a gradient (validation refuses that).
+    return t.data_ptr(), (t.shape, t.stride(), t.dtype, t.get_device(), t.requires_grad)
 
 
 def _cupy_meta(a):

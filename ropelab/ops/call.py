@@ -182,7 +182,9 @@ class DeviceCall:
     """A validated call shape on device arrays: launch again on new pointers.
 
     ``extents`` are the byte spans of the slots; ``pairs`` the overlap rules ``(written slot,
-    read slot, same_start_ok, message)`` (``same_start_ok``: in place on an identical layout);
+    read slot, same_start_ok, message)`` (``same_start_ok``: in place on an identical layout; or
+    a function ``(written pointer, read pointer) -> bool`` saying when overlapping spans touch
+    no common byte, e.g. q and k as column slices of one qkv, asked only when the spans overlap);
     ``defaults`` pointers for slots the caller left None; ``alloc`` ``(slot, make, ptr_of)`` for
     an output the call allocates when absent; ``result`` the slot returned.
     """
@@ -205,7 +207,7 @@ class DeviceCall:
         for w, r, same_ok, message in checks:
             pw, pr = ptrs[w], ptrs[r]
             if arrays[r] is not None and pw < pr + ext[r] and pr < pw + ext[w] and not (
-                    same_ok and pw == pr):
+                    same_ok(pw, pr) if callable(same_ok) else same_ok and pw == pr):
                 fail(message)
         if self.before is not None:
             self.before(arrays)

@@ -20,6 +20,7 @@ from ..validate import (check_base, check_bool, check_eps, check_frequencies, ch
                         check_rope_rotary_dim, fail)
 from . import call, streams
 from .arrays import ArrayInfo, inspect_array, overlaps
+from .rows_checks import check_cache
 
 
 # ---- validation --------------------------------------------------------------------------------
@@ -101,7 +102,7 @@ def build_problem(qkv_info: ArrayInfo, *, num_heads_q, num_heads_k, num_heads_v,
 def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_weight,
                       positions, eps=1e-6, base=10000.0, rotary_dim=None, interleave=True,
                       yarn=None, fastmath=True, warps_per_block=None, heads_per_warp=None,
-                      cache=False, max_positions=None, stream=None):
+                      cache=False, max_positions=None, stream=None, cos_sin_cache=None):
     """RMSNorm every Q and K head of ``qkv``, then rotate it (RoPE), in place; return ``qkv``.
 
     Parameters
@@ -151,6 +152,11 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
         kept on the device across calls, instead of computing ``sin``/``cos`` of a float32
         angle (whose error grows with the position).  Accurate to float32 rounding at every
         position below ``max_positions``.
+    cos_sin_cache : float32 ``[max_pos, rotary_dim]``, optional
+        Your own cos/sin table (cos half, then sin half: the vLLM / SGLang / FlashInfer layout;
+        see :mod:`ropelab.tables` for FLUX and M-RoPE): ``positions`` index its rows, with the
+        ``cache=True`` position policy.  Excludes ``cache``, ``yarn`` and ``base`` other than
+        the default (the table holds its own frequencies).
     stream : optional
         As for :func:`ropelab.rope`: default PyTorch's / CuPy's current stream for their arrays,
         else stream 0.  No synchronization on device arrays; capturable in a CUDA graph after a
@@ -184,12 +190,30 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
     scalars = call.typed(("fused_qknorm_rope", num_heads_q, num_heads_k, num_heads_v, head_dim,
                           eps, base, rotary_dim, interleave, yarn, fastmath, warps_per_block,
                           heads_per_warp, cache, max_positions))
-    result, key = call.fast(scalars, (qkv, q_weight, k_weight, positions), stream)
+    arrays = (qkv, q_weight, k_weight, positions)
+    if cos_sin_cache is not None:  # a fifth kernel array only when given
+        arrays += (cos_sin_cache,)
+    result, key = call.fast(scalars, arrays, stream)
     if result is not call.MISS:
         return result
     return _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight,
                       k_weight, positions, eps, base, rotary_dim, interleave, yarn, fastmath,
-                      warps_per_block, heads_per_warp, cache, max_positions, stream)
+                      warps_per_block, heads_per_warp, cache, max_positions, stream,
+                      cos_sin_cache)
+
+
+def _check_user_cache(cos_sin_cache, problem: FusedProblem, qkv_info: ArrayInfo, cache, yarn,
+                      base) -> ArrayInfo | None:
+    """The ``cos_sin_cache`` argument's info (checked), or None."""
+    if cos_sin_cache is None:
+        return None
+    if cache is not False or yarn is not None or base != 10000.0:
+        fail("cos_sin_cache holds its own cos and sin: it excludes cache=True, yarn and base")
+    info = inspect_array(cos_sin_cache, "cos_sin_cache")
+    check_cache(info, problem.rotary_dim, qkv_info.on_device)
+    if info.on_device and overlaps(info, qkv_info):
+        fail("cos_sin_cache overlaps qkv; the kernel writes qkv while it reads the cache")
+    return info
 
 
 def caller_sizes(problem: FusedProblem) -> tuple:
@@ -203,7 +227,7 @@ def caller_sizes(problem: FusedProblem) -> tuple:
 
 def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_weight,
                positions, eps, base, rotary_dim, interleave, yarn, fastmath, warps_per_block,
-               heads_per_warp, cache, max_positions, stream):
+               heads_per_warp, cache, max_positions, stream, cos_sin_cache=None):
     fastmath = check_bool("fastmath", fastmath)
     handle = streams.resolve(stream) if stream is not None else None
     qkv_info = inspect_array(qkv, "qkv")
@@ -233,6 +257,10 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
     if cache is not False or max_positions is not None:
         options.update(cache=cache, max_positions=max_positions)
         _kernel.cache_options(problem, options)  # checked even when there are no tokens
+    cache_info = _check_user_cache(cos_sin_cache, problem, qkv_info, cache, yarn, base)
+    if cache_info is not None:
+        options["user_cache_rows"] = cache_info.shape[0]
+        infos["cos_sin_cache"] = cache_info
     if problem.tokens == 0:
         return qkv
     # Vector accesses need qkv and both weights on 16-byte boundaries (host arrays are copied
@@ -247,6 +275,8 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
              call.Slot("q_weight", q_weight, infos["q_weight"]),
              call.Slot("k_weight", k_weight, infos["k_weight"]),
              call.Slot("positions", positions, infos["positions"], host_dtype=np.int32)]
+    if cache_info is not None:  # the kernel's fifth array
+        slots.append(call.Slot("cos_sin_cache", cos_sin_cache, cache_info, host_dtype=np.float32))
     if not qkv_info.on_device:  # NumPy in: copy in, launch, copy the Q and K columns back
         views = call.launch_slots(plan, slots)
         qk = (problem.heads_q + problem.heads_k) * problem.head_dim
@@ -257,8 +287,9 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
         call.launch_slots(plan, slots)
         return qkv
     names = [s.name for s in slots]
+    sizes = caller_sizes(problem) + (((cache_info.size, 4),) if cache_info is not None else ())
     return call.launch_device(
-        key, plan, slots, caller_sizes(problem), handle=handle,
+        key, plan, slots, sizes, handle=handle,
         extents=[qkv_info.nbytes] + [infos[n].nbytes for n in names[1:]],
         pairs=[(0, i, False, f"{n} overlaps qkv; the kernel writes qkv while it reads {n}")
                for i, n in enumerate(names) if i],

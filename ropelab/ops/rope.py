@@ -17,8 +17,9 @@ from ..target import SIMULATED
 from ..validate import (check_base, check_bool, check_frequencies, check_int, check_options,
                         check_position_values, check_positions_array, check_rotary_dim,
                         fail)
-from . import call, streams
+from . import call, rows, streams
 from .arrays import ArrayInfo, inspect_array, overlaps, same_memory
+from .rows_checks import wants_rows
 
 
 # ---- the checks only plain RoPE makes --------------------------------------------------------------
@@ -90,7 +91,7 @@ def build_problem(x_info, *, rotary_dim=None, interleave=True, inverse=False, ba
 def rope(
     x,
     *,
-    variant: str = "flat",
+    variant: str | None = None,
     positions=None,
     base: float = 10000.0,
     rotary_dim: int | None = None,
@@ -102,19 +103,29 @@ def rope(
     threads_per_block: int | None = None,
     stream=None,
     check_positions: bool = False,
+    cos_sin_cache=None,
     **variant_options,
 ):
     """Apply rotary position embedding to ``x`` with one of ropelab's kernels.
 
     Parameters
     ----------
-    x : float32 array, ``[tokens, hidden]`` or ``[tokens, heads, head_dim]``, C-contiguous
+    x : array, ``[tokens, hidden]`` or ``[tokens, heads, head_dim]``
+        float32 and C-contiguous for the course's variants.  float16 / bfloat16 (a
+        ``torch.bfloat16`` tensor or ``uint16`` bit patterns; math in float32) or row-strided
+        (rows further apart than their width, e.g. a column slice of a packed qkv; the last
+        dimension contiguous) runs on the ``rope_rows`` kernel (see ``variant``).
         ``tokens`` may be 0 (nothing runs; an empty result comes back).
         A NumPy array (copied to the GPU and back), or a device array: a PyTorch CUDA tensor, a
         CuPy array, a numba device array, or anything with ``__cuda_array_interface__`` (used
         where it lies, no host round trip).  A 2-D ``x`` is one head of ``head_dim = hidden``.
-    variant : str
-        Kernel to run; see ``ropelab.kernels.VARIANTS``.
+    variant : str, optional
+        Kernel to run; see ``ropelab.kernels.VARIANTS``.  Default: ``"flat"`` for float32
+        contiguous ``x``; for 16-bit or row-strided ``x``, or with ``cos_sin_cache``, the
+        ``rope_rows`` kernel (``ropelab.kernels.ROWS``).  ``"freq_table"`` and ``"rope_rows"``
+        also route such calls to ``rope_rows`` (its ``cache=True, max_positions=N`` mode is
+        freq_table's); every other variant is float32 and contiguous only and refuses them
+        with a RopeInputError rather than quietly running another kernel.
     positions : int array ``[tokens]``, optional
         Position of each token (default ``0 .. tokens-1``, kept on the device between calls).
         The position policy, the same for every ropelab op (see
@@ -154,6 +165,10 @@ def rope(
         the kernel and uploads its tables).
     check_positions : bool
         Read device positions on the host and check them before launching (synchronizes).
+    cos_sin_cache : float32 ``[max_pos, rotary_dim]``, optional
+        Your own cos/sin table, cos half then sin half (the vLLM / SGLang / FlashInfer layout;
+        :mod:`ropelab.tables` builds FLUX and M-RoPE tables): ``positions`` index its rows,
+        which bound them.  Excludes ``scaling``.  Runs on the ``rope_rows`` kernel.
     **variant_options
         Keyword options of the chosen variant, e.g. ``freq_table``'s ``cache=True,
         max_positions=N`` or ``reduce_angle=True``, ``pair_sincos``'s ``pairs_per_thread=4``.
@@ -195,24 +210,35 @@ def rope(
                           fastmath, threads_per_block, check_positions))
     if variant_options:
         scalars += tuple((k, v, type(v)) for k, v in variant_options.items())
-    result, key = call.fast(scalars, (x, out, positions), stream)
+    arrays = (x, out, positions) if cos_sin_cache is None else (x, out, positions, cos_sin_cache)
+    result, key = call.fast(scalars, arrays, stream)
     if result is not call.MISS:
         return result
     return _validated(x, variant, positions, base, rotary_dim, interleave, inverse, scaling, out,
-                      fastmath, threads_per_block, stream, check_positions, variant_options, key)
+                      fastmath, threads_per_block, stream, check_positions, variant_options, key,
+                      cos_sin_cache)
 
 
 def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, scaling, out,
-               fastmath, threads_per_block, stream, check_positions, variant_options, key):
+               fastmath, threads_per_block, stream, check_positions, variant_options, key,
+               cos_sin_cache=None):
     """Check everything, then hand the call to the engine (which remembers it under ``key``)."""
-    v = kernels.get(variant)
+    if variant is not None and variant != "rope_rows":
+        kernels.get(variant)  # a wrong type or an unknown name, before anything else
+    x_info = inspect_array(x, "x")
+    if cos_sin_cache is not None or variant == "rope_rows" or wants_rows(x_info):
+        return rows.rope_rows_call(
+            x, x_info, variant=variant, positions=positions, base=base, rotary_dim=rotary_dim,
+            interleave=interleave, inverse=inverse, scaling=scaling, out=out, fastmath=fastmath,
+            threads_per_block=threads_per_block, stream=stream, check_positions=check_positions,
+            cos_sin_cache=cos_sin_cache, options=variant_options, key=key)
+    v = kernels.get("flat" if variant is None else variant)
     interleave = check_bool("interleave", interleave)
     inverse = check_bool("inverse", inverse)
     fastmath = check_bool("fastmath", fastmath)
     check_positions = check_bool("check_positions", check_positions)
     threads = None if threads_per_block is None else check_threads(threads_per_block)
     handle = streams.resolve(stream) if stream is not None else None
-    x_info = inspect_array(x, "x")
     problem = build_problem(x_info, rotary_dim=rotary_dim, interleave=interleave, inverse=inverse,
                             base=base, scaling=scaling)
     require_features(v.name, v.features, problem, kernels.variants_supporting)

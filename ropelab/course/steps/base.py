@@ -41,17 +41,17 @@ from __future__ import annotations
 import ast
 import textwrap
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Callable
 
+from ... import resources
 from .. import kernel_census
 from ..grading import Case, Gate
 
 __all__ = ["Case", "Gate", "Forbid", "Step", "KINDS", "NOTEBOOK_SOURCES", "SOLUTIONS"]
 
 KINDS = ("kernel", "launch")
-NOTEBOOK_SOURCES = Path(__file__).resolve().parents[3] / "notebooks" / "src"
-SOLUTIONS = NOTEBOOK_SOURCES.parent / "solutions"
+NOTEBOOK_SOURCES = resources.notebook_sources()  # a checkout's scripts/notebooks/src, else the package's copy
+SOLUTIONS = resources.solutions_dir()
 
 # Python operators a Forbid rule can name, by the text a learner writes.
 _OPERATORS = {"%": ast.Mod, "//": ast.FloorDiv, "/": ast.Div, "**": ast.Pow}

@@ -9,6 +9,7 @@ import numpy as np
 from numba import cuda
 
 from .. import baselines as bl
+from .. import bench_rows
 from ... import check as ropelab_check
 from ..entry import Entry
 from ...target import SIMULATED
@@ -261,6 +262,7 @@ def _copy_entry() -> Entry:
 def plan(variants=None, baselines: bool = True, precise: bool = False) -> list[Entry]:
     """Everything to time, in run order (most important first)."""
     entries = [_copy_entry()] + _variant_entries(variants, precise) + _fused_entries(variants)
+    entries += bench_rows.entries(variants)
     if baselines:
         entries += bl.entries()
     return sorted(entries, key=lambda e: e.group)  # stable: keeps the order inside a group

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import baselines as bl
+from .. import bench_rows
 from .stats import host_fields
 from ...shapes import PRODUCTION_SHAPES, ROPE_SHAPES, qk_bytes, rope_bytes
 
@@ -69,9 +70,10 @@ def plain_shape(tokens: int, hidden: int) -> Shape:
 def shapes_for(groups) -> list[Shape]:
     """Shapes of the named groups: 'seed', 'big', 'production' (or 'all')."""
     groups = {"seed", "big", "production"} if "all" in groups else set(groups)
-    unknown = groups - {"seed", "big", "production"}
+    unknown = groups - {"seed", "big", "production", "rows"}
     if unknown:
-        raise ValueError(f"unknown shape group(s) {sorted(unknown)}; use seed, big, production, all")
+        raise ValueError(f"unknown shape group(s) {sorted(unknown)}; use seed, big, production, "
+                         f"rows, all")
     out = []
     if "seed" in groups:
         out += [plain_shape(t, h) for t, h in SEED_SHAPES]
@@ -81,6 +83,9 @@ def shapes_for(groups) -> list[Shape]:
         out += [Shape(p.name, p.tokens, heads_q=p.heads_q, heads_k=p.heads_k, head_dim=p.head_dim,
                       dtype=dt, heads_v=p.heads_v, rotary_dim=p.rotary_dim)
                 for p in PRODUCTION_SHAPES.values() for dt in FUSED_DTYPES]
+    if "rows" in groups:  # plain RoPE as models call it (measure/bench_rows.py)
+        out += [Shape(label, t, heads_q=hq, heads_k=hk, head_dim=hd, dtype=dt, heads_v=hv)
+                for label, t, hq, hk, hd, dt, hv in bench_rows.SHAPES]
     return out
 
 

@@ -37,9 +37,11 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
+from ... import resources
+
 CC = (9, 0)  # the H200
 PACKAGE_DIR = Path(__file__).resolve().parents[2]  # ropelab/
-DATA_DIR = PACKAGE_DIR.parent / "data" / "census"
+DATA_DIR = resources.data_dir() / "census"  # a checkout's data/census, else the package's copy
 _DISTRIBUTIONS = ("numba", "numba-cuda", "llvmlite", "nvidia-nvvm", "cuda-bindings",
                   "nvidia-cuda-nvdisasm")
 

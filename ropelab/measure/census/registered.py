@@ -29,7 +29,8 @@ def _registries():
     """(registry name, {name: Variant}) for every kernel registry."""
     from ... import kernels
 
-    return [("VARIANTS", dict(kernels.VARIANTS)), ("FUSED", dict(kernels.FUSED))]
+    return [("VARIANTS", dict(kernels.VARIANTS)), ("FUSED", dict(kernels.FUSED)),
+            ("ROWS", dict(kernels.ROWS))]  # plain RoPE on rows (16-bit, strides, q+k)
 
 
 def targets() -> list[dict]:

@@ -1,6 +1,6 @@
 """Build the course notebooks from their sources and store fresh outputs.
 
-Each notebook is written as a plain Python file in ``notebooks/src/`` in jupytext's *percent*
+Each notebook is written as a plain Python file in ``scripts/notebooks/src/`` in jupytext's *percent*
 format (``# %%`` starts a code cell, ``# %% [markdown]`` a Markdown cell whose lines start with
 ``# ``; https://jupytext.readthedocs.io/en/latest/formats-scripts.html).  This script reads each
 source with jupytext, turns it into ``notebooks/<name>.ipynb``, runs it top to bottom on the
@@ -8,9 +8,9 @@ Numba CUDA simulator (``ROPELAB_TARGET=simulator``), and saves it with its outpu
 ``pytest --nbval`` then checks.  Run it after changing a source, a kernel whose source a
 notebook prints, or the recorded data under ``data/``:
 
-    python notebooks/build.py              # every notebook
-    python notebooks/build.py 01 03        # only those whose name starts with 01 or 03
-    python notebooks/build.py --no-execute # write the cells, keep no outputs (quick look)
+    python scripts/notebooks/build.py              # every notebook
+    python scripts/notebooks/build.py 01 03        # only those whose name starts with 01 or 03
+    python scripts/notebooks/build.py --no-execute # write the cells, keep no outputs (quick look)
 
 Executing needs ``nbclient`` (installed with JupyterLab, the ``course`` extra).  The script
 refuses a source that jupytext would not write back unchanged (so the ``.py`` file stays the
@@ -35,7 +35,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SRC = HERE / "src"
+SRC = HERE / "src"  # the sources live here, out of the learners' view of notebooks/
+REPO = HERE.parents[1]
+NOTEBOOKS = REPO / "notebooks"  # where the built lessons go (and where their kernels run)
 FORMAT = "py:percent"
 # Output text that would tie a stored notebook to one machine.
 MACHINE_PATH = re.compile(r"(?<![\w.])(/root|/home|/tmp|/work|/Users|/private/var|[A-Z]:\\)")
@@ -91,7 +93,7 @@ def sources() -> list[Path]:
 
 
 def notebook_path(src: Path) -> Path:
-    return HERE / (src.stem + ".ipynb")
+    return NOTEBOOKS / (src.stem + ".ipynb")
 
 
 def make_notebook(src: Path):
@@ -158,12 +160,12 @@ def execute(nb, timeout: int = 600):
 
     env_before = dict(os.environ)
     # The kernel imports ropelab from this checkout, even where another copy is installed.
-    path = os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")]))
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     os.environ.update(ROPELAB_TARGET="simulator", ROPELAB_QUIET="1", PYTHONPATH=path,
                       MPLBACKEND="module://matplotlib_inline.backend_inline")
     try:
         client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                                resources={"metadata": {"path": str(HERE)}})
+                                resources={"metadata": {"path": str(NOTEBOOKS)}})
         client.execute()
     finally:
         os.environ.clear()

@@ -1,0 +1,176 @@
+"""Checks of the rope_rows path (``ropelab.rope_qk`` and 16-bit / strided / cached
+``ropelab.rope``): what an array is as rows of heads, the cos/sin cache, the frequencies and the
+kernel options.  Plain functions of :class:`~ropelab.ops.arrays.ArrayInfo` and scalars;
+nothing here touches data or launches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import scaling as _scaling
+from ..kernels import rope_rows as _kernel
+from ..validate import check_base, check_bool, check_int, fail
+from .arrays import ArrayInfo
+
+# The ``variant=`` values of ``ropelab.rope`` that may run on rope_rows (None: the default).
+# The other variants are float32 and contiguous only: they refuse 16-bit or strided x rather
+# than quietly running another kernel.
+ROWS_VARIANTS = (None, "freq_table", "rope_rows")
+
+
+def storage_of(info: ArrayInfo, name: str) -> str:
+    """float32, float16 or bfloat16 (uint16 bits or a torch.bfloat16 tensor), else TypeError."""
+    if info.storage == "bfloat16" or info.dtype == np.uint16:
+        return "bfloat16"
+    if info.dtype == np.float16:
+        return "float16"
+    if info.dtype == np.float32:
+        return "float32"
+    raise TypeError(f"{name} must be float32, float16, or bfloat16 (a torch.bfloat16 tensor or "
+                    f"uint16 bit patterns); got {info.dtype}")
+
+
+def rows_of(info: ArrayInfo, name: str, head_dim: int | None) -> tuple[int, int, int, int]:
+    """(tokens, heads, head_dim, row stride in elements) of a valid rows-of-heads array.
+
+    ``head_dim=None``: a 2-D array is one head per token (``head_dim`` = its width).
+    """
+    item = info.dtype.itemsize
+    if len(info.shape) == 2:
+        tokens, width = info.shape
+        head_dim = width if head_dim is None else head_dim
+        if width % head_dim:
+            fail(f"{name} rows have {width} elements, not a multiple of head_dim {head_dim}")
+        heads = width // head_dim
+        if width > 1 and info.strides[1] != item:
+            fail(f"{name}'s last dimension must be contiguous (stride {item} bytes), got "
+                 f"{info.strides[1]}; pass a contiguous copy")
+    elif len(info.shape) == 3:
+        tokens, heads, hd = info.shape
+        if head_dim is not None and hd != head_dim:
+            fail(f"{name} has head_dim {hd}, expected {head_dim}")
+        head_dim = hd
+        width = heads * head_dim
+        if head_dim > 1 and info.strides[2] != item:
+            fail(f"{name}'s last dimension must be contiguous (stride {item} bytes), got "
+                 f"{info.strides[2]}")
+        if heads > 1 and info.strides[1] != head_dim * item:
+            fail(f"{name}'s heads must be back to back inside a row (head stride "
+                 f"{head_dim * item} bytes), got {info.strides[1]}")
+    else:
+        fail(f"{name} must be [tokens, heads * head_dim] or [tokens, heads, head_dim], got shape "
+             f"{info.shape}")
+    if head_dim == 0 or head_dim % 2:
+        fail(f"head_dim must be a positive even number to form pairs, got {head_dim}")
+    row = width if tokens <= 1 else info.strides[0]
+    if tokens > 1:
+        if row % item or row < width * item:
+            fail(f"{name}'s row stride ({row} bytes) must be a whole number of elements and at "
+                 f"least the row's width ({width * item} bytes): rows must not overlap")
+        row //= item
+    span = (tokens - 1) * row + width if tokens else 0
+    if span > _kernel.MAX_ELEMENTS:
+        fail(f"{name} spans {span} elements; the kernel's 32-bit indexing allows "
+             f"{_kernel.MAX_ELEMENTS}")
+    return tokens, heads, head_dim, row
+
+
+def span_elements(tokens: int, heads: int, head_dim: int, row: int) -> int:
+    return (tokens - 1) * row + heads * head_dim if tokens else 0
+
+
+def spans_overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def byte_span(info: ArrayInfo, elements: int) -> tuple[int, int]:
+    return info.ptr, info.ptr + elements * info.dtype.itemsize
+
+
+def check_cache(info: ArrayInfo, rotary_dim: int, x_on_device: bool) -> int:
+    """The number of rows of a valid ``cos_sin_cache``."""
+    if info.dtype != np.float32:
+        raise TypeError(f"cos_sin_cache must be float32, got {info.dtype}")
+    if len(info.shape) != 2 or info.shape[1] != rotary_dim:
+        fail(f"cos_sin_cache must be [max_pos, rotary_dim] = [max_pos, {rotary_dim}] (cos half, "
+             f"then sin half), got shape {info.shape}")
+    if info.shape[0] == 0:
+        fail("cos_sin_cache has no rows")
+    if not info.c_contiguous:
+        fail("cos_sin_cache must be C-contiguous")
+    if info.size > _kernel.MAX_ELEMENTS:  # the kernels index it with 32-bit arithmetic
+        fail(f"cos_sin_cache has {info.size} entries; at most {_kernel.MAX_ELEMENTS} fit the "
+             f"kernels' 32-bit indexing")
+    if info.on_device != x_on_device:
+        fail("cos_sin_cache must live where the data does (both NumPy, or both on the device)")
+    return info.shape[0]
+
+
+def frequencies(rotary_dim: int, base, scaling, cos_sin_cache) -> tuple[np.ndarray, float]:
+    """(float64 inverse frequencies, attention factor); a cache carries its own."""
+    base = check_base(base)
+    if cos_sin_cache is not None:
+        if scaling is not None:
+            fail("scaling and cos_sin_cache exclude each other: the cache already holds the "
+                 "scaled cos and sin")
+        return np.zeros(rotary_dim // 2), 1.0
+    if scaling is None:
+        return 1.0 / base ** (np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim), 1.0
+    return _scaling.resolve(scaling, rotary_dim=rotary_dim, base=base)
+
+
+def options_of(heads_per_thread, run, cache, max_positions, cos_sin_cache_rows) -> dict:
+    """The kernel options, each checked once."""
+    options = {"heads_per_thread": heads_per_thread, "run": run}
+    cache = check_bool("cache", cache)
+    if cache or max_positions is not None:
+        if cos_sin_cache_rows is not None:
+            fail("cache=True builds a cos/sin cache; with cos_sin_cache= you pass your own")
+        if not cache:
+            fail("max_positions is the length of the cos/sin cache; pass cache=True with it")
+        if max_positions is None:
+            fail("cache=True needs max_positions=N, the number of positions (0 .. N-1) to tabulate")
+        options.update(cache=True,
+                       max_positions=check_int("max_positions", max_positions, minimum=1))
+    if cos_sin_cache_rows is not None:
+        options["user_cache_rows"] = cos_sin_cache_rows
+    return options
+
+
+def columns_disjoint(a_ptr: int, a_row: int, a_width: int, b_ptr: int, b_row: int,
+                     b_width: int) -> bool:
+    """Whether two arrays of rows (byte addresses, row strides and widths in bytes) whose spans
+    interleave touch no common byte: q and k as column slices of one qkv.  They must share the
+    row stride, and b's columns, taken relative to a's row start, must fall in the gap after
+    a's columns."""
+    if a_row != b_row:
+        return False
+    offset = (b_ptr - a_ptr) % a_row
+    return offset >= a_width and offset + b_width <= a_row
+
+
+def rows_aligned(info: ArrayInfo, row: int) -> bool:
+    """Vector accesses are legal: the rows start on 16-byte boundaries (host arrays are copied
+    to fresh, aligned device buffers, so only their row stride counts)."""
+    start = info.ptr % 16 == 0 or not info.on_device
+    return start and (row * info.dtype.itemsize) % 16 == 0
+
+
+def check_positions_info(info: ArrayInfo, tokens: int) -> None:
+    if info.shape != (tokens,):
+        fail(f"positions must have shape ({tokens},) (one per token), got {info.shape}")
+    if info.dtype.kind not in "iu":
+        raise TypeError(f"positions must be integers (int32), got {info.dtype}")
+    if info.on_device and info.dtype != np.int32:
+        raise TypeError(f"device positions must be int32, got {info.dtype}")
+    if info.on_device and tokens and not info.c_contiguous:
+        fail("positions must be contiguous")
+
+
+def wants_rows(x_info: ArrayInfo) -> bool:
+    """Whether ``ropelab.rope`` must take this path: 16-bit storage or a non-contiguous x."""
+    if x_info.size == 0:
+        return False  # the course's path reports an empty x
+    return (x_info.storage == "bfloat16" or x_info.dtype in (np.float16, np.uint16)
+            or not x_info.c_contiguous)
