@@ -2,9 +2,13 @@
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import zlib
+from pathlib import Path
 
 os.environ.setdefault("ROPELAB_QUIET", "1")
 
@@ -43,41 +47,52 @@ def launches(monkeypatch):
     return calls
 
 
-# The second compile of the census runs in its own interpreter, next to the first: the two are
-# independent (different processes, different cache directories) and, on two cores, together
-# take the wall time of one.
-_SECOND_CENSUS = (
+# The determinism check compiles the census once, fresh, in its own interpreter with an empty
+# cache, and compares it with the stored one.  The compile starts as soon as the tests are
+# collected and runs on the second core while the simulator tests keep the first busy; the
+# fixture that needs it waits for it.
+_FRESH_CENSUS = (
     "import json, sys\n"
     "from ropelab.measure import census as ptx\n"
     "json.dump(ptx.census(use_cache=False), sys.stdout)\n"
 )
+_fresh = {}
+
+
+def pytest_collection_finish(session):
+    if any("fresh_census" in getattr(item, "fixturenames", ()) for item in session.items):
+        cache_dir = Path(tempfile.mkdtemp(prefix="ropelab-census-cache-"))
+        env = dict(os.environ, ROPELAB_CACHE=str(cache_dir), ROPELAB_QUIET="1")
+        _fresh["cache_dir"] = cache_dir
+        _fresh["proc"] = subprocess.Popen([sys.executable, "-c", _FRESH_CENSUS],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True, env=env, start_new_session=True)
+
+
+def pytest_unconfigure(config):
+    proc = _fresh.get("proc")
+    if proc is not None and proc.poll() is None:  # a run stopped early (-x): do not leave it
+        os.killpg(proc.pid, signal.SIGKILL)  # its own group: the compiling child goes too
+        proc.wait()
+    if "cache_dir" in _fresh:
+        shutil.rmtree(_fresh["cache_dir"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
-def census_pair(tmp_path_factory):
-    """Two fresh compiles of the PTX census (``census(use_cache=False)``), shared by the session.
-
-    ``first`` is compiled in this process and, as ``census()`` always does, written to the user
-    cache (``$ROPELAB_CACHE`` or ``~/.cache/ropelab``), so later ``census()`` calls (the ledger,
-    the notebooks) are served from it.  ``second`` is compiled at the same time in a fresh
-    interpreter whose ``ROPELAB_CACHE`` is the empty directory ``cache_dir``; the determinism test
-    compares the two and checks what the second wrote there.
-    """
+def census_doc():
+    """The census of the registered kernels as every reader gets it: ``ptx.census()``, served
+    from data/census/census.json when its key is current (else compiled once, into the user
+    cache)."""
     from ropelab.measure import census as ptx
 
-    cache_dir = tmp_path_factory.mktemp("census-cache")
-    env = dict(os.environ, ROPELAB_CACHE=str(cache_dir), ROPELAB_QUIET="1")
-    proc = subprocess.Popen([sys.executable, "-c", _SECOND_CENSUS], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
-    try:
-        first = ptx.census(use_cache=False)
-    finally:
-        out, err = proc.communicate(timeout=900)
-    assert proc.returncode == 0, err[-2000:]
-    return {"first": first, "second": json.loads(out), "cache_dir": cache_dir}
+    return ptx.census()
 
 
 @pytest.fixture(scope="session")
-def fresh_census(census_pair):
-    """A census compiled in this session (not read from a cache file)."""
-    return census_pair["first"]
+def fresh_census():
+    """``{"doc", "cache_dir"}``: one fresh compile of the census (``census(use_cache=False)``) in
+    a fresh interpreter whose ``ROPELAB_CACHE`` was the empty ``cache_dir``."""
+    proc = _fresh["proc"]
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err[-2000:]
+    return {"doc": json.loads(out), "cache_dir": _fresh["cache_dir"]}

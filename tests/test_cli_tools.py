@@ -16,13 +16,11 @@ def cli(*args, env=None):
                           env=env, timeout=300)
 
 
-def test_census_prints_the_table_and_json(tmp_path, census_pair):
-    # The cache holds this session's fresh compile of the same key (conftest.census_pair), as the
-    # committed data/census/census.json does whenever it is current: the CLI is served from it
-    # instead of compiling every kernel a third time.  The compiles themselves are checked in
-    # test_ptx (census_pair's two, one in a fresh interpreter with an empty cache).
-    (seeded,) = census_pair["cache_dir"].glob("census-*.json")
-    (tmp_path / seeded.name).write_bytes(seeded.read_bytes())
+def test_census_prints_the_table_and_json(tmp_path, census_doc):
+    # The user cache holds the session's census (conftest.census_doc), as the committed
+    # data/census/census.json does whenever it is current: the CLI is served from it instead of
+    # compiling every kernel again.  The compile itself is checked in test_ptx.
+    (tmp_path / f"census-{census_doc['key']}.json").write_text(json.dumps(census_doc))
     env = {"ROPELAB_CACHE": str(tmp_path)}
     r = cli("census", env=env)
     assert r.returncode == 0, r.stderr

@@ -6,10 +6,6 @@ shuffles of ropelab.sim.warp, so shapes stay tiny: 3-5 tokens, 1-3 heads of each
 multiple of the warps per block are what exercises the tail.  Budget: about 40 s on 2 cores.
 """
 
-import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -505,35 +501,23 @@ def test_bf16_inputs_are_exact_bfloat16():
     np.testing.assert_array_equal(bf16.from_float32(bf16.to_float32(qkv)), qkv)
 
 
-_PTX_PROBE = """
-import json
-from numba import cuda
-from ropelab.kernels import fused_qknorm_rope as m
-from ropelab.measure.census import CensusError, count_ptx, count_sass, ptx_to_sass
-for plan in m.census_plans():
-    ptx = cuda.compile_ptx(plan.kernel, plan.argtypes(), cc=(9, 0), fastmath=True)[0]
-    row = count_ptx(ptx)
-    row.update(kernel=plan.kernel.__qualname__, bfly=ptx.count("shfl.sync.bfly.b32"),
-               idx=ptx.count("shfl.sync.idx.b32"), cvt_bf16x2=ptx.count("cvt.rn.bf16x2.f32"))
-    try:  # SASS needs nvdisasm (the test and sass extras)
-        row["sass"] = count_sass(ptx_to_sass(ptx))["sass_instructions"]
-    except CensusError:
-        row["sass"] = None
-    print(json.dumps(row))
-"""
-
-
 @pytest.fixture(scope="module")
-def fused_census():
-    """PTX counts of the census kernels, compiled for the H200 (cc 9.0) in a driver-less child."""
-    if not ropelab.SIMULATED:
-        pytest.skip("the GPU census covers this with a driver")
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", ROPELAB_TARGET="gpu", ROPELAB_QUIET="1")
-    res = subprocess.run([sys.executable, "-c", _PTX_PROBE], env=env, capture_output=True,
-                         text=True, timeout=600, cwd=os.path.dirname(os.path.dirname(ropelab.__file__)))
-    assert res.returncode == 0, res.stderr[-2000:]
-    rows = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
-    return {r["kernel"]: r for r in rows}
+def fused_census(census_doc):
+    """PTX counts of the fused census kernels (cc 9.0, shipped fast-math builds) from the census
+    engine (the committed census when current), with SASS instruction counts where nvdisasm is
+    installed (the test and sass extras)."""
+    from ropelab.measure import census as ptx
+
+    rows = {r["kernel"]: dict(r) for r in census_doc["rows"]
+            if r["registry"] == "FUSED" and r["fastmath"]}
+    sass = ptx.census(sass=True) if ptx.find_nvdisasm() else None
+    for row in rows.values():
+        row["sass"] = None if sass is None else ptx.row(sass, row["variant"], True,
+                                                        row["kernel"])["sass_instructions"]
+        row["bfly"] = row["shfl_ops"].get("bfly", 0)
+        row["idx"] = row["shfl_ops"].get("idx", 0)
+        row["cvt_bf16x2"] = row["cvt_packed"].get("bf16x2", 0)
+    return rows
 
 
 def test_census_compiles_every_mapping(fused_census):

@@ -134,6 +134,18 @@ def test_the_ops_sit_above_the_kernels_and_problem_holds_data_only():
     assert g["ropelab.problem"] <= {"ropelab.reference"}, g["ropelab.problem"]
 
 
+def test_models_sit_on_top_and_import_ropelab_does_not_reach_them():
+    """ropelab.models imports torch and transformers; nothing else in the package imports it
+    (the course's notebook 09 reaches it directly), so ``import ropelab`` stays free of both."""
+    names = _imported_names()
+    users = {n for n, seen in names.items() if not n.startswith("ropelab.models")
+             and any(s == "ropelab.models" or s.startswith("ropelab.models.") for s in seen)}
+    assert users == set()
+    heavy = {"torch", "transformers", "diffusers"}
+    top_level = {n for n, seen in names.items() if n == "ropelab.models" and seen & heavy}
+    assert top_level == set(), "ropelab/models/__init__.py must not import torch or transformers"
+
+
 def test_tables_are_data_only_and_the_rows_ops_use_the_one_engine():
     g = graph()
     # ropelab.tables builds cos/sin arrays with NumPy: no kernel, no op behind it.

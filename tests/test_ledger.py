@@ -14,9 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def items(fresh_census):
-    # claims() reads ptx.census(): the session's fresh compile put it in the user cache, so
-    # this does not compile the same kernels a second time when data/census is stale.
+def items(census_doc):
+    # claims() reads ptx.census(): the session's census_doc is in the user cache even when
+    # data/census is stale, so this does not compile the same kernels a second time.
     return ledger.claims()
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from ropelab import kernels
 from ropelab.measure import records
-from ropelab.measure import cases, profile, store
+from ropelab.measure import cases, profile
 
 FLAT = ("_ZN7ropelab7kernels4flat9rope_flatB2v1B116cw51cXTLSUwv1sDUaKthqaNgoKmjgEhasCBDCg1bcEAD"
         "E5ArrayIfLi1E1C7mutable7alignedE5ArrayIfLi1E1C7mutable7alignedEyxf")
@@ -239,7 +239,7 @@ def test_profile_group_runs_ncu_and_matches_every_case(tmp_path, mode, config):
 
 def test_record_profile_saves_each_group_and_reports_a_failed_one(tmp_path, monkeypatch):
     monkeypatch.setattr(records, "metadata", _gpu_meta)
-    monkeypatch.setattr(profile, "census_widths", lambda: ({}, {"ptx": "k"}))
+    monkeypatch.setattr(profile.ncu, "census_widths", lambda: ({}, {"ptx": "k"}))  # as record_profile sees it
     logs = []
     path = profile.record_profile(["controls", "fused"], ncu=_fake_ncu(tmp_path, "fail-fused"),
                                   reports=tmp_path / "reports", out=tmp_path, log=logs.append)
@@ -267,20 +267,20 @@ def test_record_is_saved_without_overwriting_and_renders_as_a_table(tmp_path):
     rows = [profile.summarize(_case(["rope_flat"]), results[0]),
             profile.summarize(_case(["fused_qknorm_rope*"], id="fused_qknorm_rope[bfloat16,gptj]@flux_1024",
                                     group="fused", dtype="bfloat16"), results[1])]
-    first = store.save("profile", rows, method="synthetic", meta=_gpu_meta(), directory=tmp_path)
-    second = store.save("profile", rows, method="synthetic", meta=_gpu_meta(), directory=tmp_path)
-    assert first.name == "profile-nvidia-h200-20261201-101112.json"
-    assert second.name == "profile-nvidia-h200-20261201-101112-2.json" and first.exists()
+    first = records.save("profile", rows, method="synthetic", meta=_gpu_meta(), directory=tmp_path)
+    second = records.save("profile", rows, method="synthetic", meta=_gpu_meta(), directory=tmp_path)
+    assert first.name == "profile-nvidia-h200-20261201T101112.json"
+    assert second.name == "profile-nvidia-h200-20261201T101112-2.json" and first.exists()
     rec = profile.load(tmp_path)
     table = profile.profile_table(rec)
     assert "flat@seed_4096x512" in table and "long_scoreboard 12.0" in table
     assert "81.2" in table.splitlines()[2]  # DRAM % of the flat row
     only = profile.profile_table(rec, "fused")
     assert "flat@" not in only and "fused_qknorm_rope[bfloat16" in only
-    again = store.save("profile", rows[:1], method="synthetic", meta=_gpu_meta(), replace=second)
+    again = records.save("profile", rows[:1], method="synthetic", meta=_gpu_meta(), replace=second)
     assert again == second and len(json.loads(second.read_text())["rows"]) == 1
     with pytest.raises(records.RecordError):
-        store.save("profile", rows, method="x", meta=dict(_gpu_meta(), target="simulator"),
+        records.save("profile", rows, method="x", meta=dict(_gpu_meta(), target="simulator"),
                    directory=tmp_path)
 
 

@@ -119,7 +119,7 @@ def test_exercises_are_graded(path):
     cells = _code_cells(_read(path))
     sources = [_text(c["source"]) for c in cells]
     exercises = _exercises_of(path)
-    if path.name[:2] not in ("07", "08"):
+    if path.name[:2] not in ("07", "08", "09"):  # 09: no kernel to write, answers asserted
         assert exercises, f"{path.name} has no kernel exercise"
     for ex in exercises:
         starter = [i for i, src in enumerate(sources) if f"def {ex.kernel_name}(" in src]

@@ -8,6 +8,7 @@ import math
 
 import pytest
 
+from ropelab import resources
 from ropelab.measure.predict import features, model, predict_h200, record, recorded_fit, sources
 
 
@@ -22,7 +23,7 @@ def stored():
 
 
 STALE = ("data/predict is stale (new records or census caches?): run "
-         "python -m ropelab.measure.predict --record, then python notebooks/build.py 07")
+         "python -m ropelab.measure.predict --record, then python scripts/notebooks/build.py 07")
 
 
 def test_the_fit_is_reproducible_from_the_records(recomputed, stored):
@@ -129,7 +130,7 @@ def test_notebook_07_names_every_kernel_the_model_misses(stored):
     the prose is rewritten (the numbers themselves are rendered from the record)."""
     import jupytext
 
-    source = (sources.DATA_DIR.parent / "notebooks" / "src" / "07_measuring_honestly.py")
+    source = (resources.notebook_sources() / "07_measuring_honestly.py")
     prose = "\n".join(c.source for c in jupytext.read(source).cells if c.cell_type == "markdown")
     assert "{{ predict.misses }}" in prose
     for miss in stored["meta"]["summary"]["misses"]:

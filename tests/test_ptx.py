@@ -1,14 +1,16 @@
 """The PTX instruction census: counting rules on hand-written PTX, and the real kernels.
 
 The real census compiles every registered kernel twice in a child process (simulator off, no
-driver needed): done once for the session (conftest.census_pair), with the determinism test's
-second, independent compile running beside it.
+driver needed).  The tests of the kernels' counts read the census as users get it (the committed
+data/census/census.json when current); the determinism test compiles it once more, fresh, in
+the background while the other tests run (conftest.fresh_census), and compares.
 """
 
 import pytest
 
 from ropelab import kernels
 from ropelab.measure import census as ptx
+from ropelab.measure.census import engine
 
 SYNTHETIC = """
 .visible .entry k(
@@ -52,6 +54,19 @@ def test_count_ptx_follows_the_documented_rules():
     assert c["st_global"] == {"32": 1}
     assert (c["ld_local"], c["st_local"], c["local_bytes"]) == (0, 1, 28)
     assert c["calls"] == 0
+    assert c["shfl_ops"] == {} and c["cvt_packed"] == {}
+
+
+def test_count_ptx_counts_shuffles_by_mode_and_packed_conversions():
+    body = ("\tshfl.sync.bfly.b32 \t%r1, %r2, 16, 31, -1;\n"
+            "\t@%p1 shfl.sync.idx.b32 \t%r3, %r2, 0, 31, -1;\n"
+            "\tshfl.sync.bfly.b32 \t%r1, %r2, 8, 31, -1;\n"
+            "\tcvt.rn.bf16x2.f32 \t%r4, %f1, %f2;\n"
+            "\tcvt.rn.f32.s32 \t%f3, %r5;\n")
+    c = ptx.count_ptx(body)
+    assert c["shfl_ops"] == {"bfly": 2, "idx": 1}
+    assert c["cvt_packed"] == {"bf16x2": 1}
+    assert c["instructions"] == 5
 
 
 def test_count_sass_reads_nvdisasm_lines():
@@ -74,8 +89,8 @@ def test_count_sass_reads_nvdisasm_lines():
 
 
 @pytest.fixture(scope="module")
-def doc(fresh_census):
-    return fresh_census  # ptx.census(use_cache=False), compiled once per session (conftest)
+def doc(census_doc):
+    return census_doc  # ptx.census(): the committed census when current (conftest)
 
 
 def _row(doc, variant, fastmath=True):
@@ -117,21 +132,68 @@ def test_precise_sinf_pulls_float64_and_is_labelled(doc):
     assert r["f64_note"] == ptx.LIBDEVICE_F64_NOTE
 
 
-def test_census_is_deterministic_and_cached(doc, census_pair, monkeypatch):
-    # again: a second ptx.census(use_cache=False), compiled in another interpreter with
-    # ROPELAB_CACHE=cache_dir (empty before it), side by side with doc's (conftest.census_pair).
-    again, cache_dir = census_pair["second"], census_pair["cache_dir"]
+def test_census_is_deterministic_and_cached(doc, fresh_census, monkeypatch):
+    # again: ptx.census(use_cache=False), compiled in another interpreter with
+    # ROPELAB_CACHE=cache_dir (empty before it), while the other tests ran (conftest).
+    again, cache_dir = fresh_census["doc"], fresh_census["cache_dir"]
     monkeypatch.setenv("ROPELAB_CACHE", str(cache_dir))
     if again["key"] != doc["key"]:
         pytest.skip("a kernel source changed between the two compiles (someone is editing)")
     assert again["rows"] == doc["rows"]
     assert again["key"] == ptx.cache_key()
     cached = list(cache_dir.glob("census-*.json"))
-    assert len(cached) == 1
-    assert ptx.census()["rows"] == again["rows"]  # served from the cache file
+    assert [p.name for p in cached] == [f"census-{again['key']}.json"]
+    monkeypatch.setattr(ptx.registered, "DATA_FILE", cache_dir / "no-committed-file.json")
+    monkeypatch.setattr(engine, "run_child", lambda *a, **k: pytest.fail("recompiled"))
+    assert ptx.census()["rows"] == again["rows"]  # served from the user cache file
+
+
+def test_committed_census_is_current():
+    # Notebooks print these counts and CI must not compile them: after a kernel change, run
+    # `python -m ropelab census --save` (and the --sass one) and commit data/census/.
+    for sass in (False, True):
+        committed = engine.read_json(ptx.registered.committed_file(sass))
+        assert committed is not None and committed["key"] == ptx.cache_key(sass), (
+            f"{ptx.registered.committed_file(sass).name} is stale: regenerate it with "
+            f"python -m ropelab census {'--sass ' if sass else ''}--save "
+            f"{ptx.registered.committed_file(sass) if sass else ''}")
+
+
+def test_the_key_follows_the_compiled_code_not_the_comments():
+    text = ("def k(x):\n    \"\"\"Doc.\"\"\"\n    # ex: begin body\n    x[0] = 1  # why\n"
+            "    # ex: end body\n")
+    plain = "def k(x):\n    x[0] = 1\n"
+    assert engine.normalized_source(text) == engine.normalized_source(plain)
+    assert engine.normalized_source(plain) != engine.normalized_source(plain.replace("1", "2"))
+
+    def factory(step):
+        def kernel(x):
+            x[0] = step
+        return kernel
+
+    assert engine.code_digest(factory(1)) == engine.code_digest(factory(1))
+    assert engine.code_digest(factory(1)) != engine.code_digest(factory(2))  # closure constant
+    assert ptx.cache_key() == ptx.cache_key() != ptx.cache_key(sass=True)
 
 
 def test_format_table_lists_every_row(doc):
     text = ptx.format_table(doc)
     assert len([line for line in text.splitlines() if line.startswith("flat ")]) == 2
     assert ptx.LIBDEVICE_F64_NOTE in text
+
+
+def test_engine_lookup_takes_the_first_file_with_the_key_and_attempt_keeps_errors(tmp_path):
+    stale, current, other = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    engine.write_json(stale, {"key": "old", "rows": [1]})
+    engine.write_json(current, {"key": "new", "rows": [2]})
+    engine.write_json(other, {"key": "new", "rows": [3]})
+    assert engine.lookup("new", tmp_path / "missing.json", stale, current, other)["rows"] == [2]
+    assert engine.lookup("none", stale, current) is None
+
+    def broken():
+        raise ValueError("no such kernel\nsecond line")
+
+    assert engine.attempt({"kernel": "k"}, broken) == {"kernel": "k",
+                                                       "error": "ValueError: no such kernel"}
+    assert engine.attempt({"kernel": "k"}, lambda: {"instructions": 3}) == {
+        "kernel": "k", "instructions": 3, "error": None}

@@ -1,114 +1,41 @@
-"""The PTX census of any kernel (a learner's included), compiled without a GPU, with a cache.
+"""The PTX census of any kernel (a learner's included): a client of the census engine.
 
-:mod:`ropelab.measure.census` counts the instructions of ropelab's registered kernels.  The exercise grader
-also needs the counts of a kernel that exists only in a notebook cell.  numba-cuda picks the
-simulator or the real compiler once per process, so, as :mod:`ropelab.measure.census` does, the compiling
-happens in a child process (``NUMBA_ENABLE_CUDASIM=0``, an explicit compute capability, no
-driver needed).  The child cannot import a notebook, so the parent *ships* the kernel: its
-source text, plus a description of every global name it uses (a module, a number, a function
+The exercise grader needs the counts of a kernel that exists only in a notebook cell.  The
+engine (:mod:`ropelab.measure.census.engine`) compiles in a child process with the simulator
+off, and the child cannot import a notebook, so this module *ships* the kernel: its source
+text, plus a description of every global name it uses (a module, a number, a function
 importable from a package, or another function from the same notebook, shipped the same way).
 
-Counts are :func:`ropelab.measure.census.count_ptx`'s, plus three that the exercises grade on
-(:func:`count_extras`).  Every result is cached under a key made of the kernel's code (its
-syntax tree: comments and blank lines do not matter), what it was shipped with, the signature,
-the compiler versions, and (for ropelab's own kernels, or a kernel that calls one of ropelab's
-device functions) the source of ropelab's kernels.  The cache is read from
-``data/census/exercises.json`` (committed, so CI and a fresh clone hit it) and then from the user
-cache; new results go to the user cache.
+Counts are :func:`~ropelab.measure.census.counting.count_ptx`'s plus the three the exercises
+grade on (:func:`~ropelab.measure.census.counting.count_extras`).  Every result is cached under
+a key made of the kernel's code (its syntax tree: comments and blank lines do not matter), what
+it was shipped with, the signature, the compiler versions, and the compiled code of any ropelab
+function the job uses.  The cache is read from ``data/census/exercises.json`` (committed, so CI
+and a fresh clone hit it) and then from the user cache; new results go to the user cache.
 """
 
 from __future__ import annotations
 
 import ast
-import hashlib
 import importlib
 import inspect
 import json
 import math
 import numbers
-import os
-import re
-import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
 import numpy as np
-from numba import cuda
 
-from ..measure import census as ptx
+from ..measure.census import engine
+from ..measure.census.counting import count_extras, count_ptx
+from ..measure.census.engine import CensusError
 
-EXTRAS_VERSION = 3  # bump when count_extras changes: it invalidates cached results
-DATA_FILE = ptx.DATA_FILE.parent / "exercises.json"
-_KERNELS_DIR = ptx.PACKAGE_DIR / "kernels"
+DATA_FILE = engine.DATA_DIR / "exercises.json"
 # Modules a global may be found in by name when it has no importable home of its own (numba's
 # type objects such as float32 are instances, not classes or functions).
 _NAME_HOMES = ("numba", "numba.cuda", "math", "numpy")
-
-
-class CensusError(RuntimeError):
-    """A kernel could not be shipped to, or compiled in, the census process."""
-
-
-# --------------------------------------------------------------------------------------------
-# Counting (pure, tested on hand-written PTX)
-# --------------------------------------------------------------------------------------------
-
-def count_extras(ptx_text: str) -> dict:
-    """Counts the exercises grade on, beyond :func:`ropelab.measure.census.count_ptx`.
-
-    ``shfl``
-        warp shuffles (``shfl.sync.*``).
-    ``loads_after_store``
-        global loads that come after the first global store in the PTX text.  A store to
-        ``out`` may change ``x`` (the two may be the same buffer), so the compiler cannot move
-        a later load above it: each such load waits for the stores before it.
-    ``sincos``
-        ``sin.approx`` plus ``cos.approx`` instructions.
-    ``pow_in_loop``
-        ``ex2.approx`` instructions (the second half of a fast-math ``pow``) inside a loop:
-        between a label and a later branch back to it.  The first half, ``lg2`` of the base,
-        is loop-invariant, so the compiler moves it out of the loop; ``ex2`` of the varying
-        exponent stays.
-    """
-    ops, labels, back_edges = [], {}, []
-    for raw in ptx_text.splitlines():
-        line = raw.split("//", 1)[0].strip()
-        if re.fullmatch(r"[$\w]+:", line):
-            labels[line[:-1]] = len(ops)
-            continue
-        if not line or line[0] in ".{}()":
-            continue
-        if line.startswith("@"):  # a predicated instruction: "@%p1 bra $L__BB0_2;"
-            line = line.split(None, 1)[1] if " " in line else ""
-        opcode = line.split(None, 1)[0].rstrip(";") if line else ""
-        if not re.match(r"^[a-z]", opcode):
-            continue
-        if opcode.split(".")[0] == "bra":
-            target = line.split()[-1].rstrip(";")
-            if target in labels:  # defined above: a backward branch closes a loop
-                back_edges.append((labels[target], len(ops)))
-        ops.append(opcode)
-    in_loop = set()
-    for start, end in back_edges:
-        in_loop.update(range(start, end + 1))
-    counts = {"shfl": 0, "loads_after_store": 0, "sincos": 0, "pow_in_loop": 0}
-    stored = False
-    for k, opcode in enumerate(ops):
-        parts = opcode.split(".")
-        head, space = parts[0], parts[1] if len(parts) > 1 else ""
-        if head == "shfl":
-            counts["shfl"] += 1
-        elif head == "st" and space == "global":
-            stored = True
-        elif head == "ld" and space == "global" and stored:
-            counts["loads_after_store"] += 1
-        elif head in ("sin", "cos") and "approx" in parts:
-            counts["sincos"] += 1
-        elif head == "ex2" and "approx" in parts and k in in_loop:
-            counts["pow_in_loop"] += 1
-    return counts
 
 
 # --------------------------------------------------------------------------------------------
@@ -236,26 +163,26 @@ def _normalized(job: dict) -> dict:
     return out
 
 
-def _kernels_digest() -> str:
-    h = hashlib.sha256()
-    for path in sorted(_KERNELS_DIR.rglob("*.py")):
-        h.update(path.relative_to(_KERNELS_DIR).as_posix().encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()
+def _ropelab_objects(job: dict) -> list:
+    """The ropelab functions and modules a job names (imported here, as the child will)."""
+    found = []
+    if job["kind"] == "import" and job["module"].split(".")[0] == "ropelab":
+        found.append(_rebuild_global({**job, "name": "_"}, [0]))
+    for g in job.get("globals", ()):
+        if g["kind"] in ("import", "module") and g["module"].split(".")[0] == "ropelab":
+            found.append(_rebuild_global(g, [0]))
+        elif g["kind"] == "source":
+            found += _ropelab_objects(g)
+    return found
 
 
 def job_key(job: dict, signature: str) -> str:
     """The cache key of compiling ``job`` with ``signature`` (fast-math, cc 9.0)."""
-    job = _normalized(job)
-    text = json.dumps(job, sort_keys=True)
-    # ropelab's kernel sources matter only to a job that uses them: a learner's kernel built
-    # from numba alone keeps its cached counts when a ropelab kernel changes.
-    kernels = _kernels_digest() if "ropelab" in text else None
-    h = hashlib.sha256()
-    h.update(json.dumps({"census": ptx.CENSUS_VERSION, "extras": EXTRAS_VERSION, "cc": ptx.CC,
-                         "versions": ptx._versions(), "kernels": kernels, "job": job,
-                         "signature": signature}, sort_keys=True).encode())
-    return h.hexdigest()[:20]
+    # ropelab's code counts only for a job that uses it (by its compiled code, see
+    # ropelab.measure.census.engine.code_digest): a learner's kernel built from numba alone
+    # keeps its cached counts when a ropelab kernel changes.
+    return engine.cache_key("learner", _ropelab_objects(job), length=20, job=_normalized(job),
+                            signature=signature)
 
 
 # --------------------------------------------------------------------------------------------
@@ -303,53 +230,33 @@ def useful_lines(message: str, limit: int = 14) -> str:
     return "\n".join(lines[:limit])[:2000]
 
 
-def _child() -> int:
-    """Read ``[{key, job, signature}]`` as JSON on stdin; print one JSON line per job.
+def compile_rows(tasks: list[dict]):
+    """(In the child.)  Rebuild and compile each ``{key, job, signature}``; one row each."""
+    from numba import cuda
 
-    The child's ``cuda`` is the real compiler: its environment selects the GPU target before
-    ropelab (and so this module) is imported.
-    """
-    tasks = json.loads(sys.stdin.read())
-    if cuda.compile_ptx is None:
-        print(json.dumps({"error": "compile_ptx unavailable (simulator active in the child)"}))
-        return 1
     counter = [0]
     for task in tasks:
         job = task["job"]
-        row = {"key": task["key"]}
-        try:
+
+        def work(job=job, signature=task["signature"]):
             if job["kind"] == "source":
                 fn = _rebuild_source(job, counter)
             else:
                 fn = _rebuild_global({**job, "name": "_"}, counter)
                 if job.get("factory_args") is not None:
                     fn = fn(*job["factory_args"])
-            text, _ = cuda.compile_ptx(fn, task["signature"], cc=ptx.CC, fastmath=True)
-            row.update(ptx.count_ptx(text))
-            row.update(count_extras(text))
-            row["error"] = None
-        except Exception as exc:  # one kernel that does not compile must not hide the others
-            row["error"] = useful_lines(f"{type(exc).__name__}: {exc}")
-        print(json.dumps(row), flush=True)
-    return 0
+            text, _ = cuda.compile_ptx(fn, signature, cc=engine.CC, fastmath=True)
+            return {**count_ptx(text), **count_extras(text)}
+
+        yield engine.attempt({"key": task["key"]}, work, describe=useful_lines)
 
 
 def _compile_in_child(tasks: list[dict]) -> dict[str, dict]:
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", ROPELAB_TARGET="gpu", ROPELAB_QUIET="1")
-    code = "import sys; from ropelab.course import kernel_census as k; sys.exit(k._child())"
-    done = subprocess.run([sys.executable, "-c", code],
-                          input=json.dumps(tasks), capture_output=True, text=True, env=env,
-                          cwd=str(ptx.PACKAGE_DIR.parent), check=False)
     rows = {}
-    for line in done.stdout.splitlines():
-        if line.startswith("{"):
-            row = json.loads(line)
-            if "key" not in row:
-                raise CensusError(row.get("error", "census child failed"))
-            rows[row.pop("key")] = row
-    if done.returncode or len(rows) != len(tasks):
-        raise CensusError(f"census child failed (exit {done.returncode}): "
-                          f"{done.stderr.strip()[-1500:]}")
+    for row in engine.run_child("ropelab.course.kernel_census", tasks):
+        rows[row.pop("key")] = row
+    if len(rows) != len(tasks):
+        raise CensusError(f"the census child answered {len(rows)} of {len(tasks)} kernels")
     return rows
 
 
@@ -358,28 +265,19 @@ def _compile_in_child(tasks: list[dict]) -> dict[str, dict]:
 # --------------------------------------------------------------------------------------------
 
 def _user_file() -> Path:
-    return ptx._user_cache_dir() / "exercise-census.json"
+    return engine.user_cache_dir() / "exercise-census.json"
 
 
 def _read(path: Path) -> dict:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
+    doc = engine.read_json(path)
     entries = doc.get("entries") if isinstance(doc, dict) else None
     return entries if isinstance(entries, dict) else {}
 
 
 def _write(path: Path, entries: dict) -> None:
-    doc = {"rules": "ropelab.course.kernel_census: ropelab.measure.census.count_ptx + count_extras, "
-                    "fast-math, cc 9.0",
-           "entries": dict(sorted(entries.items()))}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # Write then rename: a reader in another process sees the old file or the new one.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(json.dumps(doc, indent=1) + "\n")
-    os.replace(tmp, path)
+    engine.write_json(path, {
+        "rules": "ropelab.measure.census.counting: count_ptx + count_extras, fast-math, cc 9.0",
+        "entries": dict(sorted(entries.items()))})
 
 
 USED: dict[str, dict] = {}  # every entry this process looked up or computed (for save_used)

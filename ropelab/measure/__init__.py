@@ -1,4 +1,12 @@
-"""Evidence for the course's explanations: controlled kernels, Nsight Compute profiles, timing of
-controls, compute-sanitizer records, and (:mod:`.seed_claims`) the experiments behind the
-seed-claims ledger.  Import the submodules directly; this package imports nothing, so
-``import ropelab`` never pays for (or depends on) any of it."""
+"""Evidence for the course's explanations, one job per module or package:
+
+- :mod:`.census`: the instruction census (one engine for every PTX/SASS count, no GPU needed);
+- :mod:`.bench`: GPU timing of the kernels and :mod:`.baselines` (PyTorch, CUDA C++ twins);
+- :mod:`.profile`: Nsight Compute counters; :mod:`.controls` and :mod:`.timing`: controlled
+  kernels and their timing; :mod:`.sanitizer`: compute-sanitizer records;
+- :mod:`.precision`, :mod:`.fused_precision`: error against the float64 reference on a GPU;
+- :mod:`.records`: the files under ``data/``; :mod:`.charts`: their charts;
+- :mod:`.seed_claims`: the experiments behind the seed-claims ledger.
+
+Import the submodules directly; this package imports nothing, so ``import ropelab`` never pays
+for (or depends on) any of it."""

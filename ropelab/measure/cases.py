@@ -23,6 +23,7 @@ import json
 import sys
 
 from .. import check as ropelab_check
+from ..shapes import rope_bytes
 
 GROUPS = ("plain", "controls", "fused")
 BASE = 10000.0
@@ -73,7 +74,7 @@ def plain_cases() -> list[dict]:
                     "group": "plain", "family": "numba", "name": name, "options": opts,
                     "shape": shape.name, "tokens": shape.tokens, "hidden": shape.hidden,
                     "dtype": "float32", "layout": "gptj",
-                    "min_bytes": 2 * shape.tokens * shape.hidden * 4 + 4 * shape.tokens,
+                    "min_bytes": rope_bytes(shape.tokens, shape.hidden),
                     "expect": _kernel_names(module)})
     return cases
 

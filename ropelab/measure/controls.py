@@ -27,27 +27,21 @@ Nothing here validates its input: these are instruments, not course API.
 
 ``python -m ropelab.measure.controls`` prints the census of every entry (PTX counts, the order
 of loads and stores in PTX and SASS, see :mod:`ropelab.measure.order`); ``--save`` writes it to
-``data/census/controls.json``.  Like ``ropelab.measure.census``, it compiles in a child process without a
-GPU.
+``data/census/controls.json``.  It is a client of the census engine
+(:mod:`ropelab.measure.census.engine`), which compiles in a child process without a GPU.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import os
-import subprocess
 import sys
 from dataclasses import dataclass
-from importlib import metadata
-from pathlib import Path
 
 import numpy as np
 from numba import cuda, float32, uint64
 
-from . import census as _ptx
-from .. import resources
+from .census import engine
+from .census.counting import count_ptx, count_sass
 from ..kernels import block2d, flat, pack4
 from ..kernels.launch import launch
 from ..kernels.plan import Plan, blocks_for
@@ -60,9 +54,7 @@ from . import order
 
 BASE = 10000.0
 THREADS = 256
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
-CENSUS_FILE = resources.data_dir() / "census" / "controls.json"
-CENSUS_VERSION = 1
+CENSUS_FILE = engine.DATA_DIR / "controls.json"
 
 
 # --------------------------------------------------------------------------------------------
@@ -234,8 +226,8 @@ def _copy_launch(tokens, hidden, threads=THREADS):
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One kernel to time, profile and census.
+class ControlKernel:
+    """One kernel to time, profile and census (a bench row is a :class:`..entry.Entry`).
 
     ``role``: ``reference`` (a ropelab kernel), ``control`` or ``roof``.  ``reference``: the
     entry it is compared with.  ``isolates``: the one thing that differs.  ``confirms``: the
@@ -256,50 +248,50 @@ class Entry:
 
 
 KERNELS = {e.name: e for e in (
-    Entry("flat", "reference", "block2d", None, "ropelab's flat", "-",
+    ControlKernel("flat", "reference", "block2d", None, "ropelab's flat", "-",
            flat.rope_flat, SIG_FLAT, _flat_launch),
-    Entry("block2d", "reference", "block2d", "flat", "ropelab's block2d", "-",
+    ControlKernel("block2d", "reference", "block2d", "flat", "ropelab's block2d", "-",
            block2d.rope_block2d, SIG_BLOCK2D, _block2d_launch),
-    Entry("block2d_loads_first", "control", "block2d", "block2d",
+    ControlKernel("block2d_loads_first", "control", "block2d", "block2d",
            "each pair's loads written before its pow/sin/cos in the source (flat's order)",
            "as fast as flat: source order was the cause; as slow as block2d (expected: the "
            "compiler already schedules these loads first, see the census): it was not",
            rope_block2d_loads_first, SIG_BLOCK2D, _block2d_launch),
-    Entry("block2d_pos_in_loop", "control", "block2d", "block2d",
+    ControlKernel("block2d_pos_in_loop", "control", "block2d", "block2d",
            "position read next to the pair's loads, so all three are in flight together "
            "(block2d waits for the position before it can issue the pair's loads)",
            "level with flat: the serialized position read is the cause; level with block2d: not",
            rope_block2d_pos_in_loop, SIG_BLOCK2D, _block2d_launch),
-    Entry("block2d_no_loop", "control", "block2d", "block2d",
+    ControlKernel("block2d_no_loop", "control", "block2d", "block2d",
            "no stride loop (grid y covers wide rows); the position read and the pair's loads "
            "then share one block of code",
            "level with flat: the loop (and the wait it puts between the loads) is the cause",
            rope_block2d_no_loop, SIG_BLOCK2D, _block2d_no_loop_launch),
-    Entry("block2d_256", "control", "block2d", "block2d",
+    ControlKernel("block2d_256", "control", "block2d", "block2d",
            "block2d's kernel with 256-thread blocks (differs from block2d only where rows have "
            "more than 256 pairs: hidden > 512)",
            "faster than block2d on wide rows: large blocks cost time; equal: they do not",
            block2d.rope_block2d, SIG_BLOCK2D, lambda t, h: _block2d_launch(t, h, THREADS)),
-    Entry("flat_block2d_exponent", "control", "block2d", "flat",
+    ControlKernel("flat_block2d_exponent", "control", "block2d", "flat",
            "flat computing the exponent as block2d does (pair * (2 / hidden))",
            "slower than flat: the formula costs time; level with flat: it does not",
            rope_flat_block2d_exponent, SIG_FLAT, _flat_launch),
-    Entry("flat_serial_pos", "control", "block2d", "flat",
+    ControlKernel("flat_serial_pos", "control", "block2d", "flat",
            "flat made to wait for the position before issuing the pair's loads, as block2d does",
            "as slow as block2d: the serialized position read is the cause (the converse of "
            "block2d_pos_in_loop); level with flat: not",
            rope_flat_serial_pos, SIG_SERIAL, _serial_launch),
-    Entry("pack4", "reference", "pack4_scalar", "flat", "ropelab's pack4 (128-bit access)", "-",
+    ControlKernel("pack4", "reference", "pack4_scalar", "flat", "ropelab's pack4 (128-bit access)", "-",
            pack4.rope_pack4, SIG_PACK4, _pack4_launch, needs_quads=True),
-    Entry("pack4_scalar", "reference", "pack4_scalar", "flat",
+    ControlKernel("pack4_scalar", "reference", "pack4_scalar", "flat",
            "ropelab's pack4_scalar, both pairs loaded before the first store", "-",
            pack4.rope_pack4_scalar, SIG_PACK4, _pack4_launch),
-    Entry("pack4_scalar_unhoisted", "control", "pack4_scalar", "pack4_scalar",
+    ControlKernel("pack4_scalar_unhoisted", "control", "pack4_scalar", "pack4_scalar",
            "the old order: the second pair loaded after the first pair is stored",
            "slower than pack4_scalar (and than flat): one pair in flight per thread was the "
            "cause; level with pack4_scalar: it was not",
            rope_pack4_scalar_unhoisted, SIG_PACK4, _pack4_launch),
-    Entry("copy_f32x4", "roof", "roof", None,
+    ControlKernel("copy_f32x4", "roof", "roof", None,
            "a 128-bit copy kernel of the same bytes, no math",
            "the best a streaming kernel reaches here; compare with the copy engine (copy_d2d)",
            copy_f32x4, SIG_COPY, _copy_launch, copy_only=True, needs_quads=True),
@@ -349,73 +341,51 @@ def make_launch(name: str, tokens: int, hidden: int, x, out, positions, *, fastm
 # Census: counts and memory order of every entry, compiled without a GPU
 # --------------------------------------------------------------------------------------------
 
-def _versions() -> dict:
-    out = {}
-    for dist in ("numba", "numba-cuda", "nvidia-nvvm", "nvidia-cuda-nvdisasm"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
-    return out
-
-
 def cache_key() -> str:
-    """Hash of what the census depends on: versions, this module, the kernels, the counters."""
-    h = hashlib.sha256(json.dumps({"v": CENSUS_VERSION, "versions": _versions()},
-                                  sort_keys=True).encode())
-    paths = sorted((PACKAGE_DIR / "kernels").glob("*.py"))
-    paths += [Path(__file__), PACKAGE_DIR / "measure" / "order.py", PACKAGE_DIR / "measure" / "census.py"]
-    for path in paths:
-        h.update(path.name.encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+    """What the census depends on: each entry's code and signature, the order rules, versions."""
+    return engine.cache_key("controls",
+                            [e.fn for e in KERNELS.values()] + [order.ptx_memory_order, order.sass_schedule],
+                            entries=[[e.name, e.signature] for e in KERNELS.values()])
 
 
-def _child() -> int:
-    """Compile every entry (fast-math, cc 9.0); print one JSON line each."""
-    sass_ok = _ptx._find_nvdisasm() is not None
+def compile_rows(payload=None):
+    """(In the child.)  Compile every entry (fast-math, cc 9.0): counts and memory order."""
+    from .census.sass import find_nvdisasm, ptx_to_sass
+
+    sass_ok = find_nvdisasm() is not None
     for e in KERNELS.values():
-        row = {"name": e.name, "role": e.role, "question": e.question, "reference": e.reference,
-               "kernel": e.fn.__name__}
-        try:
-            text, _ = cuda.compile_ptx(e.fn, e.signature, cc=_ptx.CC, fastmath=True)
-            counts = _ptx.count_ptx(text)
-            row.update({k: counts[k] for k in ("instructions", "int_divrem", "sfu", "ld_global",
-                                               "st_global")})
-            row["ptx_order"] = order.ptx_memory_order(text)
+        def work(e=e):
+            text, _ = cuda.compile_ptx(e.fn, e.signature, cc=engine.CC, fastmath=True)
+            counts = count_ptx(text)
+            out = {k: counts[k] for k in ("instructions", "int_divrem", "sfu", "ld_global",
+                                          "st_global")}
+            out["ptx_order"] = order.ptx_memory_order(text)
             if sass_ok:
-                sass = _ptx.ptx_to_sass(text)
-                row["sass_instructions"] = _ptx.count_sass(sass)["sass_instructions"]
-                row["sass_schedule"] = order.sass_schedule(sass)
-            row["error"] = None
-        except Exception as exc:  # one broken control must not hide the others
-            row["error"] = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-        print(json.dumps(row), flush=True)
-    return 0
+                sass = ptx_to_sass(text)
+                out["sass_instructions"] = count_sass(sass)["sass_instructions"]
+                out["sass_schedule"] = order.sass_schedule(sass)
+            return out
+
+        yield engine.attempt({"name": e.name, "role": e.role, "question": e.question,
+                              "reference": e.reference, "kernel": e.fn.__name__}, work)
 
 
 def census(*, use_cache: bool = True) -> dict:
     """``{"key", "cc", "versions", "rows"}``: each entry's PTX counts and memory order.
 
-    Served from ``data/census/controls.json`` when its key matches; otherwise compiled in a
-    child process (real compiler, no driver, like :func:`ropelab.measure.census.census`).
+    Served from ``data/census/controls.json`` (then the user cache) when its key matches;
+    otherwise compiled in the census engine's child process (real compiler, no driver).
     """
     key = cache_key()
+    user_file = engine.user_cache_dir() / f"controls-{key}.json"
     if use_cache:
-        try:
-            doc = json.loads(CENSUS_FILE.read_text())
-            if doc.get("key") == key:
-                return doc
-        except (OSError, ValueError):
-            pass
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", ROPELAB_TARGET="gpu", ROPELAB_QUIET="1")
-    done = subprocess.run([sys.executable, "-m", "ropelab.measure.controls", "--child"],
-                          capture_output=True, text=True, env=env, cwd=str(PACKAGE_DIR.parent))
-    if done.returncode:
-        raise RuntimeError(f"controls census child failed: {done.stderr.strip()[-2000:]}")
-    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return {"key": key, "cc": ".".join(map(str, _ptx.CC)), "versions": _versions(),
-            "census_version": CENSUS_VERSION, "rows": rows}
+        doc = engine.lookup(key, CENSUS_FILE, user_file)
+        if doc is not None:
+            return doc
+    doc = {"key": key, "cc": ".".join(map(str, engine.CC)), "versions": engine.versions(),
+           "rows": engine.run_child("ropelab.measure.controls")}
+    engine.remember(user_file, doc)
+    return doc
 
 
 def census_row(doc: dict, name: str) -> dict:
@@ -460,24 +430,22 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(prog="python -m ropelab.measure.controls",
                                 description="census of the controlled kernels (no GPU needed)")
-    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--no-cache", action="store_true", help="recompile even if the saved census matches")
     p.add_argument("--save", action="store_true", help=f"write {CENSUS_FILE}")
     p.add_argument("--describe", action="store_true", help="what each control isolates")
     args = p.parse_args(argv)
-    if args.child:
-        return _child()
     if args.describe:
         print(describe())
         return 0
     doc = census(use_cache=not args.no_cache)
     print(format_census(doc))
     if args.save:
-        CENSUS_FILE.parent.mkdir(parents=True, exist_ok=True)
-        CENSUS_FILE.write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"saved {CENSUS_FILE}", file=sys.stderr)
+        print(f"saved {engine.write_json(CENSUS_FILE, doc)}", file=sys.stderr)
     return 1 if any(r.get("error") for r in doc["rows"]) else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module, not this __main__ copy: the census key reads the kernels' module.
+    from ropelab.measure import controls as _imported
+
+    sys.exit(_imported.main())

@@ -4,7 +4,9 @@ Every record carries what makes its numbers mean something: the GPU, driver and 
 the numba / numba-cuda / numpy versions, the date, the method, and the rows themselves.  A
 record made on the simulator is refused: its numbers would describe a Python interpreter.
 
-File layout: ``data/<kind>/<kind>-<gpu-slug>-<YYYYMMDD>.json`` with
+File layout: ``data/<kind>/<kind>-<gpu-slug>-<YYYYMMDD>T<HHMMSS>.json`` (named to the second of
+the run's start, from ``meta["date"]``; a save never overwrites another run's file, and the
+repeated saves of one run pass ``replace``) with
 ``{"schema": 1, "kind": ..., "meta": {...}, "method": "...", "columns": [...], "rows": [...]}``.
 A CSV copy of the rows sits beside it for spreadsheets.
 """
@@ -46,19 +48,34 @@ def _slug(text: str) -> str:
 
 
 def save(kind: str, rows: list[dict], *, method: str, meta: dict | None = None,
-         directory: Path | str | None = None) -> Path:
-    """Write rows (a list of flat dicts with the same keys) and their provenance; return the path."""
+         directory: Path | str | None = None, replace: Path | str | None = None) -> Path:
+    """Write rows (a list of flat dicts with the same keys) and their provenance; return the path.
+
+    A save never overwrites an existing record: a second run started in the same second gets a
+    ``-2`` suffix.  ``replace`` (a path an earlier save of this run returned) rewrites that
+    record instead, for runs that save partial results as they go.
+    """
     meta = meta if meta is not None else metadata()
     validate_meta(meta)
     if not rows:
         raise RecordError(f"no rows to record for {kind!r}")
     columns = list(rows[0])
-    directory = Path(directory) if directory is not None else resources.writable_data_dir() / kind
+    for i, row in enumerate(rows):
+        if list(row) != columns:
+            raise RecordError(f"row {i} has columns {list(row)}, expected {columns}")
+    if replace is not None:
+        directory, stem = Path(replace).parent, Path(replace).stem
+    else:
+        directory = (Path(directory) if directory is not None
+                     else resources.writable_data_dir() / kind)
+        # The date and time of the run (not just the day): two runs on one day keep two records.
+        stamp = re.sub(r"[^0-9T]", "", meta["date"])[:15]  # 2026-12-01T06:52:10Z -> 20261201T065210
+        base = stem = f"{kind}-{_slug(meta['gpu'])}-{stamp}"
+        n = 1
+        while (directory / f"{stem}.json").exists():
+            n += 1
+            stem = f"{base}-{n}"
     directory.mkdir(parents=True, exist_ok=True)
-    # The date and time of the run (not just the day): two runs on one day keep two records, while
-    # the saves of one run (the bench saves after each group) update the same file.
-    stamp = re.sub(r"[^0-9T]", "", meta["date"])[:15]  # 2026-12-01T06:52:10Z -> 20261201T065210
-    stem = f"{kind}-{_slug(meta['gpu'])}-{stamp}"
     path = directory / f"{stem}.json"
     record = {"schema": SCHEMA, "kind": kind, "meta": meta, "method": method, "columns": columns,
               "rows": rows}

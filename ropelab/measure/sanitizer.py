@@ -104,7 +104,6 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
 
     from . import records
-    from . import store
 
     rows = [row_for(tool, Path(log).read_text(errors="replace"), int(rc), float(s), args.options)
             for tool, log, rc, s in args.run]
@@ -115,7 +114,7 @@ def main(argv=None) -> int:
         return 2
     meta.update(sanitizer=sanitizer_version(args.sanitizer), sanitizer_path=args.sanitizer,
                 command="scripts/sanitize.sh")
-    path = store.save(KIND, rows, method=METHOD, meta=meta,
+    path = records.save(KIND, rows, method=METHOD, meta=meta,
                       directory=Path(args.out) / KIND if args.out else None)
     for r in rows:
         print(f"{r['tool']:<10} errors {r['errors_total']}  (memory {r['memory_errors']}, api "

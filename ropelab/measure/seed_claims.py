@@ -19,9 +19,10 @@
    with NVRTC (no GPU needed): ``__sincosf`` against ``__sinf`` + ``__cosf``, and SGLang-style
    per-element / per-pair kernels, so the census shows what nvcc's compiler makes of them.
 
-:func:`census` counts PTX instructions of every build here (rules of :mod:`ropelab.measure.census`): the
-Numba kernels are compiled in a child process with the simulator off, as the main census does;
-the CUDA C++ ones in-process with NVRTC.  Results are cached per source and compiler versions.
+:func:`census` counts PTX instructions of every build here (rules of
+:mod:`ropelab.measure.census.counting`), as a client of the census engine: the Numba kernels are
+compiled in its child process with the simulator off; the CUDA C++ ones in-process with NVRTC.
+Results are cached per compiled code and compiler versions.
 
 Command line::
 
@@ -32,28 +33,22 @@ Command line::
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
 import math
-import os
 import re
-import subprocess
 import sys
 from functools import cache
-from pathlib import Path
 
 import numpy as np
 from numba import cuda, float32, uint32
 
-from . import census as ptx
-from .. import resources
-
-from ..kernels._device import WARP  # noqa: E402  (one WARP for the package)
+from .census import engine
+from .census.counting import count_ptx
+from ..kernels._device import WARP  # one WARP for the package
 HEAD_DIM = 128
 WARPS_PER_BLOCK = 4
 RECORD_KIND = "sincos_per_pair"
 YARN_MODES = ("off", "on", "runtime")
-CENSUS_FILE = resources.data_dir() / "census" / "seed-claims.json"
+CENSUS_FILE = engine.DATA_DIR / "seed-claims.json"
 # Argument types of make_kernel's kernels, as measure() passes them.
 SIGNATURE = "void(float32[::1], int32[::1], uint32, float32, float32, float32, float32, float32)"
 
@@ -271,12 +266,12 @@ def _entry_bodies(ptx_text: str) -> dict[str, str]:
 
 
 def _counts(body: str) -> dict:
-    counts = ptx.count_ptx(body)
+    counts = count_ptx(body)
     counts["branches"] = len(_BRANCH.findall(body))
     return {k: counts[k] for k in ("instructions", "branches", "sfu", "int_divrem", "f64")}
 
 
-def nvrtc_ptx(source: str = CUDA_SOURCE, cc=ptx.CC, fast_math: bool = True) -> str:
+def nvrtc_ptx(source: str = CUDA_SOURCE, cc=engine.CC, fast_math: bool = True) -> str:
     """PTX of a CUDA C++ source from NVRTC, for compute capability ``cc`` (no GPU needed)."""
     from cuda.bindings import nvrtc
 
@@ -290,7 +285,7 @@ def nvrtc_ptx(source: str = CUDA_SOURCE, cc=ptx.CC, fast_math: bool = True) -> s
             _, size = nvrtc.nvrtcGetProgramLogSize(prog)
             log = b" " * size
             nvrtc.nvrtcGetProgramLog(prog, log)
-            raise ptx.CensusError(f"NVRTC failed: {log.decode(errors='replace').strip()}")
+            raise engine.CensusError(f"NVRTC failed: {log.decode(errors='replace').strip()}")
         _, size = nvrtc.nvrtcGetPTXSize(prog)
         buf = b" " * size
         nvrtc.nvrtcGetPTX(prog, buf)
@@ -299,55 +294,36 @@ def nvrtc_ptx(source: str = CUDA_SOURCE, cc=ptx.CC, fast_math: bool = True) -> s
         nvrtc.nvrtcDestroyProgram(prog)
 
 
-def _child() -> int:
-    """In the child process (simulator off): compile each Numba build, print one JSON line each."""
-    if cuda.compile_ptx is None:
-        print(json.dumps({"error": "compile_ptx unavailable (simulator active in the child)"}))
-        return 1
+def compile_rows(payload=None):
+    """(In the child.)  Compile each Numba build of :data:`BUILDS`: one row each."""
     for label, per_pair, yarn in BUILDS:
-        text, _ = cuda.compile_ptx(make_kernel(per_pair, yarn), SIGNATURE, cc=ptx.CC, fastmath=True)
-        print(json.dumps({"compiler": "numba", "kernel": label, **_counts(text)}), flush=True)
-    return 0
-
-
-def _numba_rows() -> list[dict]:
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", ROPELAB_TARGET="gpu", ROPELAB_QUIET="1")
-    done = subprocess.run([sys.executable, "-m", "ropelab.measure.seed_claims", "--child"],
-                          capture_output=True, text=True, env=env, cwd=str(ptx.PACKAGE_DIR.parent))
-    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode or any("error" in r for r in rows):
-        raise ptx.CensusError(f"seed-claims census child failed: {done.stderr.strip()[-2000:]}")
-    return rows
+        text, _ = cuda.compile_ptx(make_kernel(per_pair, yarn), SIGNATURE, cc=engine.CC,
+                                   fastmath=True)
+        yield {"compiler": "numba", "kernel": label, **_counts(text)}
 
 
 def census_key() -> str:
-    h = hashlib.sha256()
-    h.update(json.dumps({"census": ptx.CENSUS_VERSION, "cc": ptx.CC, "versions": ptx._versions()},
-                        sort_keys=True).encode())
-    # Excerpt markers compile to nothing (see ropelab.measure.census.cache_key).
-    h.update(re.sub(rb"(?m)^[ \t]*# ex: (begin|end) \S+[ \t]*\n", b"", Path(__file__).read_bytes()))
-    return h.hexdigest()[:16]
+    """The Numba builds' code and signature, the CUDA C++ source and the NVRTC options."""
+    kernels = [make_kernel(per_pair, yarn) for _, per_pair, yarn in BUILDS]
+    return engine.cache_key("seed_claims", kernels + [_counts, _entry_bodies, nvrtc_ptx],
+                            builds=BUILDS, signature=SIGNATURE, cuda_source=CUDA_SOURCE)
 
 
 def census(use_cache: bool = True) -> dict:
     """PTX counts of every build (Numba and CUDA C++), fast-math: ``{"key", "rows"}``, each row
     ``{"compiler", "kernel", "instructions", "branches", "sfu", "int_divrem", "f64"}``."""
     key = census_key()
-    user_file = ptx._user_cache_dir() / f"seed-claims-{key}.json"
+    user_file = engine.user_cache_dir() / f"seed-claims-{key}.json"
     if use_cache:
-        for path in (CENSUS_FILE, user_file):
-            doc = ptx._read_cached(path, key)
-            if doc is not None:
-                return doc
+        doc = engine.lookup(key, CENSUS_FILE, user_file)
+        if doc is not None:
+            return doc
     bodies = _entry_bodies(nvrtc_ptx())
-    rows = _numba_rows() + [{"compiler": "nvrtc", "kernel": k, **_counts(bodies[k])}
-                            for k in CUDA_KERNELS]
-    doc = {"key": key, "cc": ".".join(map(str, ptx.CC)), "versions": ptx._versions(), "rows": rows}
-    try:
-        user_file.parent.mkdir(parents=True, exist_ok=True)
-        user_file.write_text(json.dumps(doc, indent=1) + "\n")
-    except OSError:
-        pass
+    rows = engine.run_child("ropelab.measure.seed_claims") + [{"compiler": "nvrtc", "kernel": k, **_counts(bodies[k])}
+                                         for k in CUDA_KERNELS]
+    doc = {"key": key, "cc": ".".join(map(str, engine.CC)), "versions": engine.versions(),
+           "rows": rows}
+    engine.remember(user_file, doc)
     return doc
 
 
@@ -377,14 +353,15 @@ def measure(repeats: int | None = None, progress: bool = True) -> list[dict]:
     seed's compiler, through CuPy) and the Numba builds of :func:`make_kernel`, with the device
     copy of the same bytes timed the same way (cold L2, events; :class:`ropelab.measure.bench.Timer`).
     Every kernel is checked against the float64 reference first."""
+    from . import bench
+
+    bench.require_gpu()  # before CuPy: on the simulator the refusal is the message, not an import
     import cupy
 
-    from . import bench
     from .. import reference, shapes
     from ..kernels.plan import jitted
     from ..tolerance import max_angle, rope_atol
 
-    bench.require_gpu()
     rng = np.random.default_rng(0)
     cpp = _cuda_cpp_kernels()
 
@@ -452,27 +429,28 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="controlled experiments for the seed-claims ledger")
     parser.add_argument("--census", action="store_true", help="print the PTX counts (no GPU)")
     parser.add_argument("--save-census", action="store_true",
-                        help=f"write the counts to {CENSUS_FILE.relative_to(ptx.PACKAGE_DIR.parent)}")
+                        help="write the counts to data/census/seed-claims.json")
     parser.add_argument("--record", action="store_true",
                         help=f"time on a GPU and save a {RECORD_KIND!r} record under data/")
     parser.add_argument("--repeats", type=int, default=None)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child:
-        return _child()
     if args.census or args.save_census:
         doc = census(use_cache=not args.save_census)
         for r in doc["rows"]:
             print(f"{r['compiler']:<6} {r['kernel']:<30} instr {r['instructions']:>4}  "
                   f"branches {r['branches']:>3}  sfu {r['sfu']}")
         if args.save_census:
-            CENSUS_FILE.parent.mkdir(parents=True, exist_ok=True)
-            CENSUS_FILE.write_text(json.dumps(doc, indent=1) + "\n")
-            print(f"wrote {CENSUS_FILE}")
+            print(f"wrote {engine.write_json(CENSUS_FILE, doc)}")
     if args.record:
         from . import records
 
-        rows = measure(repeats=args.repeats)
+        from .bench import BenchError
+
+        try:
+            rows = measure(repeats=args.repeats)
+        except BenchError as exc:
+            print(f"ropelab.measure.seed_claims: {exc}", file=sys.stderr)
+            return 2
         print(f"saved {records.save(RECORD_KIND, rows, method=METHOD)}")
     if not (args.census or args.save_census or args.record):
         parser.print_help()
@@ -480,4 +458,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the imported module, not this __main__ copy: the census key reads the kernels' module.
+    from ropelab.measure import seed_claims as _imported
+
+    sys.exit(_imported.main())

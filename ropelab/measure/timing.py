@@ -9,7 +9,7 @@ entries timed first.  Each row's ``vs_reference`` is its median over the median 
 it controls for (same shape, same run); ``vs_reference_lo``/``hi`` are the smallest and largest
 ratio of the per-round medians, an honest spread for the ratio.
 
-Recorded under ``data/controls/`` (one file per run, :mod:`ropelab.measure.store`).  GPU only.
+Recorded under ``data/controls/`` (one file per run, :func:`ropelab.measure.records.save`).  GPU only.
 """
 
 from __future__ import annotations
@@ -116,7 +116,6 @@ def main(argv=None) -> int:
 
     from . import records
     from .bench import BenchError, Timer, require_gpu
-    from . import store
 
     try:
         require_gpu()
@@ -135,7 +134,7 @@ def main(argv=None) -> int:
         rows += time_shape(tokens, hidden, timer, rounds=args.rounds, repeats=args.repeats, names=names)
         print(format_rows([r for r in rows if r["tokens"] == tokens and r["hidden"] == hidden]), flush=True)
         # Saved after every shape (a timeout keeps what finished), into this run's one file.
-        path = store.save(KIND, rows, method=method_text(timer, args.rounds, args.repeats), meta=meta,
+        path = records.save(KIND, rows, method=method_text(timer, args.rounds, args.repeats), meta=meta,
                           directory=Path(args.out) / KIND if args.out else None, replace=path)
     print(f"recorded {path}")
     return 0

@@ -1,0 +1,219 @@
+"""One Qwen3-8B-like decoder layer on a GPU, with and without ropelab: the real-model timing.
+
+Run on a GPU host (transformers installed)::
+
+    python -m ropelab.models.bench            # print the table
+    python -m ropelab.models.bench --record   # and save it under data/real_model/
+
+The layer: ``transformers``' ``Qwen3DecoderLayer`` at Qwen3-8B's attention shape (hidden 4096,
+32 q heads, 8 kv heads, head_dim 128, MLP 12288, rope_theta 1e6), bfloat16, random weights,
+SDPA attention, one sequence of 4096 tokens.  Rows, each timed by
+:class:`ropelab.measure.bench.Timer` (cold L2, CUDA events, medians), in one run:
+
+* ``model``: ``transformers`` (the layer as shipped), ``qkv_gemm`` (the control: one qkv GEMM,
+  then transformers' own q_norm, k_norm and rotation; ``patch_qwen3(..., qk="transformers")``)
+  or ``ropelab`` (the same layer after :func:`ropelab.models.qwen3.patch_qwen3`: one qkv GEMM,
+  the fused QK-norm + RoPE op); ropelab against qkv_gemm is the fused op's own share;
+* ``mode``: ``eager`` or ``compiled`` (``torch.compile(fullgraph=True)`` of the layer, compiled
+  and warmed up before timing);
+* ``pass``: ``forward`` (under ``torch.no_grad()``) or ``forward_backward`` (the forward, then
+  ``backward`` of a fixed output gradient into the parameters' and the input's gradients).
+
+A row that cannot run says why in ``note`` and has no time (a compiled row whose eager twin
+failed repeats that failure's message rather than dynamo's less direct one).
+``vs_transformers`` is the row's median over the ``transformers`` row of the same mode and pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+
+COLUMNS = ("model", "mode", "pass", "tokens", "hidden", "heads_q", "heads_kv", "head_dim",
+           "dtype", "median_us", "p20_us", "p80_us", "repeats", "vs_transformers", "host_us",
+           "fill_us", "host_bound", "note")
+QWEN3_8B_LAYER = dict(hidden_size=4096, intermediate_size=12288, num_attention_heads=32,
+                      num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6,
+                      rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})
+TOKENS = 4096
+
+
+def layer_config(tokens: int = TOKENS, **overrides):
+    from transformers import Qwen3Config
+
+    options = dict(QWEN3_8B_LAYER, num_hidden_layers=1, vocab_size=1024,
+                   max_position_embeddings=max(tokens, 1))
+    options.update(overrides)
+    config = Qwen3Config(**options)
+    config._attn_implementation = "sdpa"
+    return config
+
+
+def layer_case(config, tokens: int, device: str, dtype, seed: int = 0):
+    """({model: layer}, inputs): ``transformers``, ``qkv_gemm`` and ``ropelab`` layers holding
+    the same weights."""
+    import torch
+    from transformers.models.qwen3 import modeling_qwen3
+
+    from .qwen3 import patch_qwen3
+
+    torch.manual_seed(seed)
+    original = modeling_qwen3.Qwen3DecoderLayer(config, layer_idx=0).to(device=device, dtype=dtype)
+    with torch.no_grad():  # nn.Linear's default init; norms drawn away from ones
+        for name, p in original.named_parameters():
+            if name.endswith("norm.weight"):
+                p.uniform_(0.5, 1.5)
+    layers = {"transformers": original,
+              "qkv_gemm": patch_qwen3(copy.deepcopy(original), qk="transformers"),
+              "ropelab": patch_qwen3(copy.deepcopy(original))}
+    rotary = modeling_qwen3.Qwen3RotaryEmbedding(config).to(device)
+    hidden = torch.randn(1, tokens, config.hidden_size, device=device, dtype=dtype)
+    position_ids = torch.arange(tokens, device=device)[None, :]
+    inputs = dict(hidden_states=hidden, position_ids=position_ids, attention_mask=None,
+                  position_embeddings=rotary(hidden, position_ids))
+    return layers, inputs
+
+
+def launchers(layer, inputs: dict, *, compiled: bool):
+    """{pass: launcher} for one layer: ``forward`` under no_grad, ``forward_backward`` with the
+    input requiring grad and a fixed output gradient."""
+    import torch
+
+    run = torch.compile(layer, fullgraph=True) if compiled else layer
+    grad_in = inputs["hidden_states"].detach().clone().requires_grad_(True)
+    train_inputs = dict(inputs, hidden_states=grad_in)
+    grad_out = torch.randn_like(grad_in)
+
+    def forward():
+        with torch.no_grad():
+            out = run(**inputs)
+        return out[0] if isinstance(out, tuple) else out  # older releases return a tuple
+
+    def forward_backward():
+        layer.zero_grad(set_to_none=True)
+        grad_in.grad = None
+        out = run(**train_inputs)
+        (out[0] if isinstance(out, tuple) else out).backward(grad_out)
+
+    return {"forward": forward, "forward_backward": forward_backward}
+
+
+def method_text(timer) -> str:
+    from ..measure import bench
+
+    return (bench.method_text(timer.l2_bytes, timer.flush_bytes, timer.warmup, timer.repeats)
+            + "; one Qwen3DecoderLayer (transformers, SDPA attention) at Qwen3-8B's shape, "
+              "bfloat16, 4096 tokens, random weights; ropelab = the same layer after "
+              "ropelab.models.qwen3.patch_qwen3; compiled = torch.compile(fullgraph=True), "
+              "warmed up before timing; forward under torch.no_grad(); forward_backward = "
+              "forward + backward of a fixed output gradient (parameter grads reset to None "
+              "inside the timed call); bytes columns are omitted: a layer is not a copy")
+
+
+def _time_row(timer, launch, row: dict, failed: str | None) -> float | None:
+    """Fill ``row``'s timing columns from ``timer.time(launch)``, or its note; the median."""
+    from ..measure import bench
+
+    try:
+        if failed:  # dynamo would only re-raise the eager failure, less clearly
+            raise RuntimeError(failed)
+        samples = timer.time(launch)
+    except Exception as exc:  # recorded as the row's note, the run goes on
+        row["note"] = f"{type(exc).__name__}: {str(exc)[:160]}"
+        return None
+    med, p20, p80 = bench.quantiles(samples)
+    row.update(median_us=round(med, 2), p20_us=round(p20, 2), p80_us=round(p80, 2),
+               repeats=len(samples), **bench.host_fields(timer.last_host_us, timer.fill_us))
+    return med
+
+
+def _with_ratios(rows: list[dict]) -> list[dict]:
+    base = {(r["mode"], r["pass"]): r["median_us"] for r in rows if r["model"] == "transformers"}
+    out = []
+    for row in rows:
+        ref = base.get((row["mode"], row["pass"]))
+        ratio = round(row["median_us"] / ref, 4) if row["median_us"] is not None and ref else None
+        out.append({c: (ratio if c == "vs_transformers" else row[c]) for c in COLUMNS})
+    return out
+
+
+def run(record: bool = False, tokens: int = TOKENS, *, timer=None, device: str = "cuda",
+        modes=("eager", "compiled"), **config_overrides) -> list[dict]:
+    """Time every row; with ``record``, save after the eager rows and again after the compiled
+    ones (the same file), so a run cut short by a time limit keeps what it measured.
+
+    ``timer``, ``device``, ``modes`` and ``config_overrides`` exist for the CPU test of the row
+    assembly (a stand-in timer, a tiny layer); a GPU run leaves them alone."""
+    import torch
+
+    from ..measure import bench, records
+
+    if timer is None:
+        bench.require_gpu()
+        if not torch.cuda.is_available():
+            raise bench.BenchError("PyTorch has no CUDA device here: the model bench needs one")
+        timer = bench.Timer()
+    meta = None
+    if record:
+        import transformers
+
+        meta = records.metadata()
+        meta.update(torch=torch.__version__, transformers=transformers.__version__)
+    config = layer_config(tokens, **config_overrides)
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    layers, inputs = layer_case(config, tokens, device, dtype)
+    shape = dict(tokens=tokens, hidden=config.hidden_size, heads_q=config.num_attention_heads,
+                 heads_kv=config.num_key_value_heads, head_dim=config.head_dim,
+                 dtype=str(dtype).removeprefix("torch."))
+    rows, failures = [], {}
+    for mode in modes:
+        for model_name, layer in layers.items():
+            for pass_name, launch in launchers(layer, inputs, compiled=mode == "compiled").items():
+                row = dict(model=model_name, mode=mode, **{"pass": pass_name}, **shape,
+                           median_us=None, p20_us=None, p80_us=None, repeats=0,
+                           vs_transformers=None, host_us=None, fill_us=None, host_bound=None,
+                           note="")
+                if _time_row(timer, launch, row, failures.get((model_name, pass_name))) is None:
+                    failures.setdefault((model_name, pass_name), row["note"].split(": ", 1)[-1])
+                rows.append(row)
+                print(format_rows(_with_ratios([row])).splitlines()[-1], flush=True)
+        if record:
+            path = records.save("real_model", _with_ratios(rows), method=method_text(timer),
+                                meta=meta)
+            print(f"recorded {path} ({len(rows)} rows)")
+    rows = _with_ratios(rows)
+    print(format_rows(rows))
+    return rows
+
+
+def format_rows(rows: list[dict]) -> str:
+    head = f"{'model':<13} {'mode':<9} {'pass':<17} {'median us':>10} {'vs transformers':>15}"
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        med = "" if r["median_us"] is None else f"{r['median_us']:.1f}"
+        ratio = "" if r["vs_transformers"] is None else f"{r['vs_transformers']:.3f}"
+        lines.append(f"{r['model']:<13} {r['mode']:<9} {r['pass']:<17} {med:>10} {ratio:>15}"
+                     + (f"  {r['note']}" if r["note"] else ""))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ropelab.models.bench",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--record", action="store_true",
+                        help="save the rows under data/real_model/")
+    parser.add_argument("--tokens", type=int, default=TOKENS)
+    args = parser.parse_args(argv)
+    from ..measure.bench import BenchError
+
+    try:
+        run(record=args.record, tokens=args.tokens)
+    except BenchError as exc:
+        print(f"ropelab.models.bench: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
