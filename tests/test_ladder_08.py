@@ -129,3 +129,13 @@ def test_step_references_compose_to_ropelab_backward():
         dws[int(h >= hq)] += nb08._partials(dz * n, 1)  # step 08.3's, one block: the sum
     np.testing.assert_allclose(dws[0], dqw, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(dws[1], dkw, rtol=1e-9, atol=1e-9)
+
+
+def test_stage_two_is_ropelabs_own_reduction():
+    """The launch step's given second stage is the package's kernel (written once), and the
+    solution launches it rather than a copy of its own."""
+    from ropelab.kernels import qknorm_rope_backward
+
+    assert nb08.reduce_partials_kernel.py_func is qknorm_rope_backward.reduce_partials
+    source = inspect.getsource(_solutions().SOLUTIONS["08.4"])
+    assert "reduce_partials_kernel[" in source and "dw_partials[" in source
