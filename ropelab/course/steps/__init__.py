@@ -6,18 +6,18 @@ A notebook grades a learner's function with::
     verdict = steps.check(my_kernel, "01.2")
 
 Step ids are ``"NN.k"``: notebook NN, k-th step of its ladder.  Each ladder lives in its own
-module (:mod:`.nb00` ... :mod:`.nb06`, a list ``STEPS``); :mod:`.base` holds the record.
+module (:mod:`.nb00` ... :mod:`.nb08`, a list ``STEPS``); :mod:`.base` holds the record.
 """
 
 from __future__ import annotations
 
-from . import nb00, nb01, nb02, nb03, nb04, nb05, nb06
+from . import nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08
 from .base import Case, Forbid, Gate, Step
 
 __all__ = ["STEPS", "Case", "Forbid", "Gate", "Step", "check", "for_notebook", "get",
            "listing", "notebooks"]
 
-_LADDERS = (nb00, nb01, nb02, nb03, nb04, nb05, nb06)
+_LADDERS = (nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08)
 
 STEPS: dict = {}
 for _module in _LADDERS:

@@ -382,3 +382,109 @@ flux_problem = ropelab.problem.FusedProblem(flux.tokens, flux.heads_q, flux.head
                                             inv_freq=np.ones(64))
 main_plan, _ = backward_kernel.plans(flux_problem, max_blocks=backward_kernel.MAX_BLOCKS)
 assert answer_3 == backward_kernel.partial_rows(main_plan) * 2 * 128
+
+# %% [markdown]
+# ## Build it yourself
+#
+# Four graded steps through the backward of one head, then the weight gradient across all of
+# them: the inverse rotation, the RMSNorm backward (a warp reduction), the per-block partial
+# sums of `dz * n` in shared memory, and the launch of both stages of that reduction.  Write
+# each function in its cell and run the cell after it: the grader runs it on the simulator
+# (ropelab emulates the warp shuffles there; every lane of a warp must reach each shuffle),
+# compares every float with a float64 reference written from the formulas above, and says
+# which typical mistake a wrong value matches.
+# Solutions: `notebooks/solutions/08_backward_pass.py`.
+#
+# ### Step 08.1: the inverse rotation
+#
+# The forward turned each pair by `theta = positions[row] * inv_freq[l]`; its gradient turns
+# back: `dz = R(theta)^T dy`, the same matrix transposed, which is the turn by `-theta`.  One
+# warp per head of 64 floats, lane `l` holding pair `l` (floats `2l` and `2l + 1`), four
+# warps a block; a warp with no head (`row >= rows`) must not touch memory.  Write the body.
+
+# %%
+from numba import cuda, float32
+
+from ropelab.course import steps
+
+FULL_MASK = 0xFFFFFFFF  # every lane of the warp takes part
+
+
+@cuda.jit(fastmath=True)
+def inverse_rotate_head(dy, out, positions, inv_freq, rows):
+    """Warp w of the grid turns head w of dy back by its angles, into out."""
+    pass
+
+# %%
+verdict = steps.check(inverse_rotate_head, "08.1")
+
+# %% [markdown]
+# `verdict.show()` draws what your kernel did: which thread wrote each float, and your output
+# beside the reference with the wrong floats marked.
+
+# %%
+verdict.show()
+
+# %% [markdown]
+# ### Step 08.2: the RMSNorm backward of one head
+#
+# With `dn = dz * w`, the gradient through `n = x / r` is `dx = (dn - n * mean(dn * n)) / r`:
+# the second term is there because `r` itself depends on every float of the head.  The mean
+# needs the whole head, so each lane adds its two products `dn * n` and the warp sums them
+# with the shuffle butterfly (`cuda.shfl_xor_sync(FULL_MASK, s, m)` for `m = 16, 8, 4, 2, 1`),
+# after which every lane holds the sum.  `r[row]` is the forward's `sqrt(mean(x**2) + eps)`.
+# One warp per head, lane `l` holding floats `2l` and `2l + 1`, four warps a block.
+
+# %%
+@cuda.jit(fastmath=True)
+def rms_norm_backward_head(dn, n, r, out, rows):
+    """Warp w computes dx of head w: (dn - n * mean(dn * n)) / r[w], into out."""
+    pass
+
+# %%
+verdict = steps.check(rms_norm_backward_head, "08.2")
+
+# %% [markdown]
+# ### Step 08.3: the weight gradient, stage one
+#
+# `dw` sums `dz * n` over every head of every token: one row of 64 floats from many thousands.
+# The deterministic way is two stages.  In this one, each block of 256 threads (four groups
+# of 64) produces one *partial row*: thread `t` owns column `t % 64` and adds `dz * n` over
+# the rows `blockIdx.x * 4 + t // 64`, then `+ 4 * gridDim.x` each time while `row < rows`.
+# The four groups then meet in shared memory: each thread stores its sum in
+# `part = cuda.shared.array(256, float32)`, the block waits at `cuda.syncthreads()`, and the
+# first 64 threads write `out[blockIdx.x * 64 + c]`, the sum of the four groups' column `c`.
+# The grader gives the grid and watches the shared array: a slot read before the barrier is a
+# race, whatever numbers the simulator happens to give.
+
+# %%
+@cuda.jit(fastmath=True)
+def dw_partials(dz, n, out, rows):
+    """Block b writes its partial row of sum(dz * n) into out[b * 64 : b * 64 + 64]."""
+    pass
+
+# %%
+verdict = steps.check(dw_partials, "08.3")
+
+# %% [markdown]
+# ### Step 08.4: both stages, launched
+#
+# Stage two is given: ropelab's own `reduce_partials`, printed in the section on the weight
+# gradient above, compiled as `reduce_partials_kernel`.  A block of it takes 32 columns of
+# `dw` (so `ceil(64 / 32)` blocks) with `32 * 32` threads, and adds the partial rows in a fixed
+# order: the same input gives the same bits on every run, where atomics would add in whatever
+# order the blocks finish.  It reads `partials.shape[0] // 64` rows, so give it exactly the
+# rows stage one wrote.  Write the host function: `rows = tokens * heads`, a grid of at most
+# `ceil(rows / 4)` blocks (cap it, so that stage two stays short), a device buffer of
+# `blocks * 64` floats for the partial rows (`cuda.device_array`), then the two launches.
+
+# %%
+from ropelab.course.steps.nb08 import REDUCE_THREADS, reduce_partials_kernel
+
+
+def launch_dw(dz, n, out, tokens, heads):
+    """dw (64 floats, into out) = sum of dz * n over every head of every token, two stages."""
+    pass
+
+# %%
+verdict = steps.check(launch_dw, "08.4")
