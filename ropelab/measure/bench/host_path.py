@@ -60,9 +60,10 @@ def stub_bound(plan, caller):
 
 def _as_device(obj, name):
     # A CPU tensor described as the CUDA tensor it stands for (the real reader refuses CPU).
+    # One that needs a gradient goes to the real reader, which refuses it as it would on a GPU.
     import torch
 
-    if isinstance(obj, torch.Tensor):
+    if isinstance(obj, torch.Tensor) and not (obj.requires_grad and torch.is_grad_enabled()):
         dt, storage = arrays._TORCH_DTYPES[str(obj.dtype).rsplit(".", 1)[-1]]
         dt = np.dtype(dt)
         return arrays.ArrayInfo(tuple(obj.shape), dt, tuple(s * dt.itemsize for s in obj.stride()),
