@@ -58,9 +58,8 @@ def typed(values: tuple) -> tuple:
 def fast(scalars: tuple, arrays: tuple, stream):
     """Run a remembered call shape: ``(result, None)``; else ``(MISS, key)`` (``key`` is None
     when the call cannot be remembered: a host or simulator array, an unhashable argument)."""
-    # The hot path of every repeated public call: the metadata reader is looked up once per
-    # array and the type read once (bound locals; h-fastpath's CPU harness,
-    # ropelab.measure.bench.host_path, times this function).
+    # The hot path of every repeated public call: the type and its metadata reader are read
+    # once per array (ropelab.measure.bench.host_path times this function on the CPU).
     get_meta = FAST_META.get
     ptrs = []
     parts = [scalars]
@@ -225,7 +224,8 @@ class DeviceCall:
         ext = self.extents
         for w, r, disjoint, message in checks:
             pw, pr = ptrs[w], ptrs[r]
-            if arrays[r] is not None and pw < pr + ext[r] and pr < pw + ext[w] and not disjoint(pw, pr):
+            if (arrays[r] is not None and pw < pr + ext[r] and pr < pw + ext[w]
+                    and not disjoint(pw, pr)):
                 fail(message)
         if self.before is not None:
             self.before(arrays)

@@ -217,10 +217,11 @@ def cases():
     return [
         ("rope() hit, x/out/positions tensors (new engine)", new),
         ("rope() hit, same call on cf71f61's fast path (old engine)", old),
-        ("  part: call.typed(10 scalars)",
+        ("  part: call.typed(10 scalars) (the other ops' scalar keys)",
          lambda: call.typed(("rope", "flat", 10000.0, None, True, False, None, True, None, False))),
         ("  part: 3 metadata reads (_torch_meta)", lambda: (meta(x), meta(out), meta(pos))),
-        ("  part: call.fast() (metadata, key, lookup, run)", lambda: call.fast(scalars, trio, None)),
+        ("  part: call.fast() (metadata, key, lookup, run)",
+         lambda: call.fast(scalars, trio, None)),
         ("  part: DeviceCall.run() (overlaps, stream, fire)", lambda: entry.run(trio, ptrs, None)),
         ("rope() hit, positions=None, new out", lambda: ropelab.rope(x, variant="flat")),
     ]
