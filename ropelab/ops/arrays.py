@@ -175,7 +175,11 @@ def _torch_meta(t):
     # slice of a packed qkv), whose plan depends on the row stride.  get_device() is a C call
     # where .device builds an object.  requires_grad is in the key: a call shape validated
     # without it must not replay for a tensor that needs a gradient (validation refuses that).
-    return t.data_ptr(), (t.shape, t.stride(), t.dtype, t.get_device(), t.requires_grad)
+    # Grad mode too: a tensor that requires grad passes validation under torch.no_grad(), and
+    # that entry must not replay outside it (validation refuses that call).  ``and`` keeps the
+    # common tensor (no grad) at one attribute read.
+    return t.data_ptr(), (t.shape, t.stride(), t.dtype, t.get_device(),
+                          t.requires_grad and _grad_enabled())
 
 
 def _cupy_meta(a):

@@ -206,8 +206,11 @@ def rope(
     """
     # The fast path (see ropelab.ops.call): a call shape validated before.  The types of the
     # scalars go into the key too, so a wrong type never hits the entry of the right one.
-    scalars = call.typed(("rope", variant, base, rotary_dim, interleave, inverse, scaling,
-                          fastmath, threads_per_block, check_positions))
+    # Written out rather than call.typed(...): one tuple instead of three on every call.
+    scalars = ("rope", variant, base, rotary_dim, interleave, inverse, scaling, fastmath,
+               threads_per_block, check_positions, type(variant), type(base), type(rotary_dim),
+               type(interleave), type(inverse), type(scaling), type(fastmath),
+               type(threads_per_block), type(check_positions))
     if variant_options:
         scalars += tuple((k, v, type(v)) for k, v in variant_options.items())
     arrays = (x, out, positions) if cos_sin_cache is None else (x, out, positions, cos_sin_cache)

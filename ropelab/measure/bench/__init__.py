@@ -28,7 +28,9 @@ The package, one job per module:
 - :mod:`.entries`: what is timed (ropelab's variants, the fused kernel, the copy, baselines) and
   the device buffers of a shape;
 - :mod:`.sweeper`: every (entry, shape) pair; :mod:`.overhead`: host launch cost;
-- :mod:`.cli`: ``python -m ropelab bench``.
+- :mod:`.cli`: ``python -m ropelab bench``;
+- :mod:`.host_path`: the public call's fast-path host time on the CPU, no GPU needed
+  (``python -m ropelab.measure.bench.host_path``; not one of the lazily exported submodules).
 
 The GPU parts refuse to run under the simulator: its "times" describe a Python interpreter.
 Every public name of the submodules is reachable as ``ropelab.measure.bench.NAME``; a

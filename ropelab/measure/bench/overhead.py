@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 from numba import cuda
 
 from .. import baselines as bl
@@ -70,30 +71,59 @@ def launch_overhead(launches: int = 2000, warmup: int = 100, progress: bool = Tr
                                                     **kw)))
     cases += bl.overhead_cases(x, out, pos, tokens, hidden)
 
-    from tqdm import tqdm
+    return interleaved_rounds(cases, launches, warmup, cuda.synchronize, progress=progress)
 
-    rows = []
-    for name, nargs, fn in tqdm(cases, desc="launch overhead", disable=not progress):
+
+ROUNDS = 10  # each case's launches are split into this many blocks, taken in turns
+
+
+def interleaved_rounds(cases, launches: int, warmup: int, synchronize, rounds: int = ROUNDS,
+                       clock=time.perf_counter, progress: bool = False) -> list[dict]:
+    """Time ``cases`` (``(name, kernel_args, thunk)``) in ``rounds`` rounds of ``launches //
+    rounds`` back-to-back calls, every case once per round, and report the median round.
+
+    Why rounds: timed one after the other, the first cases of a run absorb whatever the machine
+    does in those seconds.  The 15:08 and 15:12 H200 records show it: the numba empty kernel
+    (no ropelab code at all) and the first two ropelab.rope rows rose 4-7 us over the 07:37
+    record while the rows after them stayed put.  Taken in turns, a slow stretch lands on every
+    case alike, and the median ignores the odd slow round.
+    """
+    per_round = max(1, launches // rounds)
+    for _, _, fn in cases:
         for _ in range(warmup):
             fn()
-        cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(launches):
-            fn()
-        t1 = time.perf_counter()
-        cuda.synchronize()
-        t2 = time.perf_counter()
-        rows.append({"launcher": name, "kernel_args": nargs, "launches": launches,
-                     "us_per_launch": round(per_launch_us(t1 - t0, launches), 3),
-                     "us_per_launch_synced": round(per_launch_us(t2 - t0, launches), 3)})
-    return rows
+    synchronize()
+    enqueued = [[] for _ in cases]
+    synced = [[] for _ in cases]
+    steps = range(rounds)
+    if progress:
+        from tqdm import tqdm
+
+        steps = tqdm(steps, desc="launch overhead rounds")
+    for _ in steps:
+        for i, (_, _, fn) in enumerate(cases):
+            synchronize()
+            t0 = clock()
+            for _ in range(per_round):
+                fn()
+            t1 = clock()
+            synchronize()
+            t2 = clock()
+            enqueued[i].append(per_launch_us(t1 - t0, per_round))
+            synced[i].append(per_launch_us(t2 - t0, per_round))
+    return [{"launcher": name, "kernel_args": nargs, "launches": per_round * rounds,
+             "us_per_launch": round(float(np.median(enqueued[i])), 3),
+             "us_per_launch_synced": round(float(np.median(synced[i])), 3)}
+            for i, (name, nargs, _) in enumerate(cases)]
 
 
 OVERHEAD_METHOD = (
-    "wall clock (time.perf_counter) around {launches} back-to-back launches after {warmup} "
-    "warm-up launches; us_per_launch stops when the last launch is enqueued, "
-    "us_per_launch_synced after the final synchronize; kernels are short enough that the GPU "
-    "keeps up, so the numbers are host-side launch cost")
+    "wall clock (time.perf_counter) around back-to-back launches, {warmup} warm-up launches "
+    "per case, then {launches} launches per case in " + str(ROUNDS) + " rounds, every case "
+    "once per round in turn (a slow stretch of the machine lands on all cases alike); the "
+    "median round is reported; us_per_launch stops when a round's last launch is enqueued, "
+    "us_per_launch_synced after its synchronize; kernels are short enough that the GPU keeps "
+    "up, so the numbers are host-side launch cost")
 
 
 def format_overhead(rows: list[dict]) -> str:
