@@ -63,5 +63,5 @@ def test_16bit_variant_entries_run_their_own_kernels(monkeypatch):
     for entry in bench_rows.entries(["rope_rows:pair_sincos", "rope_rows:pack4"]):
         entry.make(SimpleNamespace(shape=shape))()
     # One launch when the maker validates, one when the returned call runs.
-    assert launched == [pair_sincos.make_kernel("bfloat16")] * 2 + \
+    assert launched == [pair_sincos.make_kernel("bfloat16", word_pairs=True)] * 2 + \
         [pack4.make_vector_kernel("bfloat16")] * 2

@@ -7,11 +7,13 @@ planted error of 10x that bound must fail the same check.  Tiny shapes: the simu
 
 import numpy as np
 import pytest
+from numba import cuda
 
 import ropelab
 from ropelab import bf16, reference, scaling, tolerance
 from ropelab.errors import RopeInputError
 from ropelab.kernels import pack4, pair_sincos
+from ropelab.kernels.launch import launch
 from ropelab.problem import RopeProblem
 
 STORAGES = ("float16", "bfloat16")
@@ -119,7 +121,30 @@ def test_census_builds_one_kernel_per_storage():
     names = [p.kernel.__name__ for v in (pack4.VARIANT, pair_sincos.VARIANT)
              for p in v.census_plans()]
     assert names == ["rope_pack4", "rope_pack4_float16", "rope_pack4_bfloat16",
-                     "rope_pair_sincos", "rope_pair_sincos_float16", "rope_pair_sincos_bfloat16"]
+                     "rope_pair_sincos", "rope_pair_sincos_float16_words",
+                     "rope_pair_sincos_float16", "rope_pair_sincos_bfloat16_words",
+                     "rope_pair_sincos_bfloat16"]
+
+
+@pytest.mark.parametrize("storage", STORAGES)
+def test_pair_sincos_word_pairs_only_for_aligned_gptj(rng, storage):
+    gptj = RopeProblem(3, 2, 16, 16, storage=storage)
+    neox = RopeProblem(3, 2, 16, 16, interleave=False, storage=storage)
+    assert pair_sincos.VARIANT.plan(gptj, aligned=True).kernel is \
+        pair_sincos.make_kernel(storage, True)
+    assert pair_sincos.VARIANT.plan(neox, aligned=True).kernel is pair_sincos.make_kernel(storage)
+    assert pair_sincos.VARIANT.plan(RopeProblem(3, 2, 16, 16), aligned=True).kernel is \
+        pair_sincos.rope_pair_sincos  # float32: the course's build
+    # An unaligned array: the per-element build, launched directly, still matches the judge.
+    plan = pair_sincos.VARIANT.plan(gptj, aligned=False)
+    assert plan.kernel is pair_sincos.make_kernel(storage)
+    x = make(rng, (3, 2, 16), storage)
+    pos = np.array([1, 50, 900], np.int32)
+    out = cuda.device_array(x.size, x.dtype)
+    launch(plan, (cuda.to_device(x.reshape(-1)), out, cuda.to_device(pos)))
+    x64 = as_f64(x, storage)
+    judged(out.copy_to_host().reshape(x.shape), reference.rope(x64, pos), storage, x64, pos,
+           reference.inv_freq(16))
 
 
 def test_bfloat16_store_rounds_to_nearest_even():

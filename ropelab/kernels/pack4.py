@@ -63,7 +63,7 @@ def _named(kernel, base: str, storage: str):
 
 
 @cache
-def make_vector_kernel(storage: str = "float32"):
+def make_vector_kernel(storage: str):
     """The wide-access kernel for ``storage`` (float32, float16 or bfloat16 bits)."""
     load4, store4 = quad_access(storage)
 
@@ -89,7 +89,7 @@ def make_vector_kernel(storage: str = "float32"):
 
 
 @cache
-def make_scalar_kernel(storage: str = "float32"):
+def make_scalar_kernel(storage: str):
     """The fallback with one access per element, for ``storage``."""
     load, store = ELEMENT_CODECS[storage]
 

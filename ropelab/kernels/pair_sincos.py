@@ -38,7 +38,7 @@ use ``freq_table`` with ``cache=True`` or ``reduce_angle=True`` (see :mod:`ropel
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
@@ -50,8 +50,9 @@ from ..errors import RopeInputError
 from ..problem import HEADS, INVERSE, NEOX, PARTIAL, SCALED
 from ..validate import check_int
 from ._device import quotient, rotate, shift_for
-from .plan import Plan, Variant, blocks_for, rope_arrays
-from .words16 import ELEMENT_CODECS
+from .plan import Plan, Variant, blocks_for, census_problem, rope_arrays
+from .vec import load_u32, store_u32
+from .words16 import CODECS, ELEMENT_CODECS
 
 NAME = "pair_sincos"
 SUMMARY = ("chunk of pairs per thread, strided for coalescing: one pow + ratio recurrence, one sin/cos "
@@ -85,15 +86,55 @@ def blended(f, j, ramp_mode, ramp_a, ramp_b, shrink):
 # ex: end blended
 
 
+def pair_access(storage: str, word_pairs: bool):
+    """``(load2(x, a, partner) -> 2 float32, store2(out, a, partner, r0, r1))``: one pair.
+
+    Per element by default (float32 passes through; 16-bit widens, and rounds on the store).
+    ``word_pairs``: a 16-bit GPT-J pair is the two halves of one aligned 32-bit word, moved
+    with one access each way instead of two.
+    """
+    if word_pairs:
+        low, high, pack = CODECS[storage]
+
+        @cuda.jit(device=True, inline="always")
+        def load2(x, a, partner):
+            w = load_u32(x, a)  # element a in the low half
+            return low(w), high(w)
+
+        @cuda.jit(device=True, inline="always")
+        def store2(out, a, partner, r0, r1):
+            store_u32(out, a, pack(r0, r1))
+
+        return load2, store2
+    load, store = ELEMENT_CODECS[storage]
+
+    @cuda.jit(device=True, inline="always")
+    def load2(x, a, partner):
+        return load(x[a]), load(x[a + partner])
+
+    @cuda.jit(device=True, inline="always")
+    def store2(out, a, partner, r0, r1):
+        out[a] = store(r0)
+        out[a + partner] = store(r1)
+
+    return load2, store2
+
+
+def make_kernel(storage: str = "float32", word_pairs: bool = False):
+    """The kernel for ``storage`` (one build per distinct argument pair; see :func:`_build`)."""
+    return _build(storage, bool(word_pairs))
+
+
 @cache
-def make_kernel(storage: str = "float32"):
+def _build(storage: str, word_pairs: bool):
     """The kernel for one storage: ``float32``, ``float16`` or ``bfloat16`` (uint16 bits).
 
     Loads widen to float32 and stores round to the storage (nearest even), so the math is the
     float32 kernel's; the float32 build passes elements through unchanged (same PTX as before
     16-bit storage existed).  The pass-through tail copies elements as they are.
+    ``word_pairs`` (16-bit GPT-J, 4-byte aligned arrays): see :func:`pair_access`.
     """
-    load, store = ELEMENT_CODECS[storage]
+    load2, store2 = pair_access(storage, word_pairs)
 
     # ex: begin rope_pair_sincos
     def rope_pair_sincos(x, out, positions, heads, heads_shift, half_dim, n_pairs, stride,
@@ -122,8 +163,7 @@ def make_kernel(storage: str = "float32"):
             x0 = float32(0.0)
             x1 = float32(0.0)
             if j < n_pairs:
-                x0 = load(x[a])
-                x1 = load(x[a + partner])
+                x0, x1 = load2(x, a, partner)
             while j < n_pairs:
                 j_next = j + stride
                 a_next = a + a_step
@@ -132,14 +172,12 @@ def make_kernel(storage: str = "float32"):
                 n0 = x0
                 n1 = x1
                 if j_next < n_pairs:
-                    n0 = load(x[a_next])
-                    n1 = load(x[a_next + partner])
+                    n0, n1 = load2(x, a_next, partner)
                 angle = pos * blended(f, j, ramp_mode, ramp_a, ramp_b, shrink)
                 c = math.cos(angle)  # once per pair, used by both of its elements
                 s = math.sin(angle)
                 r0, r1 = rotate(x0, x1, c * cos_scale, s * sin_scale)
-                out[a] = store(r0)  # rounds to the storage (a no-op for float32)
-                out[a + partner] = store(r1)
+                store2(out, a, partner, r0, r1)  # rounds to the storage (float32: as is)
                 f = f * stride_ratio  # the frequency of slot j + stride, without a pow
                 x0 = n0
                 x1 = n1
@@ -152,10 +190,10 @@ def make_kernel(storage: str = "float32"):
                 j += stride
     # ex: end rope_pair_sincos
 
-    if storage != "float32":  # one census row per build
-        rope_pair_sincos.__name__ = rope_pair_sincos.__qualname__ = f"rope_pair_sincos_{storage}"
-    else:
-        rope_pair_sincos.__qualname__ = "rope_pair_sincos"
+    # One census row per build; the float32 build keeps the course's name.
+    name = "rope_pair_sincos" + ("" if storage == "float32" else f"_{storage}") + \
+        ("_words" if word_pairs else "")
+    rope_pair_sincos.__name__ = rope_pair_sincos.__qualname__ = name
     return rope_pair_sincos
 
 
@@ -317,10 +355,24 @@ def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan
     chunk = check_int("pairs_per_thread", options.get("pairs_per_thread", PAIRS_PER_THREAD),
                       minimum=1, maximum=MAX_PAIRS_PER_THREAD)
     blocks, threads = launch_config(problem, threads, chunk)
-    return Plan(make_kernel(problem.storage), fastmath, blocks, threads,
+    # A 16-bit GPT-J pair is one 32-bit word: a word access needs 4-byte aligned arrays (the
+    # op's ``aligned`` says 16) and a head that starts on an even element (head_dim is even).
+    words = problem.storage != "float32" and problem.interleave and aligned
+    return Plan(make_kernel(problem.storage, words), fastmath, blocks, threads,
                 rope_arrays(problem.storage),
                 scalars=launch_args(problem, chunk, formula_for(problem)))
 
 
+def census_plans() -> list[Plan]:
+    """The census's builds: float32 (the default problem, as before 16-bit storage), then each
+    16-bit storage in GPT-J (word pairs) and NeoX (per element)."""
+    problem = census_problem(FEATURES)
+    plans = [plan(problem, {})]
+    for storage in ("float16", "bfloat16"):
+        for interleave in (True, False):
+            plans.append(plan(replace(problem, storage=storage, interleave=interleave), {}))
+    return plans
+
+
 VARIANT = Variant(NAME, SUMMARY, FEATURES, plan, KERNEL, options=OPTIONS,
-                  check_cases=CHECK_OPTIONS, storages=STORAGES)
+                  check_cases=CHECK_OPTIONS, storages=STORAGES, census=census_plans)
