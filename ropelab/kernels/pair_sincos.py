@@ -33,6 +33,11 @@ thread the lanes were ``8 * chunk`` bytes apart and every instruction touched ``
 more memory sectors than it used.)  Slots past the rotated pairs copy the partial-rotary
 pass-through, as in ``freq_table``.
 
+Storage: float32, float16 or bfloat16 (uint16 bits) for ``x`` and ``out``, one build each
+(:func:`make_kernel`).  A 16-bit element widens to float32 on the load and rounds to nearest even
+on the store, so the math is the float32 kernel's; a 16-bit GPT-J pair on aligned arrays moves
+as one 32-bit word (:func:`pair_access`).
+
 Precision: the angle is a float32 product as in ``flat``; for positions in the tens of thousands
 use ``freq_table`` with ``cache=True`` or ``reduce_angle=True`` (see :mod:`ropelab.measure.precision`).
 """
