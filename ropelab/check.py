@@ -12,7 +12,7 @@ from .ops.rope import rope
 from .scaling import Llama3, YaRN, resolve
 from .shapes import PRODUCTION_SHAPES
 from .target import SIMULATED, TARGET
-from .tolerance import Mode, fused_atol, max_angle, mode_for, rope_atol
+from .tolerance import Mode, fused_atol, max_angle, mode_for, rope_atol, rows_atol
 from .verdict import CheckRow  # noqa: F401 (the row type run_checks returns)
 
 # The simulator runs each CUDA thread as a Python thread (~10^4 per second): keep it small.
@@ -38,6 +38,11 @@ def cases_for(module):
         cases.append(dict(scaling=YaRN(4.0, 64)))
     # Variant-specific keyword options (e.g. freq_table's cos/sin cache) a module asks to check.
     cases += [dict(variant_options=dict(o)) for o in module.check_cases]
+    # 16-bit builds (pair_sincos, pack4): the seed form, and NeoX where the variant has it.
+    for storage in sorted(set(getattr(module, "storages", ())) - {"float32"}):
+        cases.append(dict(storage=storage))
+        if "neox" in feats:
+            cases.append(dict(storage=storage, interleave=False))
     return cases
 
 
@@ -73,28 +78,36 @@ def run_checks(variants=None, shapes=None, seed: int = 0, fastmath: bool = True,
                         continue
                     opts["rotary_dim"] = hidden // 2
                 heads = opts.pop("heads", 1)
+                storage = opts.pop("storage", "float32")
                 variant_options = opts.pop("variant_options", {})
                 scaling = opts.pop("scaling", None)
                 shape = (tokens, hidden) if heads == 1 else (tokens, heads, hidden)
                 mode = mode_for(fastmath=fastmath, **variant_options)
                 x = rng.standard_normal(shape).astype(np.float32)
                 pos = rng.integers(0, max_position_for(mode), tokens).astype(np.int32)
-                got = rope(x, variant=name, positions=pos, fastmath=fastmath, scaling=scaling,
-                           **opts, **variant_options)
+                stored = encode(x, storage)
+                x = decode(stored, storage)  # the values the kernel sees, exactly
+                got = decode(rope(stored, variant=name, positions=pos, fastmath=fastmath,
+                                  scaling=scaling, **opts, **variant_options), storage)
                 rd = opts.get("rotary_dim", hidden)
                 freqs, att = resolve(scaling, rotary_dim=rd, base=reference.DEFAULT_BASE)
                 want = reference.rope(x, pos, freqs=freqs, attention_factor=att, **opts)
                 # Each accuracy mode is judged by its own error model (ropelab.tolerance).
                 tol = rope_atol(float(np.abs(x).max()), max_angle(pos, freqs), mode=mode,
                                 attention_factor=att, max_position=int(np.abs(pos).max()))
+                if storage != "float32":  # plus half an ulp of the stored output
+                    tol = rows_atol(float(np.abs(x).max()), max_angle(pos, freqs), storage,
+                                    fastmath=fastmath, attention_factor=att)
                 shown = dict(opts, **variant_options)
                 if heads > 1:
                     shown["heads"] = heads
+                if storage != "float32":
+                    shown["storage"] = storage
                 if scaling is not None:
                     shown["scaling"] = type(scaling).__name__.lower()
                 label = ",".join(f"{k}={v}" for k, v in shown.items()) or "-"
                 rows.append(CheckRow(name, TARGET, (tokens, hidden), label,
-                                     float(np.abs(got - want).max()), tol))
+                                     float(np.abs(got - want).max()), tol, storage))
                 if on_row is not None:
                     on_row(rows[-1])
     return rows
@@ -152,6 +165,13 @@ def format_rows(rows: list[CheckRow]) -> str:
 
 
 # ---- the fused kernel: inputs, one case against the judge, the production shapes -----------
+
+def encode(x: np.ndarray, storage: str) -> np.ndarray:
+    """float32 values -> the storage dtype (bfloat16 as its bits, rounded to nearest even)."""
+    if storage == "bfloat16":
+        return bf16.from_float32(x)
+    return x.astype(storage)
+
 
 def decode(values: np.ndarray, storage: str) -> np.ndarray:
     """Stored values -> float64 (bfloat16 bits decoded exactly)."""

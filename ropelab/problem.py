@@ -50,6 +50,8 @@ class RopeProblem:
     inv_freq: np.ndarray = field(default=None, repr=False, compare=False)
     attention_factor: float = 1.0
     scaling: object = None  # the parsed scaling scheme object, or None for plain RoPE
+    # Storage of x and out: "float32", "float16" or "bfloat16" (math is float32 in every case).
+    storage: str = "float32"
 
     def __post_init__(self):
         if self.inv_freq is None:

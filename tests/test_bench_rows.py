@@ -35,6 +35,33 @@ def test_rows_entries_run_and_qk_rows_skip_single_tensor_shapes():
     got = {(r["variant"], r["shape"]) for r in result.rows}
     assert ("rope_rows:rope_qk", "tiny_qk") in got and ("rope_rows:two_calls", "tiny_qk") in got
     assert ("rope_rows:rope", "tiny_one") in got
+    # The course's 16-bit builds, beside rope_rows on the same bytes.
+    for variant in ("rope_rows:pair_sincos", "rope_rows:pack4"):
+        assert (variant, "tiny_one") in got and (variant, "tiny_qk") in got
     assert ("rope_rows:rope_qk", "tiny_one") not in got  # no K heads: nothing to pair
     assert bench_rows.entries(["flat"]) == []
     assert [e.name for e in bench_rows.entries(["rope_rows:rope"])] == ["rope_rows:rope"]
+
+
+def test_16bit_variant_entries_run_their_own_kernels(monkeypatch):
+    """The pair_sincos / pack4 rows launch those variants' 16-bit builds, not rope_rows."""
+    from types import SimpleNamespace
+
+    from ropelab.kernels import pack4, pair_sincos
+    from ropelab.ops import rope as rope_module
+
+    launched = []
+    real = rope_module.launch
+
+    def spy(plan, arrays):
+        launched.append(plan.kernel)
+        return real(plan, arrays)
+
+    monkeypatch.setattr(rope_module, "launch", spy)
+    shape = bench.Shape("tiny_one", 2, heads_q=2, heads_k=0, head_dim=64, dtype="bfloat16",
+                        heads_v=0)
+    for entry in bench_rows.entries(["rope_rows:pair_sincos", "rope_rows:pack4"]):
+        entry.make(SimpleNamespace(shape=shape))()
+    # One launch when the maker validates, one when the returned call runs.
+    assert launched == [pair_sincos.make_kernel("bfloat16", word_pairs=True)] * 2 + \
+        [pack4.make_vector_kernel("bfloat16")] * 2

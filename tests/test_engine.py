@@ -359,3 +359,19 @@ def test_the_fused_fast_path_rechecks_alignment_through_its_key(device_route):
     with pytest.raises(RopeInputError, match="4-byte aligned"):
         ropelab.fused_qknorm_rope(_CAI((6 << 20) + 2, (2, 256), "<u2"), **kw)
     assert len(device_route) == 1 and len(device_route[0].fired) == 2
+
+
+def test_16bit_pack4_device_route_binds_per_alignment_and_itemsize(device_route):
+    from ropelab.kernels import pack4
+
+    pos = _CAI(3 << 20, (4,), "<i4")
+    ropelab.rope(_CAI(1 << 20, (4, 8), "<u2"), out=_CAI(2 << 20, (4, 8), "<u2"), positions=pos,
+                 variant="pack4")
+    assert device_route[0].plan.kernel is pack4.make_vector_kernel("bfloat16")
+    assert device_route[0].caller == ((32, 2), (32, 2), (4, 4))  # 2-byte elements
+    # 2 bytes off a 16-byte boundary: a new validation that picks the per-element kernel, never
+    # a replay of the 64-bit one.
+    ropelab.rope(_CAI((5 << 20) + 2, (4, 8), "<u2"), out=_CAI(6 << 20, (4, 8), "<u2"),
+                 positions=pos, variant="pack4")
+    assert len(device_route) == 2
+    assert device_route[1].plan.kernel is pack4.make_scalar_kernel("bfloat16")

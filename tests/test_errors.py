@@ -55,11 +55,12 @@ def test_bad_input_raises_before_launch(launches, variant, label, kwargs, match)
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_float16_runs_on_rope_rows_or_is_refused_by_float32_variants(variant):
-    # 16-bit x runs on the rope_rows kernel for the default variant and freq_table; the others
-    # (an explicit "flat" included) say they are float32 and contiguous only, before anything
-    # runs, instead of quietly running another kernel.
+    # 16-bit x runs on the rope_rows kernel for the default variant and freq_table, and on
+    # pair_sincos's and pack4's own 16-bit builds; the others (an explicit "flat" included) say
+    # they are float32 and contiguous only, before anything runs, instead of quietly running
+    # another kernel.
     x = x32(4, 8).astype(np.float16)
-    if variant == "freq_table":
+    if variant in ("freq_table", "pair_sincos", "pack4"):
         assert ropelab.rope(x, variant=variant).dtype == np.float16
         return
     with pytest.raises(RopeInputError, match="float32 and contiguous only"):

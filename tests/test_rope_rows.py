@@ -189,7 +189,7 @@ def test_bad_strides_and_dtypes_are_refused(rng):
         ropelab.rope_qk(x[:, :16], x[:, 16:].astype(np.float16), positions=np.arange(4),
                         head_dim=8)
     with pytest.raises(RopeInputError, match="float32 and contiguous only"):
-        ropelab.rope(x.astype(np.float16), variant="pack4")
+        ropelab.rope(x.astype(np.float16), variant="flat")  # pack4 now takes 16-bit
     with pytest.raises(TypeError, match="float32, float16, or bfloat16"):
         ropelab.rope_qk(x.astype(np.float64), x.astype(np.float64), positions=np.arange(4),
                         head_dim=8)

@@ -33,12 +33,18 @@ thread the lanes were ``8 * chunk`` bytes apart and every instruction touched ``
 more memory sectors than it used.)  Slots past the rotated pairs copy the partial-rotary
 pass-through, as in ``freq_table``.
 
+Storage: float32, float16 or bfloat16 (uint16 bits) for ``x`` and ``out``, one build each
+(:func:`make_kernel`).  A 16-bit element widens to float32 on the load and rounds to nearest even
+on the store, so the math is the float32 kernel's; a 16-bit GPT-J pair on aligned arrays moves
+as one 32-bit word (:func:`pair_access`).
+
 Precision: the angle is a float32 product as in ``flat``; for positions in the tens of thousands
 use ``freq_table`` with ``cache=True`` or ``reduce_angle=True`` (see :mod:`ropelab.measure.precision`).
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cache
 
 import numpy as np
 from numba import cuda, float32, uint64
@@ -49,7 +55,9 @@ from ..errors import RopeInputError
 from ..problem import HEADS, INVERSE, NEOX, PARTIAL, SCALED
 from ..validate import check_int
 from ._device import quotient, rotate, shift_for
-from .plan import ROPE_ARRAYS, Plan, Variant, blocks_for
+from .plan import Plan, Variant, blocks_for, census_problem, rope_arrays
+from .vec import load_u32, store_u32
+from .words16 import CODECS, ELEMENT_CODECS
 
 NAME = "pair_sincos"
 SUMMARY = ("chunk of pairs per thread, strided for coalescing: one pow + ratio recurrence, one sin/cos "
@@ -58,6 +66,7 @@ FEATURES = frozenset({HEADS, PARTIAL, NEOX, INVERSE, SCALED})
 THREADS = 128
 PAIRS_PER_THREAD = 4
 MAX_PAIRS_PER_THREAD = 64
+STORAGES = frozenset({"float32", "float16", "bfloat16"})  # x and out; the math is float32
 
 RAMP_NONE, RAMP_ON_INDEX, RAMP_ON_FREQ = 0, 1, 2
 
@@ -82,58 +91,118 @@ def blended(f, j, ramp_mode, ramp_a, ramp_b, shrink):
 # ex: end blended
 
 
-# ex: begin rope_pair_sincos
-def rope_pair_sincos(x, out, positions, heads, heads_shift, half_dim, n_pairs, stride, stride_shift,
-                     total_threads, step, partner, freq_scale, freq_base, exponent_step, stride_ratio,
-                     ramp_mode, ramp_a, ramp_b, shrink, cos_scale, sin_scale):
-    idx = cuda.grid(1)
-    if idx < total_threads:
-        # Unsigned index math, as in flat.py: C-style division (or a shift, see quotient) and no
-        # negative-index wrap-around on every x[a].  Every integer argument is a numba.uint64.
-        i = uint64(idx)
-        head_row = quotient(i, stride, stride_shift)  # token * heads + head
-        # ``stride`` threads share a head; this one owns slots j, j + stride, j + 2 stride, ...
-        # At every step the lanes of a warp touch neighbouring pairs, so each load and store
-        # instruction is coalesced (a thread owning consecutive pairs put the lanes 8 * chunk
-        # bytes apart).  The frequency still costs one pow per thread: slot j + stride has
-        # frequency f_j * ratio ** stride, and the host passes that constant as stride_ratio.
-        j = i - head_row * stride
-        row = head_row * half_dim
-        first = row + row  # the head's first element
-        pos = float32(positions[quotient(head_row, heads, heads_shift)])
-        f = first_freq(freq_scale, freq_base, exponent_step, j)
-        a = first + j * step
-        a_step = stride * step  # the element distance between two slots of this thread
-        x0 = float32(0.0)
-        x1 = float32(0.0)
-        if j < n_pairs:
-            x0 = x[a]
-            x1 = x[a + partner]
-        while j < n_pairs:
-            j_next = j + stride
-            a_next = a + a_step
-            # Load the next step's pair before this step's math: two pairs in flight per
-            # thread instead of one, more bytes requested while the first ones travel.
-            n0 = x0
-            n1 = x1
-            if j_next < n_pairs:
-                n0 = x[a_next]
-                n1 = x[a_next + partner]
-            angle = pos * blended(f, j, ramp_mode, ramp_a, ramp_b, shrink)
-            c = math.cos(angle)  # once per pair, used by both of its elements
-            s = math.sin(angle)
-            out[a], out[a + partner] = rotate(x0, x1, c * cos_scale, s * sin_scale)
-            f = f * stride_ratio  # the frequency of slot j + stride, without a pow
-            x0 = n0
-            x1 = n1
-            j = j_next
-            a = a_next
-        while j < half_dim:  # pass-through tail of a partial rotation
-            a = first + j + j
-            out[a] = x[a]
-            out[a + uint64(1)] = x[a + uint64(1)]
-            j += stride
-# ex: end rope_pair_sincos
+def pair_access(storage: str, word_pairs: bool):
+    """``(load2(x, a, partner) -> 2 float32, store2(out, a, partner, r0, r1))``: one pair.
+
+    Per element by default (float32 passes through; 16-bit widens, and rounds on the store).
+    ``word_pairs``: a 16-bit GPT-J pair is the two halves of one aligned 32-bit word, moved
+    with one access each way instead of two.
+    """
+    if word_pairs:
+        low, high, pack = CODECS[storage]
+
+        @cuda.jit(device=True, inline="always")
+        def load2(x, a, partner):
+            w = load_u32(x, a)  # element a in the low half
+            return low(w), high(w)
+
+        @cuda.jit(device=True, inline="always")
+        def store2(out, a, partner, r0, r1):
+            store_u32(out, a, pack(r0, r1))
+
+        return load2, store2
+    load, store = ELEMENT_CODECS[storage]
+
+    @cuda.jit(device=True, inline="always")
+    def load2(x, a, partner):
+        return load(x[a]), load(x[a + partner])
+
+    @cuda.jit(device=True, inline="always")
+    def store2(out, a, partner, r0, r1):
+        out[a] = store(r0)
+        out[a + partner] = store(r1)
+
+    return load2, store2
+
+
+def make_kernel(storage: str = "float32", word_pairs: bool = False):
+    """The kernel for ``storage`` (one build per distinct argument pair; see :func:`_build`)."""
+    return _build(storage, bool(word_pairs))
+
+
+@cache
+def _build(storage: str, word_pairs: bool):
+    """The kernel for one storage: ``float32``, ``float16`` or ``bfloat16`` (uint16 bits).
+
+    Loads widen to float32 and stores round to the storage (nearest even), so the math is the
+    float32 kernel's; the float32 build passes elements through unchanged (same PTX as before
+    16-bit storage existed).  The pass-through tail copies elements as they are.
+    ``word_pairs`` (16-bit GPT-J, 4-byte aligned arrays): see :func:`pair_access`.
+    """
+    load2, store2 = pair_access(storage, word_pairs)
+
+    # ex: begin rope_pair_sincos
+    def rope_pair_sincos(x, out, positions, heads, heads_shift, half_dim, n_pairs, stride,
+                         stride_shift, total_threads, step, partner, freq_scale, freq_base,
+                         exponent_step, stride_ratio, ramp_mode, ramp_a, ramp_b, shrink,
+                         cos_scale, sin_scale):
+        idx = cuda.grid(1)
+        if idx < total_threads:
+            # Unsigned index math, as in flat.py: C-style division (or a shift, see quotient) and
+            # no negative-index wrap-around on every x[a].  Every integer argument is a uint64.
+            i = uint64(idx)
+            head_row = quotient(i, stride, stride_shift)  # token * heads + head
+            # ``stride`` threads share a head; this one owns slots j, j + stride, j + 2 stride,
+            # ...  At every step the lanes of a warp touch neighbouring pairs, so each load and
+            # store instruction is coalesced (a thread owning consecutive pairs put the lanes
+            # 8 * chunk bytes apart).  The frequency still costs one pow per thread: slot
+            # j + stride has frequency f_j * ratio ** stride, which the host passes as
+            # stride_ratio.
+            j = i - head_row * stride
+            row = head_row * half_dim
+            first = row + row  # the head's first element
+            pos = float32(positions[quotient(head_row, heads, heads_shift)])
+            f = first_freq(freq_scale, freq_base, exponent_step, j)
+            a = first + j * step
+            a_step = stride * step  # the element distance between two slots of this thread
+            x0 = float32(0.0)
+            x1 = float32(0.0)
+            if j < n_pairs:
+                x0, x1 = load2(x, a, partner)
+            while j < n_pairs:
+                j_next = j + stride
+                a_next = a + a_step
+                # Load the next step's pair before this step's math: two pairs in flight per
+                # thread instead of one, more bytes requested while the first ones travel.
+                n0 = x0
+                n1 = x1
+                if j_next < n_pairs:
+                    n0, n1 = load2(x, a_next, partner)
+                angle = pos * blended(f, j, ramp_mode, ramp_a, ramp_b, shrink)
+                c = math.cos(angle)  # once per pair, used by both of its elements
+                s = math.sin(angle)
+                r0, r1 = rotate(x0, x1, c * cos_scale, s * sin_scale)
+                store2(out, a, partner, r0, r1)  # rounds to the storage (float32: as is)
+                f = f * stride_ratio  # the frequency of slot j + stride, without a pow
+                x0 = n0
+                x1 = n1
+                j = j_next
+                a = a_next
+            while j < half_dim:  # pass-through tail of a partial rotation
+                a = first + j + j
+                out[a] = x[a]
+                out[a + uint64(1)] = x[a + uint64(1)]
+                j += stride
+    # ex: end rope_pair_sincos
+
+    # One census row per build; the float32 build keeps the course's name.
+    name = "rope_pair_sincos" + ("" if storage == "float32" else f"_{storage}") + \
+        ("_words" if word_pairs else "")
+    rope_pair_sincos.__name__ = rope_pair_sincos.__qualname__ = name
+    return rope_pair_sincos
+
+
+rope_pair_sincos = make_kernel("float32")
 
 
 def freq_drift_kernel(pow_out, rec_out, n_pairs, stride, freq_scale, freq_base, exponent_step,
@@ -291,9 +360,24 @@ def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan
     chunk = check_int("pairs_per_thread", options.get("pairs_per_thread", PAIRS_PER_THREAD),
                       minimum=1, maximum=MAX_PAIRS_PER_THREAD)
     blocks, threads = launch_config(problem, threads, chunk)
-    return Plan(rope_pair_sincos, fastmath, blocks, threads, ROPE_ARRAYS,
+    # A 16-bit GPT-J pair is one 32-bit word: a word access needs 4-byte aligned arrays (the
+    # op's ``aligned`` says 16) and a head that starts on an even element (head_dim is even).
+    words = problem.storage != "float32" and problem.interleave and aligned
+    return Plan(make_kernel(problem.storage, words), fastmath, blocks, threads,
+                rope_arrays(problem.storage),
                 scalars=launch_args(problem, chunk, formula_for(problem)))
 
 
+def census_plans() -> list[Plan]:
+    """The census's builds: float32 (the default problem, as before 16-bit storage), then each
+    16-bit storage in GPT-J (word pairs) and NeoX (per element)."""
+    problem = census_problem(FEATURES)
+    plans = [plan(problem, {})]
+    for storage in ("float16", "bfloat16"):
+        for interleave in (True, False):
+            plans.append(plan(replace(problem, storage=storage, interleave=interleave), {}))
+    return plans
+
+
 VARIANT = Variant(NAME, SUMMARY, FEATURES, plan, KERNEL, options=OPTIONS,
-                  check_cases=CHECK_OPTIONS)
+                  check_cases=CHECK_OPTIONS, storages=STORAGES, census=census_plans)

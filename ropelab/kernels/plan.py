@@ -10,7 +10,7 @@ check``, the bench plan and the census all read that registry.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 
 import numpy as np
@@ -45,6 +45,16 @@ def dim3(value) -> tuple[int, int, int]:
 
 # The caller arrays of plain RoPE, in kernel order: x, out (float32), positions (int32).
 ROPE_ARRAYS = (np.dtype(np.float32), np.dtype(np.float32), np.dtype(np.int32))
+
+# Storage of x and out -> the NumPy dtype the kernels see (bfloat16 travels as uint16 bits).
+STORAGE_DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
+                  "bfloat16": np.dtype(np.uint16)}
+
+
+def rope_arrays(storage: str = "float32") -> tuple:
+    """:data:`ROPE_ARRAYS` for x and out stored as ``storage``."""
+    dt = STORAGE_DTYPES[storage]
+    return (dt, dt, np.dtype(np.int32))
 
 # CUDA's grid limits (every GPU since compute capability 3.0): a plan past them is refused on
 # the host with a clear error instead of failing inside the driver.
@@ -128,6 +138,8 @@ class Variant:
     census_options: tuple = ({},)
     check_cases: tuple = ()
     census: object = None  # () -> [Plan]: overrides the census's default problems
+    # Storages of x and out the kernels are built for (one build each; see RopeProblem.storage).
+    storages: frozenset = frozenset({"float32"})
 
     def plan(self, problem, options=None, *, fastmath=True, threads=None, aligned=True) -> Plan:
         return self.make_plan(problem, dict(options or {}), fastmath=fastmath, threads=threads,
@@ -137,8 +149,12 @@ class Variant:
         """The plans whose kernels the PTX census compiles (argument types included)."""
         if self.census is not None:
             return self.census()
-        return [self.plan(census_problem(self.features), o, fastmath=fastmath)
-                for o in self.census_options]
+        plans = []
+        for storage in ("float32", "float16", "bfloat16"):  # float32 first, as before 16-bit
+            if storage in self.storages:
+                problem = replace(census_problem(self.features), storage=storage)
+                plans += [self.plan(problem, o, fastmath=fastmath) for o in self.census_options]
+        return plans
 
 
 def census_problem(features=frozenset()) -> RopeProblem:

@@ -7,15 +7,16 @@ vector's own alignment, which NVVM lowers to one ``ld.global.v4.f32`` / ``ld.glo
 ``ld.global.v2.u32`` (``LDG.E.128`` / ``LDG.E.64`` in SASS), and the same for stores.
 
 * ``load_f32x4`` / ``store_f32x4``: four float32 of a float32 array (the seed's ``FLOAT4``).
-* ``load_u32x4`` / ``store_u32x4``, ``load_u32x2`` / ``store_u32x2``: the 16 (8) bytes that
-  start at element ``i`` of a 1-D array of any 16- or 32-bit dtype, as four (two) ``uint32``
-  words, little-endian (the word holding elements ``i`` and ``i + 1`` of a 16-bit array has
-  element ``i`` in its low half).  16-bit storage (bfloat16 bits, float16) moves through these:
-  one lane moves 8 (4) elements with one instruction, and :mod:`ropelab.kernels.words16`
+* ``load_u32x4`` / ``store_u32x4``, ``load_u32x2`` / ``store_u32x2``, ``load_u32`` /
+  ``store_u32``: the 16 (8, 4) bytes that start at element ``i`` of a 1-D array of any 16- or
+  32-bit dtype, as four (two, one) ``uint32`` words, little-endian (the word holding elements
+  ``i`` and ``i + 1`` of a 16-bit array has element ``i`` in its low half).  16-bit storage
+  (bfloat16 bits, float16) moves through these: one lane moves 8 (4, 2) elements with one
+  instruction, and :mod:`ropelab.kernels.words16`
   unpacks the words to float32.
 
 The caller guarantees what the hardware needs: the address of element ``i`` is a multiple of
-the access size (16 or 8 bytes).  The launcher checks the arrays' base addresses on the host
+the access size (16, 8 or 4 bytes).  The launcher checks the arrays' base addresses on the host
 before it picks a vector kernel; the kernel's index arithmetic keeps ``i`` on the right
 multiple.  The index is widened to 64 bits with its own signedness before the address is
 formed, so an unsigned 32-bit index past ``2**31`` stays positive.
@@ -79,6 +80,12 @@ if SIMULATED:
 
     def load_u32x2(array, i):
         return _words(array, i, 2)
+
+    def load_u32(array, i):
+        return _words(array, i, 1)[0]
+
+    def store_u32(array, i, a):
+        _put_words(array, i, (a,))
 
     def store_u32x2(array, i, a, b):
         _put_words(array, i, (a, b))
@@ -163,6 +170,28 @@ else:
         _check(array, index, "store_u32x2")
         u = types.uint32
         return types.void(array, index, u, u), _store_codegen(2, _I32)
+
+    @intrinsic
+    def load_u32(typingctx, array, index):
+        _check(array, index, "load_u32")
+
+        def codegen(context, builder, sig, args):
+            ptr = _vector_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1],
+                                  _I32)
+            return builder.load(ptr, align=4)
+
+        return types.uint32(array, index), codegen
+
+    @intrinsic
+    def store_u32(typingctx, array, index, a):
+        _check(array, index, "store_u32")
+
+        def codegen(context, builder, sig, args):
+            ptr = _vector_pointer(context, builder, sig.args[0], args[0], sig.args[1], args[1],
+                                  _I32)
+            builder.store(args[2], ptr, align=4)
+
+        return types.void(array, index, types.uint32), codegen
 
     load_f32x4 = _load(4, ir.FloatType(), types.float32, "load_f32x4", (types.float32,))
     load_u32x4 = _load(4, _I32, types.uint32, "load_u32x4")

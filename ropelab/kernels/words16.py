@@ -8,6 +8,9 @@ half (little-endian).  Each storage dtype needs three device functions, collecte
 * ``low(word)`` / ``high(word)``: the float32 value of one half;
 * ``pack(lo, hi)``: two float32, each rounded to nearest even, as one word.
 
+Kernels that move one element at a time take :data:`ELEMENT_CODECS` instead: per storage, an
+element to float32 and a float32 to what the element takes (float32 passes through).
+
 bfloat16 is the top half of a float32, so its halves unpack with a shift or a mask, and its
 pack is one ``cvt.rn.bf16x2.f32`` on sm_80+ (:mod:`ropelab.bf16`).
 float16 has its own exponent width, so its halves go through the hardware conversions:
@@ -18,8 +21,9 @@ half``, which NVVM lowers to exactly those ``cvt`` instructions).  Under the sim
 names are plain Python on NumPy scalars, whose float16 conversions round the same way.
 """
 
-from numba import cuda, uint32
+from numba import cuda, float32, uint32
 
+from ..bf16 import load_bf16, store_bf16
 from ..bf16 import pack2 as _bf16_pack2
 from ..bf16 import unpack_high as _bf16_high
 from ..bf16 import unpack_low as _bf16_low
@@ -90,4 +94,26 @@ def _f16_pack(lo, hi):
 CODECS = {
     "bfloat16": (_bf16_low, _bf16_high, _bf16_pack2),
     "float16": (_f16_low, _f16_high, _f16_pack),
+}
+
+
+# One element at a time, for kernels that read and write single elements (pair_sincos, the
+# pack4 fallback): storage -> (element to float32, float32 to what the element takes).
+# float32 passes through (the float32 builds compile as before); a float16 array rounds on
+# assignment (cvt.rn.f16.f32, round to nearest even); bfloat16 bits are rounded by store_bf16.
+
+@cuda.jit(device=True, inline="always")
+def _as_float32(v):
+    return float32(v)
+
+
+@cuda.jit(device=True, inline="always")
+def _as_is(v):
+    return v
+
+
+ELEMENT_CODECS = {
+    "float32": (_as_float32, _as_is),
+    "float16": (_as_float32, _as_is),
+    "bfloat16": (load_bf16, store_bf16),
 }

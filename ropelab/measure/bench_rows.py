@@ -18,7 +18,10 @@ The entries (pick them with ``--variant rope_rows``):
   in place (two launches), for comparison;
 * ``rope_rows:rope_qk:kernel``: the q+k launch alone (pre-bound, fixed pointers);
 * ``rope_rows:rope:h1`` / ``:h4`` / ``:run8``: the single-tensor call with another mapping
-  (heads per thread, 128-bit accesses), to check the defaults.
+  (heads per thread, 128-bit accesses), to check the defaults;
+* ``rope_rows:pair_sincos`` / ``rope_rows:pack4``: the same single-tensor call with
+  ``variant="pair_sincos"`` / ``"pack4"``, which run 16-bit storage in their own 16-bit builds
+  (pack4 on ``[tokens, heads * head_dim]``, one wide head per token: its scope, same bytes).
 
 This module does not import :mod:`ropelab.measure.bench` (which lists these entries and
 shapes): the shapes are plain tuples, turned into ``bench.Shape`` there.
@@ -92,18 +95,22 @@ def _view3(a, tokens, heads, head_dim):
                          a.dtype, gpu_data=a.gpu_data)
 
 
-def _rope_maker(buf, **options):
+def _rope_maker(buf, one_head=False, **options):
+    """``ropelab.rope(x, positions=pos, out=out, **options)`` on a contiguous x of the Q and K
+    heads; ``one_head``: x as ``[tokens, heads * head_dim]`` (one wide head, the same bytes) for
+    variants without multi-head support (pack4)."""
     import ropelab
 
     s = buf.shape
     qkv, pos = _arrays(s)
     hd, heads = s.head_dim, s.heads_q + s.heads_k
+    shape = (s.tokens, heads * hd) if one_head else (s.tokens, heads, hd)
     if hasattr(qkv, "contiguous"):  # torch
-        x = qkv[:, :heads * hd].reshape(s.tokens, heads, hd).contiguous()
+        x = qkv[:, :heads * hd].reshape(shape).contiguous()
         out = x.clone()
     else:
         host = np.ascontiguousarray(qkv.copy_to_host()[:, :heads * hd])
-        x = cuda.to_device(host.reshape(s.tokens, heads, hd))
+        x = cuda.to_device(host.reshape(shape))
         out = cuda.device_array_like(x)
     call = lambda: ropelab.rope(x, positions=pos, out=out, **options)  # noqa: E731
     call()  # validates and compiles once
@@ -174,6 +181,12 @@ def entries(names=None) -> list[Entry]:
     for label, opts in (("h1", {"heads_per_thread": 1}), ("h4", {"heads_per_thread": 4}),
                         ("run8", {"run": 8})):
         out.append(Entry(f"{NAME}:rope:{label}", "ropelab_rows",
+                         lambda buf, o=opts: _rope_maker(buf, **o), fastmath=True, fused=True))
+    # The course's variants that take 16-bit storage themselves, on the same bytes: pair_sincos
+    # per head; pack4 as one wide head per token (its scope; other frequencies, same traffic).
+    for label, opts in (("pair_sincos", {"variant": "pair_sincos"}),
+                        ("pack4", {"variant": "pack4", "one_head": True})):
+        out.append(Entry(f"{NAME}:{label}", "ropelab_rows",
                          lambda buf, o=opts: _rope_maker(buf, **o), fastmath=True, fused=True))
     if names and NAME not in names:
         out = [e for e in out if e.name in names]

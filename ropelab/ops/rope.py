@@ -7,11 +7,14 @@ and the stream are the shared engine's (:mod:`ropelab.ops.call`).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from numba import cuda
 
 from .. import kernels, scaling as _scaling
 from ..kernels.launch import launch
+from ..kernels.plan import STORAGE_DTYPES
 from ..problem import MAX_THREADS_PER_BLOCK, WORDING, RopeProblem
 from ..target import SIMULATED
 from ..validate import (check_base, check_bool, check_frequencies, check_int, check_options,
@@ -77,15 +80,25 @@ def check_threads(threads) -> int:
 
 
 def build_problem(x_info, *, rotary_dim=None, interleave=True, inverse=False, base=10000.0,
-                  scaling=None) -> RopeProblem:
-    tokens, heads, head_dim = check_x(x_info)
+                  scaling=None, storage="float32") -> RopeProblem:
+    tokens, heads, head_dim = check_x(x_info, (STORAGE_DTYPES[storage],))
     rotary_dim = check_rotary_dim(rotary_dim, head_dim)
     base = check_base(base)
     scheme = _scaling.parse(scaling)  # {"rope_type": "default"} is no scaling at all
     inv_freq, attention_factor = _scaling.resolve(scheme, rotary_dim=rotary_dim, base=base)
     check_frequencies(inv_freq, attention_factor)
     return RopeProblem(tokens, heads, head_dim, rotary_dim, interleave, inverse, base,
-                       inv_freq if scheme is not None else None, attention_factor, scheme)
+                       inv_freq if scheme is not None else None, attention_factor, scheme,
+                       storage)
+
+
+def storage_of(info: ArrayInfo) -> str:
+    """The storage ``x`` claims: float16, bfloat16 (a torch.bfloat16 tensor or uint16 bits), else
+    float32 (a wrong dtype is then refused by :func:`check_x` with the variant's dtypes)."""
+    if info.storage is not None:
+        return info.storage
+    return {np.dtype(np.float16): "float16", np.dtype(np.uint16): "bfloat16"}.get(info.dtype,
+                                                                                "float32")
 
 
 def rope(
@@ -111,10 +124,11 @@ def rope(
     Parameters
     ----------
     x : array, ``[tokens, hidden]`` or ``[tokens, heads, head_dim]``
-        float32 and C-contiguous for the course's variants.  float16 / bfloat16 (a
-        ``torch.bfloat16`` tensor or ``uint16`` bit patterns; math in float32) or row-strided
-        (rows further apart than their width, e.g. a column slice of a packed qkv; the last
-        dimension contiguous) runs on the ``rope_rows`` kernel (see ``variant``).
+        float32 and C-contiguous for the course's variants; ``pair_sincos`` and ``pack4`` also
+        take C-contiguous float16 / bfloat16 (a ``torch.bfloat16`` tensor or ``uint16`` bit
+        patterns; math in float32, stores rounded to nearest even).  Other 16-bit or
+        row-strided ``x`` (rows further apart than their width, e.g. a column slice of a packed
+        qkv; the last dimension contiguous) runs on the ``rope_rows`` kernel (see ``variant``).
         ``tokens`` may be 0 (nothing runs; an empty result comes back).
         A NumPy array (copied to the GPU and back), or a device array: a PyTorch CUDA tensor, a
         CuPy array, a numba device array, or anything with ``__cuda_array_interface__`` (used
@@ -124,8 +138,9 @@ def rope(
         contiguous ``x``; for 16-bit or row-strided ``x``, or with ``cos_sin_cache``, the
         ``rope_rows`` kernel (``ropelab.kernels.ROWS``).  ``"freq_table"`` and ``"rope_rows"``
         also route such calls to ``rope_rows`` (its ``cache=True, max_positions=N`` mode is
-        freq_table's); every other variant is float32 and contiguous only and refuses them
-        with a RopeInputError rather than quietly running another kernel.
+        freq_table's); ``pair_sincos`` and ``pack4`` run contiguous 16-bit ``x`` themselves;
+        the seed variants (``flat``, ``block2d``, ``pack4_scalar``) are float32 and contiguous
+        only and refuse them with a RopeInputError rather than quietly running another kernel.
     positions : int array ``[tokens]``, optional
         Position of each token (default ``0 .. tokens-1``, kept on the device between calls).
         The position policy, the same for every ropelab op (see
@@ -229,7 +244,12 @@ def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, sca
     if variant is not None and variant != "rope_rows":
         kernels.get(variant)  # a wrong type or an unknown name, before anything else
     x_info = inspect_array(x, "x")
-    if cos_sin_cache is not None or variant == "rope_rows" or wants_rows(x_info):
+    # A variant built for x's 16-bit storage takes it here (one build per storage); the others
+    # send 16-bit and strided x to rope_rows, or refuse them there with the variants that take it.
+    storage = storage_of(x_info)
+    own = (variant is not None and variant != "rope_rows"
+           and storage in kernels.get(variant).storages)
+    if cos_sin_cache is not None or variant == "rope_rows" or (wants_rows(x_info) and not own):
         return rows.rope_rows_call(
             x, x_info, variant=variant, positions=positions, base=base, rotary_dim=rotary_dim,
             interleave=interleave, inverse=inverse, scaling=scaling, out=out, fastmath=fastmath,
@@ -243,7 +263,7 @@ def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, sca
     threads = None if threads_per_block is None else check_threads(threads_per_block)
     handle = streams.resolve(stream) if stream is not None else None
     problem = build_problem(x_info, rotary_dim=rotary_dim, interleave=interleave, inverse=inverse,
-                            base=base, scaling=scaling)
+                            base=base, scaling=scaling, storage=storage if own else "float32")
     require_features(v.name, v.features, problem, kernels.variants_supporting)
     check_options(f"variant '{v.name}'", variant_options, v.options)
     out_info = None
@@ -263,10 +283,8 @@ def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, sca
     aligned = (not x_info.on_device
                or (x_info.ptr % 16 == 0 and (out_info is None or out_info.ptr % 16 == 0)))
     if problem.tokens == 0:  # checked like any call; nothing to launch (plans need a grid)
-        v.plan(RopeProblem(1, problem.heads, problem.head_dim, problem.rotary_dim,
-                           problem.interleave, problem.inverse, problem.base, problem.inv_freq,
-                           problem.attention_factor, problem.scaling), variant_options,
-               fastmath=fastmath, threads=threads, aligned=aligned)  # the variant's own checks
+        v.plan(replace(problem, tokens=1), variant_options, fastmath=fastmath, threads=threads,
+               aligned=aligned)  # the variant's own checks
         return out if out is not None else _empty_like(x, x_info)
     plan = v.plan(problem, variant_options, fastmath=fastmath, threads=threads, aligned=aligned)
     if pos_info is None:
@@ -282,7 +300,7 @@ def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, sca
              call.Slot("positions", positions, pos_info, host_dtype=np.int32)]
     if not x_info.on_device or x_info.kind == "simulator" or SIMULATED:
         return _launch_here(plan, slots, problem, in_place)
-    nbytes = x_info.nbytes
+    nbytes, item = x_info.nbytes, x_info.dtype.itemsize
     same_layout = out_info is None or (out_info.shape, out_info.strides) == (x_info.shape,
                                                                              x_info.strides)
     make, ptr_of = call.alloc_like(x_info)
@@ -291,7 +309,7 @@ def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, sca
         arange = call.arange_positions(problem.tokens)  # kept alive by the engine
         defaults = ((2, int(arange.__cuda_array_interface__["data"][0])),)
     return call.launch_device(
-        key, plan, slots, ((x_info.size, 4), (x_info.size, 4), (problem.tokens, 4)),
+        key, plan, slots, ((x_info.size, item), (x_info.size, item), (problem.tokens, 4)),
         handle=handle, extents=(nbytes, nbytes, 4 * problem.tokens),
         pairs=((1, 0, same_layout, "out overlaps x without being x itself; pass out=x for in "
                                    "place, or a separate array"),
@@ -305,10 +323,10 @@ def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, sca
 
 def _empty_like(x, info: ArrayInfo):
     if not info.on_device:
-        return np.empty(info.shape, np.float32)
+        return np.empty(info.shape, info.dtype)
     if info.kind in ("torch", "cupy"):
         return call.alloc_like(info)[0](x)
-    return cuda.device_array(info.shape, np.float32)
+    return cuda.device_array(info.shape, info.dtype)
 
 
 def _launch_here(plan, slots, problem: RopeProblem, in_place: bool):
@@ -322,7 +340,7 @@ def _launch_here(plan, slots, problem: RopeProblem, in_place: bool):
     elif x_info.on_device and out is not None:
         out_dev = slots[1].on_device()
     else:  # a fresh buffer: host results are copied back from it
-        fresh = cuda.device_array(x_info.shape, np.float32)
+        fresh = cuda.device_array(x_info.shape, x_info.dtype)
         if x_info.on_device:
             out = fresh
         out_dev = fresh.reshape(-1)

@@ -27,7 +27,8 @@ def check_variant(variant, options) -> None:
     if variant not in ROWS_VARIANTS:
         fail(f"variant '{variant}' is float32 and contiguous only; 16-bit storage, row strides "
              f"and cos_sin_cache run on the rope_rows kernel: leave variant at its default, or "
-             f"pass variant='rope_rows' or 'freq_table' (its table and cache modes)")
+             f"pass variant='rope_rows' or 'freq_table' (its table and cache modes); "
+             f"'pair_sincos' and 'pack4' also take contiguous float16 / bfloat16 x")
     unknown = set(options) - set(OPTIONS)
     if "reduce_angle" in unknown:
         fail("reduce_angle=True is float32 and contiguous only; for 16-bit or strided x use "

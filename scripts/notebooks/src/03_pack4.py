@@ -45,6 +45,11 @@ print(ropelab.format_description())
 # runs only when a row holds a whole number of quads (`hidden % 4 == 0`) and both arrays are
 # aligned; otherwise the launcher picks the scalar kernel, which also has a tail path for rows
 # with an odd number of pairs.
+#
+# In the kernel below, `load4` and `store4` are those two intrinsics (`load_f32x4`,
+# `store_f32x4`) in the float32 build.  The same kernel is also built for float16 and bfloat16
+# storage (`pack4.quad_access`): there four elements are 8 bytes, one 64-bit access that is
+# unpacked to float32 before the math and rounded back (to nearest even) on the store.
 
 # %%
 print(course.excerpt(ropelab.kernels.pack4, "rope_pack4"))

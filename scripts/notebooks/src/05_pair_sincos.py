@@ -43,6 +43,9 @@ print(ropelab.format_description())
 # `blended` applies the YaRN or Llama 3.1 correction per pair when a scaling scheme asks for
 # it (both bend the geometric sequence, so the kernel keeps the recurrence for the geometric
 # part and corrects each pair afterwards); `f = f * stride_ratio` is the recurrence.
+# `load2` / `store2` read and write one pair: two float32 elements in the float32 build; in the
+# float16 and bfloat16 builds (`pair_sincos.pair_access`) the elements widen to float32 on the
+# load and round to nearest even on the store, and a GPT-J pair moves as one 32-bit word.
 
 # %%
 print(course.excerpt(pair_sincos, "rope_pair_sincos"))
