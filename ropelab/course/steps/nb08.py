@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ...kernels.qknorm_rope_backward import REDUCE_PHASES, reduce_partials
+from ...kernels.fused_qknorm_rope.backward import REDUCE_PHASES, reduce_partials
 from ...tolerance import max_angle
 from ..grading import Case
 from .base import Step
@@ -36,7 +36,7 @@ GROUPS = 4  # step 3: a block of 4 groups of 64 threads, thread t owns column t 
 PARTIAL_THREADS = GROUPS * ROW
 EPS = 1e-6
 # Step 08.4's stage two, given to the learner: the package's reduction (written once, in
-# kernels/qknorm_rope_backward.py), compiled as a kernel the notebook can launch.
+# kernels/fused_qknorm_rope/backward.py), compiled as a kernel the notebook can launch.
 reduce_partials_kernel = cuda.jit(fastmath=True)(reduce_partials)
 REDUCE_THREADS = REDUCE_PHASES * 32  # reduce_partials: 32 columns a block, REDUCE_PHASES rows
 
