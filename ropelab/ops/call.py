@@ -1,4 +1,5 @@
-"""The one call engine behind both public ops (``ropelab.rope``, ``ropelab.fused_qknorm_rope``).
+"""The one call engine behind the public ops (``ropelab.rope``, ``ropelab.rope_qk``,
+``ropelab.fused_qknorm_rope`` and its backward, ``ropelab.fused_qknorm_rope_backward``).
 
 An op (:mod:`ropelab.ops.rope`, :mod:`ropelab.ops.fused`) owns its signature, its checks and
 its plan; everything after that is here, written once:
@@ -24,6 +25,10 @@ through :func:`typed`); nothing here changes.  Adding an array argument: one mor
 op's array tuple and its :class:`Slot`.
 
 Pointers are not part of the key: a new tensor of the same shape hits the same entry.
+
+An op that allocates its outputs and runs several kernels (the fused backward) remembers a
+:class:`SequenceCall` through :func:`launch_sequence`: an output maker and a list of bound
+launches, fired in order on one stream.
 """
 
 from __future__ import annotations
@@ -292,6 +297,9 @@ def zero_fill(pointer: int, words: int, handle) -> None:
     from cuda.bindings import driver as cu
 
     err, = cu.cuMemsetD32Async(pointer, 0, words, handle)
+    if err == cu.CUresult.CUDA_ERROR_INVALID_CONTEXT:  # a thread that never used numba (as
+        cuda.current_context()  # Bound.fire): make the primary context current, try once more
+        err, = cu.cuMemsetD32Async(pointer, 0, words, handle)
     if err:
         raise RuntimeError(f"cuMemsetD32Async failed with {err!r}")
 

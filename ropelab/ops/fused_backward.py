@@ -6,6 +6,11 @@ Checks everything on metadata and small host arrays first (the forward's checks,
 the weight gradient's partial sums (``dw="two_stage"``, the default) unless ``dw="atomic"``.
 Called by the autograd formula of :mod:`ropelab.torch_ops`; usable directly on NumPy arrays
 (copied to the device and back) and on device arrays (PyTorch, CuPy, numba).
+
+Device arrays go through the one call engine (:mod:`ropelab.ops.call`): the first call of a call
+shape validates and plans; later ones hit the cache, allocate ``dqkv`` and one float32 buffer
+(partial sums, then ``dw``) through the caller's library and fire the pre-bound launches, with no
+host sync (capturable in a CUDA graph).  Host and simulator arrays always validate.
 """
 
 from __future__ import annotations
