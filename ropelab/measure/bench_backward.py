@@ -12,7 +12,8 @@ the production shapes in bfloat16 (flux_1024, qwen_image_1024, zimage_1024), in 
   pre-bound (no host checks: what the kernels cost); ``ropelab:fwd+bwd:kernel`` the same inside
   autograd's sequence; ``ropelab:bwd:kernel:blocksN`` the grid capped at N blocks (a sweep);
 * ``torch.compile:fwd+bwd`` and ``torch.compile:bwd``: the same math in PyTorch (float32
-  math on bfloat16 storage), compiled, differentiated by autograd;
+  math on bfloat16 storage), compiled, differentiated by autograd (buffer donation off, see
+  :func:`compiled_pair`);
 * ``liger:fwd+bwd`` and ``liger:bwd`` (NeoX only; Liger's RoPE has no GPT-J layout):
   Liger-Kernel's RMSNorm then RoPE, chained; skipped with the reason when ``liger_kernel`` is
   not installed;
@@ -229,8 +230,15 @@ def _autograd_pair(forward, arrays):
 
 
 def compiled_pair(arrays, shape, interleave: bool):
+    """torch.compile's pair.  Buffer donation is off (``torch._functorch.config.donated_buffer
+    = False``, for both rows): with it on, a compiled backward may reuse the memory of the
+    tensors its forward saved, so it refuses ``retain_graph=True``, and the bwd-only row (one
+    forward, the backward timed again and again) failed with "compiled with non-empty donated
+    buffers".  Donation saves memory, not a launch; the backward's kernels are the same."""
     import torch
+    import torch._functorch.config as functorch_config
 
+    functorch_config.donated_buffer = False  # before the first compile of this process
     return _autograd_pair(torch.compile(torch_math(shape, interleave)), arrays)
 
 
@@ -361,7 +369,9 @@ METHOD = ("H200, bfloat16, cold L2 (ropelab.measure.bench.Timer: a fill over 4x 
           "bytes_for(): backward 2 row + qk, forward 2 row, forward+backward 4 row + qk (row: the "
           "qkv rows, qk: their Q and K heads). copy_gbps: a device copy of the qkv rows. "
           "frac_of_copy = gbps / copy_gbps. determinism rows: weight gradients of RUNS runs "
-          "compared bit for bit with run 1.")
+          "compared bit for bit with run 1. torch.compile rows: buffer donation off "
+          "(torch._functorch.config.donated_buffer=False), so the bwd-only row can retain the "
+          "graph and time the compiled backward alone.")
 
 
 def main(argv=None) -> int:

@@ -1,4 +1,5 @@
-"""The one call engine behind both public ops (``ropelab.rope``, ``ropelab.fused_qknorm_rope``).
+"""The one call engine behind the public ops (``ropelab.rope``, ``ropelab.rope_qk``,
+``ropelab.fused_qknorm_rope`` and its backward, ``ropelab.fused_qknorm_rope_backward``).
 
 An op (:mod:`ropelab.ops.rope`, :mod:`ropelab.ops.fused`) owns its signature, its checks and
 its plan; everything after that is here, written once:
@@ -24,6 +25,10 @@ through :func:`typed`); nothing here changes.  Adding an array argument: one mor
 op's array tuple and its :class:`Slot`.
 
 Pointers are not part of the key: a new tensor of the same shape hits the same entry.
+
+An op that allocates its outputs and runs several kernels (the fused backward) remembers a
+:class:`SequenceCall` through :func:`launch_sequence`: an output maker and a list of bound
+launches, fired in order on one stream.
 """
 
 from __future__ import annotations
@@ -231,6 +236,72 @@ class DeviceCall:
             self.before(arrays)
         self.bound.fire(ptrs, self.current() if stream is None else streams.resolve(stream))
         return result
+
+
+class SequenceCall(DeviceCall):
+    """A validated call shape that allocates its outputs and fires several launches in order
+    (the fused backward: the main kernel, then the reduction of its partial sums).
+
+    ``outputs(arrays, handle) -> (result, pointers)`` allocates this call's outputs through the
+    caller's library and queues any zero fill on ``handle`` (no host sync); their pointers are
+    appended after the caller arrays'.  ``launches`` are ``(bound, indices)``: each bound launch
+    gets the pointers at ``indices`` of that list, all on one stream, in order.
+    """
+
+    __slots__ = ("launches", "outputs")
+
+    def run(self, arrays, ptrs, stream):
+        handle = self.current() if stream is None else streams.resolve(stream)
+        for slot, pointer in self.defaults:
+            if arrays[slot] is None:
+                ptrs[slot] = pointer
+        ext = self.extents
+        for w, r, disjoint, message in self._checks:
+            pw, pr = ptrs[w], ptrs[r]
+            if (arrays[r] is not None and pw < pr + ext[r] and pr < pw + ext[w]
+                    and not disjoint(pw, pr)):
+                fail(message)
+        if self.before is not None:
+            self.before(arrays)
+        result, fresh = self.outputs(arrays, handle)
+        ptrs = list(ptrs) + list(fresh)  # fresh memory overlaps nothing
+        for bound, indices in self.launches:
+            bound.fire([ptrs[i] for i in indices], handle)
+        return result
+
+
+def launch_sequence(key, slots, launches, outputs, *, handle, extents=(), pairs=()):
+    """The device route of a validated call that allocates outputs and fires several plans:
+    ``launches`` are ``(plan, caller_sizes, indices)`` (see :class:`SequenceCall`).  Remembers
+    the call under ``key`` and runs it once on this call's arrays (so the first call and every
+    cached one take the same steps)."""
+    register_fast_types()
+    entry = SequenceCall()
+    entry.launches = tuple((bind(plan, sizes), tuple(indices)) for plan, sizes, indices in launches)
+    entry.bound = entry.launches[0][0]  # what the table-eviction listener looks at
+    entry.outputs = outputs
+    entry.extents, entry.pairs, entry.defaults = tuple(extents), tuple(pairs), ()
+    entry.alloc, entry.result, entry.before = None, 0, None
+    entry.current = streams.current_for(slots[0].info.kind, slots[0].obj)
+    arrays = tuple(s.obj for s in slots)
+    ptrs = [s.info.ptr for s in slots]
+    result = entry.run(arrays, ptrs, None if handle is None else streams.RawStream(handle))
+    if key is not None:
+        remember(key, entry)
+    return result
+
+
+def zero_fill(pointer: int, words: int, handle) -> None:
+    """Queue a zero fill of ``words`` 32-bit words at ``pointer`` on stream ``handle``
+    (``cuMemsetD32Async``: no host sync, capturable in a CUDA graph)."""
+    from cuda.bindings import driver as cu
+
+    err, = cu.cuMemsetD32Async(pointer, 0, words, handle)
+    if err == cu.CUresult.CUDA_ERROR_INVALID_CONTEXT:  # a thread that never used numba (as
+        cuda.current_context()  # Bound.fire): make the primary context current, try once more
+        err, = cu.cuMemsetD32Async(pointer, 0, words, handle)
+    if err:
+        raise RuntimeError(f"cuMemsetD32Async failed with {err!r}")
 
 
 def _same_start(written: int, read: int) -> bool:

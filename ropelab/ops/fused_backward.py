@@ -6,6 +6,11 @@ Checks everything on metadata and small host arrays first (the forward's checks,
 the weight gradient's partial sums (``dw="two_stage"``, the default) unless ``dw="atomic"``.
 Called by the autograd formula of :mod:`ropelab.torch_ops`; usable directly on NumPy arrays
 (copied to the device and back) and on device arrays (PyTorch, CuPy, numba).
+
+Device arrays go through the one call engine (:mod:`ropelab.ops.call`): the first call of a call
+shape validates and plans; later ones hit the cache, allocate ``dqkv`` and one float32 buffer
+(partial sums, then ``dw``) through the caller's library and fire the pre-bound launches, with no
+host sync (capturable in a CUDA graph).  Host and simulator arrays always validate.
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ from numba import cuda
 from ..kernels import fused_qknorm_rope as _forward
 from ..kernels.fused_qknorm_rope import backward as _kernel
 from ..kernels.launch import launch
+from ..target import SIMULATED
 from ..validate import check_bool, check_int, check_position_values, check_positions_array, fail
 from . import streams
 from .arrays import ArrayInfo, device_view, inspect_array
+from . import call
 from .call import alloc_like
 from .fused import build_problem, check_weight
 
@@ -67,6 +74,18 @@ def fused_qknorm_rope_backward(qkv, grad, *, num_heads_q, num_heads_k, num_heads
     units).
     ``stream``: as for the forward; on NumPy arrays the call is synchronous.
     """
+    # The fast path (see ropelab.ops.call): a call shape validated before launches again on
+    # this call's pointers.  The key carries every pointer % 16 and every scalar's type, so a
+    # misaligned array or a 4.0 for an int re-validates (and is refused there).
+    scalars = call.typed(("fused_qknorm_rope_backward", num_heads_q, num_heads_k, num_heads_v,
+                          head_dim, eps, base, rotary_dim, interleave, yarn, fastmath, cache,
+                          max_positions, dw, warps_per_block, max_blocks))
+    arrays = (qkv, grad, q_weight, k_weight, positions)
+    if cos_sin_cache is not None:  # a sixth caller array only when given
+        arrays += (cos_sin_cache,)
+    result, key = call.fast(scalars, arrays, stream)
+    if result is not call.MISS:
+        return result
     if dw not in _kernel.DW_MODES:
         fail(f"dw must be one of {_kernel.DW_MODES}, got {dw!r}")
     fastmath = check_bool("fastmath", fastmath)
@@ -108,28 +127,96 @@ def fused_qknorm_rope_backward(qkv, grad, *, num_heads_q, num_heads_k, num_heads
     if not qkv_info.on_device:
         return _host_call(problem, main, reduce, qkv, grad, q_weight, k_weight, positions,
                           cos_sin_cache, two)
-    make, _ = alloc_like(qkv_info)
-    dqkv = make(qkv)
-    dqkv_info = inspect_array(dqkv, "dqkv")
-    if aligned and dqkv_info.ptr % align:  # an allocator that did not align: scalar accesses
-        main, reduce = _kernel.plans(problem, dw_mode=dw, fastmath=fastmath,
-                                     warps_per_block=wpb, max_blocks=blocks, max_positions=rows,
-                                     user_cache=cos_sin_cache is not None, aligned=False)
-    sums = _float32_buffer(qkv, qkv_info, two if reduce is None else main.grid[0] * two,
-                           zero=reduce is None)
-    dw_all = sums if reduce is None else _float32_buffer(qkv, qkv_info, two, zero=False)
-    if problem.tokens == 0:
-        dw_all = _float32_buffer(qkv, qkv_info, two, zero=True)
-        return dqkv, dw_all[:problem.head_dim], dw_all[problem.head_dim:]
     for name in ("q_weight", "k_weight", "positions"):
-        if not infos[name].on_device:
+        if problem.tokens and not infos[name].on_device:
             fail(f"{name} must be on the device with a device qkv")
     words = _kernel.KERNEL_VIEW[problem.storage]
-    if words == np.uint32:  # 16-bit storage moves as 32-bit words
+    if problem.tokens and words == np.uint32:  # 16-bit storage moves as 32-bit words
         for name in ("qkv", "grad", "q_weight", "k_weight"):
             if infos[name].ptr % 4:
                 fail(f"16-bit {name} must start at a 4-byte aligned address (the kernel moves "
                      f"two elements per 32-bit word); a fresh tensor is aligned")
+    make, ptr_of = alloc_like(qkv_info)
+    if problem.tokens == 0:
+        dw_all = _float32_buffer(qkv, qkv_info, two, zero=True)
+        return make(qkv), dw_all[:problem.head_dim], dw_all[problem.head_dim:]
+    if qkv_info.kind == "simulator" or SIMULATED:
+        return _simulated_call(problem, main, reduce, qkv, grad, q_weight, k_weight, positions,
+                               cos_sin_cache, infos, words, two, aligned, align,
+                               lambda flag: _kernel.plans(
+                                   problem, dw_mode=dw, fastmath=fastmath, warps_per_block=wpb,
+                                   max_blocks=blocks, max_positions=rows,
+                                   user_cache=cos_sin_cache is not None, aligned=flag))
+    if aligned and ptr_of(make(qkv)) % align:  # an allocator that does not align: scalar accesses
+        aligned = False
+        main, reduce = _kernel.plans(problem, dw_mode=dw, fastmath=fastmath,
+                                     warps_per_block=wpb, max_blocks=blocks, max_positions=rows,
+                                     user_cache=cos_sin_cache is not None, aligned=False)
+    return _engine_call(key, problem, main, reduce, arrays, infos, words, handle,
+                        align if aligned else 0)
+
+
+def _engine_call(key, problem, main, reduce, arrays, infos, words, handle, align):
+    """The device route: allocate the outputs, fire main (then reduce), remember the call."""
+    names = ("qkv", "grad", "q_weight", "k_weight", "positions", "cos_sin_cache")[:len(arrays)]
+    slots = [call.Slot(n, a, infos[n]) for n, a in zip(names, arrays)]
+    two, rows, n = 2 * problem.head_dim, main.grid[0], len(arrays)
+    atomic = reduce is None
+    w = words.itemsize
+    storage = (infos["qkv"].nbytes // w, w)
+    main_sizes = (storage, storage, storage, (infos["q_weight"].nbytes // w, w),
+                  (infos["k_weight"].nbytes // w, w), (problem.tokens, 4),
+                  (two if atomic else rows * two, 4))
+    main_indices = (0, 1, n, 2, 3, 4, n + 1)
+    if n == 6:
+        main_sizes += ((infos["cos_sin_cache"].size, 4),)
+        main_indices += (5,)
+    launches = [(main, main_sizes, main_indices)]
+    if not atomic:
+        launches.append((reduce, ((rows * two, 4), (two, 4)), (n + 1, n + 2)))
+    outputs = _outputs(infos["qkv"], problem.head_dim, 0 if atomic else rows, align)
+    return call.launch_sequence(key, slots, launches, outputs, handle=handle,
+                                extents=[infos[m].nbytes for m in names])
+
+
+def _outputs(qkv_info: ArrayInfo, head_dim: int, rows: int, align: int):
+    """The engine's output maker: ``dqkv`` like ``qkv``, and one float32 buffer holding the
+    partial sums (``rows`` blocks; none in atomic mode) and ``dw`` after them, both from the
+    caller's library.  Atomic mode adds into ``dw``: zeroed on the launch stream first."""
+    make, ptr_of = alloc_like(qkv_info)
+    two = 2 * head_dim
+    total = (rows + 1) * two if rows else two
+
+    def outputs(arrays, handle):
+        qkv = arrays[0]
+        dqkv = make(qkv)
+        p = ptr_of(dqkv)
+        if align and p % align:
+            fail(f"the allocator returned dqkv at an address not {align}-byte aligned, which "
+                 f"this call shape's vector accesses need; call ropelab.ops.call.clear()")
+        buffer = _float32_buffer(qkv, qkv_info, total, zero=False)
+        sums = ptr_of(buffer)
+        if not rows:
+            call.zero_fill(sums, two, handle)
+        dw_all = buffer[total - two:]
+        return ((dqkv, dw_all[:head_dim], dw_all[head_dim:]),
+                (p, sums, sums + (total - two) * 4))
+
+    return outputs
+
+
+def _simulated_call(problem, main, reduce, qkv, grad, q_weight, k_weight, positions,
+                    cos_sin_cache, infos, words, two, aligned, align, replan):
+    """Simulator arrays: numba's dispatcher, no cache (nothing is fast under the simulator)."""
+    qkv_info = infos["qkv"]
+    make, _ = alloc_like(qkv_info)
+    dqkv = make(qkv)
+    dqkv_info = inspect_array(dqkv, "dqkv")
+    if aligned and dqkv_info.ptr % align:
+        main, reduce = replan(False)
+    sums = _float32_buffer(qkv, qkv_info, two if reduce is None else main.grid[0] * two,
+                           zero=reduce is None)
+    dw_all = sums if reduce is None else _float32_buffer(qkv, qkv_info, two, zero=False)
     views = [device_view(a, infos[n], words) for a, n in ((qkv, "qkv"), (grad, "grad"))]
     views.append(device_view(dqkv, dqkv_info, words))
     views += [device_view(a, infos[n], words) for a, n in ((q_weight, "q_weight"),
@@ -138,11 +225,9 @@ def fused_qknorm_rope_backward(qkv, grad, *, num_heads_q, num_heads_k, num_heads
     views.append(_view32(sums))
     if cos_sin_cache is not None:
         views.append(device_view(cos_sin_cache, infos["cos_sin_cache"]))
-    if handle is None:
-        handle = streams.current_for(qkv_info.kind, qkv)()
-    launch(main, views, handle)
+    launch(main, views)
     if reduce is not None:
-        launch(reduce, [_view32(sums), _view32(dw_all)], handle)
+        launch(reduce, [_view32(sums), _view32(dw_all)])
     return dqkv, dw_all[:problem.head_dim], dw_all[problem.head_dim:]
 
 
