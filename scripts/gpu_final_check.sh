@@ -9,14 +9,14 @@
 # Run from the repository root with the numpy 2.4.6 and liger-kernel wheels in .whl/ (carried).
 LOG_NAME=final.log source "$(dirname "$0")/gpu_common.sh"
 
-step 150 gputests python3 -m pytest -o addopts="" -q -p no:cacheprovider --no-header -p timeout \
-  --timeout 60 tests/test_gpu_fused_backward.py tests/test_torch_fused_backward.py \
+step 130 gputests python3 -m pytest -o addopts="" -q -p no:cacheprovider --no-header -p timeout \
+  --timeout 60 --durations=8 tests/test_gpu_fused_backward.py tests/test_torch_fused_backward.py \
   tests/test_gpu_rope16_variants.py tests/test_gpu_rope_rows.py tests/test_gpu_public_path.py
-step 240 backward python3 -m ropelab.measure.bench_backward
-step 90  rows     python3 -m ropelab bench --shapes rows --kind bench_rows --variant rope_rows \
-  --no-overhead --no-charts --no-baselines --budget-s 80
+step 230 backward python3 -m ropelab.measure.bench_backward
+step 80  rows     python3 -m ropelab bench --shapes rows --kind bench_rows --variant rope_rows \
+  --no-overhead --no-charts --no-baselines --budget-s 70
 NCU=$(command -v ncu || ls -d /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
-step 90  ncu "$NCU" --clock-control none --section SpeedOfLight --section WarpStateStats \
+step 80  ncu "$NCU" --clock-control none --section SpeedOfLight --section WarpStateStats \
   --section MemoryWorkloadAnalysis --kernel-name regex:qknorm python3 scripts/profile_backward.py
 grep -v "^==PROF==" "$LOG" | sed -n '/ncu:/,$p' > "$OUT/ncu_backward.txt"
 bundle
