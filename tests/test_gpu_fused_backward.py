@@ -59,8 +59,12 @@ def test_device_backward_matches_the_reference(storage, interleave, rotary_dim):
     from ropelab.ops import call
 
     tensors = [_cuda(a, storage) for a in (qkv, grad, wq, wk)]
-    ropelab.fused_qknorm_rope_backward(*tensors[:2], q_weight=tensors[2], k_weight=tensors[3],
-                                       **kw)  # validates and remembers the call shape
+    # Twice: the first torch call of a process registers torch's fast metadata reader and cannot
+    # be remembered yet (seen on the H200: only the first parametrization failed); the second
+    # validates and remembers the call shape.
+    for _ in range(2):
+        ropelab.fused_qknorm_rope_backward(*tensors[:2], q_weight=tensors[2],
+                                           k_weight=tensors[3], **kw)
     remembered = len(call._entries)
     tensors = [t.clone() for t in tensors]  # new pointers: the same key
     dx, dq, dk = ropelab.fused_qknorm_rope_backward(*tensors[:2], q_weight=tensors[2],
