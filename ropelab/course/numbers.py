@@ -26,7 +26,7 @@ import re
 import sys
 
 from . import numbers_fused, numbers_models, numbers_plain  # noqa: F401  (importing them fills the registry)
-from . import numbers_predict, numbers_torch  # noqa: F401
+from . import numbers_backward, numbers_predict, numbers_torch  # noqa: F401
 from .numbers_core import REGISTRY, ROOT, Rendered, newest, number, runs, times_word
 
 __all__ = ["REGISTRY", "Rendered", "number", "newest", "runs", "times_word", "render",

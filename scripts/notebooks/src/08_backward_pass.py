@@ -343,6 +343,25 @@ if record is not None:
               f"{row['median_us'] or '':>8} {frac}{bits} {row['note']}")
 
 # %% [markdown]
+# What the record says, through the public calls on PyTorch tensors:
+#
+# * forward + backward reach {{ backward.fwd_bwd_pct }} of the copy roof of their bytes, the
+#   backward alone {{ backward.bwd_pct }}: short of the `0.8` target;
+# * `torch.compile`'s forward + backward of the same math takes {{ backward.compile_ratio }}
+#   as long, and Liger's RMSNorm + RoPE chain (NeoX) {{ backward.liger_ratio }} as long;
+# * the two-stage weight gradient gave identical bits in {{ backward.two_stage_differing }}
+#   runs differing from the first; with atomics, {{ backward.atomic_differing }} runs differed.
+#
+# Why the backward stays below the roof: Nsight Compute on the `flux_1024` backward kernels
+# (`scripts/profile_backward.py`) reads DRAM throughput at {{ backward.ncu_dram_pct }} of peak,
+# and the warps spend {{ backward.ncu_scoreboard_pct }} of the cycles between two issued
+# instructions waiting on a global load (a long-scoreboard stall on L1TEX).  Each warp loads
+# `x` and `dy` of a head, reduces, and only then writes: too few bytes are in flight per SM to
+# cover DRAM latency.  The grid sweep in the record (`blocks264` .. `blocks1056`) shows the same
+# thing from the other side: fewer resident warps, slower backward.  Loading the next unit's
+# `x` and `dy` before reducing the current one is the obvious next step; it is not done yet.
+
+# %% [markdown]
 # ## Exercises
 #
 # **1.** Using the byte count above, how many bytes must the backward alone move on

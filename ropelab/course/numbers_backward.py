@@ -1,0 +1,97 @@
+"""Numbers of the fused backward (notebook 08, the README), from ``data/bench_backward/`` and the
+Nsight Compute text report under ``data/profile/`` (issue 20)."""
+
+from __future__ import annotations
+
+import re
+
+from .numbers_core import ROOT, Rendered, newest, number, pct_span, span
+
+SHAPES = ("flux_1024", "qwen_image_1024", "zimage_1024")
+
+
+def _rows(entry: str):
+    path, rec = _newest()
+    rows = [r for r in rec["rows"] if r["entry"] == entry and r["shape"] in SHAPES]
+    if not rows:
+        raise LookupError(f"{path} has no {entry} rows")
+    return path, rows
+
+
+def _newest():
+    # bench_backward rows name their call in "entry", not "variant": take the newest run.
+    return newest("bench_backward")
+
+
+@number("backward.fwd_bwd_pct")
+def _():
+    path, rows = _rows("ropelab:fwd+bwd")
+    return Rendered(pct_span([r["frac_of_copy"] for r in rows]), path)
+
+
+@number("backward.bwd_pct")
+def _():
+    path, rows = _rows("ropelab:bwd")
+    return Rendered(pct_span([r["frac_of_copy"] for r in rows]), path)
+
+
+def _ratio_to_ropelab(entry: str) -> Rendered:
+    path, theirs = _rows(entry)
+    _, ours = _rows("ropelab:fwd+bwd")
+    mine = {(r["shape"], r["layout"]): r["median_us"] for r in ours}
+    ratios = [r["median_us"] / mine[(r["shape"], r["layout"])] for r in theirs
+              if r["median_us"] is not None]
+    return Rendered(span(ratios, lambda v: f"{v:.1f}", unit=" times"), path)
+
+
+@number("backward.compile_ratio")
+def _():
+    return _ratio_to_ropelab("torch.compile:fwd+bwd")
+
+
+@number("backward.liger_ratio")
+def _():
+    return _ratio_to_ropelab("liger:fwd+bwd")
+
+
+def _differing(entry: str) -> Rendered:
+    path, rows = _rows(entry)
+    runs = re.match(r"(\d+) runs", rows[0]["note"]).group(1)
+    most = max(r["runs_differing"] for r in rows)
+    return Rendered(f"{most} of {runs}", path)
+
+
+@number("backward.two_stage_differing")
+def _():
+    return _differing("determinism:two_stage")
+
+
+@number("backward.atomic_differing")
+def _():
+    return _differing("determinism:atomic")
+
+
+def _ncu_backward(pattern: str) -> Rendered:
+    """A metric of the backward kernels in the newest Nsight Compute text report (both layouts:
+    their span)."""
+    reports = sorted((ROOT / "data" / "profile").glob("ncu_fused_backward-*.txt"))
+    if not reports:
+        raise LookupError("no data/profile/ncu_fused_backward-*.txt")
+    text = reports[-1].read_text()
+    sections = text.split("  backward::")[1:]
+    values = []
+    for section in sections:
+        section = section.split("  kernel::")[0]  # the backward kernel's own sections only
+        values.append(float(re.search(pattern, section).group(1)))
+    return Rendered(span(values, lambda v: f"{v:.0f}", unit="%"),
+                    str(reports[-1].relative_to(ROOT)))
+
+
+@number("backward.ncu_dram_pct")
+def _():
+    return _ncu_backward(r"DRAM Throughput\s+%\s+([\d.]+)")
+
+
+@number("backward.ncu_scoreboard_pct")
+def _():
+    return _ncu_backward(r"represents about ([\d.]+)% of the total average")
