@@ -113,13 +113,13 @@ def test_kernels_are_shown_from_ropelab_not_pasted(path):
 
 @pytest.mark.parametrize("path", STORED, ids=lambda p: p.stem)
 def test_exercises_are_graded(path):
-    """Notebooks 00-06 end with kernel exercises: the starter kernel, then a cell that grades
-    it, whose stored output is the unsolved starter's verdict.  07 and 08 (until its ladder
-    steps exist) keep answers checked by assert cells."""
+    """Notebooks 00-06 and 08 end with kernel exercises: the starter kernel, then a cell that
+    grades it, whose stored output is the unsolved starter's verdict.  07 and 09 keep answers
+    checked by assert cells (08 has both)."""
     cells = _code_cells(_read(path))
     sources = [_text(c["source"]) for c in cells]
     exercises = _exercises_of(path)
-    if path.name[:2] not in ("07", "08", "09"):  # 09: no kernel to write, answers asserted
+    if path.name[:2] not in ("07", "09"):  # 09: no kernel to write, answers asserted
         assert exercises, f"{path.name} has no kernel exercise"
     for ex in exercises:
         starter = [i for i, src in enumerate(sources) if f"def {ex.kernel_name}(" in src]
