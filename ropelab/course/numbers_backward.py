@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from .. import resources
 from .numbers_core import ROOT, Rendered, newest, number, pct_span, span
 
 SHAPES = ("flux_1024", "qwen_image_1024", "zimage_1024")
@@ -74,7 +75,7 @@ def _():
 def _ncu_backward(pattern: str) -> Rendered:
     """A metric of the backward kernels in the newest Nsight Compute text report (both layouts:
     their span)."""
-    reports = sorted((ROOT / "data" / "profile").glob("ncu_fused_backward-*.txt"))
+    reports = sorted((resources.data_dir() / "profile").glob("ncu_fused_backward-*.txt"))
     if not reports:
         raise LookupError("no data/profile/ncu_fused_backward-*.txt")
     text = reports[-1].read_text()
