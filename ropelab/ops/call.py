@@ -223,6 +223,12 @@ class DeviceCall:
             checks = ()  # fresh memory overlaps nothing
         else:
             checks = self._checks
+        self._prepare(arrays, ptrs, checks)
+        self.bound.fire(ptrs, self.current() if stream is None else streams.resolve(stream))
+        return result
+
+    def _prepare(self, arrays, ptrs, checks) -> None:
+        """Fill the defaults' pointers, refuse overlapping spans, run the ``before`` hook."""
         for slot, pointer in self.defaults:
             if arrays[slot] is None:
                 ptrs[slot] = pointer
@@ -234,8 +240,6 @@ class DeviceCall:
                 fail(message)
         if self.before is not None:
             self.before(arrays)
-        self.bound.fire(ptrs, self.current() if stream is None else streams.resolve(stream))
-        return result
 
 
 class SequenceCall(DeviceCall):
@@ -252,17 +256,7 @@ class SequenceCall(DeviceCall):
 
     def run(self, arrays, ptrs, stream):
         handle = self.current() if stream is None else streams.resolve(stream)
-        for slot, pointer in self.defaults:
-            if arrays[slot] is None:
-                ptrs[slot] = pointer
-        ext = self.extents
-        for w, r, disjoint, message in self._checks:
-            pw, pr = ptrs[w], ptrs[r]
-            if (arrays[r] is not None and pw < pr + ext[r] and pr < pw + ext[w]
-                    and not disjoint(pw, pr)):
-                fail(message)
-        if self.before is not None:
-            self.before(arrays)
+        self._prepare(arrays, ptrs, self._checks)
         result, fresh = self.outputs(arrays, handle)
         ptrs = list(ptrs) + list(fresh)  # fresh memory overlaps nothing
         for bound, indices in self.launches:
