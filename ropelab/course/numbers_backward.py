@@ -12,16 +12,12 @@ SHAPES = ("flux_1024", "qwen_image_1024", "zimage_1024")
 
 
 def _rows(entry: str):
-    path, rec = _newest()
+    # bench_backward rows name their call in "entry", not "variant": the newest run is read.
+    path, rec = newest("bench_backward")
     rows = [r for r in rec["rows"] if r["entry"] == entry and r["shape"] in SHAPES]
     if not rows:
         raise LookupError(f"{path} has no {entry} rows")
     return path, rows
-
-
-def _newest():
-    # bench_backward rows name their call in "entry", not "variant": take the newest run.
-    return newest("bench_backward")
 
 
 @number("backward.fwd_bwd_pct")
