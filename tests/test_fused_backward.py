@@ -211,29 +211,46 @@ def test_two_stage_is_bitwise_repeatable_and_agrees_with_atomic(rng):
     assert mismatches(atomic, ref, atols, "float32") == []
 
 
-def test_reduction_sums_rows_in_a_fixed_order():
-    """The second stage alone: rows summed as thread rows t, t + 32, ..., then the 32 thread
-    sums in order: the same float32 result as that order computed in NumPy."""
+@pytest.mark.parametrize("phases, rows", [(32, 70), (5, 70), (3, 3)])
+def test_reduction_sums_rows_in_a_fixed_order(phases, rows):
+    """The second stage alone, in blocks of ``phases`` x 32 threads: rows summed as thread rows
+    t, t + phases, ..., then the ``phases`` thread sums in order: the same float32 result as
+    that order computed in NumPy."""
     from numba import cuda
 
     from ropelab.kernels.launch import launch
     from ropelab.kernels.plan import Plan
 
     rng = np.random.default_rng(3)
-    rows, width = 70, 40
+    width = 40
     partial = (rng.standard_normal(rows * width) * 10 ** rng.uniform(-3, 3, rows * width)).astype(np.float32)
     dw = cuda.device_array(width, np.float32)
-    plan = Plan(kmod.reduce_partials, True, grid=(2,), block=(32 * kmod.REDUCE_PHASES,),
+    plan = Plan(kmod.reduce_partials, True, grid=(2,), block=(32 * phases,),
                 caller=(np.dtype(np.float32),) * 2)
     launch(plan, [cuda.to_device(partial), dw])
     p = partial.reshape(rows, width)
     want = np.zeros(width, np.float32)
-    for t in range(kmod.REDUCE_PHASES):
+    for t in range(phases):
         s = np.zeros(width, np.float32)
-        for b in range(t, rows, kmod.REDUCE_PHASES):
+        for b in range(t, rows, phases):
             s = s + p[b]
         want = want + s
     assert dw.copy_to_host().tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("units, height", [(12, 2), (8 * 40, 32), (8 * 32, 32), (8 * 31 + 1, 32)])
+def test_the_reduction_block_is_as_tall_as_the_rows_up_to_32(units, height):
+    """One thread row per partial row up to REDUCE_PHASES: with one row a phase the order is the
+    plain one, so a small problem adds its rows exactly as a 32-row block would, without the
+    idle rows (on the simulator each idle thread is a Python thread)."""
+    from types import SimpleNamespace
+
+    problem = SimpleNamespace(tokens=units, heads_q=1, heads_k=0, heads_v=0, head_dim=64,
+                              interleave=True, storage="float32", rotary_dim=64, eps=1e-6,
+                              attention_factor=1.0, inv_freq=np.ones(32))
+    main, reduce = kmod.plans(problem, max_blocks=1000)
+    assert kmod.partial_rows(main) == -(-units // kmod.WARPS_PER_BLOCK)
+    assert reduce.block == (32 * height, 1, 1)
 
 
 # ---- input checking ---------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """Shims that make the Numba CUDA simulator compute what ropelab's kernels compute on a GPU.
 
 * :mod:`ropelab.sim.warp`: warp shuffles (the simulator has none);
-* :mod:`ropelab.sim.fma`: a correctly rounded ``cuda.fma`` (the simulator's rounds twice).
+* :mod:`ropelab.sim.fma`: a correctly rounded ``cuda.fma`` (the simulator's rounds twice);
+* :mod:`ropelab.sim.block`: a block scheduler that sleeps instead of busy-polling its threads
+  (same results, several times less CPU).
 
 ``import ropelab`` calls :func:`install`; on a GPU it does nothing.  :data:`ARITHMETIC` says what
 the simulator's numbers are worth; the start-up banner and the notebooks print it.
@@ -9,7 +11,7 @@ the simulator's numbers are worth; the start-up banner and the notebooks print i
 
 from __future__ import annotations
 
-from . import fma, warp
+from . import block, fma, warp
 
 # The one statement of what simulated arithmetic is (the banner and notebook 00 print this).
 ARITHMETIC = (
@@ -26,6 +28,7 @@ ARITHMETIC = (
 def install() -> dict:
     """Install every simulator shim (idempotent; a no-op on a GPU).
 
-    Returns what was installed: ``{"warp": names of the shuffles added, "fma": True/False}``.
+    Returns what was installed: ``{"warp": names of the shuffles added, "fma": True/False,
+    "block": True/False}``.
     """
-    return {"warp": warp.install(), "fma": fma.install()}
+    return {"warp": warp.install(), "fma": fma.install(), "block": block.install()}

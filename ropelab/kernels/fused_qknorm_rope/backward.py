@@ -76,7 +76,7 @@ WARPS_PER_BLOCK = 8
 BLOCKS_PER_SM = {64: 4, 128: 5, 192: 2, 256: 2}
 BLOCKS_PER_SM_WIDER = 2  # head_dim 320 .. 512
 MAX_BLOCKS = 132 * BLOCKS_PER_SM[128]  # an H200 at head_dim 128: when no GPU can be asked
-REDUCE_PHASES = 32  # the reduce kernel's rows per column: a block of 32 x 32 threads
+REDUCE_PHASES = 32  # the reduce kernel's rows per column: at most a block of 32 x 32 threads
 
 
 @cache
@@ -374,14 +374,17 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
 def reduce_partials(partial, dw):
     """Second stage: ``dw[c] = sum over blocks b of partial[b * len(dw) + c]``, in a fixed order.
 
-    A block of 32 x 32 threads takes 32 neighbouring columns (coalesced reads); thread row ``t``
-    sums rows ``t, t + 32, ...`` and thread row 0 adds the 32 results in order.  Nothing depends
-    on timing, so every run gives the same bits.
+    A block of ``phases`` x 32 threads takes 32 neighbouring columns (coalesced reads); thread
+    row ``t`` sums rows ``t, t + phases, ...`` and thread row 0 adds the ``phases`` results in
+    order.  Nothing depends on timing, so every run gives the same bits.  ``phases`` is the
+    block's height: :data:`REDUCE_PHASES`, or the number of rows when there are fewer (one row
+    per phase: the same order, so the same bits, without idle thread rows).
     """
     width = uint32(dw.shape[0])
     rows = uint32(partial.shape[0]) // width
     lane = uint32(cuda.threadIdx.x) & uint32(WARP - 1)
     phase = uint32(cuda.threadIdx.x) >> uint32(5)
+    phases = uint32(cuda.blockDim.x) >> uint32(5)
     col = uint32(cuda.blockIdx.x) * uint32(WARP) + lane
     phase_sums = cuda.shared.array((REDUCE_PHASES, WARP), float32)
     total = float32(0.0)
@@ -389,12 +392,12 @@ def reduce_partials(partial, dw):
         b = phase
         while b < rows:
             total += partial[b * width + col]
-            b += uint32(REDUCE_PHASES)
+            b += phases
     phase_sums[phase, lane] = total
     cuda.syncthreads()
     if phase == uint32(0) and col < width:
         total = float32(0.0)
-        for t in range(REDUCE_PHASES):
+        for t in range(phases):
             total += phase_sums[t, lane]
         dw[col] = total
 # ex: end backward_reduce
@@ -481,7 +484,7 @@ def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
     if atomic:
         return main, None
     reduce = Plan(reduce_partials, fastmath, grid=(-(-2 * problem.head_dim // WARP),),
-                  block=(REDUCE_PHASES * WARP,), caller=(np.dtype(np.float32),) * 2)
+                  block=(min(REDUCE_PHASES, blocks) * WARP,), caller=(np.dtype(np.float32),) * 2)
     return main, reduce
 
 
