@@ -270,11 +270,42 @@ def test_verify_reruns_itself_on_the_simulator_from_a_gpu_process():
     assert verify._on_simulator(save_census=False, notebooks=["00"])
 
 
-def test_time_solutions_grades_then_times_each_solution(monkeypatch, capsys):
-    from ropelab.course import learner_time
-    monkeypatch.setattr(learner_time, "time_on_gpu",
-                        lambda step, fn, repeats: f"timed {step.timing_case().label}")
-    assert verify.time_solutions(repeats=3)
+def test_time_solutions_times_exactly_the_solutions_that_pass(monkeypatch, capsys):
+    """The wiring of ``exercises --time``: every step's solution is graded, the passing ones are
+    timed with the repeats asked for, a failing one is reported and makes the run fail.  (That
+    every solution passes is the verify test's job; grading them again here would only repeat
+    it.)"""
+    graded = []
+
+    def fake_grade(step, fn):
+        graded.append((step.id, fn.__name__))
+        if step.id == "03.2":
+            return grading.Verdict(step.id, "wrong", ["wrong: planted"])
+        return grading.Verdict(step.id, "PASS", [f"PASS {step.id}"],
+                               timer=lambda repeats: f"timed {step.id} x{repeats}")
+
+    monkeypatch.setattr(verify, "grade", fake_grade)
+    assert verify.time_solutions(repeats=3) is False
     text = capsys.readouterr().out
-    assert text.count("ok   ") == len(steps.STEPS)
-    assert "timed 4096x1024" in text and "timed 65536 rows of 64" in text
+    assert [g[0] for g in graded] == list(steps.STEPS)
+    for step_id, name in graded:  # each step was given its own solution
+        assert name == steps.STEPS[step_id].kernel_name
+    assert "FAIL 03.2     wrong: planted" in text and "timed 03.2" not in text
+    assert text.count("ok   ") == len(steps.STEPS) - 1
+    assert text.count(" x3") == len(steps.STEPS) - 1
+
+
+def test_a_passing_verdict_times_the_graded_kernel_on_the_steps_timing_case(monkeypatch):
+    from ropelab.course import learner_time
+
+    seen = []
+    monkeypatch.setattr(learner_time, "time_on_gpu",
+                        lambda step, fn, repeats: seen.append((step.id, fn, repeats)) or "t")
+    for step_id, label in (("02.1", "4096x1024"), ("06.1", "65536 rows of 64")):
+        step = steps.STEPS[step_id]
+        solution = verify.load_solution(verify.solution_path(step)).SOLUTIONS[step_id]
+        verdict = grading.grade(step, solution)
+        assert verdict.passed and verdict.timer(7) == "t"
+        assert seen[-1][0] == step_id and seen[-1][2] == 7
+        assert kernel_census.python_function(seen[-1][1]) is kernel_census.python_function(solution)
+        assert step.timing_case().label == label
