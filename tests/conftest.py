@@ -48,9 +48,11 @@ def launches(monkeypatch):
 
 
 # The determinism check compiles the census once, fresh, in its own interpreter with an empty
-# cache, and compares it with the stored one.  The compile starts as soon as the tests are
-# collected and runs on the second core while the simulator tests keep the first busy; the
-# fixture that needs it waits for it.
+# cache, and compares it with the stored one.  In a plain run the compile starts as soon as the
+# tests are collected and runs on the second core while the simulator tests keep the first busy;
+# the fixture that needs it waits for it.  Under pytest-xdist every worker collects every test
+# and the workers already fill the cores, so the compile starts in the fixture, in the one
+# worker that runs the check.
 _FRESH_CENSUS = (
     "import json, sys\n"
     "from ropelab.measure import census as ptx\n"
@@ -59,14 +61,20 @@ _FRESH_CENSUS = (
 _fresh = {}
 
 
+def _start_fresh_census():
+    cache_dir = Path(tempfile.mkdtemp(prefix="ropelab-census-cache-"))
+    env = dict(os.environ, ROPELAB_CACHE=str(cache_dir), ROPELAB_QUIET="1")
+    _fresh["cache_dir"] = cache_dir
+    _fresh["proc"] = subprocess.Popen([sys.executable, "-c", _FRESH_CENSUS],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env=env, start_new_session=True)
+
+
 def pytest_collection_finish(session):
+    if hasattr(session.config, "workerinput"):  # an xdist worker: see above
+        return
     if any("fresh_census" in getattr(item, "fixturenames", ()) for item in session.items):
-        cache_dir = Path(tempfile.mkdtemp(prefix="ropelab-census-cache-"))
-        env = dict(os.environ, ROPELAB_CACHE=str(cache_dir), ROPELAB_QUIET="1")
-        _fresh["cache_dir"] = cache_dir
-        _fresh["proc"] = subprocess.Popen([sys.executable, "-c", _FRESH_CENSUS],
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                          text=True, env=env, start_new_session=True)
+        _start_fresh_census()
 
 
 def pytest_unconfigure(config):
@@ -92,6 +100,8 @@ def census_doc():
 def fresh_census():
     """``{"doc", "cache_dir"}``: one fresh compile of the census (``census(use_cache=False)``) in
     a fresh interpreter whose ``ROPELAB_CACHE`` was the empty ``cache_dir``."""
+    if "proc" not in _fresh:
+        _start_fresh_census()
     proc = _fresh["proc"]
     out, err = proc.communicate(timeout=900)
     assert proc.returncode == 0, err[-2000:]
