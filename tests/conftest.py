@@ -2,11 +2,9 @@
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import zlib
 from pathlib import Path
 
@@ -47,24 +45,24 @@ def launches(monkeypatch):
     return calls
 
 
-# The determinism check compiles the census once, fresh, in its own interpreter with an empty
-# cache, and compares it with the stored one.  In a plain run the compile starts as soon as the
-# tests are collected and runs on the second core while the simulator tests keep the first busy;
-# the fixture that needs it waits for it.  Under pytest-xdist every worker collects every test
-# and the workers already fill the cores, so the compile starts in the fixture, in the one
-# worker that runs the check.
+# The determinism check compiles the shipped (fast-math) builds of the census once, fresh, in its
+# own interpreter, and compares them with the stored census.  In a plain run the compile starts
+# as soon as the tests are collected and runs on the second core while the simulator tests keep
+# the first busy; the fixture that needs it waits for it.  Under pytest-xdist every worker
+# collects every test and the workers already fill the cores, so the compile starts in the
+# fixture, in the one worker that runs the check.
 _FRESH_CENSUS = (
     "import json, sys\n"
     "from ropelab.measure import census as ptx\n"
-    "json.dump(ptx.census(use_cache=False), sys.stdout)\n"
+    "from ropelab.measure.census import engine\n"
+    "rows = engine.run_child('ropelab.measure.census.registered', {'fastmath': [True]})\n"
+    "json.dump({'key': ptx.cache_key(), 'rows': rows}, sys.stdout)\n"
 )
 _fresh = {}
 
 
 def _start_fresh_census():
-    cache_dir = Path(tempfile.mkdtemp(prefix="ropelab-census-cache-"))
-    env = dict(os.environ, ROPELAB_CACHE=str(cache_dir), ROPELAB_QUIET="1")
-    _fresh["cache_dir"] = cache_dir
+    env = dict(os.environ, ROPELAB_QUIET="1")
     _fresh["proc"] = subprocess.Popen([sys.executable, "-c", _FRESH_CENSUS],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, env=env, start_new_session=True)
@@ -82,8 +80,6 @@ def pytest_unconfigure(config):
     if proc is not None and proc.poll() is None:  # a run stopped early (-x): do not leave it
         os.killpg(proc.pid, signal.SIGKILL)  # its own group: the compiling child goes too
         proc.wait()
-    if "cache_dir" in _fresh:
-        shutil.rmtree(_fresh["cache_dir"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -98,11 +94,11 @@ def census_doc():
 
 @pytest.fixture(scope="session")
 def fresh_census():
-    """``{"doc", "cache_dir"}``: one fresh compile of the census (``census(use_cache=False)``) in
-    a fresh interpreter whose ``ROPELAB_CACHE`` was the empty ``cache_dir``."""
+    """``{"key", "rows"}``: the shipped builds of the census, compiled once, fresh (no cache is
+    read), in a fresh interpreter."""
     if "proc" not in _fresh:
         _start_fresh_census()
     proc = _fresh["proc"]
     out, err = proc.communicate(timeout=900)
     assert proc.returncode == 0, err[-2000:]
-    return {"doc": json.loads(out), "cache_dir": _fresh["cache_dir"]}
+    return json.loads(out)
