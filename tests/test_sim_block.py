@@ -102,12 +102,12 @@ def test_a_failing_thread_raises_with_its_place_and_frees_the_waiting_ones():
     before = threading.active_count()
     with pytest.raises(IndexError, match=r"tid=\[5, 0, 0\] ctaid=\[0, 0, 0\]"):
         cuda.jit(one_thread_reads_out_of_bounds)[1, 32](src, dst)
-    # the 31 threads parked in the barrier were woken (they raise "abort flag set") and end
-    for t in threading.enumerate():
-        if getattr(t, "_manager", None) is not None:
-            t.join(timeout=10)
-    assert threading.active_count() <= before
+    # the 31 threads parked in the barrier were woken (they raise "abort flag set"): the next
+    # launch finds workers free and runs normally
     assert not dst.any()  # nobody got past the barrier
+    out = np.zeros(64, np.float32)
+    cuda.jit(reverse_through_shared)[1, 64](np.arange(64, dtype=np.float32), out)
+    assert out[0] == 63 and threading.active_count() >= before
 
 
 @sim_only
@@ -117,4 +117,48 @@ def test_the_scheduler_is_installed_once():
     assert block.install() is True and block.install() is True
     assert kernel.BlockManager.run is block._manager_run
     assert kernel.BlockThread.syncthreads is block._syncthreads
-    assert getattr(kernel.BlockThread.run, "_ropelab_block", False)
+
+
+def who_am_i(out):
+    t = cuda.threadIdx.x
+    out[cuda.blockIdx.x, t, 0] = cuda.threadIdx.x
+    out[cuda.blockIdx.x, t, 1] = cuda.blockIdx.x
+    out[cuda.blockIdx.x, t, 2] = cuda.laneid if hasattr(cuda, "laneid") else t % 32
+
+
+@sim_only
+def test_pooled_threads_take_each_simulated_threads_place_and_are_reused():
+    out = np.full((3, 40, 3), -1, np.int32)
+    kernel = cuda.jit(who_am_i)
+    kernel[3, 40](out)
+    np.testing.assert_array_equal(out[..., 0], np.tile(np.arange(40), (3, 1)))
+    np.testing.assert_array_equal(out[..., 1], np.repeat(np.arange(3), 40).reshape(3, 40))
+    pooled = {id(t) for t in threading.enumerate() if t.name == "ropelab-sim-thread"}
+    kernel[3, 40](out)  # a second launch runs on the same workers: none is created
+    assert {id(t) for t in threading.enumerate() if t.name == "ropelab-sim-thread"} == pooled
+    assert len(pooled) >= 40
+
+
+def _launch_in_child(conn):
+    try:
+        out = np.zeros(64, np.float32)
+        cuda.jit(reverse_through_shared)[1, 64](np.arange(64, dtype=np.float32), out)
+        conn.send(out.tolist())
+    except BaseException as exc:  # reported, so a failure is not a silent hang
+        conn.send(repr(exc))
+
+
+@sim_only
+def test_a_forked_child_launches_on_its_own_threads():
+    """The grader forks: the child must not hand work to the parent's pooled workers, which do
+    not exist as threads there (it would wait for them forever)."""
+    import multiprocessing
+
+    cuda.jit(tree_sum)[1, 64](np.ones(64, np.float32), np.zeros(1, np.float32))  # fill the pool
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_launch_in_child, args=(child,))
+    proc.start()
+    assert parent.poll(60), "the forked child's launch did not finish"
+    assert parent.recv() == list(range(63, -1, -1))
+    proc.join(10)

@@ -1,32 +1,41 @@
-"""A block scheduler for the Numba CUDA simulator that waits instead of spinning.
+"""A block scheduler for the Numba CUDA simulator: pooled threads, and waiting instead of spinning.
 
-The simulator runs every CUDA thread of a block as a Python thread.  Its ``BlockManager.run``
-then watches them in a busy loop: on every pass it walks all live threads, rebuilds two sets,
-and starts again, until every thread has ended.  That loop holds the GIL about as often as the
-kernel's own threads do, so a simulated block runs at roughly half speed and the operating
-system spends its time handing the GIL back and forth (in ropelab's test suite, about a quarter
-of the CPU time was system time).
+The simulator runs every CUDA thread of a block as a Python thread.  As shipped it costs far
+more than the kernels it runs, for two reasons:
 
-This module replaces the loop with a condition variable; what a kernel sees is unchanged:
+* **Spinning.**  ``BlockManager.run`` watches its threads in a busy loop: on every pass it walks
+  all live threads and rebuilds two sets, until every thread has ended.  That loop wants the GIL
+  as often as the kernel's threads do, so a block runs at about half speed and the operating
+  system spends its time handing the GIL back and forth.
+* **A new OS thread per CUDA thread, per block, per launch.**  ``Thread.start()`` creates the
+  thread and then waits until it has run, so each of the thousands of simulated threads of a
+  test costs a thread creation, two context switches and a thread exit (about 80 us, more than
+  the body of a small kernel).
 
+Here the manager sleeps on a condition variable, and the simulated threads run on a pool of
+worker threads that are kept between blocks and launches.  What a kernel sees is unchanged:
+
+* ``cuda.threadIdx``/``blockIdx``, ``syncthreads_count``/``_and``/``_or`` and the warp and
+  race-detector shims read the current thread, as before: a worker is a ``BlockThread`` whose
+  per-thread fields are set anew for each simulated thread it runs;
 * ``cuda.syncthreads()`` releases the block when every thread still running has arrived (a
   thread that has returned no longer counts, exactly as in the simulator's loop);
-* ``syncthreads_count``/``_and``/``_or`` are the simulator's own, built on that barrier;
 * the first exception in any thread sets every thread's ``abort`` flag, wakes the waiting ones
-  (they raise "abort flag set", as before) and is re-raised by the launch with its thread and
-  block in the message.
+  (they raise "abort flag set", as before) and is re-raised by the launch with ``tid=[...]
+  ctaid=[...]`` in its message, the simulator's wording;
+* a process forked while the pool exists (the course grader forks) starts with an empty pool:
+  its copies of the workers are not running threads.
 
-The manager sleeps until the last thread ends or one fails, so the kernel's threads get the
-interpreter to themselves: on a 2-core CPU, simulated launches of ropelab's backward kernel ran
-about four times faster.  ``tests/test_sim_block.py`` checks the behaviour, not the speed.
-
-:func:`install` is idempotent and a no-op on a GPU.  If a numba-cuda release changes the
-simulator's classes so that the names used here are missing, it installs nothing and returns
-``False``: the simulator then runs as shipped, slower but correct.
+``tests/test_sim_block.py`` checks that behaviour (not the speed).  :func:`install` is
+idempotent and a no-op on a GPU.  If a numba-cuda release changes the simulator's classes so
+that the names used here are missing, it installs nothing and returns ``False``: the simulator
+then runs as shipped, slower but correct.
 """
 
 from __future__ import annotations
 
+import collections
+import os
 import threading
 
 import numpy as np
@@ -35,6 +44,8 @@ from ..target import SIMULATED
 
 _install_lock = threading.Lock()
 _installed: bool | None = None
+_idle: collections.deque = collections.deque()  # workers waiting for a simulated thread
+_Worker = None  # the BlockThread subclass, made by install()
 
 
 class _Gate:
@@ -45,12 +56,25 @@ class _Gate:
         self.live = threads
         self.waiting = 0
         self.generation = 0
-        self.failed = None  # the first BlockThread that ended with an exception
+        self.failed = None  # the first simulated thread that ended with an exception
 
     def release(self) -> None:  # call with self.cond held
         self.waiting = 0
         self.generation += 1
         self.cond.notify_all()
+
+
+class _Lane:
+    """One simulated thread as its warp-mates see it (:func:`ropelab.sim.warp.record_start`):
+    its index, its exception, and whether it is still running."""
+
+    __slots__ = ("thread_id", "exception", "running")
+
+    def __init__(self, thread_id: int):
+        self.thread_id, self.exception, self.running = thread_id, None, True
+
+    def is_alive(self) -> bool:
+        return self.running
 
 
 def _syncthreads(self) -> None:
@@ -70,71 +94,145 @@ def _syncthreads(self) -> None:
         raise RuntimeError("abort flag set on syncthreads clear")
 
 
-def _wrap_thread_run(original):
-    def run(self):
-        try:
-            original(self)  # the simulator's run stores an exception on self.exception
-        finally:
+def _failure(exc: Exception, thread_idx, block_idx):
+    """The simulator's exception for a failed thread: ``tid=[x, y, z] ctaid=[x, y, z]: text``."""
+    where = f"tid={list(thread_idx)} ctaid={list(block_idx)}"
+    msg = f"{where}: {exc}" if str(exc) else where
+    try:
+        return type(exc)(msg)
+    except Exception:  # an exception type that wants other constructor arguments
+        return RuntimeError(f"{type(exc).__name__}: {msg}")
+
+
+def _make_worker_class(block_thread, dim3):
+    from . import warp
+
+    class Worker(block_thread):
+        """A pooled simulator thread: runs one simulated CUDA thread after another."""
+
+        def __init__(self):
+            threading.Thread.__init__(self, name="ropelab-sim-thread", daemon=True)
+            self._wake = threading.Event()
+            self._job = None
+            self.syncthreads_event = threading.Event()  # unused here; some tools look for it
+            self._assign_fields(None, (0, 0, 0), (0, 0, 0), dim3(1, 1, 1), False)
+            self._fixed = frozenset(self.__dict__) | {"_fixed"}  # the rest: per simulated thread
+
+        def _assign_fields(self, manager, block_idx, thread_idx, block_dim, debug):
+            self._manager = manager
+            self.blockIdx = dim3(*block_idx)
+            self.threadIdx = dim3(*thread_idx)
+            self.thread_id = self.threadIdx.x + block_dim.x * (
+                self.threadIdx.y + block_dim.y * self.threadIdx.z)
+            self.exception = None
+            self.abort = False
+            self.syncthreads_blocked = False
+            self.debug = debug
+
+        def assign(self, manager, fn, args, block_idx, thread_idx, block_dim, debug):
+            for name in [n for n in self.__dict__ if n not in self._fixed]:
+                del self.__dict__[name]  # e.g. the race detector's barrier counts
+            self._assign_fields(manager, block_idx, thread_idx, block_dim, debug)
+            lane = _Lane(self.thread_id)
+            self._job = (fn, args, lane)
+            warp.record_start(manager, self.thread_id, lane)
+            self._wake.set()
+
+        def run(self):
+            while True:
+                self._wake.wait()
+                self._wake.clear()
+                job, self._job = self._job, None
+                if job is None:
+                    continue
+                self._simulate(*job)
+
+        def _simulate(self, fn, args, lane):
+            try:
+                if self.debug:
+                    with np.errstate(divide="raise"):
+                        fn(*args)
+                else:
+                    fn(*args)
+            except Exception as exc:
+                self.exception = lane.exception = (
+                    _failure(exc, self.threadIdx, self.blockIdx), exc.__traceback__)
             gate = self._manager._ropelab_gate
             with gate.cond:
+                lane.running = False
+                _idle.append(self)  # free again; the next block may take it at once
                 gate.live -= 1
                 if self.exception is not None and gate.failed is None:
-                    gate.failed = self
+                    gate.failed = self.exception
                     gate.cond.notify_all()
                 elif gate.live == 0:
                     gate.cond.notify_all()
                 elif gate.waiting and gate.waiting == gate.live:
                     gate.release()  # the last thread not yet at the barrier has returned
 
-    run._ropelab_block = True
-    return run
+    return Worker
+
+
+def _take_worker():
+    try:
+        return _idle.pop()
+    except IndexError:
+        worker = _Worker()
+        worker.start()
+        return worker
 
 
 def _manager_run(self, grid_point, *args):
-    """``BlockManager.run``: start the block's threads, sleep until they end or one fails."""
-    from numba.cuda.simulator.kernel import BlockThread
+    """``BlockManager.run``: hand the block's threads to pooled workers, sleep until they end
+    or one fails."""
+    from numba.cuda.simulator.kernelapi import Dim3
 
     points = list(np.ndindex(*self._block_dim))
     gate = self._ropelab_gate = _Gate(len(points))  # before any thread can reach a barrier
-
-    def target():
-        self._f(*args)
-
-    threads = [BlockThread(target, self, grid_point, point, self._debug) for point in points]
-    for t in threads:
-        t.start()
+    block_dim = Dim3(*self._block_dim)
+    workers = [_take_worker() for _ in points]
+    for worker, point in zip(workers, points):
+        worker.assign(self, self._f, args, grid_point, point, block_dim, self._debug)
     with gate.cond:
         while gate.live and gate.failed is None:
             gate.cond.wait()
         failed = gate.failed
         if failed is not None:
-            # As the simulator does: stop the others (those in a barrier wake and raise), and do
-            # not join them, so a debugger still sees where they are.
-            for t in threads:
-                t.abort = True
+            # As the simulator does: stop the others (those in a barrier wake and raise).
+            for worker in workers:
+                if worker._manager is self:
+                    worker.abort = True
             gate.cond.notify_all()
     if failed is not None:
-        raise failed.exception[0].with_traceback(failed.exception[1])
+        raise failed[0].with_traceback(failed[1])
+
+
+def _forget_pool_after_fork() -> None:
+    _idle.clear()  # in a forked child the workers are copies of objects, not running threads
 
 
 def install() -> bool:
-    """Replace the simulator's polling block manager (idempotent; ``False`` on a GPU, or when
-    this numba-cuda's simulator lacks the pieces replaced here)."""
-    global _installed
+    """Pool the simulator's threads and replace its polling block manager (idempotent;
+    ``False`` on a GPU, or when this numba-cuda's simulator lacks the pieces replaced here)."""
+    global _installed, _Worker
     if not SIMULATED:
         return False
     with _install_lock:
         if _installed is None:
-            from numba.cuda.simulator import kernel
+            from numba.cuda.simulator import kernel, kernelapi
 
-            manager, thread = getattr(kernel, "BlockManager", None), getattr(kernel, "BlockThread", None)
-            fits = (manager is not None and thread is not None
-                    and all(hasattr(manager, n) for n in ("__init__", "run"))
-                    and all(hasattr(thread, n) for n in ("run", "syncthreads")))
+            manager = getattr(kernel, "BlockManager", None)
+            thread = getattr(kernel, "BlockThread", None)
+            dim3 = getattr(kernelapi, "Dim3", None)
+            fits = (manager is not None and thread is not None and dim3 is not None
+                    and hasattr(manager, "run")
+                    and all(hasattr(thread, n) for n in ("run", "syncthreads",
+                                                          "syncthreads_count")))
             if fits:
+                _Worker = _make_worker_class(thread, dim3)
                 thread.syncthreads = _syncthreads
-                if not getattr(thread.run, "_ropelab_block", False):
-                    thread.run = _wrap_thread_run(thread.run)
                 manager.run = _manager_run
+                if hasattr(os, "register_at_fork"):
+                    os.register_at_fork(after_in_child=_forget_pool_after_fork)
             _installed = fits
         return _installed

@@ -200,6 +200,13 @@ def syncwarp(self, mask=FULL_MASK):
     warp.wait()
 
 
+def record_start(manager, thread_id: int, thread) -> None:
+    """Note that simulated thread ``thread_id`` of ``manager``'s block has started; ``thread``
+    answers ``thread_id``, ``exception`` and ``is_alive()`` (a ``BlockThread``, or the
+    per-launch record of :mod:`ropelab.sim.block`'s pooled threads)."""
+    manager.__dict__.setdefault("_ropelab_threads", {})[thread_id] = thread
+
+
 def _record_thread_starts(thread_class) -> None:
     """Make each simulator thread note itself in its block's registry when it starts running."""
     original = thread_class.run
@@ -207,7 +214,7 @@ def _record_thread_starts(thread_class) -> None:
         return
 
     def run(self):
-        self._manager.__dict__.setdefault("_ropelab_threads", {})[self.thread_id] = self
+        record_start(self._manager, self.thread_id, self)
         original(self)
 
     run._ropelab_records = True
