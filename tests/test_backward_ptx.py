@@ -24,7 +24,7 @@ for storage, inter, mode in [("bfloat16", True, "two_stage"), ("bfloat16", False
     ptx, _ = cuda.compile_ptx(main.kernel, main.argtypes(), cc=(9, 0), fastmath=True)
     out[f"{storage}-{inter}-{mode}"] = ptx
     if reduce is not None:
-        out["reduce"] = cuda.compile_ptx(reduce.kernel, reduce.argtypes(), cc=(9, 0))[0]
+        out["reduce"] = cuda.compile_ptx(k.reduce_partials, reduce.argtypes(), cc=(9, 0))[0]
 print(json.dumps(out))
 """
 

@@ -136,6 +136,6 @@ def test_stage_two_is_ropelabs_own_reduction():
     solution launches it rather than a copy of its own."""
     from ropelab.kernels.fused_qknorm_rope import backward as qknorm_rope_backward
 
-    assert nb08.reduce_partials_kernel.py_func is qknorm_rope_backward.reduce_partials
+    assert nb08.reduce_partials_kernel.py_func is qknorm_rope_backward.make_reduce(nb08.REDUCE_ROWS)
     source = inspect.getsource(_solutions().SOLUTIONS["08.4"])
     assert "reduce_partials_kernel[" in source and "dw_partials[" in source

@@ -490,10 +490,10 @@ verdict = steps.check(dw_partials, "08.3")
 #
 # Stage two is given: ropelab's own `reduce_partials`, printed in the section on the weight
 # gradient above, compiled as `reduce_partials_kernel`.  A block of it takes 32 columns of
-# `dw` (so `ceil(64 / 32)` blocks) with `REDUCE_THREADS` threads (eight thread rows of 32:
-# the kernel takes its height from the block), and adds the partial rows in a fixed order: the
-# same input gives the same bits on every run, where atomics would add in whatever order the
-# blocks finish.  It reads `partials.shape[0] // 64` rows, so give it exactly the
+# `dw` (so `ceil(64 / 32)` blocks) with `REDUCE_THREADS` threads (built by `make_reduce(8)`
+# for eight thread rows of 32; the package's own launch uses 32), and adds the partial rows in
+# a fixed order: the same input gives the same bits on every run, where atomics would add in
+# whatever order the blocks finish.  It reads `partials.shape[0] // 64` rows, so give it exactly the
 # rows stage one wrote.  Write the host function: `rows = tokens * heads`, a grid of at most
 # `ceil(rows / 4)` blocks (cap it, so that stage two stays short), a device buffer of
 # `blocks * 64` floats for the partial rows (`cuda.device_array`), then the two launches.
