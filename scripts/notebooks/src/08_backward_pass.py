@@ -260,6 +260,12 @@ print(course.excerpt(backward_kernel, "backward_block_sum"))
 # * **two-stage** (the default): each block writes its own row of `partial[blocks, 2 *
 #   head_dim]`, and a second, tiny kernel sums the rows in a fixed order.  The same bits on every
 #   run, for one more launch and a buffer of `blocks * 2 * head_dim` floats.
+#
+# The second stage is built by `make_reduce(PHASES)`: the block's height, `PHASES` thread rows of
+# 32, is a compile-time constant, so both loops unroll.  Read from `cuda.blockDim` instead, it
+# made the two-stage backward measurably slower on the H200 (the 17:54 run under
+# `data/bench_backward/`, against the runs before and after it).  ropelab launches 32 rows, or
+# one per partial row when there are fewer.
 
 # %%
 print(course.excerpt(backward_kernel, "backward_reduce"))
