@@ -6,11 +6,13 @@
   differentiable (its backward is the inverse rotation, run by a ropelab kernel);
 * ``torch.ops.ropelab.rope_out(x, positions, out!, config)`` -- the same into ``out`` (which may
   be ``x`` itself: in place); declares that it mutates ``out``;
-* ``torch.ops.ropelab.fused_qknorm_rope(qkv!, q_weight, k_weight, positions, config)`` -- the fused
-  QK-RMSNorm + RoPE, in place on ``qkv``; declares that it mutates ``qkv``;
-* ``torch.ops.ropelab.fused_qknorm_rope_functional(qkv, q_weight, k_weight, positions, config)
-  -> Tensor`` -- the same into a new tensor, differentiable in ``qkv`` and both weights through
-  ``torch.ops.ropelab.fused_qknorm_rope_backward`` (ropelab's backward kernel, issue 20).
+* ``torch.ops.ropelab.fused_qknorm_rope(qkv!, q_weight, k_weight, positions, config,
+  cos_sin_cache=None)`` -- the fused QK-RMSNorm + RoPE, in place on ``qkv``; declares that it
+  mutates ``qkv``;
+* ``torch.ops.ropelab.fused_qknorm_rope_functional(qkv, q_weight, k_weight, positions, config,
+  cos_sin_cache=None) -> Tensor`` -- the same into a new tensor, differentiable in ``qkv`` and
+  both weights through ``torch.ops.ropelab.fused_qknorm_rope_backward`` (ropelab's backward
+  kernel, issue 20).  A user ``cos_sin_cache`` is read, never differentiated.
 
 Users call the Python functions of this module, :func:`rope` and :func:`fused_qknorm_rope`, one
 per operation and with the keywords of ``ropelab.rope`` / ``ropelab.fused_qknorm_rope`` (the way
@@ -46,9 +48,10 @@ host path), strides and positions' dtype are ropelab's to accept or refuse, with
 Adding an op (e.g. for a future ``ropelab.rope_qk(q, k, ...)`` in place) is local: one
 ``custom_op`` with ``mutates_args=("q", "k")`` whose body is ``_call(public, {"q": q, "k": k,
 "positions": positions}, decode(config))``, a fake implementation returning None, a wrapper
-that encodes the keywords, and ``_in_graph(public, wrapper)``.  A new tensor option (a user
-``cos_sin_cache``) becomes one more ``Tensor?`` argument of the op and one more entry of the
-dict given to :func:`_call`; new dtypes and strides need no change here.
+that encodes the keywords, and ``_in_graph(public, wrapper)``.  A new tensor option becomes one
+more ``Tensor?`` argument of the op and one more entry of the dict given to :func:`_call` (as
+the fused ops' ``cos_sin_cache``: last, defaulting to None, so older positional calls still
+fit the schema); new dtypes and strides need no change here.
 """
 
 from __future__ import annotations
@@ -76,6 +79,15 @@ _NO_GRAD_FUSED = ("the in-place op ropelab::fused_qknorm_rope has no gradient (a
                   "differentiate an op that overwrites its input); call "
                   "ropelab.torch_ops.fused_qknorm_rope, which returns a new differentiable "
                   "tensor when autograd needs one, or run under torch.no_grad()")
+
+
+def _refuse_cache_grad(cos_sin_cache, recording: bool) -> None:
+    """A cos_sin_cache that would need a gradient (``recording``: autograd is on): refused, as
+    no op computes one and a gradient is never dropped silently."""
+    if recording and cos_sin_cache is not None and cos_sin_cache.requires_grad:
+        raise RopeInputError("cos_sin_cache requires grad, but ropelab's fused ops read the cache "
+                             "and give it no gradient; pass cos_sin_cache.detach() (a fixed "
+                             "table), or compute a learned rotation in torch")
 
 
 # ---- the config string: every non-tensor argument, as canonical JSON -----------------------------
@@ -260,13 +272,14 @@ def rope(x: torch.Tensor, *, variant: str | None = None, positions: torch.Tensor
 @torch.library.custom_op("ropelab::fused_qknorm_rope", mutates_args=("qkv",),
                          device_types=("cpu", "cuda"))
 def _fused_op(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
-              positions: torch.Tensor, config: str) -> None:
+              positions: torch.Tensor, config: str,
+              cos_sin_cache: torch.Tensor | None = None) -> None:
     _call(_public_fused, {"qkv": qkv, "q_weight": q_weight, "k_weight": k_weight,
-                          "positions": positions}, decode(config))
+                          "positions": positions, "cos_sin_cache": cos_sin_cache}, decode(config))
 
 
 @_fused_op.register_fake
-def _(qkv, q_weight, k_weight, positions, config):
+def _(qkv, q_weight, k_weight, positions, config, cos_sin_cache=None):
     return None
 
 
@@ -278,12 +291,13 @@ def _(qkv, q_weight, k_weight, positions, config):
 _LIBRARY = torch.library.Library("ropelab", "FRAGMENT")
 
 
-def _fused_autograd(keyset, qkv, q_weight, k_weight, positions, config):
+def _fused_autograd(keyset, qkv, q_weight, k_weight, positions, config, cos_sin_cache=None):
     if torch.is_grad_enabled() and any(t.requires_grad for t in (qkv, q_weight, k_weight)):
         raise RuntimeError(_NO_GRAD_FUSED)
+    _refuse_cache_grad(cos_sin_cache, torch.is_grad_enabled())
     below = keyset & torch._C._after_autograd_keyset
-    return torch.ops.ropelab.fused_qknorm_rope.default.redispatch(below, qkv, q_weight, k_weight,
-                                                                   positions, config)
+    return torch.ops.ropelab.fused_qknorm_rope.default.redispatch(
+        below, qkv, q_weight, k_weight, positions, config, cos_sin_cache)
 
 
 def _override_autograd(name: str, fn) -> None:
@@ -305,7 +319,8 @@ def fused_qknorm_rope(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int, 
                       rotary_dim: int | None = None, interleave: bool = True, yarn=None,
                       fastmath: bool = True, warps_per_block: int | None = None,
                       heads_per_warp: int | None = None, cache: bool = False,
-                      max_positions: int | None = None) -> torch.Tensor:
+                      max_positions: int | None = None,
+                      cos_sin_cache: torch.Tensor | None = None) -> torch.Tensor:
     """QK-RMSNorm + RoPE in place on ``qkv``, as the custom op ``ropelab::fused_qknorm_rope``.
 
     The arguments are those of :func:`ropelab.fused_qknorm_rope`, except ``stream`` (the op runs
@@ -318,6 +333,16 @@ def fused_qknorm_rope(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int, 
     ropelab's backward kernel (:func:`ropelab.ops.fused_backward.fused_qknorm_rope_backward`,
     from the saved input ``qkv``) and gives ``qkv``, ``q_weight`` and ``k_weight`` their
     gradients.  Use the return value.
+
+    Parameters
+    ----------
+    cos_sin_cache : float32 tensor ``[max_pos, rotary_dim]``, optional
+        A user cos/sin table (each row its cos half, then its sin half; e.g.
+        ``torch.from_numpy(ropelab.tables.flux_cache(ids))`` for FLUX), on ``qkv``'s device;
+        ``positions`` index its rows, as in :func:`ropelab.fused_qknorm_rope` (it excludes
+        ``cache``, ``yarn`` and a non-default ``base``).  The forward and the backward both read
+        it; it gets no gradient, so one that requires grad (under grad mode) raises
+        :class:`ropelab.RopeInputError` before any kernel runs: pass ``cos_sin_cache.detach()``.
 
     Examples
     --------
@@ -334,10 +359,11 @@ def fused_qknorm_rope(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int, 
                     interleave=interleave, yarn=yarn, fastmath=fastmath,
                     warps_per_block=warps_per_block, heads_per_warp=heads_per_warp, cache=cache,
                     max_positions=max_positions)
+    _refuse_cache_grad(cos_sin_cache, torch.is_grad_enabled())
     if torch.is_grad_enabled() and any(t.requires_grad for t in (qkv, q_weight, k_weight)):
         return torch.ops.ropelab.fused_qknorm_rope_functional(qkv, q_weight, k_weight, positions,
-                                                              config)
-    torch.ops.ropelab.fused_qknorm_rope(qkv, q_weight, k_weight, positions, config)
+                                                              config, cos_sin_cache)
+    torch.ops.ropelab.fused_qknorm_rope(qkv, q_weight, k_weight, positions, config, cos_sin_cache)
     return qkv
 
 
@@ -355,16 +381,18 @@ _BACKWARD_OPTIONS = ("num_heads_q", "num_heads_k", "num_heads_v", "head_dim", "e
 @torch.library.custom_op("ropelab::fused_qknorm_rope_functional", mutates_args=(),
                          device_types=("cpu", "cuda"))
 def _fused_functional_op(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
-                         positions: torch.Tensor, config: str) -> torch.Tensor:
+                         positions: torch.Tensor, config: str,
+                         cos_sin_cache: torch.Tensor | None = None) -> torch.Tensor:
     out = _result_like(qkv)
     out.copy_(qkv)
     _call(_public_fused, {"qkv": out, "q_weight": q_weight, "k_weight": k_weight,
-                          "positions": positions}, decode(config))
+                          "positions": positions, "cos_sin_cache": cos_sin_cache},
+          decode(config))
     return out
 
 
 @_fused_functional_op.register_fake
-def _(qkv, q_weight, k_weight, positions, config):
+def _(qkv, q_weight, k_weight, positions, config, cos_sin_cache=None):
     return _result_like(qkv)
 
 
@@ -377,11 +405,13 @@ def _from_host(a, like: torch.Tensor) -> torch.Tensor:
 @torch.library.custom_op("ropelab::fused_qknorm_rope_backward", mutates_args=(),
                          device_types=("cpu", "cuda"))
 def _fused_backward_op(qkv: torch.Tensor, grad: torch.Tensor, q_weight: torch.Tensor,
-                       k_weight: torch.Tensor, positions: torch.Tensor,
-                       config: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       k_weight: torch.Tensor, positions: torch.Tensor, config: str,
+                       cos_sin_cache: torch.Tensor | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     options = {k: v for k, v in decode(config).items() if k in _BACKWARD_OPTIONS}
     dqkv, dq, dk = _call(_public_backward, {"qkv": qkv, "grad": grad, "q_weight": q_weight,
-                                            "k_weight": k_weight, "positions": positions}, options)
+                                            "k_weight": k_weight, "positions": positions,
+                                            "cos_sin_cache": cos_sin_cache}, options)
     if not qkv.is_cuda:
         dqkv, dq, dk = _from_host(dqkv, qkv), torch.from_numpy(dq), torch.from_numpy(dk)
     # The weight gradients are float32 sums; the weights' own dtype is what autograd expects.
@@ -389,21 +419,25 @@ def _fused_backward_op(qkv: torch.Tensor, grad: torch.Tensor, q_weight: torch.Te
 
 
 @_fused_backward_op.register_fake
-def _(qkv, grad, q_weight, k_weight, positions, config):
+def _(qkv, grad, q_weight, k_weight, positions, config, cos_sin_cache=None):
     return _result_like(qkv), _result_like(q_weight), _result_like(k_weight)
 
 
 def _fused_setup_context(ctx, inputs, output):
-    qkv, q_weight, k_weight, positions, config = inputs
-    ctx.save_for_backward(qkv, q_weight, k_weight, positions)
+    qkv, q_weight, k_weight, positions, config, cos_sin_cache = inputs
+    # The wrapper refuses a cache that requires grad before anything runs; a direct call of the
+    # op is refused here, at the forward, rather than losing the cache's gradient in backward.
+    # (Autograd calls this only while it records, from its Function's forward: grad mode off.)
+    _refuse_cache_grad(cos_sin_cache, True)
+    ctx.save_for_backward(qkv, q_weight, k_weight, positions, cos_sin_cache)
     ctx.config = config
 
 
 def _fused_backward(ctx, grad):
-    qkv, q_weight, k_weight, positions = ctx.saved_tensors
+    qkv, q_weight, k_weight, positions, cos_sin_cache = ctx.saved_tensors
     dqkv, dq, dk = torch.ops.ropelab.fused_qknorm_rope_backward(
-        qkv, grad.contiguous(), q_weight, k_weight, positions, ctx.config)
-    return dqkv, dq, dk, None, None
+        qkv, grad.contiguous(), q_weight, k_weight, positions, ctx.config, cos_sin_cache)
+    return dqkv, dq, dk, None, None, None
 
 
 torch.library.register_autograd("ropelab::fused_qknorm_rope_functional", _fused_backward,
