@@ -54,7 +54,17 @@ def test_count_ptx_follows_the_documented_rules():
     assert c["st_global"] == {"32": 1}
     assert (c["ld_local"], c["st_local"], c["local_bytes"]) == (0, 1, 28)
     assert c["calls"] == 0
-    assert c["shfl_ops"] == {} and c["cvt_packed"] == {}
+    assert c["shfl_ops"] == {} and c["cvt_packed"] == {} and c["atomics"] == {}
+
+
+def test_count_ptx_counts_atomics_by_state_space():
+    body = ("\tatom.global.add.f32 \t%f1, [%rd1], %f2;\n"
+            "\t@%p1 red.global.add.f32 \t[%rd1], %f2;\n"
+            "\tatom.shared.add.u32 \t%r1, [%r2], 1;\n"
+            "\tld.global.f32 \t%f3, [%rd1];\n")
+    c = ptx.count_ptx(body)
+    assert c["atomics"] == {"global": 2, "shared": 1}
+    assert c["ld_global"] == {"32": 1} and c["instructions"] == 4
 
 
 def test_count_ptx_counts_shuffles_by_mode_and_packed_conversions():

@@ -13,6 +13,7 @@ A new variant is one module plus one line in :data:`REGISTRY` below: the public 
 """
 
 from . import block2d, flat, freq_table, fused_qknorm_rope, pack4, pack4_scalar, pair_sincos, rope_rows
+from .fused_qknorm_rope import backward as qknorm_backward
 from ..errors import RopeInputError
 # ``kernels.launch`` is the function (what callers use); the module of the same name is reached
 # by ``from ropelab.kernels.launch import ...`` or ``importlib.import_module``.
@@ -33,6 +34,10 @@ FUSED: dict[str, Variant] = {fused_qknorm_rope.VARIANT.name: fused_qknorm_rope.V
 # problem type (RowsProblem): also kept out of VARIANTS, whose plans take a RopeProblem.
 ROWS: dict[str, Variant] = {rope_rows.VARIANT.name: rope_rows.VARIANT}
 
+# The fused op's backward (dx and the two weight gradients): registered for the census; its
+# public call is ropelab.fused_qknorm_rope_backward (main kernel, then the reduction).
+BACKWARD: dict[str, Variant] = {qknorm_backward.VARIANT.name: qknorm_backward.VARIANT}
+
 
 def get(name) -> Variant:
     """The variant called ``name``, or a clear error listing the ones that exist."""
@@ -48,4 +53,4 @@ def variants_supporting(features) -> list[str]:
     return [n for n, v in VARIANTS.items() if set(features) <= v.features]
 
 
-__all__ = ["FUSED", "MODULES", "Plan", "ROWS", "VARIANTS", "Variant", "get", "launch", "variants_supporting"]
+__all__ = ["BACKWARD", "FUSED", "MODULES", "Plan", "ROWS", "VARIANTS", "Variant", "get", "launch", "variants_supporting"]

@@ -52,7 +52,7 @@ import numpy as np
 from numba import cuda, float32, uint32
 
 from .._device import FULL_MASK, WARP
-from ..plan import Plan
+from ..plan import Plan, Variant
 from ..vec import load_f32x4, load_u32x2, store_f32x4, store_u32x2
 from ..words16 import CODECS
 
@@ -512,3 +512,34 @@ def partial_rows(plan: Plan) -> int:
 
 
 KERNEL = make_kernel(128, True, "bfloat16")
+NAME = "fused_qknorm_rope_backward"
+
+
+def census_plans() -> list[Plan]:
+    """What the PTX census compiles, all at head_dim 128 (4 tokens, 2 + 1 + 1 heads): the
+    two-stage build of each storage in GPT-J and NeoX, bfloat16 NeoX's atomic build, bfloat16
+    GPT-J's scalar (unaligned) build and its cos/sin cache build, and the 32-row reduction."""
+    from ...problem import FusedProblem
+
+    out = []
+    cases = [(st, inter, "two_stage", {}) for st in ("bfloat16", "float16", "float32")
+             for inter in (True, False)]
+    cases += [("bfloat16", False, "atomic", {}), ("bfloat16", True, "two_stage", {"aligned": False}),
+              ("bfloat16", True, "two_stage", {"max_positions": 16})]
+    for storage, inter, mode, extra in cases:
+        p = FusedProblem(4, 2, 1, 1, 128, 128, inter, storage, 1e-6, 1e4, inv_freq=np.ones(64))
+        main, reduce = plans(p, dw_mode=mode, max_blocks=MAX_BLOCKS, **extra)
+        out.append(main)
+    p = FusedProblem(4096, 2, 1, 1, 128, 128, True, "bfloat16", 1e-6, 1e4, inv_freq=np.ones(64))
+    out.append(plans(p, max_blocks=MAX_BLOCKS)[1])  # enough blocks for the 32-row reduction
+    return out
+
+
+def _main_plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan:
+    """The main kernel's plan (the census and Variant interface; the public op, which also runs
+    the reduction, is :func:`ropelab.ops.fused_backward.fused_qknorm_rope_backward`)."""
+    return plans(problem, fastmath=fastmath, aligned=aligned, **options)[0]
+
+
+VARIANT = Variant(NAME, "the fused QK-RMSNorm + RoPE backward (dx, dq_weight, dk_weight)",
+                  frozenset(), _main_plan, KERNEL, census=census_plans)

@@ -36,6 +36,9 @@ Counting rules (PTX, one compiled kernel at a time; predicated instructions coun
 ``cvt_packed``
     Conversions that pack two values in one instruction, by packed type
     (``cvt.rn.bf16x2.f32`` counts as ``{"bf16x2": 1}``).
+``atomics``
+    Atomic read-modify-writes (``atom.*``, and ``red.*``, the ones whose old value is not
+    returned) by state space, ``{"global": n, "shared": m}``.
 
 With ``sass=True`` (:mod:`.sass`) the PTX is linked to a cubin through nvJitLink and disassembled with
 ``nvdisasm`` (pip package ``nvidia-cuda-nvdisasm``); the SASS counts (``sass_*`` fields) are
@@ -92,7 +95,7 @@ def count_ptx(ptx: str) -> dict:
     counts = {
         "instructions": 0, "int_divrem": 0, "int_divrem_ops": {}, "fdiv_approx": 0,
         "sfu": {}, "f64": 0, "ld_global": {}, "st_global": {}, "ld_local": 0, "st_local": 0,
-        "local_bytes": 0, "calls": 0, "shfl_ops": {}, "cvt_packed": {},
+        "local_bytes": 0, "calls": 0, "shfl_ops": {}, "cvt_packed": {}, "atomics": {},
     }
     for opcode in _instruction_lines(ptx):
         counts["instructions"] += 1
@@ -122,6 +125,9 @@ def count_ptx(ptx: str) -> dict:
         if head == "shfl" and len(parts) > 2:  # shfl.sync.bfly.b32: keyed by mode
             mode = parts[2]
             counts["shfl_ops"][mode] = counts["shfl_ops"].get(mode, 0) + 1
+        if head in ("atom", "red") and len(parts) > 1:  # atom.global.add.f32: by state space
+            space = parts[1] if parts[1] in ("global", "shared", "shared::cta") else "generic"
+            counts["atomics"][space] = counts["atomics"].get(space, 0) + 1
         if head == "cvt":  # cvt.rn.bf16x2.f32: two values packed by one instruction
             packed = next((p for p in parts[1:] if p.endswith("x2")), None)
             if packed:

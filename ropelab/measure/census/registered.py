@@ -1,4 +1,4 @@
-"""The census of every registered kernel (``kernels.VARIANTS`` and ``kernels.FUSED``).
+"""The census of every registered kernel (``kernels.VARIANTS``, ``FUSED``, ``ROWS``, ``BACKWARD``).
 
 Each variant's kernels are compiled with the argument types their launch plans pass
 (:meth:`ropelab.kernels.Variant.census_plans`) for compute capability 9.0 (the H200), once with
@@ -30,7 +30,8 @@ def _registries():
     from ... import kernels
 
     return [("VARIANTS", dict(kernels.VARIANTS)), ("FUSED", dict(kernels.FUSED)),
-            ("ROWS", dict(kernels.ROWS))]  # plain RoPE on rows (16-bit, strides, q+k)
+            ("ROWS", dict(kernels.ROWS)),  # plain RoPE on rows (16-bit, strides, q+k)
+            ("BACKWARD", dict(kernels.BACKWARD))]  # the fused op's backward
 
 
 def targets() -> list[dict]:

@@ -326,9 +326,20 @@ else:
 # %% [markdown]
 # ## Census and timing
 #
-# The kernel's PTX is checked by `tests/test_backward_ptx.py` (compiled for sm_90 without a
-# GPU): float32 only, no local memory (every lane's values stay in registers), atomics only in
-# the atomic build, and 16-bit storage moved as 32-bit words.
+# The census compiles the backward's builds for sm_90 without a GPU (registry `BACKWARD`), and
+# `tests/test_backward_ptx.py` reads the counts: float32 only, no local memory (every lane's
+# values stay in registers), atomics only in the atomic build, and 16-bit storage moved as
+# 32-bit words (64-bit accesses of two words where a group is four neighbours).
+
+# %%
+from ropelab.measure import census as ptx
+
+print(f"{'kernel':<58} {'instr':>6} {'float64':>7} {'local':>5}  global loads by bits    atomics")
+for r in ptx.census()["rows"]:
+    if r["registry"] == "BACKWARD" and r["fastmath"]:
+        local = r["ld_local"] + r["st_local"]
+        print(f"{r['kernel']:<58} {r['instructions']:>6} {r['f64']:>7} {local:>5}  "
+              f"{str(r['ld_global']):<22} {r['atomics'] or '-'}")
 #
 # The GPU run (`python -m ropelab.measure.bench_backward`, recorded under
 # `data/bench_backward/`) times, on the production shapes in bfloat16: forward + backward and the
