@@ -162,3 +162,17 @@ def test_a_forked_child_launches_on_its_own_threads():
     assert parent.poll(60), "the forked child's launch did not finish"
     assert parent.recv() == list(range(63, -1, -1))
     proc.join(10)
+
+
+def one_thread_exits(dst):
+    t = cuda.threadIdx.x
+    if t == 3:
+        raise SystemExit("thread 3 left")  # not an Exception: the block must end all the same
+    dst[t] = 1
+
+
+@sim_only
+def test_a_thread_raising_a_base_exception_ends_the_launch_instead_of_hanging():
+    dst = np.zeros(8, np.int32)
+    with pytest.raises(SystemExit, match=r"tid=\[3, 0, 0\]"):
+        cuda.jit(one_thread_exits)[1, 8](dst)

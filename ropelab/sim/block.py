@@ -154,7 +154,7 @@ def _make_worker_class(block_thread, dim3):
                         fn(*args)
                 else:
                     fn(*args)
-            except Exception as exc:
+            except BaseException as exc:  # even SystemExit: the block must still end
                 self.exception = lane.exception = (
                     _failure(exc, self.threadIdx, self.blockIdx), exc.__traceback__)
             gate = self._manager._ropelab_gate
