@@ -6,11 +6,7 @@ test that compiles a fresh kernel in the census child takes a few seconds more.
 
 import dataclasses
 import linecache
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -35,11 +31,7 @@ def test_verify_passes_solutions_rejects_wrong_attempts_and_starters_are_unsolve
     # `python -m ropelab exercises --verify` as a user runs it, in its own interpreter: its ~175
     # graded children are forked from a small process (forked from this test process, which
     # holds torch and the rest of the suite, each fork copies far more pages: twice the time).
-    env = dict(os.environ, ROPELAB_TARGET="simulator", ROPELAB_QUIET="1")
-    env.pop("NUMBA_ENABLE_CUDASIM", None)
-    done = subprocess.run([sys.executable, "-m", "ropelab", "exercises", "--verify"], env=env,
-                          capture_output=True, text=True, timeout=600,
-                          cwd=str(Path(ropelab.__file__).resolve().parents[1]))
+    done = verify.verify_in_child(capture=True, timeout=600)
     text = done.stdout
     assert done.returncode == 0, text[-3000:] + done.stderr[-2000:]
     assert text.rstrip().endswith(" 0 failed")

@@ -161,15 +161,21 @@ def verify_exercise(ex: Step, directory: Path | None = None) -> list[Outcome]:
     return verify_step(step, load_solution(path))
 
 
-def _on_simulator(save_census: bool, notebooks=None) -> bool:
-    """Run ``python -m ropelab exercises --verify`` in a child forced onto the simulator."""
+def verify_in_child(*, save_census: bool = False, notebooks=None, capture: bool = False,
+                    timeout: float | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m ropelab exercises --verify`` in a child forced onto the simulator; its
+    output goes to this process's, or is captured (``capture``, as text)."""
     env = dict(os.environ, ROPELAB_TARGET="simulator", ROPELAB_QUIET="1")
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     cmd = [sys.executable, "-m", "ropelab", "exercises", "--verify"]
     cmd += [arg for number in notebooks or () for arg in ("--notebook", number)]
-    done = subprocess.run(cmd + (["--save-census"] if save_census else []), env=env, check=False,
-                          cwd=str(Path(__file__).resolve().parents[2]))
-    return done.returncode == 0
+    return subprocess.run(cmd + (["--save-census"] if save_census else []), env=env, check=False,
+                          cwd=str(Path(__file__).resolve().parents[2]), capture_output=capture,
+                          text=True, timeout=timeout)
+
+
+def _on_simulator(save_census: bool, notebooks=None) -> bool:
+    return verify_in_child(save_census=save_census, notebooks=notebooks).returncode == 0
 
 
 LADDER_MIN_STEPS = 3  # issue 17: at least 3 graded steps per notebook,

@@ -56,7 +56,7 @@ class _Gate:
         self.live = threads
         self.waiting = 0
         self.generation = 0
-        self.failed = None  # the first simulated thread that ended with an exception
+        self.failed = None  # (exception, traceback) of the first simulated thread that failed
 
     def release(self) -> None:  # call with self.cond held
         self.waiting = 0
@@ -114,7 +114,6 @@ def _make_worker_class(block_thread, dim3):
             threading.Thread.__init__(self, name="ropelab-sim-thread", daemon=True)
             self._wake = threading.Event()
             self._job = None
-            self.syncthreads_event = threading.Event()  # unused here; some tools look for it
             self._assign_fields(None, (0, 0, 0), (0, 0, 0), dim3(1, 1, 1), False)
             self._fixed = frozenset(self.__dict__) | {"_fixed"}  # the rest: per simulated thread
 
@@ -126,7 +125,6 @@ def _make_worker_class(block_thread, dim3):
                 self.threadIdx.y + block_dim.y * self.threadIdx.z)
             self.exception = None
             self.abort = False
-            self.syncthreads_blocked = False
             self.debug = debug
 
         def assign(self, manager, fn, args, block_idx, thread_idx, block_dim, debug):
@@ -200,8 +198,7 @@ def _manager_run(self, grid_point, *args):
         if failed is not None:
             # As the simulator does: stop the others (those in a barrier wake and raise).
             for worker in workers:
-                if worker._manager is self:
-                    worker.abort = True
+                worker.abort = True  # those already idle are reset when next assigned
             gate.cond.notify_all()
     if failed is not None:
         raise failed[0].with_traceback(failed[1])
