@@ -143,7 +143,8 @@ def run(shapes=SHAPES, *, repeats: int | None = None, timer=None, progress: bool
                     calls.ropelab_backward(arrays, shape, interleave, dw))
                 rows.append(make_row(f"determinism:{dw}", shape, layout, DTYPE, "backward",
                                      ITEMSIZE, [], copy_gbps, runs_differing=differing,
-                                     max_abs_diff=worst, note=f"{calls.RUNS} runs, dw bits vs run 1"))
+                                     max_abs_diff=worst,
+                                     note=f"{calls.RUNS} runs, dw bits vs run 1"))
     return rows
 
 
@@ -156,13 +157,19 @@ NOTES = ("bfloat16; bytes_moved per bytes_for(): backward 2 row + qk, forward 2 
 
 
 def main(argv=None) -> int:
-    from .timer import Timer
+    from .timer import Timer, refused
 
     parser = argparse.ArgumentParser(prog="python -m ropelab.measure.bench.backward",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--shapes", default=",".join(SHAPES),
+                        help=f"comma list of {', '.join(PRODUCTION_SHAPES)} (default %(default)s)")
     parser.add_argument("--repeats", type=int, default=None)
     args = parser.parse_args(argv)
+    unknown = [s for s in args.shapes.split(",") if s not in PRODUCTION_SHAPES]
+    if unknown:
+        parser.error(f"unknown shape(s) {unknown}")
+    if refused(parser.prog):
+        return 2
     timer = Timer()
     rows = run(args.shapes.split(","), repeats=args.repeats, timer=timer)
     print(format_rows(rows, "bench_backward"))

@@ -12,7 +12,7 @@ from .overhead import launch_overhead, overhead_method
 from .record import Recording, method_text, run_meta, save
 from .shapes import shapes_for
 from .sweeper import plan, sweep, target_summary
-from .timer import BenchError, Timer, require_gpu
+from .timer import Timer, refused
 
 
 def _kind_dir(root, kind):
@@ -60,10 +60,7 @@ def run_cli(args) -> int:
 
     if args.recorded:
         return show_recorded(args.out, args.charts_dir)
-    try:
-        require_gpu()
-    except BenchError as exc:
-        print(f"ropelab bench: {exc}", file=sys.stderr)
+    if refused("ropelab bench"):
         return 2
     if args.overhead_only:
         _overhead(args.out)

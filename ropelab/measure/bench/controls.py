@@ -1,7 +1,8 @@
-"""Time the controlled kernels against their references: ``python -m ropelab.measure.bench.controls``.
+"""The controlled kernels timed against their references, on the GPU.
 
-Each entry of :data:`ropelab.measure.controls.KERNELS` (references, controls, the 128-bit copy
-kernel) and the copy engine's device-to-device copy is timed on each shape with the bench's
+``python -m ropelab.measure.bench.controls [--shapes 4096x512,...] [--rounds N]`` times each
+entry of :data:`ropelab.measure.controls.KERNELS` (references, controls, the 128-bit copy
+kernel) and the copy engine's device-to-device copy on each shape with the bench's
 :class:`~.timer.Timer`: an L2-evicting fill before every timed launch, CUDA events around the
 launch.  The entries take turns: ``rounds`` times, every entry gets ``repeats`` launches,
 so a slow drift of clocks or temperature spreads over all of them instead of favouring the
@@ -26,6 +27,16 @@ from .stats import host_fields, quantiles, summarize
 KIND = CONTROLS.kind
 SHAPES = ((4096, 512), (8192, 1024), (32768, 4096))
 COPY = "copy_d2d"
+
+
+def notes(rounds: int, repeats: int) -> tuple[str, ...]:
+    """What a controls record's method adds to the timer's protocol."""
+    return (f"{rounds} rounds; in each, every entry gets {repeats} timed launches in turn (drift "
+            f"spreads over all entries)",
+            "vs_reference = median / median of the reference entry (same shape, same run), "
+            "lo/hi = min/max of the per-round median ratios",
+            "launches: ropelab.measure.controls.make_launch (arguments built once, the "
+            "dispatcher called directly) for references and controls alike")
 
 
 def entries_for(tokens: int, hidden: int, names=None) -> list[str]:
@@ -75,21 +86,11 @@ def time_shape(tokens: int, hidden: int, timer, *, rounds: int, repeats: int, na
     return rows
 
 
-def notes(rounds: int, repeats: int) -> tuple[str, ...]:
-    """What a controls record's method adds to the timer's protocol."""
-    return (f"{rounds} rounds; in each, every entry gets {repeats} timed launches in turn (drift "
-            f"spreads over all entries)",
-            "vs_reference = median / median of the reference entry (same shape, same run), "
-            "lo/hi = min/max of the per-round median ratios",
-            "launches: ropelab.measure.controls.make_launch (arguments built once, the "
-            "dispatcher called directly) for references and controls alike")
-
-
 def main(argv=None) -> int:
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m ropelab.measure.bench.controls",
-                                description=__doc__.split("\n")[0])
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", default=",".join(f"{t}x{h}" for t, h in SHAPES),
                    help="comma list of TOKENSxHIDDEN (default %(default)s)")
     p.add_argument("--rounds", type=int, default=10)
@@ -98,12 +99,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="data root (default the repo's data/)")
     args = p.parse_args(argv)
 
-    from .timer import BenchError, Timer, require_gpu
+    from .timer import Timer, refused
 
-    try:
-        require_gpu()
-    except BenchError as exc:
-        print(f"ropelab.measure.bench.controls: {exc}", file=sys.stderr)
+    if refused(p.prog):
         return 2
     shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",") if s]
     names = args.only.split(",") if args.only else None

@@ -168,10 +168,14 @@ def run(record: bool = False) -> list[dict]:
 
 
 def main(argv=None) -> int:
+    from .timer import refused
+
     parser = argparse.ArgumentParser(prog="python -m ropelab.measure.bench.torch_ops",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--record", action="store_true", help="save the rows under data/torch_ops/")
     args = parser.parse_args(argv)
+    if refused(parser.prog):
+        return 2
     run(record=args.record)
     return 0
 
