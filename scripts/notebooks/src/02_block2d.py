@@ -210,7 +210,8 @@ if bench is not None:
 # %%
 import inspect
 
-from ropelab.measure import bench, controls
+from ropelab.measure import controls
+from ropelab.measure.bench import format_rows
 from ropelab.measure import profile as ncu
 
 block2d_entries = [n for n, e in controls.KERNELS.items() if e.question == "block2d"]
@@ -228,8 +229,8 @@ for name in block2d_entries:
 ctl = course.recorded("controls")
 if ctl is not None:
     print(course.provenance(ctl))
-    print(bench.format_rows([r for r in ctl["rows"] if r["entry"] in block2d_entries + ["copy_d2d"]],
-                            "controls"))
+    print(format_rows([r for r in ctl["rows"] if r["entry"] in block2d_entries + ["copy_d2d"]],
+                      "controls"))
 
 # %% [markdown]
 # The readings, collected from the rows above:

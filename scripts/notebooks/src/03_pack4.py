@@ -65,7 +65,8 @@ print(course.excerpt(ropelab.kernels.pack4, "rope_pack4"))
 # %%
 import inspect
 
-from ropelab.measure import bench, controls
+from ropelab.measure import controls
+from ropelab.measure.bench import format_rows
 from ropelab.measure import profile as ncu
 
 print(inspect.getsource(controls.rope_pack4_scalar_unhoisted))
@@ -233,9 +234,9 @@ for r in pack_rows:
 ctl = course.recorded("controls")
 if ctl is not None:
     print(course.provenance(ctl))
-    print(bench.format_rows([r for r in ctl["rows"]
-                             if r["entry"] in ("copy_d2d", "flat", "pack4", "pack4_scalar", "pack4_scalar_unhoisted")],
-                            "controls"))
+    print(format_rows([r for r in ctl["rows"]
+                       if r["entry"] in ("copy_d2d", "flat", "pack4", "pack4_scalar", "pack4_scalar_unhoisted")],
+                      "controls"))
 
 # %%
 if ctl is not None:
