@@ -28,7 +28,7 @@ step 60  seedclaims python3 -m ropelab.measure.seed_claims --record
 
 say "summary"
 { python3 -m ropelab profile --recorded; echo; \
-  python3 -c "from ropelab import records; from ropelab.measure import bench; print(bench.format_rows(records.load('controls')['rows'], 'controls'))"; \
+  python3 -c "from ropelab.measure import bench, records; print(bench.format_rows(records.load('controls')['rows'], 'controls'))"; \
   echo; cat data/sanitizer/sanitizer-*.csv 2>/dev/null | tail -3; } 2>&1 | tee "$OUT/summary.txt" | tee -a "$LOG"
 bundle
 ls -la "$OUT"

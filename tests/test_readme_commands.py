@@ -40,6 +40,7 @@ def test_ci_runs_exactly_the_readme_test_command():
 # ---- every script and module a document names exists ---------------------------------------------
 
 SCRIPT = re.compile(r"\bscripts/[\w./-]+\.(?:sh|py)\b")
+SESSION = re.compile(r"(?<![/\w])gpu_\w+\.sh\b")  # a GPU session named without scripts/
 MODULE = re.compile(r"\bpython3? -m (ropelab(?:\.\w+)*)")
 
 
@@ -64,6 +65,8 @@ def missing_names(texts: dict[str, str]) -> list[str]:
     out = []
     for where, text in texts.items():
         out += [f"{where}: {p}" for p in SCRIPT.findall(text) if not (REPO / p).is_file()]
+        out += [f"{where}: {p}" for p in SESSION.findall(text)
+                if not (REPO / "scripts" / p).is_file()]
         out += [f"{where}: python -m {m}" for m in MODULE.findall(text) if not _module_file(m)]
     return out
 
@@ -76,6 +79,7 @@ def test_every_script_and_module_a_document_names_exists():
 
 def test_a_renamed_script_or_module_is_caught():
     planted = {"README.md": "run `scripts/gpu_fixup.sh`, then `python -m ropelab.measure.timing`"
-                            " and `python -m ropelab.measure.bench.controls`"}
-    assert missing_names(planted) == ["README.md: scripts/gpu_fixup.sh",
+                            " and `python -m ropelab.measure.bench.controls`; `gpu_final.sh`"
+                            " and `gpu_backward.sh`"}
+    assert missing_names(planted) == ["README.md: scripts/gpu_fixup.sh", "README.md: gpu_final.sh",
                                       "README.md: python -m ropelab.measure.timing"]

@@ -176,8 +176,7 @@ def _kernel_maker(variant, options: dict, fastmath: bool):
             return lambda: launch(plan, (buf.x, buf.out, buf.positions))
         n = problem.elements
         bound = bind(plan, ((n, 4), (n, 4), (problem.tokens, 4)))
-        ptrs = tuple(int(a.__cuda_array_interface__["data"][0])
-                     for a in (buf.x, buf.out, buf.positions))
+        ptrs = tuple(device_ptr(a) for a in (buf.x, buf.out, buf.positions))
         return lambda: bound.fire(ptrs, 0)
     return make
 

@@ -8,7 +8,7 @@ import numpy as np
 from numba import cuda
 
 from . import baselines as baseline_rows
-from .entries import Buffers, fused_kwargs, fused_user_arrays
+from .entries import Buffers, device_ptr, fused_kwargs, fused_user_arrays
 from .kinds import LAUNCH_OVERHEAD
 from .shapes import OVERHEAD_SHAPE, Shape, plain_shape
 from .stats import per_launch_us
@@ -47,7 +47,7 @@ def launch_overhead(launches: int = 2000, warmup: int = WARMUP, progress: bool =
     flat_kernel = jitted(flat.KERNEL, True)
     n = problem.elements
     bound = bind(plan, ((n, 4), (n, 4), (tokens, 4)))
-    ptrs = tuple(int(a.__cuda_array_interface__["data"][0]) for a in (x, out, pos))
+    ptrs = tuple(device_ptr(a) for a in (x, out, pos))
     tx, tout, tpos = buf.user_arrays()
     x2, out2 = x.reshape(tokens, hidden), out.reshape(tokens, hidden)
 
