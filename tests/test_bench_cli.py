@@ -11,10 +11,11 @@ pytestmark = pytest.mark.skipif(not ropelab.SIMULATED, reason="on a GPU they tim
 
 @pytest.mark.parametrize("main", [backward.main, controls.main, torch_ops.main],
                          ids=["backward", "controls", "torch_ops"])
-def test_a_bench_refuses_the_simulator_with_status_2(main, capsys):
-    assert main([]) == 2
+def test_a_bench_refuses_the_simulator_with_status_2(main, capsys, tmp_path):
+    assert main(["--out", str(tmp_path)]) == 2  # each takes a data root for its record
     err = capsys.readouterr().err
     assert "python -m ropelab.measure.bench." in err and "simulator" in err
+    assert not any(tmp_path.iterdir())  # refused before anything was measured or written
 
 
 def test_a_wrong_argument_is_a_usage_error_before_anything_runs(capsys):

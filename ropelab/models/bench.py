@@ -138,9 +138,10 @@ def _with_ratios(rows: list[dict]) -> list[dict]:
 
 
 def run(record: bool = False, tokens: int = TOKENS, *, timer=None, device: str = "cuda",
-        modes=("eager", "compiled"), **config_overrides) -> list[dict]:
+        modes=("eager", "compiled"), out=None, **config_overrides) -> list[dict]:
     """Time every row; with ``record``, save after the eager rows and again after the compiled
-    ones (the same file), so a run cut short by a time limit keeps what it measured.
+    ones (the same file), so a run cut short by a time limit keeps what it measured; ``out``: a
+    data root for the record (default the checkout's data/).
 
     ``timer``, ``device``, ``modes`` and ``config_overrides`` exist for the CPU test of the row
     assembly (a stand-in timer, a tiny layer); a GPU run leaves them alone."""
@@ -159,7 +160,8 @@ def run(record: bool = False, tokens: int = TOKENS, *, timer=None, device: str =
 
         recording = bench.Recording("real_model", method=bench.method_text(timer, *NOTES),
                                     meta=bench.run_meta(torch=torch.__version__,
-                                                        transformers=transformers.__version__))
+                                                        transformers=transformers.__version__),
+                                    out=out)
     config = layer_config(tokens, **config_overrides)
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     layers, inputs = layer_case(config, tokens, device, dtype)
@@ -192,11 +194,12 @@ def main(argv=None) -> int:
     parser.add_argument("--record", action="store_true",
                         help="save the rows under data/real_model/")
     parser.add_argument("--tokens", type=int, default=TOKENS)
+    parser.add_argument("--out", default=None, help="data root (default the repo's data/)")
     args = parser.parse_args(argv)
     from ..measure.bench import BenchError
 
     try:
-        run(record=args.record, tokens=args.tokens)
+        run(record=args.record, tokens=args.tokens, out=args.out)
     except BenchError as exc:
         print(f"ropelab.models.bench: {exc}", file=sys.stderr)
         return 1

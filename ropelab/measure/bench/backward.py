@@ -164,6 +164,7 @@ def main(argv=None) -> int:
     parser.add_argument("--shapes", default=",".join(SHAPES),
                         help=f"comma list of {', '.join(PRODUCTION_SHAPES)} (default %(default)s)")
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--out", default=None, help="data root (default the repo's data/)")
     args = parser.parse_args(argv)
     unknown = [s for s in args.shapes.split(",") if s not in PRODUCTION_SHAPES]
     if unknown:
@@ -173,7 +174,8 @@ def main(argv=None) -> int:
     timer = Timer()
     rows = run(args.shapes.split(","), repeats=args.repeats, timer=timer)
     print(format_rows(rows, "bench_backward"))
-    print(save("bench_backward", rows, method=method_text(timer, *NOTES, repeats=args.repeats)))
+    print(save("bench_backward", rows, method=method_text(timer, *NOTES, repeats=args.repeats),
+               out=args.out))
     return 0
 
 

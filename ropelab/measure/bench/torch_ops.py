@@ -134,7 +134,9 @@ def fused_case(neox: bool, shape=None, device: str = "cuda"):
     return s.name, "bfloat16", "neox" if neox else "gptj", s.qk_bytes(2), calls, qkv
 
 
-def run(record: bool = False) -> list[dict]:
+def run(record: bool = False, out=None) -> list[dict]:
+    """Time every case; with ``record``, save the rows (under ``out/torch_ops/`` for a data root
+    ``out``, else the checkout's data/)."""
     import torch
 
     from .stats import host_fields, quantiles, summarize
@@ -162,7 +164,7 @@ def run(record: bool = False) -> list[dict]:
     print(format_rows(rows, "torch_ops"))
     if record:
         path = save("torch_ops", rows, method=method_text(timer, *NOTES),
-                    meta=run_meta(torch=torch.__version__))
+                    meta=run_meta(torch=torch.__version__), out=out)
         print(f"recorded {path}")
     return rows
 
@@ -173,10 +175,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ropelab.measure.bench.torch_ops",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--record", action="store_true", help="save the rows under data/torch_ops/")
+    parser.add_argument("--out", default=None, help="data root (default the repo's data/)")
     args = parser.parse_args(argv)
     if refused(parser.prog):
         return 2
-    run(record=args.record)
+    run(record=args.record, out=args.out)
     return 0
 
 
