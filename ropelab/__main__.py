@@ -140,13 +140,19 @@ def _add_measuring(sub) -> None:
     p.add_argument("--save", nargs="?", const="", default=None, metavar="PATH",
                    help="write the census JSON (default data/census/census.json)")
     p.set_defaults(func=_census)
+    from .measure.bench.kinds import BENCH, BENCH_FUSED, BENCH_ROWS
+    from .measure.bench.shapes import GROUPS
+
     p = sub.add_parser("bench", help="time kernels and baselines on the GPU and record them")
     p.add_argument("--variant", action="append", help="only this ropelab variant, or one fused "
-                   "row by name such as fused_qknorm_rope:neox (fused_qknorm_rope:default: the public call at its defaults; repeatable)")
-    p.add_argument("--kind", default="bench", choices=("bench", "bench_fused", "bench_rows"),
-                   help="record kind: bench (default), bench_fused (a fused-only run) or "
-                        "bench_rows (plain RoPE as models call it: --shapes rows)")
-    p.add_argument("--shapes", default="all", help="comma list of seed, big, production, all")
+                   "row by name such as fused_qknorm_rope:neox (fused_qknorm_rope:default: the "
+                   "public call at its defaults; repeatable)")
+    p.add_argument("--kind", default=BENCH.kind,
+                   choices=(BENCH.kind, BENCH_FUSED.kind, BENCH_ROWS.kind),
+                   help=f"record kind: {BENCH.kind} (default), {BENCH_FUSED.kind} (a fused-only "
+                        f"run) or {BENCH_ROWS.kind} (plain RoPE as models call it: --shapes rows)")
+    p.add_argument("--shapes", default="all",
+                   help=f"comma list of {', '.join(GROUPS)}, all (all: seed, big, production)")
     p.add_argument("--repeats", type=int, default=50, help="timed repeats per row (default 50)")
     p.add_argument("--warmup", type=int, default=5, help="untimed launches first (default 5)")
     p.add_argument("--no-baselines", action="store_true", help="skip torch / CuPy baselines")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 20 item 3 (notebook 09) in ONE H200 call (< 9.5 minutes):
+# ropelab inside a real model (notebook 09), in ONE H200 call (limits sum to 530 s):
 #   1. GPU tests: a patched Qwen3's bfloat16 logits vs the original's (bf16 tolerance, against the
 #      float64 model), the patched model under torch.compile(fullgraph=True), a planted layout
 #   2. one Qwen3-8B-like decoder layer (hidden 4096, 32/8 heads, head_dim 128, bf16) at 4096

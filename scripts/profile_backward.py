@@ -1,6 +1,6 @@
 """Launch the fused forward and backward once per layout on flux_1024 bf16, for Nsight Compute.
 
-Run under ncu (scripts/gpu_final_check.sh does):
+Run under ncu (scripts/gpu_backward.sh does):
     ncu --clock-control none --section SpeedOfLight --section WarpStateStats \
         --section MemoryWorkloadAnalysis --kernel-name regex:qknorm python3 scripts/profile_backward.py
 The printed report answers why the backward sits below the copy roof: DRAM throughput against

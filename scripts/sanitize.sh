@@ -6,7 +6,7 @@
 # found, the check's pass/fail count, command, date, GPU) to data/sanitizer/, copied to $OUT too.
 #
 # Run from the repository root on the GPU host (python3 must import ropelab with numpy < 2.5; see
-# scripts/gpu_session.sh).  Environment: OUT (default ./out), SANITIZER_LIMIT_S (per tool, 240),
+# scripts/gpu_common.sh).  Environment: OUT (default ./out), SANITIZER_LIMIT_S (per tool, 240),
 # COMPUTE_SANITIZER (path, default: PATH, then /usr/local/cuda*/bin).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 ROPELAB_TARGET=gpu

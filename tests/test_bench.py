@@ -75,7 +75,7 @@ def test_the_sweep_covers_seed_gigabyte_and_production_shapes():
 def test_rows_have_the_record_columns_in_order():
     shape = bench.plain_shape(4096, 512)
     row = bench.make_row("flat", "numba", shape, True, bench.summarize([8.0, 9.0], shape.bytes_moved, 2000.0))
-    assert tuple(row) == bench.COLUMNS
+    assert tuple(row) == bench.BENCH.columns
     assert row["shape"] == "4096x512" and row["hidden"] == 512 and row["heads_q"] is None
 
 
@@ -94,10 +94,17 @@ def test_timer_refuses_on_the_simulator():
         bench.launch_overhead()
 
 
-def test_method_text_names_the_protocol():
-    text = bench.method_text(60 * 2**20, 512 * 2**20, 5, 50)
-    for word in ("CUDA events", "512 MiB", "60 MiB", "warm-up", "median", "copy"):
+def test_method_text_names_the_protocol_then_what_the_bench_adds():
+    from types import SimpleNamespace
+
+    timer = SimpleNamespace(l2_bytes=60 * 2**20, flush_bytes=512 * 2**20, warmup=5, repeats=50)
+    text = bench.method_text(timer)
+    for word in ("CUDA events", "512 MiB", "60 MiB", "warm-up", "median", "copy", "50 timed"):
         assert word in text
+    more = bench.method_text(timer, "vs_x = a / b", "c", repeats=7)
+    assert more.startswith("CUDA events") and "up to 7 timed repeats" in more
+    assert more.endswith("the GPU may have idled inside the events); vs_x = a / b; c")
+    assert bench.method_text(None, "only this") == "only this"
 
 
 class FakeTimer:
@@ -118,7 +125,7 @@ class FakeTimer:
 def test_sweep_times_every_variant_against_the_same_copy():
     shape = bench.Shape("tiny", 3, hidden=10)  # 15 pairs: no block size divides it
     timer = FakeTimer({"copy": [2.0, 2.0, 2.0], "kernel": [4.0, 5.0, 6.0]})
-    entries = [bench._copy_entry()] + bench._variant_entries()
+    entries = [bench.copy_entry()] + bench.variant_entries()
     result = bench.sweep([shape], entries, timer=timer, progress=False)
     assert not result.skipped, result.skipped
     names = [r["variant"] for r in result.rows]
@@ -145,7 +152,7 @@ def test_sweep_launchers_compute_rope_on_premade_device_arrays():
     shape = bench.Shape("tiny", 3, hidden=10)
     buf = bench.Buffers(shape)
     want = reference.rope(buf.x.copy_to_host().reshape(3, 10), np.arange(3))
-    entries = bench._variant_entries()
+    entries = bench.variant_entries()
     assert len(entries) == 2 * len(kernels.VARIANTS) + 2
     for entry in entries:
         buf.out.copy_to_device(np.zeros(30, np.float32))
@@ -161,7 +168,7 @@ def test_sweep_reports_skips_instead_of_hiding_them():
     def broken(buf):
         raise RuntimeError("no such feature")
 
-    entries = [bench._copy_entry(), bench.Entry("broken", "numba", broken)]
+    entries = [bench.copy_entry(), bench.Entry("broken", "numba", broken)]
     result = bench.sweep([shape], entries, timer=timer, progress=False)
     assert [r["variant"] for r in result.rows] == ["copy_d2d"]
     assert result.skipped == [("broken", "tiny", "RuntimeError: no such feature")]
@@ -196,7 +203,7 @@ def test_fused_entry_runs_the_fused_kernel_on_a_tiny_qkv():
     shape = bench.Shape("tiny_fused", 2, heads_q=1, heads_k=1, head_dim=64, dtype="float32",
                         heads_v=1, rotary_dim=64)
     timer = FakeTimer({"copy": [2.0], "kernel": [3.0]})
-    result = bench.sweep([shape], [bench._copy_entry()] + bench._fused_entries(), timer=timer,
+    result = bench.sweep([shape], [bench.copy_entry()] + bench.fused_entries(), timer=timer,
                          progress=False)
     assert not result.skipped, result.skipped
     fused_rows = [r for r in result.rows if r["family"] in ("ropelab_fused", "kernel_fused")]
@@ -231,11 +238,11 @@ def test_target_summary_reads_the_targets_off_the_rows():
 
 def test_fused_rows_can_be_picked_by_name():
     # A short GPU call times a few rows and the twins; "fused_qknorm_rope" still means all.
-    everything = [e.name for e in bench._fused_entries(["fused_qknorm_rope"])]
+    everything = [e.name for e in bench.fused_entries(["fused_qknorm_rope"])]
     assert len(everything) > 3 and everything[0] == "fused_qknorm_rope"
-    picked = [e.name for e in bench._fused_entries(["fused_qknorm_rope:default",
+    picked = [e.name for e in bench.fused_entries(["fused_qknorm_rope:default",
                                                     "fused_qknorm_rope:neox"])]
     assert picked == ["fused_qknorm_rope", "fused_qknorm_rope:neox"]
-    assert bench._fused_entries(["flat"]) == []
+    assert bench.fused_entries(["flat"]) == []
     names = [e.name for e in bench.plan(["fused_qknorm_rope:neox"], baselines=False)]
     assert names == ["copy_d2d", "fused_qknorm_rope:neox"]

@@ -4,7 +4,8 @@ tiny shape (they must compute what the public function computes) and the bit com
 import numpy as np
 import pytest
 
-from ropelab.measure import bench_backward as bb
+from ropelab.measure.bench import backward as bb
+from ropelab.measure.bench import backward_calls as calls
 from ropelab.shapes import FLUX_1024, FusedShape
 
 TINY = FusedShape("tiny", 3, 2, 1, 1, 64, 64)
@@ -20,7 +21,7 @@ def test_byte_counts_follow_the_stated_formula():
 
 def test_row_reports_the_share_of_the_copy():
     row = bb.make_row("x", TINY, "gptj", "bfloat16", "backward", 2, [2.0, 2.0, 2.0], 10.0)
-    assert list(row) == list(bb.COLUMNS)
+    assert tuple(row) == bb.BENCH_BACKWARD.columns
     assert row["gbps"] == pytest.approx(bb.bytes_for("backward", TINY, 2) / 2.0 / 1e3)
     assert row["frac_of_copy"] == pytest.approx(row["gbps"] / 10.0)
     skipped = bb.make_row("y", TINY, "neox", "bfloat16", "backward", 2, [], 10.0, note="skipped")
@@ -30,14 +31,14 @@ def test_row_reports_the_share_of_the_copy():
 @pytest.mark.parametrize("interleave", [True, False])
 @pytest.mark.parametrize("dw", ["two_stage", "atomic"])
 def test_entries_compute_what_the_public_function_computes_on_host_arrays(interleave, dw):
-    arrays = bb.inputs(TINY)
+    arrays = calls.inputs(TINY)
     host = [a.copy_to_host() for a in arrays]
-    hx, hq, hk = bb.ropelab_backward(host, TINY, interleave, dw)()
-    dx, dq, dk = bb.ropelab_backward(arrays, TINY, interleave, dw)()
+    hx, hq, hk = calls.ropelab_backward(host, TINY, interleave, dw)()
+    dx, dq, dk = calls.ropelab_backward(arrays, TINY, interleave, dw)()
     np.testing.assert_array_equal(dx.copy_to_host(), hx)
     np.testing.assert_array_equal(np.concatenate([dq.copy_to_host(), dk.copy_to_host()]),
                                   np.concatenate([hq, hk]))
-    launch = bb.ropelab_backward_kernel(arrays, TINY, interleave, dw)
+    launch = calls.ropelab_backward_kernel(arrays, TINY, interleave, dw)
     launch()
     launch()  # twice: the atomic entry must start from zero each time
     kx, kw = (a.copy_to_host() for a in launch.outputs)
@@ -47,5 +48,5 @@ def test_entries_compute_what_the_public_function_computes_on_host_arrays(interl
 
 
 def test_two_stage_weight_gradient_has_no_bit_differences():
-    arrays = bb.inputs(TINY)
-    assert bb.bit_differences(bb.ropelab_backward(arrays, TINY, True), runs=3) == (0, 0.0)
+    arrays = calls.inputs(TINY)
+    assert calls.bit_differences(calls.ropelab_backward(arrays, TINY, True), runs=3) == (0, 0.0)

@@ -1,7 +1,8 @@
-"""The bench rows of the rope_rows path (ropelab.measure.bench_rows) run on the simulator with a
-fake timer: every entry applies where it should and none is skipped.  Budget: about 2 s."""
+"""The bench rows of the rope_rows path (ropelab.measure.bench.rope_rows) run on the simulator
+with a fake timer: every entry applies where it should and none is skipped.  Budget: about 2 s."""
 
-from ropelab.measure import bench, bench_rows
+from ropelab.measure import bench
+from ropelab.measure.bench import rope_rows as bench_rows
 
 
 class FakeTimer:
@@ -29,7 +30,7 @@ def test_rows_entries_run_and_qk_rows_skip_single_tensor_shapes():
               bench.Shape("tiny_one", 2, heads_q=2, heads_k=0, head_dim=64, dtype="float16",
                           heads_v=0)]
     timer = FakeTimer()
-    result = bench.sweep(shapes, [bench._copy_entry()] + bench_rows.entries(["rope_rows"]),
+    result = bench.sweep(shapes, [bench.copy_entry()] + bench_rows.entries(["rope_rows"]),
                          timer=timer, progress=False)
     assert not result.skipped, result.skipped
     got = {(r["variant"], r["shape"]) for r in result.rows}

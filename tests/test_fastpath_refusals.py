@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 import ropelab  # noqa: E402
 from ropelab import RopeInputError  # noqa: E402
 from ropelab.measure.bench.host_path import host_route  # noqa: E402
-from ropelab.ops import call  # noqa: E402
+from ropelab.ops import arrays, call  # noqa: E402
 
 SHAPE = (8, 64)
 
@@ -134,11 +134,14 @@ def test_requires_grad_is_refused_after_a_hit_and_after_a_no_grad_call(route):
     assert _launches(route) == fired
 
 
-def test_the_harness_times_hits_of_both_engines():
+def test_the_harness_times_the_hit_and_its_parts():
     from ropelab.measure.bench import host_path
 
+    fast_meta = dict(arrays.FAST_META)
     rows = host_path.measure(number=20, repeat=2)
     names = [name for name, _ in rows]
-    assert any("new engine" in n for n in names) and any("old engine" in n for n in names)
+    assert names[0] == "rope() hit, x/out/positions tensors"
+    assert sum(n.startswith("  part: ") for n in names) == 4
     assert all(np.isfinite(us) and us > 0 for _, us in rows)
     assert not call._entries  # the route cleans up after itself
+    assert arrays.FAST_META == fast_meta

@@ -1,7 +1,7 @@
 """The public path on a real GPU, called as a PyTorch user calls it (skipped without a GPU).
 
-Run on a GPU host with ``python -m pytest tests/test_gpu_public_path.py``; scripts/gpu_session.sh
-does, and records the output.  What is checked:
+Run on a GPU host with ``python -m pytest tests/test_gpu_public_path.py``;
+scripts/gpu_course_records.sh does, and records the output.  What is checked:
 
 * every variant on torch tensors equals the NumPy path (same kernel) and the float64 reference;
 * the second call takes the cached path (no validation, no synchronization) and still checks

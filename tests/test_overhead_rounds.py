@@ -1,7 +1,7 @@
 """The launch-overhead bench takes its cases in turns (round by round), so a slow stretch of the
 machine cannot land on the first cases of a run only; driven here with a fake clock."""
 
-from ropelab.measure.bench.overhead import OVERHEAD_METHOD, interleaved_rounds
+from ropelab.measure.bench.overhead import interleaved_rounds, overhead_method
 
 
 class _Clock:
@@ -42,5 +42,5 @@ def test_cases_take_turns_and_the_median_round_ignores_a_slow_stretch():
 
 
 def test_the_method_text_says_rounds_and_median():
-    text = OVERHEAD_METHOD.format(launches=2000, warmup=100)
-    assert "rounds" in text and "median" in text and "2000" in text
+    text = overhead_method(2000, warmup=100)
+    assert "rounds" in text and "median" in text and "2000" in text and "100 warm-up" in text

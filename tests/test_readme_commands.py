@@ -35,3 +35,51 @@ def test_ci_runs_exactly_the_readme_test_command():
     test_command = next(c for c in _start_here_commands() if "pytest" in c)
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert ci[-1] == test_command
+
+
+# ---- every script and module a document names exists ---------------------------------------------
+
+SCRIPT = re.compile(r"\bscripts/[\w./-]+\.(?:sh|py)\b")
+SESSION = re.compile(r"(?<![/\w])gpu_\w+\.sh\b")  # a GPU session named without scripts/
+MODULE = re.compile(r"\bpython3? -m (ropelab(?:\.\w+)*)")
+
+
+def _documents() -> list[Path]:
+    """What tells a reader which command to run: the READMEs, the scripts, the notebook sources,
+    the package and the tests (not the logs under data/: their names are history)."""
+    return ([REPO / "README.md", *sorted((REPO / "data").glob("**/README.md"))]
+            + sorted((REPO / "scripts").glob("*.sh")) + sorted((REPO / "scripts").glob("*.py"))
+            + sorted((REPO / "scripts" / "notebooks").glob("**/*.py"))
+            + sorted((REPO / "ropelab").glob("**/*.py")) + sorted((REPO / "tests").glob("*.py")))
+
+
+def _module_file(name: str) -> bool:
+    base = REPO.joinpath(*name.split("."))
+    return (base.with_suffix(".py").is_file() or (base / "__main__.py").is_file()
+            or (base / "__init__.py").is_file())
+
+
+def missing_names(texts: dict[str, str]) -> list[str]:
+    """``where: name`` for each script path or ``python -m`` module named in ``texts`` that is
+    not in the checkout."""
+    out = []
+    for where, text in texts.items():
+        out += [f"{where}: {p}" for p in SCRIPT.findall(text) if not (REPO / p).is_file()]
+        out += [f"{where}: {p}" for p in SESSION.findall(text)
+                if not (REPO / "scripts" / p).is_file()]
+        out += [f"{where}: python -m {m}" for m in MODULE.findall(text) if not _module_file(m)]
+    return out
+
+
+def test_every_script_and_module_a_document_names_exists():
+    texts = {str(p.relative_to(REPO)): p.read_text() for p in _documents()
+             if p.name != "test_readme_commands.py"}
+    assert missing_names(texts) == []
+
+
+def test_a_renamed_script_or_module_is_caught():
+    planted = {"README.md": "run `scripts/gpu_fixup.sh`, then `python -m ropelab.measure.timing`"
+                            " and `python -m ropelab.measure.bench.controls`; `gpu_final.sh`"
+                            " and `gpu_backward.sh`"}
+    assert missing_names(planted) == ["README.md: scripts/gpu_fixup.sh", "README.md: gpu_final.sh",
+                                      "README.md: python -m ropelab.measure.timing"]

@@ -38,10 +38,10 @@ def test_save_and_load_round_trip(tmp_path):
     later.with_suffix(".csv").unlink()
     rec = records.load("bench", tmp_path)
     assert rec["schema"] == records.SCHEMA and rec["method"] == "synthetic"
-    assert tuple(rec["columns"]) == bench.COLUMNS
+    assert tuple(rec["columns"]) == bench.BENCH.columns
     assert rec["rows"] == bench_rows()
     with open(path.with_suffix(".csv")) as fh:
-        assert tuple(next(csv.reader(fh))) == bench.COLUMNS
+        assert tuple(next(csv.reader(fh))) == bench.BENCH.columns
 
 
 def test_simulator_measurements_are_refused():
@@ -71,7 +71,7 @@ def _committed(kind):
 @pytest.mark.parametrize("path", _committed("bench"), ids=lambda p: p.name)
 def test_committed_bench_records_follow_the_schema(path):
     rec = records.validate(json.loads(path.read_text()))
-    assert tuple(rec["columns"]) == bench.COLUMNS
+    assert tuple(rec["columns"]) == bench.BENCH.columns
     assert "L2" in rec["method"] and "events" in rec["method"]
     for row in rec["rows"]:
         assert row["p20_us"] <= row["median_us"] <= row["p80_us"]

@@ -302,22 +302,23 @@ def test_import_ropelab_does_not_import_torch():
 # ---- the GPU bench's host side -------------------------------------------------------------------
 
 def test_torch_bench_refuses_the_simulator_and_formats_rows():
-    from ropelab.measure import bench, torch_bench
+    from ropelab.measure import bench
+    from ropelab.measure.bench import torch_ops as torch_bench
 
     if ropelab.SIMULATED:
         with pytest.raises(bench.BenchError, match="simulator"):
             torch_bench.run()
-    row = {c: None for c in torch_bench.COLUMNS}
+    row = {c: None for c in bench.TORCH_OPS.columns}
     row.update(call="op_compiled", case="flux_1024 bfloat16 gptj", median_us=30.5,
                frac_of_copy=0.95, vs_public=1.012, host_us=41.0, host_bound=False)
-    text = torch_bench.format_rows([row])
+    text = bench.format_rows([row], "torch_ops")
     assert "op_compiled" in text and "1.012" in text and "95.0%" in text
 
 
 def test_torch_bench_cases_dry_run_on_cpu_tensors():
     """Every launcher the GPU bench times runs (on tiny CPU tensors), and the public call, the
     eager op and the compiled op write the same result."""
-    from ropelab.measure import torch_bench
+    from ropelab.measure.bench import torch_ops as torch_bench
     from ropelab.shapes import FusedShape
 
     label, dtype, layout, nbytes, calls, out = torch_bench.rope_case("float32", (4, 2, 16), "cpu")

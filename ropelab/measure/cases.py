@@ -23,13 +23,12 @@ import json
 import sys
 
 from .. import check as ropelab_check
+from ..freqs import DEFAULT_BASE
 from ..shapes import rope_bytes
+from .bench.shapes import FUSED_DTYPES, ITEMSIZE
 
 GROUPS = ("plain", "controls", "fused")
-BASE = 10000.0
-FUSED_DTYPES = ("bfloat16", "float16", "float32")
 FUSED_LAYOUTS = (True, False)  # GPT-J (interleaved) and NeoX
-_ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
 def plain_shapes():
@@ -46,7 +45,7 @@ def _kernel_names(module) -> list[str]:
     return sorted(set(names))
 
 
-def _options_label(options: dict) -> str:
+def options_label(options: dict) -> str:
     return ",".join(f"{k}={v}" for k, v in options.items())
 
 
@@ -68,7 +67,7 @@ def plain_cases() -> list[dict]:
     for shape in plain_shapes():
         for name, module in kernels.MODULES.items():
             for opts in _variant_options(module, shape.tokens):
-                label = _options_label(opts)
+                label = options_label(opts)
                 cases.append({
                     "id": f"{name}{f'[{label}]' if label else ''}@{shape.name}",
                     "group": "plain", "family": "numba", "name": name, "options": opts,
@@ -114,7 +113,7 @@ def fused_cases() -> list[dict]:
                     "heads": [shape.heads_q, shape.heads_k, shape.heads_v],
                     "head_dim": shape.head_dim, "rotary_dim": shape.rotary_dim,
                     "dtype": dtype, "layout": layout,
-                    "min_bytes": shape.qk_bytes(_ITEMSIZE[dtype]),
+                    "min_bytes": shape.qk_bytes(ITEMSIZE[dtype]),
                     "expect": [f"{name}*"]})
     return cases
 
@@ -169,7 +168,7 @@ def launch_case(case: dict, plain: _PlainInputs) -> None:
         x, out, pos = plain.get(case["tokens"], case["hidden"])
         shape = (case["tokens"], case["hidden"])
         ropelab.rope(x.reshape(shape), variant=case["name"], positions=pos,
-                     out=out.reshape(shape), base=BASE, **case["options"])
+                     out=out.reshape(shape), base=DEFAULT_BASE, **case["options"])
     elif case["group"] == "controls":
         from . import controls
 
@@ -186,7 +185,7 @@ def launch_case(case: dict, plain: _PlainInputs) -> None:
             cuda.to_device(qkv), num_heads_q=hq, num_heads_k=hk, num_heads_v=hv,
             head_dim=case["head_dim"], q_weight=cuda.to_device(wq), k_weight=cuda.to_device(wk),
             positions=cuda.to_device(pos), rotary_dim=case["rotary_dim"],
-            interleave=case["layout"] == "gptj", base=BASE)
+            interleave=case["layout"] == "gptj", base=DEFAULT_BASE)
     cuda.synchronize()
 
 

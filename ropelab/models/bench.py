@@ -1,5 +1,9 @@
 """One Qwen3-8B-like decoder layer on a GPU, with and without ropelab: the real-model timing.
 
+The bench package's own shared parts time, check, write and print it (:mod:`ropelab.measure.bench`:
+the Timer, the ``real_model`` schema, the record writer and the method text); the layer lives
+here because transformers is imported under :mod:`ropelab.models` only.
+
 Run on a GPU host (transformers installed)::
 
     python -m ropelab.models.bench            # print the table
@@ -30,9 +34,6 @@ import argparse
 import copy
 import sys
 
-COLUMNS = ("model", "mode", "pass", "tokens", "hidden", "heads_q", "heads_kv", "head_dim",
-           "dtype", "median_us", "p20_us", "p80_us", "repeats", "vs_transformers", "host_us",
-           "fill_us", "host_bound", "note")
 QWEN3_8B_LAYER = dict(hidden_size=4096, intermediate_size=12288, num_attention_heads=32,
                       num_key_value_heads=8, head_dim=128, rms_norm_eps=1e-6,
                       rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})
@@ -99,21 +100,17 @@ def launchers(layer, inputs: dict, *, compiled: bool):
     return {"forward": forward, "forward_backward": forward_backward}
 
 
-def method_text(timer) -> str:
-    from ..measure import bench
-
-    return (bench.method_text(timer.l2_bytes, timer.flush_bytes, timer.warmup, timer.repeats)
-            + "; one Qwen3DecoderLayer (transformers, SDPA attention) at Qwen3-8B's shape, "
-              "bfloat16, 4096 tokens, random weights; ropelab = the same layer after "
-              "ropelab.models.qwen3.patch_qwen3; compiled = torch.compile(fullgraph=True), "
-              "warmed up before timing; forward under torch.no_grad(); forward_backward = "
-              "forward + backward of a fixed output gradient (parameter grads reset to None "
-              "inside the timed call); bytes columns are omitted: a layer is not a copy")
+NOTES = ("one Qwen3DecoderLayer (transformers, SDPA attention) at Qwen3-8B's shape, bfloat16, "
+         "4096 tokens, random weights; ropelab = the same layer after "
+         "ropelab.models.qwen3.patch_qwen3; compiled = torch.compile(fullgraph=True), warmed up "
+         "before timing; forward under torch.no_grad(); forward_backward = forward + backward of "
+         "a fixed output gradient (parameter grads reset to None inside the timed call); bytes "
+         "columns are omitted: a layer is not a copy",)
 
 
 def _time_row(timer, launch, row: dict, failed: str | None) -> float | None:
     """Fill ``row``'s timing columns from ``timer.time(launch)``, or its note; the median."""
-    from ..measure import bench
+    from ..measure.bench import host_fields, quantiles
 
     try:
         if failed:  # dynamo would only re-raise the eager failure, less clearly
@@ -122,44 +119,49 @@ def _time_row(timer, launch, row: dict, failed: str | None) -> float | None:
     except Exception as exc:  # recorded as the row's note, the run goes on
         row["note"] = f"{type(exc).__name__}: {str(exc)[:160]}"
         return None
-    med, p20, p80 = bench.quantiles(samples)
+    med, p20, p80 = quantiles(samples)
     row.update(median_us=round(med, 2), p20_us=round(p20, 2), p80_us=round(p80, 2),
-               repeats=len(samples), **bench.host_fields(timer.last_host_us, timer.fill_us))
+               repeats=len(samples), **host_fields(timer.last_host_us, timer.fill_us))
     return med
 
 
 def _with_ratios(rows: list[dict]) -> list[dict]:
+    from ..measure.bench import REAL_MODEL
+
     base = {(r["mode"], r["pass"]): r["median_us"] for r in rows if r["model"] == "transformers"}
     out = []
     for row in rows:
         ref = base.get((row["mode"], row["pass"]))
         ratio = round(row["median_us"] / ref, 4) if row["median_us"] is not None and ref else None
-        out.append({c: (ratio if c == "vs_transformers" else row[c]) for c in COLUMNS})
+        out.append(REAL_MODEL.row(row, vs_transformers=ratio))
     return out
 
 
 def run(record: bool = False, tokens: int = TOKENS, *, timer=None, device: str = "cuda",
-        modes=("eager", "compiled"), **config_overrides) -> list[dict]:
+        modes=("eager", "compiled"), out=None, **config_overrides) -> list[dict]:
     """Time every row; with ``record``, save after the eager rows and again after the compiled
-    ones (the same file), so a run cut short by a time limit keeps what it measured.
+    ones (the same file), so a run cut short by a time limit keeps what it measured; ``out``: a
+    data root for the record (default the checkout's data/).
 
     ``timer``, ``device``, ``modes`` and ``config_overrides`` exist for the CPU test of the row
     assembly (a stand-in timer, a tiny layer); a GPU run leaves them alone."""
     import torch
 
-    from ..measure import bench, records
+    from ..measure import bench
 
     if timer is None:
         bench.require_gpu()
         if not torch.cuda.is_available():
             raise bench.BenchError("PyTorch has no CUDA device here: the model bench needs one")
         timer = bench.Timer()
-    meta = None
+    recording = None
     if record:
         import transformers
 
-        meta = records.metadata()
-        meta.update(torch=torch.__version__, transformers=transformers.__version__)
+        recording = bench.Recording("real_model", method=bench.method_text(timer, *NOTES),
+                                    meta=bench.run_meta(torch=torch.__version__,
+                                                        transformers=transformers.__version__),
+                                    out=out)
     config = layer_config(tokens, **config_overrides)
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     layers, inputs = layer_case(config, tokens, device, dtype)
@@ -177,25 +179,13 @@ def run(record: bool = False, tokens: int = TOKENS, *, timer=None, device: str =
                 if _time_row(timer, launch, row, failures.get((model_name, pass_name))) is None:
                     failures.setdefault((model_name, pass_name), row["note"].split(": ", 1)[-1])
                 rows.append(row)
-                print(format_rows(_with_ratios([row])).splitlines()[-1], flush=True)
-        if record:
-            path = records.save("real_model", _with_ratios(rows), method=method_text(timer),
-                                meta=meta)
-            print(f"recorded {path} ({len(rows)} rows)")
+                print(bench.format_rows(_with_ratios([row]), "real_model").splitlines()[-1],
+                      flush=True)
+        if recording:  # after each mode, the same file: a time limit keeps what finished
+            print(f"recorded {recording.save(_with_ratios(rows))} ({len(rows)} rows)")
     rows = _with_ratios(rows)
-    print(format_rows(rows))
+    print(bench.format_rows(rows, "real_model"))
     return rows
-
-
-def format_rows(rows: list[dict]) -> str:
-    head = f"{'model':<13} {'mode':<9} {'pass':<17} {'median us':>10} {'vs transformers':>15}"
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        med = "" if r["median_us"] is None else f"{r['median_us']:.1f}"
-        ratio = "" if r["vs_transformers"] is None else f"{r['vs_transformers']:.3f}"
-        lines.append(f"{r['model']:<13} {r['mode']:<9} {r['pass']:<17} {med:>10} {ratio:>15}"
-                     + (f"  {r['note']}" if r["note"] else ""))
-    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -204,11 +194,12 @@ def main(argv=None) -> int:
     parser.add_argument("--record", action="store_true",
                         help="save the rows under data/real_model/")
     parser.add_argument("--tokens", type=int, default=TOKENS)
+    parser.add_argument("--out", default=None, help="data root (default the repo's data/)")
     args = parser.parse_args(argv)
     from ..measure.bench import BenchError
 
     try:
-        run(record=args.record, tokens=args.tokens)
+        run(record=args.record, tokens=args.tokens, out=args.out)
     except BenchError as exc:
         print(f"ropelab.models.bench: {exc}", file=sys.stderr)
         return 1

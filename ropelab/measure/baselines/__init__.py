@@ -22,19 +22,19 @@
 torch and CuPy are optional (``pip install -e ".[baselines]"``); a missing one only removes its
 rows.  All work goes to the legacy default stream, where ropelab's events are recorded.
 
-The package: the CUDA C++ sources as ``.cu`` files (:mod:`.sources` reads them), the fused
-kernel's twin (:mod:`.twin`), PyTorch reference formulas (:mod:`.torch_refs`), the bench entries
-(:mod:`.bench_entries`) and which optional packages import (:mod:`.optional`).
+The package: the CUDA C++ sources as ``.cu`` files (:mod:`.sources` reads them, and names the
+ropelab kernel each one twins), the fused kernel's twin (:mod:`.twin`), PyTorch reference
+formulas (:mod:`.torch_refs`) and which optional packages import (:mod:`.optional`).  Their
+rows in the sweep are :mod:`ropelab.measure.bench.baselines`.
 """
 
-from .bench_entries import THREADS, TWINS, entries, overhead_cases
 from .optional import available
-from .sources import CUDA_SOURCE, FUSED_TWIN_SOURCE
+from .sources import CUDA_SOURCE, FUSED_TWIN_SOURCE, TWINS
 from .torch_refs import torch_complex_seed, torch_rotate, torch_tables
 from .twin import (FUSED_TWIN_STORAGE, NVRTC_OPTIONS, TwinCase, check_twin,
                    compile_fused_twin_ptx, fused_twin_name, fused_twin_names, twin_sass_counts)
 
-__all__ = ["CUDA_SOURCE", "FUSED_TWIN_SOURCE", "FUSED_TWIN_STORAGE", "NVRTC_OPTIONS", "THREADS",
-           "TWINS", "TwinCase", "available", "check_twin", "compile_fused_twin_ptx", "entries",
-           "fused_twin_name", "fused_twin_names", "overhead_cases", "torch_complex_seed",
-           "torch_rotate", "torch_tables", "twin_sass_counts"]
+__all__ = ["CUDA_SOURCE", "FUSED_TWIN_SOURCE", "FUSED_TWIN_STORAGE", "NVRTC_OPTIONS", "TWINS",
+           "TwinCase", "available", "check_twin", "compile_fused_twin_ptx", "fused_twin_name",
+           "fused_twin_names", "torch_complex_seed", "torch_rotate", "torch_tables",
+           "twin_sass_counts"]

@@ -13,3 +13,6 @@ def read(name: str) -> str:
 
 CUDA_SOURCE = read("rope_kernels.cu")  # the seed-style plain RoPE kernels and an empty kernel
 FUSED_TWIN_SOURCE = read("fused_twin.cu")  # the fused kernel's twin, see ropelab.measure.baselines.twin
+
+# numba variant -> its CUDA C++ twin in these sources (same algorithm; the bench times both)
+TWINS = {"flat": "cuda_flat", "pack4": "cuda_float4", "fused_qknorm_rope": "cuda_fused"}

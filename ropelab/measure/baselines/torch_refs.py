@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-def torch_complex_seed(x, positions_cpu, base: float = 10000.0):
+from ...freqs import DEFAULT_BASE
+
+
+def torch_complex_seed(x, positions_cpu, base: float = DEFAULT_BASE):
     """The seed's recipe: complex multiply by ``polar(1, pos * base**(-2i/hidden))``.
 
     ``x`` is ``[tokens, hidden]`` float32 on the GPU; ``positions_cpu`` a CPU int tensor.  The
@@ -19,7 +22,7 @@ def torch_complex_seed(x, positions_cpu, base: float = 10000.0):
     return torch.view_as_real(pairs * unit).reshape(x.shape).type_as(x)
 
 
-def torch_tables(positions, hidden: int, base: float = 10000.0):
+def torch_tables(positions, hidden: int, base: float = DEFAULT_BASE):
     """cos and sin ``[tokens, hidden/2]`` float32, computed in float64 once."""
     import torch
 

@@ -164,18 +164,6 @@ class TwinCase:
         self.fn(self.grid, self.block, self.args)
 
 
-def _make_cuda_fused(interleave: bool):
-    def make(buf):
-        s = buf.shape
-        if not s.fused:
-            return None
-        case = TwinCase(s.tokens, (s.heads_q, s.heads_k, s.heads_v or 0), s.head_dim,
-                        s.rotary_dim, s.dtype, interleave)
-        case.launch()  # compiles once, outside the timed region
-        return case.launch
-    return make
-
-
 def check_twin(shapes=None, storages=("bfloat16", "float16", "float32"),
                layouts=(True, False), seed: int = 0) -> list:
     """The CUDA C++ twin against the float64 reference, with the fused kernel's tolerance

@@ -1,4 +1,4 @@
-"""Honest GPU timing of ropelab's kernels and their baselines.
+"""Honest GPU timing of ropelab's kernels and their baselines: every bench, one package.
 
 How a launch is timed (``Timer.time``), and why:
 
@@ -19,34 +19,57 @@ once; for the fused kernel Q and K read and written), identical for every row of
 GB/s is an *effective* bandwidth and rows of a shape compare by it directly.  A baseline that
 reads cos/sin tables moves more bytes than it is credited for; that is its cost.
 
-The package, one job per module:
+What every bench shares:
 
-- :mod:`.stats`: pure arithmetic on timings (quantiles, GB/s, repeat counts, flush sizes),
-  tested on synthetic numbers;
-- :mod:`.rows`: shapes and result rows;
+- :mod:`.stats`: pure arithmetic on timings (quantiles, GB/s, repeat counts, flush sizes);
 - :mod:`.timer`: :class:`Timer` (what the exercise grader imports);
-- :mod:`.entries`: what is timed (ropelab's variants, the fused kernel, the copy, baselines) and
-  the device buffers of a shape;
-- :mod:`.sweeper`: every (entry, shape) pair; :mod:`.overhead`: host launch cost;
-- :mod:`.cli`: ``python -m ropelab bench``;
-- :mod:`.host_path`: the public call's fast-path host time on the CPU, no GPU needed
-  (``python -m ropelab.measure.bench.host_path``; not one of the lazily exported submodules).
+- :mod:`.schema` and :mod:`.kinds`: a record kind's row schema (its columns, in the order the
+  committed records keep, and its text table); every kind is declared in :mod:`.kinds`, and
+  ``format_rows(rows, kind)`` is the one formatter;
+- :mod:`.record`: the one record writer (``save``, ``Recording`` for runs that save as they
+  go), a run's provenance (``run_meta``) and the one method text (``method_text``).
+
+The benches, one module each (``python -m`` runs the ones that name a command):
+
+- the sweep, ``python -m ropelab bench`` (:mod:`.cli`): :mod:`.shapes` (what it times on),
+  :mod:`.entries` (ropelab's variants and fused kernel, the copy roof), :mod:`.rope_rows`
+  (plain RoPE as models call it), :mod:`.baselines` (PyTorch, CUDA C++), :mod:`.sweeper` (the
+  plan, the loop, the rows, the targets);
+- :mod:`.overhead`: host launch cost (kind ``launch_overhead``);
+- :mod:`.backward` (and :mod:`.backward_calls`, what its rows launch): the fused backward;
+- :mod:`.torch_ops`: the torch custom ops, eager and compiled;
+- :mod:`.controls`: the controlled kernels against their references;
+- :mod:`.host_path`: the public call's fast-path host time on the CPU, no GPU needed;
+- :mod:`ropelab.models.bench` (outside: transformers is imported under ``models`` only): one
+  decoder layer with and without ropelab (kind ``real_model``), built on the parts above.
+
+**Adding a row.**  A new timed thing in the sweep is an :class:`~.entries.Entry` in the module
+of its family (a ropelab kernel: :mod:`.entries`; a model-shaped call: :mod:`.rope_rows`; a
+library to compare with: :mod:`.baselines`); :func:`~.sweeper.plan` picks it up.  A new column
+or record kind is declared in :mod:`.kinds`; rows are built with ``SCHEMA.row(...)``, which
+refuses a missing or unknown column, and written with :func:`~.record.save`.
 
 The GPU parts refuse to run under the simulator: its "times" describe a Python interpreter.
-Every public name of the submodules is reachable as ``ropelab.measure.bench.NAME``; a
-submodule is imported on first use, so ``bench.Timer`` does not import the baselines.
+Every public name of the shared modules is reachable as ``ropelab.measure.bench.NAME``, and
+each bench as ``ropelab.measure.bench.MODULE``; a module is imported on first use, so
+``bench.Timer`` does not import the baselines.
 """
 
 from __future__ import annotations
 
 import importlib
 
-# In dependency order: a name is looked up in the first submodule that defines it.
-_SUBMODULES = ("stats", "timer", "rows", "entries", "sweeper", "overhead", "cli")
+# In dependency order: a name is looked up in the first module that defines it.
+_SHARED = ("stats", "schema", "kinds", "timer", "record", "shapes", "entries", "sweeper",
+           "overhead", "cli")
+_BENCHES = ("rope_rows", "baselines", "backward", "backward_calls", "torch_ops", "controls",
+            "host_path")
 
 
 def __getattr__(name: str):
-    for sub in _SUBMODULES:
+    if name in _SHARED + _BENCHES:
+        return importlib.import_module(f"{__name__}.{name}")
+    for sub in _SHARED:
         module = importlib.import_module(f"{__name__}.{sub}")
         if name in vars(module):
             value = vars(module)[name]

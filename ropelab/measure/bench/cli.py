@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from .. import baselines as bl
 from .. import charts, records
-from .entries import plan
-from .overhead import OVERHEAD_METHOD, format_overhead, launch_overhead
-from .rows import format_rows, shapes_for, target_summary
-from .stats import method_text
-from .sweeper import sweep
-from .timer import BenchError, Timer, require_gpu
+from .kinds import format_rows
+from .overhead import launch_overhead, overhead_method
+from .record import Recording, method_text, run_meta, save
+from .shapes import shapes_for
+from .sweeper import plan, sweep, target_summary
+from .timer import Timer, refused
 
 
 def _kind_dir(root, kind):
-    from pathlib import Path
-
     return None if root is None else Path(root) / kind
 
 
@@ -39,14 +38,21 @@ def show_recorded(root=None, charts_dir=None) -> int:
     try:
         over = records.load("launch_overhead", _kind_dir(root, "launch_overhead"))
         print()
-        print(format_overhead(over["rows"]))
+        print(format_rows(over["rows"], "launch_overhead"))
     except FileNotFoundError:
         pass
     if charts_dir:
-
         for path in charts.save_all(rec, charts_dir):
             print(f"wrote {path}")
     return 0
+
+
+def _overhead(out, meta=None) -> None:
+    rows = launch_overhead()
+    print(format_rows(rows, "launch_overhead"))
+    path = save("launch_overhead", rows, method=overhead_method(rows[0]["launches"]), meta=meta,
+                out=out)
+    print(f"recorded {path}")
 
 
 def run_cli(args) -> int:
@@ -54,51 +60,30 @@ def run_cli(args) -> int:
 
     if args.recorded:
         return show_recorded(args.out, args.charts_dir)
-    try:
-        require_gpu()
-    except BenchError as exc:
-        print(f"ropelab bench: {exc}", file=sys.stderr)
+    if refused("ropelab bench"):
         return 2
     if args.overhead_only:
-        over = launch_overhead()
-        print(format_overhead(over))
-        path = records.save("launch_overhead", over, method=OVERHEAD_METHOD.format(
-            launches=over[0]["launches"], warmup=100), directory=_kind_dir(args.out, "launch_overhead"))
-        print(f"recorded {path}")
+        _overhead(args.out)
         return 0
 
     groups = [g.strip() for g in args.shapes.split(",") if g.strip()]
     shapes = shapes_for(groups)
     timer = Timer(warmup=args.warmup, repeats=args.repeats)
     entries = plan(args.variant or None, baselines=not args.no_baselines, precise=args.precise)
-    method = method_text(timer.l2_bytes, timer.flush_bytes, timer.warmup, timer.repeats)
-    meta = records.metadata()
-    meta.update(l2_bytes=timer.l2_bytes, flush_bytes=timer.flush_bytes,
-                **{f"{k}_version": v for k, v in bl.available().items()})
-    saved = {}
-
-    def save(rows):
-        if rows:
-            saved["bench"] = records.save(args.kind, rows, method=method, meta=meta,
-                                          directory=_kind_dir(args.out, args.kind),
-                                          replace=saved.get("bench"))  # one file per run
-
-    result = sweep(shapes, entries, timer=timer, budget_s=args.budget_s, on_group_done=save)
+    meta = run_meta(timer, **{f"{k}_version": v for k, v in bl.available().items()})
+    recording = Recording(args.kind, method=method_text(timer), meta=meta, out=args.out)
+    # Saved after each group of entries, into this run's one file.
+    result = sweep(shapes, entries, timer=timer, budget_s=args.budget_s,
+                   on_group_done=recording.save)
     print(format_rows(result.rows))
     for name, shape, reason in result.skipped:
         print(f"skipped {name} on {shape}: {reason}")
-    if "bench" in saved:
-        print(f"recorded {saved['bench']}")
+    if recording.path:
+        print(f"recorded {recording.path}")
     if not args.no_overhead:
-        over = launch_overhead()
-        print(format_overhead(over))
-        path = records.save("launch_overhead", over, method=OVERHEAD_METHOD.format(
-            launches=over[0]["launches"], warmup=100), meta=meta,
-            directory=_kind_dir(args.out, "launch_overhead"))
-        print(f"recorded {path}")
-    if not args.no_charts and "bench" in saved:
-
+        _overhead(args.out, meta)
+    if not args.no_charts and recording.path:
         rec = records.load("bench", _kind_dir(args.out, "bench"))
-        for path in charts.save_all(rec, args.charts_dir or saved["bench"].parent / "charts"):
+        for path in charts.save_all(rec, args.charts_dir or recording.path.parent / "charts"):
             print(f"wrote {path}")
     return 0

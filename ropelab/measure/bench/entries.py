@@ -1,19 +1,57 @@
-"""What the bench times: one :class:`~ropelab.measure.entry.Entry` per row family (a ropelab
-variant through the public call or its kernel, the fused kernel's mappings, the copy roof, the
-baselines of :mod:`ropelab.measure.baselines`), and the device buffers of one shape that every
-entry of that shape shares."""
+"""What the sweep times: :class:`Entry` (one row family), the device buffers of one shape that
+every entry of that shape shares, and ropelab's own entries: each variant through the public
+call and as its kernel alone, the fused kernel's mappings, and the copy roof.  The other
+entries are the rows of :mod:`.rope_rows` and :mod:`.baselines`; :func:`.sweeper.plan` lists
+them all."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 from numba import cuda
 
-from .. import baselines as bl
-from .. import bench_rows
 from ... import check as ropelab_check
-from ..entry import Entry
 from ...target import SIMULATED
-from .rows import Shape
+from .shapes import Shape
+
+
+@dataclass
+class Entry:
+    """Something to time: ``make(buffers) -> launch()`` or None when it does not apply.
+
+    ``fused``: True for entries on Q/K shapes, False for plain ``[tokens, hidden]`` shapes,
+    None for both (the copy).  ``group``: run order (0 ropelab, the copy and CUDA C++; 1 eager
+    PyTorch; 2 torch.compile), so a slow baseline never delays ropelab's rows."""
+
+    name: str
+    family: str
+    make: object
+    fastmath: object = None
+    fused: bool | None = False
+    group: int = 0
+
+
+def applies(entry: Entry, shape: Shape) -> bool:
+    return entry.fused is None or entry.fused == shape.fused
+
+
+def remembered_call():
+    """``(key, entry)`` of the one call shape the engine remembers: call ``ops.call.clear()``,
+    then the public function once, then this.  The bench fires that entry's bound launch alone
+    (the kernel row) and the host harness times its parts; the engine's table of validated
+    calls has no public reader, so this is the one place that reads it."""
+    from ...ops import call
+
+    remembered = list(call._entries.items())
+    if len(remembered) != 1:
+        raise RuntimeError(f"expected one remembered call shape, found {len(remembered)}")
+    return remembered[0]
+
+
+def device_ptr(a) -> int:
+    """The device address of a torch tensor or of any ``__cuda_array_interface__`` array."""
+    return a.data_ptr() if hasattr(a, "data_ptr") else int(a.__cuda_array_interface__["data"][0])
 
 
 class Buffers:
@@ -76,8 +114,8 @@ class Buffers:
                 torch.as_tensor(self.positions, device="cuda"))
 
 
-# Variant options timed besides the defaults (issue: the cos/sin cache, the vLLM / FlashInfer
-# method, had never been timed); max_positions=None means "the shape's token count".
+# Variant options timed besides the defaults (the cos/sin cache is how vLLM and FlashInfer run
+# RoPE); max_positions=None means "the shape's token count".
 EXTRA_OPTIONS = {"freq_table": ({"cache": True, "max_positions": None},)}
 
 
@@ -85,7 +123,7 @@ def _options_label(options: dict) -> str:
     return ":cache" if options.get("cache") else ""
 
 
-def _variant_entries(names=None, precise: bool = False) -> list[Entry]:
+def variant_entries(names=None, precise: bool = False) -> list[Entry]:
     """Two rows per variant (and option set): the public call and the kernel alone.
 
     ``<name>`` times ``ropelab.rope(x, variant=name, positions=pos, out=out)`` exactly as a user
@@ -138,13 +176,12 @@ def _kernel_maker(variant, options: dict, fastmath: bool):
             return lambda: launch(plan, (buf.x, buf.out, buf.positions))
         n = problem.elements
         bound = bind(plan, ((n, 4), (n, 4), (problem.tokens, 4)))
-        ptrs = tuple(int(a.__cuda_array_interface__["data"][0])
-                     for a in (buf.x, buf.out, buf.positions))
+        ptrs = tuple(device_ptr(a) for a in (buf.x, buf.out, buf.positions))
         return lambda: bound.fire(ptrs, 0)
     return make
 
 
-def _fused_entries(names=None) -> list[Entry]:
+def fused_entries(names=None) -> list[Entry]:
     """The fused kernel through ``ropelab.fused_qknorm_rope`` (at its default and at each
     heads-per-warp setting), and its kernel alone."""
     from ...kernels import fused_qknorm_rope as kmod
@@ -200,7 +237,7 @@ def fused_user_arrays(shape: Shape, seed: int = 0):
     return tuple(dev)
 
 
-def _fused_kwargs(shape: Shape) -> dict:
+def fused_kwargs(shape: Shape) -> dict:
     return dict(num_heads_q=shape.heads_q, num_heads_k=shape.heads_k,
                 num_heads_v=shape.heads_v or 0, head_dim=shape.head_dim,
                 rotary_dim=shape.rotary_dim)
@@ -218,7 +255,7 @@ def _fused_maker(heads_per_warp, kernel: bool = False, cache: bool = False, neox
         if not buf.shape.fused:
             return None
         qkv, wq, wk, pos = fused_user_arrays(buf.shape)
-        kw = _fused_kwargs(buf.shape)
+        kw = fused_kwargs(buf.shape)
         if neox:
             kw.update(interleave=False)
         if cache:  # positions of fused_user_arrays are below 4096 (ropelab_check.random_inputs)
@@ -246,29 +283,10 @@ def _fused_maker(heads_per_warp, kernel: bool = False, cache: bool = False, neox
                 device_view(a, inspect_array(a, "a")) for a in (wq, wk, pos)]
             return lambda: launch(plan, views)
         bound = bind(plan, fused.caller_sizes(problem))
-        ptrs = tuple(_ptr(a) for a in (qkv, wq, wk, pos))
+        ptrs = tuple(device_ptr(a) for a in (qkv, wq, wk, pos))
         return lambda: bound.fire(ptrs, 0)
     return make
 
 
-def _ptr(a) -> int:
-    return a.data_ptr() if hasattr(a, "data_ptr") else int(a.__cuda_array_interface__["data"][0])
-
-
-def _copy_entry() -> Entry:
+def copy_entry() -> Entry:
     return Entry("copy_d2d", "copy", lambda buf: buf.copy, fused=None)
-
-
-def plan(variants=None, baselines: bool = True, precise: bool = False) -> list[Entry]:
-    """Everything to time, in run order (most important first)."""
-    entries = [_copy_entry()] + _variant_entries(variants, precise) + _fused_entries(variants)
-    entries += bench_rows.entries(variants)
-    if baselines:
-        entries += bl.entries()
-    return sorted(entries, key=lambda e: e.group)  # stable: keeps the order inside a group
-
-
-def _applies(entry: Entry, shape: Shape) -> bool:
-    if entry.fused is None:
-        return True
-    return entry.fused == shape.fused

@@ -7,18 +7,22 @@ import time
 import numpy as np
 from numba import cuda
 
-from .. import baselines as bl
-from .entries import Buffers, _fused_kwargs, fused_user_arrays
-from .rows import OVERHEAD_SHAPE, Shape, plain_shape
+from . import baselines as baseline_rows
+from .entries import Buffers, device_ptr, fused_kwargs, fused_user_arrays
+from .kinds import LAUNCH_OVERHEAD
+from .shapes import OVERHEAD_SHAPE, Shape, plain_shape
 from .stats import per_launch_us
 from .timer import require_gpu
+
+ROUNDS = 10  # each case's launches are split into this many blocks, taken in turns
+WARMUP = 100  # untimed launches of each case first
 
 
 def _empty():
     pass
 
 
-def launch_overhead(launches: int = 2000, warmup: int = 100, progress: bool = True) -> list[dict]:
+def launch_overhead(launches: int = 2000, warmup: int = WARMUP, progress: bool = True) -> list[dict]:
     """Wall-clock host cost per launch over many back-to-back launches.
 
     ``us_per_launch`` stops the clock when the last launch is enqueued (what the host pays);
@@ -43,7 +47,7 @@ def launch_overhead(launches: int = 2000, warmup: int = 100, progress: bool = Tr
     flat_kernel = jitted(flat.KERNEL, True)
     n = problem.elements
     bound = bind(plan, ((n, 4), (n, 4), (tokens, 4)))
-    ptrs = tuple(int(a.__cuda_array_interface__["data"][0]) for a in (x, out, pos))
+    ptrs = tuple(device_ptr(a) for a in (x, out, pos))
     tx, tout, tpos = buf.user_arrays()
     x2, out2 = x.reshape(tokens, hidden), out.reshape(tokens, hidden)
 
@@ -65,16 +69,13 @@ def launch_overhead(launches: int = 2000, warmup: int = 100, progress: bool = Tr
     fshape = Shape("fused_64x(24+24+24)x128", 64, heads_q=24, heads_k=24, head_dim=128,
                    dtype="bfloat16", heads_v=24, rotary_dim=128)
     qkv, wq, wk, fpos = fused_user_arrays(fshape)
-    kw = _fused_kwargs(fshape)
+    kw = fused_kwargs(fshape)
     cases.append((f"ropelab.fused_qknorm_rope {fshape.label} {fshape.dtype}", 12,
                   lambda: ropelab.fused_qknorm_rope(qkv, q_weight=wq, k_weight=wk, positions=fpos,
                                                     **kw)))
-    cases += bl.overhead_cases(x, out, pos, tokens, hidden)
+    cases += baseline_rows.overhead_cases(x, out, pos, tokens, hidden)
 
     return interleaved_rounds(cases, launches, warmup, cuda.synchronize, progress=progress)
-
-
-ROUNDS = 10  # each case's launches are split into this many blocks, taken in turns
 
 
 def interleaved_rounds(cases, launches: int, warmup: int, synchronize, rounds: int = ROUNDS,
@@ -111,25 +112,17 @@ def interleaved_rounds(cases, launches: int, warmup: int, synchronize, rounds: i
             t2 = clock()
             enqueued[i].append(per_launch_us(t1 - t0, per_round))
             synced[i].append(per_launch_us(t2 - t0, per_round))
-    return [{"launcher": name, "kernel_args": nargs, "launches": per_round * rounds,
-             "us_per_launch": round(float(np.median(enqueued[i])), 3),
-             "us_per_launch_synced": round(float(np.median(synced[i])), 3)}
+    return [LAUNCH_OVERHEAD.row(launcher=name, kernel_args=nargs, launches=per_round * rounds,
+                                us_per_launch=round(float(np.median(enqueued[i])), 3),
+                                us_per_launch_synced=round(float(np.median(synced[i])), 3))
             for i, (name, nargs, _) in enumerate(cases)]
 
 
-OVERHEAD_METHOD = (
-    "wall clock (time.perf_counter) around back-to-back launches, {warmup} warm-up launches "
-    "per case, then {launches} launches per case in " + str(ROUNDS) + " rounds, every case "
-    "once per round in turn (a slow stretch of the machine lands on all cases alike); the "
-    "median round is reported; us_per_launch stops when a round's last launch is enqueued, "
-    "us_per_launch_synced after its synchronize; kernels are short enough that the GPU keeps "
-    "up, so the numbers are host-side launch cost")
-
-
-def format_overhead(rows: list[dict]) -> str:
-    head = f"{'launcher':<44} {'args':>4} {'us/launch':>10} {'synced':>8}"
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(f"{r['launcher']:<44} {r['kernel_args']:>4} {r['us_per_launch']:>10.2f} "
-                     f"{r['us_per_launch_synced']:>8.2f}")
-    return "\n".join(lines)
+def overhead_method(launches: int, warmup: int = WARMUP) -> str:
+    """The method of a ``launch_overhead`` record."""
+    return (f"wall clock (time.perf_counter) around back-to-back launches, {warmup} warm-up "
+            f"launches per case, then {launches} launches per case in {ROUNDS} rounds, every "
+            f"case once per round in turn (a slow stretch of the machine lands on all cases "
+            f"alike); the median round is reported; us_per_launch stops when a round's last "
+            f"launch is enqueued, us_per_launch_synced after its synchronize; kernels are short "
+            f"enough that the GPU keeps up, so the numbers are host-side launch cost")

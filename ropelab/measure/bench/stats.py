@@ -1,4 +1,4 @@
-"""Pure arithmetic on timings: quantiles, GB/s, repeat counts, flush sizes, the method text.
+"""Pure arithmetic on timings: quantiles, GB/s, repeat counts, flush sizes.
 
 Tested on synthetic numbers; nothing here touches a GPU.
 """
@@ -49,19 +49,23 @@ def host_fields(host_us, fill_us) -> dict:
             "host_bound": bool(host >= 0.8 * fill_us)}
 
 
-def summarize(samples_us, bytes_moved: int, copy_gbps: float | None = None) -> dict:
-    """The timing columns of one bench row."""
+def summarize(samples_us, bytes_moved: int, copy_gbps: float | None = None,
+              rounded: bool = True) -> dict:
+    """The timing columns of one bench row (:data:`.kinds.TIMING`, in that order); times to the
+    nanosecond and rates to 0.01 GB/s unless ``rounded`` is False."""
     med, p20, p80 = quantiles(samples_us)
     rate = gbps(bytes_moved, med)
+    frac = None if not copy_gbps else rate / copy_gbps
+    r = (lambda v, n: v if v is None or not rounded else round(v, n))  # noqa: E731
     return {
         "bytes_moved": int(bytes_moved),
-        "median_us": round(med, 3),
-        "p20_us": round(p20, 3),
-        "p80_us": round(p80, 3),
+        "median_us": r(med, 3),
+        "p20_us": r(p20, 3),
+        "p80_us": r(p80, 3),
         "repeats": len(samples_us),
-        "gbps": round(rate, 2),
-        "copy_gbps": None if copy_gbps is None else round(copy_gbps, 2),
-        "frac_of_copy": None if not copy_gbps else round(rate / copy_gbps, 4),
+        "gbps": r(rate, 2),
+        "copy_gbps": r(copy_gbps, 2),
+        "frac_of_copy": r(frac, 4),
     }
 
 
@@ -82,20 +86,3 @@ def per_launch_us(seconds: float, launches: int) -> float:
     if launches <= 0:
         raise ValueError("launches must be positive")
     return seconds / launches * 1e6
-
-
-def method_text(l2_bytes: int, flush: int, warmup: int, repeats: int) -> str:
-    return (
-        f"CUDA events on the default stream around each launch; before every timed launch a fill "
-        f"kernel writes {flush / 2**20:.0f} MiB (>= {L2_FACTOR}x the {l2_bytes / 2**20:.0f} MiB "
-        f"L2), which evicts the L2 (cold cache) and keeps the GPU busy while the host enqueues "
-        f"the launch, so the events bracket GPU work only; {warmup} warm-up launches, then up to "
-        f"{repeats} timed repeats (fewer for baselines slower than {ENTRY_SECONDS / repeats * 1e3:.0f} "
-        f"ms a call, at least {MIN_REPEATS}); median and 20th/80th percentiles; bytes_moved is the "
-        f"operation's minimum traffic (same for every row of a shape), GB/s = bytes_moved / "
-        f"median (1 GB = 1e9 B); copy_gbps: a device-to-device copy of the same bytes timed the "
-        f"same way in the same run (cuMemcpyDtoDAsync called on the driver directly); "
-        f"frac_of_copy = gbps / copy_gbps; host_us: median wall time to enqueue the timed launch, "
-        f"fill_us: GPU time of one fill; host_bound when host_us >= 0.8 * fill_us (the GPU may "
-        f"have idled inside the events)"
-    )

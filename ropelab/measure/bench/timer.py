@@ -6,6 +6,7 @@ else of the bench.  The method is in :mod:`ropelab.measure.bench`'s docstring.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -28,6 +29,17 @@ def require_gpu() -> None:
             "Python thread, so any time it reports describes the interpreter, not a GPU. Run on a "
             "machine with an NVIDIA GPU, or look at the recorded GPU data "
             "(python -m ropelab bench --recorded).")
+
+
+def refused(prog: str) -> bool:
+    """True, after saying why on stderr, when there is no GPU here to time on (a command's
+    exit status is then 2)."""
+    try:
+        require_gpu()
+    except BenchError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return True
+    return False
 
 
 def _fill(buf, value):

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .. import cases as _cases
-from .parse import (KIND, METRICS, PROFILE_VERSION, SECTIONS, _PERMISSION, _UNKNOWN_NAME,
+from .parse import (KIND, METRICS, PROFILE_VERSION, SECTIONS, PERMISSION_ERRORS, UNKNOWN_NAME,
                     ProfileError, match, parse_raw_csv, summarize)
 from .widths import census_widths
 
@@ -139,7 +139,7 @@ def profile_group(ncu: str, group_cases: list[dict], reports: Path, *, metrics, 
             log(f"[{group}] {label}: {len(group_cases)} launches under ncu")
             rc, out = _run(cmd, timeout_s, env=_child_env())
             (reports / f"{group}.log").write_text(" ".join(cmd) + "\n\n" + out)
-            if any(p in out for p in _PERMISSION):
+            if any(p in out for p in PERMISSION_ERRORS):
                 raise ProfileError("ncu may not read the GPU's performance counters here "
                                    "(ERR_NVGPUCTRPERM): run as root or with "
                                    "NVreg_RestrictProfilingToAdminUsers=0")
@@ -148,7 +148,7 @@ def profile_group(ncu: str, group_cases: list[dict], reports: Path, *, metrics, 
             if report.exists() and manifest_path.exists():
                 break
             errors = "\n".join(line for line in out.splitlines() if "==ERROR==" in line)
-            if not _UNKNOWN_NAME.search(errors):  # only a name this ncu lacks is worth a retry
+            if not UNKNOWN_NAME.search(errors):  # only a name this ncu lacks is worth a retry
                 raise ProfileError(f"ncu failed on the {group} group (exit {rc}): "
                                    f"{(errors or out)[-1500:]}")
         else:

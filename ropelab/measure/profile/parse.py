@@ -43,8 +43,8 @@ METRICS = (
 _STALL = (re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$"),
           re.compile(r"^smsp__average_warp_latency_issue_stalled_(\w+?)\.ratio$"))
 _NOT_STALLS = {"selected"}  # the state of a warp that is issuing
-_PERMISSION = ("ERR_NVGPUCTRPERM", "permission to access NVIDIA GPU Performance Counters")
-_UNKNOWN_NAME = re.compile(r"(failed to find|could not find|unknown|invalid)\s+(metric|section)",
+PERMISSION_ERRORS = ("ERR_NVGPUCTRPERM", "permission to access NVIDIA GPU Performance Counters")
+UNKNOWN_NAME = re.compile(r"(failed to find|could not find|unknown|invalid)\s+(metric|section)",
                            re.IGNORECASE)
 
 COLUMNS = (
@@ -198,7 +198,7 @@ def summarize(case: dict, result: dict, widths: dict | None = None) -> dict:
     w = (widths or {}).get(result["kernel"], {})
     row = {
         "case": case["id"], "group": case["group"], "family": case["family"], "name": case["name"],
-        "options": _cases._options_label(case["options"]) or "-", "shape": case["shape"],
+        "options": _cases.options_label(case["options"]) or "-", "shape": case["shape"],
         "dtype": case["dtype"], "layout": case["layout"], "kernel": result["kernel"],
         "grid": _int(_num(m, "launch__grid_size")), "block": _int(_num(m, "launch__block_size")),
         "min_bytes": case["min_bytes"],

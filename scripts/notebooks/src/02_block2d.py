@@ -203,14 +203,15 @@ if bench is not None:
 # ## Why `block2d` loses: controlled variants
 #
 # `ropelab.measure.controls` holds kernels that each differ from `block2d` (or `flat`) in one
-# respect.  Timed in one run with the references (`python -m ropelab.measure.timing`, cold L2,
+# respect.  Timed in one run with the references (`python -m ropelab.measure.bench.controls`, cold L2,
 # the entries interleaved round by round), the time ratio of each pair says what that one
 # respect costs.  What each control changes, and which result would confirm which suspect:
 
 # %%
 import inspect
 
-from ropelab.measure import controls, timing
+from ropelab.measure import controls
+from ropelab.measure.bench import format_rows
 from ropelab.measure import profile as ncu
 
 block2d_entries = [n for n, e in controls.KERNELS.items() if e.question == "block2d"]
@@ -228,7 +229,8 @@ for name in block2d_entries:
 ctl = course.recorded("controls")
 if ctl is not None:
     print(course.provenance(ctl))
-    print(timing.format_rows([r for r in ctl["rows"] if r["entry"] in block2d_entries + ["copy_d2d"]]))
+    print(format_rows([r for r in ctl["rows"] if r["entry"] in block2d_entries + ["copy_d2d"]],
+                      "controls"))
 
 # %% [markdown]
 # The readings, collected from the rows above:

@@ -65,7 +65,8 @@ print(course.excerpt(ropelab.kernels.pack4, "rope_pack4"))
 # %%
 import inspect
 
-from ropelab.measure import controls, timing
+from ropelab.measure import controls
+from ropelab.measure.bench import format_rows
 from ropelab.measure import profile as ncu
 
 print(inspect.getsource(controls.rope_pack4_scalar_unhoisted))
@@ -227,14 +228,15 @@ for r in pack_rows:
 # `ropelab`'s `pack4_scalar` now loads both pairs before its first store (the second only
 # when the row has it), so all five loads go out together.  The old order is kept as the
 # control `pack4_scalar_unhoisted`, timed in the same run as the shipped kernel
-# (`python -m ropelab.measure.timing`; `ratio` is the median time over the reference's):
+# (`python -m ropelab.measure.bench.controls`; `ratio` is the median time over the reference's):
 
 # %%
 ctl = course.recorded("controls")
 if ctl is not None:
     print(course.provenance(ctl))
-    print(timing.format_rows([r for r in ctl["rows"]
-                              if r["entry"] in ("copy_d2d", "flat", "pack4", "pack4_scalar", "pack4_scalar_unhoisted")]))
+    print(format_rows([r for r in ctl["rows"]
+                       if r["entry"] in ("copy_d2d", "flat", "pack4", "pack4_scalar", "pack4_scalar_unhoisted")],
+                      "controls"))
 
 # %%
 if ctl is not None:

@@ -105,7 +105,7 @@ if public is not None:
 overhead = course.recorded("launch_overhead")
 if overhead is not None:
     print(course.provenance(overhead))
-    print(bench.format_overhead(overhead["rows"]))
+    print(bench.format_rows(overhead["rows"], "launch_overhead"))
 
 # %%
 if overhead is not None:
@@ -321,7 +321,8 @@ if bench_record is not None:
 # %%
 # NBVAL_IGNORE_OUTPUT
 if ropelab.TARGET == "gpu":
-    print(bench.format_overhead(bench.launch_overhead(launches=500, warmup=50, progress=False)))
+    print(bench.format_rows(bench.launch_overhead(launches=500, warmup=50, progress=False),
+                            "launch_overhead"))
 else:
     print("no GPU in this process: the launch-overhead table above is the recorded run")
 
@@ -577,12 +578,10 @@ if torch is not None:
 # most `1.03`.
 
 # %%
-from ropelab.measure import torch_bench
-
 torch_record = course.recorded("torch_ops")
 if torch_record is not None:
     print(course.provenance(torch_record))
-    print(torch_bench.format_rows(torch_record["rows"]))
+    print(bench.format_rows(torch_record["rows"], "torch_ops"))
 
 # %% [markdown]
 # ## 8. A time without a GPU: a prediction, and its stated error

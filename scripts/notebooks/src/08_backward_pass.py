@@ -38,7 +38,7 @@ import ropelab
 from ropelab import bf16, course, reference, shapes
 from ropelab import check as ropelab_check
 from ropelab.kernels.fused_qknorm_rope import backward as backward_kernel
-from ropelab.measure import bench_backward
+from ropelab.measure.bench import backward as bench_backward
 
 try:
     import torch
@@ -184,7 +184,7 @@ else:
 # token, with `row` the bytes of a `qkv` row and `qk` those of its Q and K heads: the backward
 # reads `dy` (the row) and `x` (Q and K) and writes `dx` (the row), `2 row + qk`; an
 # out-of-place forward reads and writes the row, `2 row`.  The bench divides by these counts
-# (`ropelab.measure.bench_backward.bytes_for`):
+# (`ropelab.measure.bench.backward.bytes_for`):
 
 # %%
 for name in bench_backward.SHAPES:
@@ -341,7 +341,7 @@ for r in ptx.census()["rows"]:
         print(f"{r['kernel']:<58} {r['instructions']:>6} {r['f64']:>7} {local:>5}  "
               f"{str(r['ld_global']):<22} {r['atomics'] or '-'}")
 #
-# The GPU run (`python -m ropelab.measure.bench_backward`, recorded under
+# The GPU run (`python -m ropelab.measure.bench.backward`, recorded under
 # `data/bench_backward/`) times, on the production shapes in bfloat16: forward + backward and the
 # backward alone against the copy roof of the bytes counted above, `torch.compile`'s backward of
 # the same math, Liger's RMSNorm backward + RoPE backward chained, and two-stage against atomic

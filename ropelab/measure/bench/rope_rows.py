@@ -1,10 +1,10 @@
-"""Bench rows for plain RoPE the way a model calls it (the rope_rows kernel, issue 19).
+"""The sweep's rows of plain RoPE the way a model calls it (the rope_rows kernel), on the
+shapes of group ``rows`` (:data:`.shapes.ROWS_SHAPES`; ``python -m ropelab bench --shapes rows
+--kind bench_rows``), each described as Q and K heads of a packed ``qkv`` so that the copy roof
+is the bytes of Q and K:
 
-The shapes (group ``rows`` of ``python -m ropelab bench --shapes rows``), each described as
-Q and K heads of a packed ``qkv`` so that the copy roof is the bytes of Q and K:
-
-* ``rope16_32768x32x128``: bfloat16 ``[32768, 32, 128]``, the issue's target (>= 95% of the
-  copy through the public call);
+* ``rope16_32768x32x128``: bfloat16 ``[32768, 32, 128]``, the single-tensor target (>= 95% of
+  the copy through the public call);
 * ``flux_1024_rows``: 4096 tokens, 24 Q + 24 K heads of 128 (+ 24 V), bfloat16;
 * ``qwen3_8b_4096``: 4096 tokens, 32 Q + 8 K heads of 128 (+ 8 V), bfloat16 (GQA).
 
@@ -22,9 +22,6 @@ The entries (pick them with ``--variant rope_rows``):
 * ``rope_rows:pair_sincos`` / ``rope_rows:pack4``: the same single-tensor call with
   ``variant="pair_sincos"`` / ``"pack4"``, which run 16-bit storage in their own 16-bit builds
   (pack4 on ``[tokens, heads * head_dim]``, one wide head per token: its scope, same bytes).
-
-This module does not import :mod:`ropelab.measure.bench` (which lists these entries and
-shapes): the shapes are plain tuples, turned into ``bench.Shape`` there.
 """
 
 from __future__ import annotations
@@ -32,15 +29,9 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ..target import SIMULATED
-from .entry import Entry
+from ...target import SIMULATED
+from .entries import Entry, device_ptr, remembered_call
 
-# (label, tokens, heads_q, heads_k, head_dim, dtype, heads_v): bench.Shape's fields in order.
-SHAPES = (
-    ("rope16_32768x32x128", 32768, 32, 0, 128, "bfloat16", 0),
-    ("flux_1024_rows", 4096, 24, 24, 128, "bfloat16", 24),
-    ("qwen3_8b_4096", 4096, 32, 8, 128, "bfloat16", 8),
-)
 NAME = "rope_rows"
 
 
@@ -53,7 +44,7 @@ def _arrays(shape, seed: int = 0):
     host = rng.standard_normal((shape.tokens, width), dtype=np.float32)
     pos = np.arange(shape.tokens, dtype=np.int32)
     if shape.dtype == "bfloat16":
-        from ..bf16 import from_float32
+        from ...bf16 import from_float32
 
         host = from_float32(host)
     else:
@@ -117,20 +108,9 @@ def _rope_maker(buf, one_head=False, **options):
     return call
 
 
-def _qk_maker(buf):
-    import ropelab
-
-    s = buf.shape
-    if not s.heads_k:
-        return None
-    qkv, pos = _arrays(s)
-    q, k = _split(qkv, s)
-    call = lambda: ropelab.rope_qk(q, k, positions=pos, head_dim=s.head_dim)  # noqa: E731
-    call()
-    return call
-
-
-def _two_calls_maker(buf):
+def _qk_maker(buf, two_calls: bool = False):
+    """``ropelab.rope_qk`` in place on column slices of a packed qkv; ``two_calls``: the same q
+    and k rotated by two in-place ``ropelab.rope`` calls instead."""
     import ropelab
 
     s = buf.shape
@@ -139,18 +119,19 @@ def _two_calls_maker(buf):
     qkv, pos = _arrays(s)
     q, k = _split(qkv, s)
 
-    def call():
+    def both():
         ropelab.rope(q, positions=pos, out=q)
         ropelab.rope(k, positions=pos, out=k)
 
-    call()
+    call = both if two_calls else lambda: ropelab.rope_qk(q, k, positions=pos, head_dim=s.head_dim)
+    call()  # validates and compiles once
     return call
 
 
 def _qk_kernel_maker(buf):
     """The q+k launch alone: the public call's plan, bound once, fired on fixed pointers."""
     import ropelab
-    from ..ops import call as engine
+    from ...ops import call as engine
 
     s = buf.shape
     if not s.heads_k or SIMULATED:
@@ -159,9 +140,8 @@ def _qk_kernel_maker(buf):
     q, k = _split(qkv, s)
     engine.clear()
     ropelab.rope_qk(q, k, positions=pos, head_dim=s.head_dim)  # validates, remembers the call
-    entry = next(iter(engine._entries.values()))  # the only call shape remembered
-    ptrs = tuple(int(a.data_ptr()) if hasattr(a, "data_ptr") else
-                 int(a.__cuda_array_interface__["data"][0]) for a in (q, k, pos))
+    _, entry = remembered_call()
+    ptrs = tuple(device_ptr(a) for a in (q, k, pos))
     return lambda: entry.bound.fire(ptrs, 0)
 
 
@@ -172,7 +152,8 @@ def entries(names=None) -> list[Entry]:
         return []
     out = [Entry(f"{NAME}:rope", "ropelab_rows", _rope_maker, fastmath=True, fused=True),
            Entry(f"{NAME}:rope_qk", "ropelab_rows", _qk_maker, fastmath=True, fused=True),
-           Entry(f"{NAME}:two_calls", "ropelab_rows", _two_calls_maker, fastmath=True, fused=True),
+           Entry(f"{NAME}:two_calls", "ropelab_rows", lambda buf: _qk_maker(buf, two_calls=True),
+                 fastmath=True, fused=True),
            Entry(f"{NAME}:rope_qk:kernel", "kernel_rows", _qk_kernel_maker, fastmath=True,
                  fused=True)]
     # Controlled rows of the single-tensor call: heads a thread loads before computing (1, 4;

@@ -1,20 +1,17 @@
-"""The baselines' bench entries (and launch-overhead cases), for whichever of CuPy and torch
+"""The sweep's rows of the baselines (:mod:`ropelab.measure.baselines`: PyTorch, CUDA C++ through
+CuPy, the fused kernel's twin) and their launch-overhead cases, for whichever of CuPy and torch
 import here."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..entry import Entry
-from .sources import CUDA_SOURCE
-from .torch_refs import torch_complex_seed, torch_rotate, torch_tables
-from .optional import available
-from .twin import NVRTC_OPTIONS, TwinCase, _make_cuda_fused
+from ...freqs import DEFAULT_BASE
+from ..baselines import CUDA_SOURCE, NVRTC_OPTIONS, TwinCase, available
+from ..baselines import torch_complex_seed, torch_rotate, torch_tables
+from .entries import Entry
 
-
-THREADS = 256
-TWINS = {"flat": "cuda_flat", "pack4": "cuda_float4",  # numba variant -> CUDA C++ twin
-         "fused_qknorm_rope": "cuda_fused"}
+THREADS = 256  # block size of the CUDA C++ plain kernels, as the seed launched them
 
 
 def _torch_views(buf):
@@ -75,7 +72,7 @@ def _make_cuda(kernel: str):
         x, out, pos = cupy.asarray(buf.x), cupy.asarray(buf.out), cupy.asarray(buf.positions)
         fn = _cupy_module().get_function(kernel)
         n_pairs = s.hidden // 2
-        base = np.float32(10000.0)
+        base = np.float32(DEFAULT_BASE)
         if kernel == "rope_float4_i64":
             if n_pairs % 2:
                 raise ValueError("cuda_float4 needs hidden % 4 == 0")
@@ -90,6 +87,18 @@ def _make_cuda(kernel: str):
             args = (x, out, pos, np.int32(n_pairs), np.int32(total), base)
         grid = ((total + THREADS - 1) // THREADS,)
         return lambda: fn(grid, (THREADS,), args)
+    return make
+
+
+def _make_cuda_fused(interleave: bool):
+    def make(buf):
+        s = buf.shape
+        if not s.fused:
+            return None
+        case = TwinCase(s.tokens, (s.heads_q, s.heads_k, s.heads_v or 0), s.head_dim,
+                        s.rotary_dim, s.dtype, interleave)
+        case.launch()  # compiles once, outside the timed region
+        return case.launch
     return make
 
 
@@ -126,7 +135,7 @@ def overhead_cases(x, out, pos, tokens: int, hidden: int) -> list:
         cx, co, cp = cupy.asarray(x), cupy.asarray(out), cupy.asarray(pos)
         n_pairs = hidden // 2
         total = tokens * n_pairs
-        args = (cx, co, cp, np.int64(n_pairs), np.int64(total), np.float32(10000.0))
+        args = (cx, co, cp, np.int64(n_pairs), np.int64(total), np.float32(DEFAULT_BASE))
         grid = ((total + THREADS - 1) // THREADS,)
         cases += [("cupy RawKernel empty", 0, lambda: empty((1,), (32,), ())),
                   (f"cupy RawKernel cuda_flat {tokens}x{hidden}", 6,

@@ -2,8 +2,8 @@
 
 Run on a GPU host::
 
-    python -m ropelab.measure.torch_bench            # print the table
-    python -m ropelab.measure.torch_bench --record   # and save it under data/torch_ops/
+    python -m ropelab.measure.bench.torch_ops            # print the table
+    python -m ropelab.measure.bench.torch_ops --record   # and save it under data/torch_ops/
 
 For each case (plain RoPE float32, and bfloat16 when ``ropelab.rope`` accepts it, at
 32768 x 32 x 128; the fused QK-RMSNorm + RoPE in bfloat16 at flux_1024, GPT-J and NeoX), four
@@ -15,7 +15,7 @@ tensors, in one run:
 * ``op_compiled``: a function calling that op, compiled with ``torch.compile(fullgraph=True)``;
 * ``torch_copy``: ``out.copy_(x)`` of the same bytes (the roof).
 
-The target the issue sets: ``op_compiled`` within 3% of ``public`` (``vs_public`` <= 1.03).
+The target: ``op_compiled`` within 3% of ``public`` (``vs_public`` <= 1.03).
 Every call writes its output in place or into a preallocated ``out``, so no row times an
 allocation.  The Timer's fill kernel keeps the GPU busy while the host enqueues each call, so
 the rows time GPU work; ``host_us`` says how long the enqueue took (custom-op dispatch and
@@ -27,31 +27,34 @@ from __future__ import annotations
 import argparse
 import sys
 
-COLUMNS = ("call", "case", "shape", "dtype", "layout", "bytes_moved", "median_us", "p20_us",
-           "p80_us", "repeats", "gbps", "copy_gbps", "frac_of_copy", "vs_public", "host_us",
-           "fill_us", "host_bound")
+from .kinds import TORCH_OPS, format_rows
+from .record import method_text, run_meta, save
+
 ROPE_SHAPE = (32768, 32, 128)  # [tokens, heads, head_dim]: 537 MB each way in float32
 FUSED_SHAPE = "flux_1024"
+NOTES = ("calls on CUDA tensors on PyTorch's current stream (the default stream here)",
+         "op_compiled: torch.compile(fullgraph=True) of a function calling the custom op, "
+         "compiled and warmed up before timing",
+         "vs_public = median / the public call's median in the same case",
+         "torch_copy: out.copy_(x) of the same bytes")
 
 
-def method_text(timer) -> str:
-    from . import bench
+def _host_view(t):
+    """A NumPy view of a CPU tensor's memory (bfloat16 as its uint16 bits), as the public
+    functions take host data."""
+    import torch
 
-    return (bench.method_text(timer.l2_bytes, timer.flush_bytes, timer.warmup, timer.repeats)
-            + "; calls on CUDA tensors on PyTorch's current stream (the default stream here); "
-              "op_compiled: torch.compile(fullgraph=True) of a function calling the custom op, "
-              "compiled and warmed up before timing; vs_public = median / the public call's "
-              "median in the same case; torch_copy: out.copy_(x) of the same bytes")
+    t = t.detach()
+    return (t.view(torch.uint16) if t.dtype == torch.bfloat16 else t).numpy()
 
 
 def _public(public, tensors: dict, options: dict):
     """The public call as a launcher: on CUDA tensors directly; on CPU tensors (the dry run
-    of the tests) through NumPy views, as the public functions take host data."""
-    import ropelab.torch_ops as rt
-
+    of the tests) through NumPy views of the same memory."""
     if next(iter(tensors.values())).is_cuda:
         return lambda: public(**tensors, **options)
-    return lambda: rt._call(public, tensors, options)
+    views = {k: _host_view(t) for k, t in tensors.items()}
+    return lambda: public(**views, **options)
 
 
 def rope_case(dtype_name: str, shape=ROPE_SHAPE, device: str = "cuda"):
@@ -62,7 +65,7 @@ def rope_case(dtype_name: str, shape=ROPE_SHAPE, device: str = "cuda"):
     import ropelab
     import ropelab.torch_ops as rt
 
-    from ..shapes import rope_bytes
+    from ...shapes import rope_bytes
 
     tokens, heads, head_dim = shape
     x = torch.randn(shape, device=device).to(getattr(torch, dtype_name))
@@ -102,8 +105,8 @@ def fused_case(neox: bool, shape=None, device: str = "cuda"):
     import ropelab
     import ropelab.torch_ops as rt
 
-    from .. import check as ropelab_check
-    from ..shapes import PRODUCTION_SHAPES
+    from ... import check as ropelab_check
+    from ...shapes import PRODUCTION_SHAPES
 
     s = shape or PRODUCTION_SHAPES[FUSED_SHAPE]
     host = ropelab_check.random_inputs(np.random.default_rng(0), s.tokens,
@@ -131,15 +134,18 @@ def fused_case(neox: bool, shape=None, device: str = "cuda"):
     return s.name, "bfloat16", "neox" if neox else "gptj", s.qk_bytes(2), calls, qkv
 
 
-def run(record: bool = False) -> list[dict]:
+def run(record: bool = False, out=None) -> list[dict]:
+    """Time every case; with ``record``, save the rows (under ``out/torch_ops/`` for a data root
+    ``out``, else the checkout's data/)."""
     import torch
 
-    from . import bench, records
+    from .stats import host_fields, quantiles, summarize
+    from .timer import BenchError, Timer, require_gpu
 
-    bench.require_gpu()
+    require_gpu()
     if not torch.cuda.is_available():
-        raise bench.BenchError("PyTorch has no CUDA device here: the torch ops bench needs one")
-    timer = bench.Timer()
+        raise BenchError("PyTorch has no CUDA device here: the torch ops bench needs one")
+    timer = Timer()
     cases = [rope_case("float32"), rope_case("bfloat16"), fused_case(False), fused_case(True)]
     rows = []
     for case in filter(None, cases):
@@ -147,43 +153,33 @@ def run(record: bool = False) -> list[dict]:
         timed = {}
         for name, launch in calls.items():
             samples = timer.time(launch)
-            timed[name] = (samples, bench.host_fields(timer.last_host_us, timer.fill_us))
-        copy = bench.summarize(timed["torch_copy"][0], nbytes)
-        public_median = bench.quantiles(timed["public"][0])[0]
+            timed[name] = (samples, host_fields(timer.last_host_us, timer.fill_us))
+        copy = summarize(timed["torch_copy"][0], nbytes)
+        public_median = quantiles(timed["public"][0])[0]
         for name, (samples, host) in timed.items():
-            row = {"call": name, "case": f"{label} {dtype} {layout}", "shape": label,
-                   "dtype": dtype, "layout": layout,
-                   **bench.summarize(samples, nbytes, copy["gbps"]), "vs_public": None, **host}
-            row["vs_public"] = round(row["median_us"] / public_median, 4)
-            rows.append({c: row[c] for c in COLUMNS})
-    print(format_rows(rows))
+            timing = summarize(samples, nbytes, copy["gbps"])
+            rows.append(TORCH_OPS.row(timing, **host, call=name, case=f"{label} {dtype} {layout}",
+                                      shape=label, dtype=dtype, layout=layout,
+                                      vs_public=round(timing["median_us"] / public_median, 4)))
+    print(format_rows(rows, "torch_ops"))
     if record:
-        meta = records.metadata()
-        meta["torch"] = torch.__version__
-        path = records.save("torch_ops", rows, method=method_text(timer), meta=meta)
+        path = save("torch_ops", rows, method=method_text(timer, *NOTES),
+                    meta=run_meta(torch=torch.__version__), out=out)
         print(f"recorded {path}")
     return rows
 
 
-def format_rows(rows: list[dict]) -> str:
-    head = (f"{'case':<34} {'call':<12} {'median us':>10} {'of copy':>8} {'vs public':>9} "
-            f"{'host us':>8}")
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        frac = "" if r["frac_of_copy"] is None else f"{100 * r['frac_of_copy']:.1f}%"
-        host = "" if r["host_us"] is None else f"{r['host_us']:.0f}{'!' if r['host_bound'] else ''}"
-        lines.append(f"{r['case']:<34} {r['call']:<12} {r['median_us']:>10.2f} {frac:>8} "
-                     f"{r['vs_public']:>9.3f} {host:>8}")
-    lines.append("target: op_compiled within 3% of public (vs public <= 1.030)")
-    return "\n".join(lines)
-
-
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ropelab.measure.torch_bench",
+    from .timer import refused
+
+    parser = argparse.ArgumentParser(prog="python -m ropelab.measure.bench.torch_ops",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--record", action="store_true", help="save the rows under data/torch_ops/")
+    parser.add_argument("--out", default=None, help="data root (default the repo's data/)")
     args = parser.parse_args(argv)
-    run(record=args.record)
+    if refused(parser.prog):
+        return 2
+    run(record=args.record, out=args.out)
     return 0
 
 
