@@ -393,6 +393,15 @@ print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
 #
 # **The machine**
 #
+# * **thread**: one run of a kernel's function, told apart from the others by `threadIdx` and
+#   `blockIdx`.
+# * **block**: up to 1024 threads launched together on one SM; they share its shared memory and
+#   can meet at a barrier.
+# * **grid**: all the blocks of one launch, numbered in one to three dimensions.
+# * **barrier**: `cuda.syncthreads()`: no thread of the block goes past it until all have
+#   reached it.
+# * **race**: two threads touching one shared element, at least one writing, with no barrier
+#   between them: the result depends on timing.
 # * **warp**: 32 consecutive threads of a block that issue one instruction at a time together.
 # * **lane**: one thread of a warp, numbered 0 to 31 (`threadIdx.x % 32`).
 # * **SM**: streaming multiprocessor, the unit that runs blocks; an H200 has 132.
