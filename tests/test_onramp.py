@@ -108,13 +108,15 @@ def _note(step_id, fn):
     ("ramp.6", "weigh_rows_swapped", "cuda.grid(2) returns (x, y)"),
     ("ramp.9", "rotate_half_no_barrier", "only after both have passed cuda.syncthreads()"),
     ("ramp.14", "seq_offsets_unguarded", "the simulator checks every index"),
+    ("ramp.5", "launch_scale_too_wide", "a GPU refuses such a launch"),
 ])
 def test_a_failing_verdict_says_what_it_means_for_a_first_kernel(step_id, attempt, words):
     assert words in _note(step_id, getattr(SOLUTIONS, attempt))
 
 
-def test_a_pass_and_an_unsolved_starter_get_no_note():
+def test_a_pass_an_unsolved_starter_and_a_self_explaining_verdict_get_no_note():
     assert _note("ramp.1", SOLUTIONS.square) == ""
+    assert _note("ramp.2", SOLUTIONS.square) == ""  # "takes (x, out), but the step calls it ..."
     step = steps.get("ramp.1")
     assert step.first_kernel_note(grading.grade(step, verify.starter_kernel(step))) == ""
 

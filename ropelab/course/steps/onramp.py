@@ -26,23 +26,29 @@ from .base import Step
 
 NOTEBOOK = "00_on_ramp"
 
-# What the grader's generic words mean, said once for someone on a first kernel (by status).
-FIRST_KERNEL = {
-    "out of bounds": "an index past the end of an array: the simulator checks every index and "
-                     "stops the kernel there; a GPU checks none and would read or overwrite "
-                     "other memory without a word",
-    "race": "the threads of a block run in no fixed order, so a value that one thread stores "
-            "in shared memory is safe for another to read only after both have passed "
-            "cuda.syncthreads()",
-    "error": "your function stopped with a Python error before any value was checked; the "
-             "message's last part names it (a name that is not defined: import it in the "
-             "cell, e.g. from numba import cuda, float32)",
-    "stopped": "a thread that never reaches the end of the kernel keeps the whole launch "
-               "waiting",
-}
+# What the grader's generic words mean, said once for someone on a first kernel: (status, a
+# fragment of the verdict, the note); the first that matches is said.  A verdict that names its
+# own cause plainly (not a kernel, the wrong arguments) gets none.
 UNWRITTEN = ("out starts with a marker in every element, and an element that still holds it was "
              "stored by no thread: count which thread writes which element (verdict.show() "
              "draws it)")
+FIRST_KERNEL = (
+    ("wrong", "never written", UNWRITTEN),
+    ("out of bounds", "", "an index past the end of an array: the simulator checks every index "
+                          "and stops the kernel there; a GPU checks none and would read or "
+                          "overwrite other memory without a word"),
+    ("race", "", "the threads of a block run in no fixed order, so a value that one thread "
+                 "stores in shared memory is safe for another to read only after both have "
+                 "passed cuda.syncthreads()"),
+    ("error", "illegal launch", "a GPU refuses such a launch before any thread runs: at most "
+                                "1024 threads per block, and at least one block"),
+    ("error", "did not run", "your function stopped with a Python error before any value was "
+                             "checked; the message's last part names it (a name that is not "
+                             "defined: import it in the cell, e.g. from numba import cuda, "
+                             "float32)"),
+    ("stopped", "", "a thread that never reaches the end of the kernel keeps the whole launch "
+                    "waiting"),
+)
 
 
 @dataclass(frozen=True)
@@ -55,10 +61,10 @@ class Puzzle(Step):
     def first_kernel_note(self, verdict) -> str:
         """The sentence added to a failing verdict, or ""."""
         text = str(verdict)
-        if verdict.status == "wrong" and "never written" in text:
-            return f"first kernel? {self.unwritten or UNWRITTEN}"
-        if verdict.status in FIRST_KERNEL:
-            return f"first kernel? {FIRST_KERNEL[verdict.status]}"
+        for status, fragment, note in FIRST_KERNEL:
+            if verdict.status == status and fragment in text:
+                own = self.unwritten if note is UNWRITTEN else ""
+                return f"first kernel? {own or note}"
         return ""
 
     def check(self, fn, *, timeout_s: float = 30.0):

@@ -65,14 +65,15 @@ print(ropelab.format_description())
 # Each puzzle gives you a cell with the function's name, its arguments, a docstring that
 # states its contract (what each argument holds, how the grader launches it, what `out` must
 # hold afterwards) and `pass`.  Replace `pass` with your lines, run the cell, then run the
-# cell below it: `steps.check(your_function, "ramp.1")` launches it on a few small arrays whose
-# sizes fill no block evenly, compares every element of `out` with the answer computed in
-# float64 NumPy (float32 rounding is allowed for: the verdict prints the tolerance), and
-# prints either `PASS` or the first element that is wrong, with what was expected, what
-# your function wrote, and a hint.  It also catches an index past the end of an array (the
+# cell below it: `steps.check(your_function, "ramp.1")` launches it on a few small arrays
+# (from puzzle ramp.3 on, of sizes that fill no block evenly), compares every element of `out`
+# with the answer computed in float64 NumPy (float32 rounding is allowed for: the verdict
+# prints the tolerance), and prints either `PASS` or the first element that is wrong, with
+# what was expected, what your function wrote, and a hint.  It also catches an index past the end of an array (the
 # simulator checks every one), a write into an input, and a function that never finishes
 # (stopped after 30 seconds).  A wrong function never stops the notebook: fix it and run
-# both cells again.  Until you write a body, the verdict says "not solved yet".
+# both cells again.  Until you write a body, the verdict says "not solved yet"; after a
+# failing one, a last line starting `first kernel?` says what the grader's words mean.
 #
 # `verdict.show()` draws what the graded function did: which thread wrote each element of
 # `out`, your output beside the expected one with the wrong elements outlined, and each
@@ -85,7 +86,8 @@ print(ropelab.format_description())
 # with exactly as many threads as `x` has floats, so thread `i`'s number in the block,
 # `cuda.threadIdx.x`, is the index of its float.
 #
-# **Comes back in** notebook 06: RMSNorm squares every float of a head before adding the
+# **Comes back in** notebook 06: RMSNorm (root-mean-square normalization: a vector divided by
+# the square root of the mean of its squares) squares every float of a head before adding the
 # squares up (puzzle ramp.10 adds them).
 
 # %%
@@ -220,7 +222,9 @@ verdict = steps.check(launch_scale, "ramp.5")
 # (`x`) and 4 rows (`y`), as many blocks as cover the array in both directions.
 # `cuda.grid(2)` returns the thread's two global coordinates, `x` first: the column `h`, then
 # the row `t`.  Multiply each element by its column's weight; guard both coordinates, since
-# the last blocks stick out past the right edge and past the bottom.
+# the last blocks stick out past the right edge and past the bottom.  (`verdict.show()` draws a
+# 2-D puzzle as the array is, a row per token: once your kernel passes, its colours show the
+# blocks tiling the array, 8 floats wide and 4 rows high.)
 #
 # **Comes back in** notebook 06: its grid is two-dimensional, tokens along `x` and the heads
 # of each token along `y`.
@@ -238,14 +242,6 @@ def weigh_rows(x, weight, out, tokens, hidden):
 
 # %%
 verdict = steps.check(weigh_rows, "ramp.6")
-
-# %% [markdown]
-# `verdict.show()` on a 2-D puzzle draws the array as it is: a row per token.  Once your kernel
-# passes, the colours show the blocks tiling the array, 8 floats wide and 4 rows high.
-
-# %%
-verdict.show()
-plt.show()
 
 # %% [markdown]
 # ### Puzzle ramp.7 — Broadcast: the angle table

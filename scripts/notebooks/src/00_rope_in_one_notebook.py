@@ -227,7 +227,8 @@ print(inspect.getsource(reference.rope))
 #   local variables live in registers, the fastest storage there is;
 # * 256 KB of on-chip memory, split between *L1* (a cache of global memory) and *shared
 #   memory*: memory that the threads of one block share, read and write explicitly, and
-#   synchronize on with `cuda.syncthreads()`.  This course never needs it: notebook 06 lets the
+#   synchronize on with `cuda.syncthreads()`.  The ladders use it where threads of a block must
+#   exchange values (the on-ramp's puzzles, steps 04.2 and 06.2); notebook 06's kernel lets the
 #   lanes of a warp exchange values with *warp shuffles* instead.
 #
 # Outside the SMs, all of them share the *L2 cache* (60 MiB on the H200) and the *global
