@@ -342,8 +342,8 @@ verdict = steps.check(rotate_half, "ramp.9")
 # A reduction turns many numbers into one.  Each block owns a row of `n` floats (one thread
 # per float) and writes one number, the sum of the row's squares, to `out[row]`.  Each thread
 # stores its square in a shared array; after a barrier, one thread (say `threadIdx.x == 0`)
-# adds them all up and writes the result.  (Faster versions halve the work at each step, a
-# tree of partial sums; any correct order passes.)
+# adds them all up and writes the result.  (Another order halves the number of partial sums
+# at each step, a tree, with a barrier after each; any correct order passes.)
 #
 # **Comes back in** notebook 06: RMSNorm divides a head by the square root of its mean square,
 # and step 06.2 gathers a head's sum of squares through shared memory like this.
