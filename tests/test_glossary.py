@@ -14,8 +14,12 @@ import pytest
 from ropelab.course.glossary import BY_NAME, TERMS
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))  # in course order
+GLOSSARY_NOTEBOOK = ROOT / "notebooks" / "00_rope_in_one_notebook.ipynb"
 GLOSSARY_HEADING = "## 9. Glossary"
+# The notebooks a learner meets before the glossary (the on-ramp): each defines in place every
+# term it uses.
+BEFORE_GLOSSARY = NOTEBOOKS[:NOTEBOOKS.index(GLOSSARY_NOTEBOOK)]
 
 
 def _text(value):
@@ -40,7 +44,7 @@ def cell_texts(path) -> list[str]:
 
 
 def glossary_cell() -> tuple[int, str]:
-    cells = cell_texts(NOTEBOOKS[0])
+    cells = cell_texts(GLOSSARY_NOTEBOOK)
     found = [(i, t) for i, t in enumerate(cells) if t.startswith(GLOSSARY_HEADING)]
     assert len(found) == 1, f"notebook 00 must hold exactly one cell starting {GLOSSARY_HEADING!r}"
     return found[0]
@@ -63,7 +67,8 @@ def test_glossary_entries_are_all_listed_terms():
     assert not extra, f"glossary entries missing from ropelab.course.glossary.TERMS: {extra}"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS[1:], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p != GLOSSARY_NOTEBOOK],
+                         ids=lambda p: p.stem)
 def test_terms_used_in_a_notebook_are_in_the_glossary(path):
     entries = glossary_entries()
     text = "\n".join(cell_texts(path))
@@ -80,7 +85,7 @@ def _defined_in_place(term, text: str) -> bool:
 
 
 def test_notebook_00_defines_each_term_before_its_glossary_uses_it():
-    cells = cell_texts(NOTEBOOKS[0])
+    cells = cell_texts(GLOSSARY_NOTEBOOK)
     where, _ = glossary_cell()
     problems = []
     for term in TERMS:
@@ -90,6 +95,31 @@ def test_notebook_00_defines_each_term_before_its_glossary_uses_it():
             problems.append(f"{term.name} (cell {first})")
     assert not problems, ("notebook 00 uses these before its glossary without defining them in "
                           f"italics where first used: {problems}")
+
+
+def test_the_glossary_notebook_has_the_on_ramp_before_it():
+    assert [p.stem for p in BEFORE_GLOSSARY] == ["00_on_ramp"]
+
+
+@pytest.mark.parametrize("path", BEFORE_GLOSSARY, ids=lambda p: p.stem)
+def test_a_notebook_before_the_glossary_defines_each_term_where_it_first_uses_it(path):
+    """The on-ramp comes before notebook 00's glossary, so it defines every term it uses in the
+    first cell that uses it (its title cell included, and printed output counts as use)."""
+    cells = cell_texts(path)
+    problems = []
+    for term in TERMS:
+        first = next((i for i, t in enumerate(cells) if term.used_in(t)), None)
+        if first is not None and not _defined_in_place(term, cells[first]):
+            problems.append(f"{term.name} (cell {first})")
+    assert not problems, (f"{path.stem} uses these without defining them in italics where "
+                          f"first used: {problems}")
+
+
+def test_in_place_definitions_are_found_and_bare_uses_are_not():
+    race, shfl = BY_NAME["race"], BY_NAME["SHFL"]
+    assert _defined_in_place(race, "two threads in a *race*") and race.used_in("a race")
+    assert not _defined_in_place(race, "two threads in a race, *not* ordered")
+    assert _defined_in_place(shfl, "a *warp\n# shuffle*") and shfl.used_in("one shuffle")
 
 
 def test_every_stall_reason_in_the_profile_records_is_a_term():
@@ -104,7 +134,7 @@ def test_every_stall_reason_in_the_profile_records_is_a_term():
 def test_the_stale_sfu_sentence_is_gone():
     """00 once said "four SFU ops (a pow, a sin and a cos)": three names for four operations.
     The census of flat counts lg2, ex2, sin and cos; the sentence must name the pow's two."""
-    text = "\n".join(cell_texts(NOTEBOOKS[0]))
+    text = "\n".join(cell_texts(GLOSSARY_NOTEBOOK))
     assert "four of them on the SFU" in text
     sentence = text[text.index("four of them on the SFU"):][:200]
     assert "lg2" in sentence and "ex2" in sentence

@@ -5,7 +5,8 @@ Notebook 00 promises to define each term before any notebook uses it.  This list
 or printed output uses must have an entry in notebook 00's glossary (a Markdown cell headed
 ``## 9. Glossary``, one ``* **name**: ...`` bullet per term), and where notebook 00 itself
 uses a term before its glossary, the first cell that uses it must define it in place (in
-italics, the primer's style: ``*special function units* (SFUs)``).
+italics, the primer's style: ``*special function units* (SFUs)``).  The on-ramp
+(``00_on_ramp``), which comes before notebook 00, defines in place every term it uses.
 
 The list is kept complete against the records too: every stall reason a profile record under
 ``data/profile/`` names must be a term here (a new stall reason in a new record fails the test
@@ -46,8 +47,14 @@ TERMS: tuple[Term, ...] = (
     Term("IADD3", r"(?<![\w.])IADD3(?![\w.])"),
     Term(".EX", r"`\.EX`|\.EX(?![\w])"),
     Term("BSSY", r"\bBSSY\b|\bBSYNC\b", ("BSYNC",)),
-    Term("SHFL", r"\bSHFL(\.BFLY)?\b|\bshfl(_xor)?_sync\b", ("shfl_xor_sync", "shuffle")),
+    Term("SHFL", r"\bSHFL(\.BFLY)?\b|\bshfl(_xor)?_sync\b|\bshuffles?\b",
+         ("shfl_xor_sync", "shuffle", "warp shuffle")),
     # the machine
+    Term("thread", r"\bthreads?\b"),
+    Term("block", r"\bblocks?\b"),
+    Term("grid", r"\bgrids?\b"),
+    Term("barrier", r"\bbarriers?\b"),
+    Term("race", r"\braces?\b"),
     Term("warp", r"\bwarps?\b"),
     Term("lane", r"\blanes?\b"),
     Term("SM", r"\bSMs?\b", ("streaming multiprocessor", "SMs")),

@@ -5,19 +5,20 @@ A notebook grades a learner's function with::
     from ropelab.course import steps
     verdict = steps.check(my_kernel, "01.2")
 
-Step ids are ``"NN.k"``: notebook NN, k-th step of its ladder.  Each ladder lives in its own
-module (:mod:`.nb00` ... :mod:`.nb08`, a list ``STEPS``); :mod:`.base` holds the record.
+Step ids are ``"NN.k"``: notebook NN, k-th step of its ladder; the on-ramp before notebook 00
+has ``"ramp.k"``.  Each ladder lives in its own module (:mod:`.onramp`, :mod:`.nb00` ...
+:mod:`.nb08`, a list ``STEPS``); :mod:`.base` holds the record.
 """
 
 from __future__ import annotations
 
-from . import nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08
+from . import nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08, onramp
 from .base import Case, Forbid, Gate, Step
 
 __all__ = ["STEPS", "Case", "Forbid", "Gate", "Step", "check", "for_notebook", "get",
            "listing", "notebooks"]
 
-_LADDERS = (nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08)
+_LADDERS = (onramp, nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08)
 
 STEPS: dict = {}
 for _module in _LADDERS:
@@ -43,8 +44,10 @@ def for_notebook(number: str) -> list:
 
 
 def notebooks() -> list:
-    """The notebook numbers that have steps, in order."""
-    return sorted({s.number for s in STEPS.values()})
+    """The notebook numbers that have steps ("ramp", "00", ...), in course order: the order of
+    their notebooks' file names (00_on_ramp before 00_rope_in_one_notebook)."""
+    stems = {s.number: s.notebook for s in STEPS.values()}
+    return sorted(stems, key=stems.get)
 
 
 def check(fn, step_id: str, *, timeout_s: float = 30.0):

@@ -227,7 +227,8 @@ print(inspect.getsource(reference.rope))
 #   local variables live in registers, the fastest storage there is;
 # * 256 KB of on-chip memory, split between *L1* (a cache of global memory) and *shared
 #   memory*: memory that the threads of one block share, read and write explicitly, and
-#   synchronize on with `cuda.syncthreads()`.  This course never needs it: notebook 06 lets the
+#   synchronize on with `cuda.syncthreads()`.  The ladders use it where threads of a block must
+#   exchange values (the on-ramp's puzzles, steps 04.2 and 06.2); notebook 06's kernel lets the
 #   lanes of a warp exchange values with *warp shuffles* instead.
 #
 # Outside the SMs, all of them share the *L2 cache* (60 MiB on the H200) and the *global
@@ -393,6 +394,15 @@ print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
 #
 # **The machine**
 #
+# * **thread**: one run of a kernel's function, told apart from the others by `threadIdx` and
+#   `blockIdx`.
+# * **block**: up to 1024 threads launched together on one SM; they share its shared memory and
+#   can meet at a barrier.
+# * **grid**: all the blocks of one launch, numbered in one to three dimensions.
+# * **barrier**: `cuda.syncthreads()`: no thread of the block goes past it until all have
+#   reached it.
+# * **race**: two threads touching one shared element, at least one writing, with no barrier
+#   between them: the result depends on timing.
 # * **warp**: 32 consecutive threads of a block that issue one instruction at a time together.
 # * **lane**: one thread of a warp, numbered 0 to 31 (`threadIdx.x % 32`).
 # * **SM**: streaming multiprocessor, the unit that runs blocks; an H200 has 132.
