@@ -136,7 +136,9 @@ class Verdict:
     """What :func:`grade` found; ``str(verdict)`` is the text the notebook shows."""
 
     exercise: str
-    status: str  # "PASS", "not solved yet", "wrong", "out of bounds", "race", "error", "stopped"
+    # "PASS", "not solved yet", "wrong", "out of bounds", "race", "barrier divergence", "error",
+    # "stopped"
+    status: str
     lines: list
     timer: Callable[[int], str] | None = None  # set on PASS: times the kernel on a GPU
     census: dict | None = None  # the learner's PTX census row, when one was taken
@@ -267,11 +269,20 @@ def census_lines(mine: dict, ref: dict | None, counters: tuple, ref_label: str) 
 def _run_error(ex, name: str, case: Case, exc: Exception) -> Verdict:
     """The verdict for an exception out of a run: out of bounds, a race, a refused launch,
     or an error shown with the useful lines of its message."""
+    from ..sim.barrier import BarrierDivergence
     from ..sim.shared_race import SharedMemoryRace
 
     text = str(exc)
     if isinstance(exc, LaunchRejected):
         return _verdict(ex.id, "error", f"illegal launch [case {case.label}]: {text}")
+    if isinstance(exc, BarrierDivergence):
+        what, _, rule = text.partition(": every thread of a block")
+        return _verdict(ex.id, "barrier divergence", f"{what.removeprefix('barrier divergence: ')} "
+                        f"[case {case.label}]",
+                        "hint: every thread of the block must reach each cuda.syncthreads() "
+                        "(on a GPU, a barrier some threads skip can hang the block): put guards "
+                        "such as `if idx < total` after the barrier or around the work between "
+                        "barriers, never around the barrier itself")
     if isinstance(exc, SharedMemoryRace):
         race = re.sub(r"^tid=\[.*?\] ctaid=\[.*?\]: ?", "", text)
         return _verdict(ex.id, "race", f"{race} [case {case.label}]",
