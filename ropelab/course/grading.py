@@ -28,7 +28,7 @@ import numpy as np
 
 from ..target import SIMULATED
 from ..tolerance import rope_atol
-from . import kernel_census
+from . import judging, kernel_census
 from .intake import (_parameters, blanks, empty_body, identify, numpy_calls,  # noqa: F401
                      read_source)
 from .recording import LaunchRejected
@@ -75,6 +75,10 @@ class Case:
     alternatives: list = field(default_factory=list)
     bytes_moved: int = 0
     diagnose: Callable[[np.ndarray, int], str | None] | None = None  # tried before alternatives
+    # The global thread index (block * threads per block + thread) that must write each element
+    # of out, -1 where any may; None: the step states no owner.  Kernel steps only: the grader
+    # chooses their grid.
+    owner: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -217,16 +221,21 @@ def _values(a: np.ndarray, idx: list) -> str:
     return vals[0] if len(vals) == 1 else "(" + ", ".join(vals) + ")"
 
 
-def diagnose(case: Case, got: np.ndarray, e: int, fallback: str, arguments=None) -> str:
+def diagnose(case: Case, got: np.ndarray, e: int, fallback: str, arguments=None,
+             trial=None) -> str:
     """The hint for the first wrong element: a typical mistake whose output matches there.
 
     Only the wrong floats of the element's unit (its pair) are compared with each mistake's
-    output: a kernel may get one float of a pair right and the other wrong.
+    output: a kernel may get one float of a pair right and the other wrong.  ``trial`` (a
+    simulated run's records) tells an element no thread wrote from one read uninitialised.
     """
     expected = case.expected.ravel()
     absent = [n for n in case.inputs if arguments is not None and n not in arguments]
     wrong = [i for i in case.unit(e) if not abs(float(got[i]) - expected[i]) <= case.tol]
-    if all(unwritten(got[i:i + 1])[0] for i in wrong):
+    uninitialised = judging.read_before_written(trial, wrong)
+    if uninitialised:
+        return uninitialised
+    if not any(judging.written(trial, got, wrong)):
         return ("this element was never written: no thread stored to it (a guard that stops "
                 "too early, or a loop that does not reach every element?)")
     if case.diagnose is not None:
@@ -325,17 +334,27 @@ def _compare(ex, name: str, case: Case, trial) -> Verdict | None:
                             f"{float(after.ravel()[k]):.6g} ({changed.size} element"
                             f"{'s' if changed.size > 1 else ''} changed)",
                             f"hint: {arg} is read-only in this step; write results to out only")
+    if ex.kind == "launch" and trial.launches:
+        broken = judging.launch_rule_problem(ex, case, trial)
+        if broken:  # a launch that breaks the step's contract is wrong whatever it computed
+            return _verdict(ex.id, "wrong", f"{broken[0]} [case {case.label}]",
+                            f"hint: {broken[1]}")
     got = got[:size]
     e = first_wrong(case, got)
     if e is not None:
         idx = case.unit(e)
-        shown = ["never written" if unwritten(got[i:i + 1])[0] else f"{float(got[i]):.6g}"
-                 for i in idx]
+        shown = [f"{float(got[i]):.6g}" if stored else "never written"
+                 for i, stored in zip(idx, judging.written(trial, got, idx))]
         got_text = shown[0] if len(shown) == 1 else "(" + ", ".join(shown) + ")"
         return _verdict(ex.id, "wrong", f"{case.locate(e)} [case {case.label}]: expected "
                         f"{_values(case.expected.ravel(), idx)}, got {got_text} "
                         f"(tolerance {case.tol:.1e})",
-                        f"hint: {diagnose(case, got, e, ex.hint, ex.arguments)}")
+                        f"hint: {diagnose(case, got, e, ex.hint, ex.arguments, trial)}")
+    foreign = judging.ownership_problem(ex, case, trial)
+    if foreign:
+        return _verdict(ex.id, "wrong", f"the values are right, but {foreign} [case "
+                        f"{case.label}]", "hint: a thread writes only the elements the step "
+                        "gives it; the others are other threads' work")
     if ex.kind == "launch" and trial.launches:
         return _launch_shape(ex, case, trial)
     return None
@@ -403,32 +422,80 @@ def grade(exercise, kernel) -> Verdict:
     shapes = ", ".join(c.label for c in cases) + (
         ", random positions" if "positions" in ex.arguments else "")
     passed = f"PASS {ex.id}: {name} matches the float64 reference on {shapes}"
-    if ex.signature is None or ex.kind == "launch":
+    return _census_verdict(ex, kernel, passed, trial)
+
+
+def _census_subjects(ex, kernel, trial) -> list:
+    """(kernel, signature) of what the census judges: a kernel step's kernel, or the learner's
+    kernels a launch step launched (simulator only: only there are launches recorded)."""
+    if ex.kind == "kernel":
+        return [(kernel, ex.signature)] if ex.signature else []
+    if not ex.launches_signature:
+        return []
+    return [(k, ex.launches_signature) for k in judging.launched_kernels(trial)]
+
+
+def _census_verdict(ex, kernel, passed: str, trial) -> Verdict:
+    """Steps 5-6 of the module docstring, once every case has the right values."""
+    subjects = _census_subjects(ex, kernel, trial)
+    if not subjects:
         verdict = _verdict(ex.id, "PASS", passed)
         verdict.timer = _timer(ex, kernel)
         return verdict
+    for launched, _ in subjects if ex.kind == "launch" else ():
+        refused = _forbidden(ex, launched)
+        if refused is not None:
+            return refused
+    jobs = []
     try:
-        mine, ref = kernel_census.census([(kernel_census.ship_kernel(kernel), ex.signature),
-                                          (ex.reference_job(), ex.reference_signature)])
+        jobs = [(kernel_census.ship_kernel(k), sig) for k, sig in subjects]
+        *rows, ref = kernel_census.census(jobs + [(ex.reference_job(), ex.reference_signature)])
     except kernel_census.CensusError as exc:
         return _verdict(ex.id, "PASS", passed, f"census: not available ({exc}); the cost "
                         "requirements of this step are unchecked")
     except Exception as exc:  # noqa: BLE001  (shipping a kernel with odd globals)
+        name = _name_of(subjects[len(jobs)][0] if len(jobs) < len(subjects) else kernel)
         return _verdict(ex.id, "error", f"{name} is right on the simulator, but its census "
                         f"failed: {useful(f'{type(exc).__name__}: {exc}')}")
-    if mine.get("error"):
-        return _verdict(ex.id, "error", *_compile_error(name, mine["error"], source))
-    for gate in ex.gates:
-        if not gate.holds(mine):
-            got_value = _fmt_counter(counter_value(mine, gate.counter))
-            return _verdict(ex.id, "not solved yet", "the values are right, but "
-                            + gate.message.format(got=got_value, limit=gate.limit),
-                            *census_lines(mine, ref, ex.counters, ex.reference_label))
+    for (judged, signature), mine in zip(subjects, rows):
+        name = _name_of(judged)
+        if mine.get("error"):
+            source = read_source(kernel_census.python_function(judged) or judged)[0]
+            return _verdict(ex.id, "error", *_compile_error(name, mine["error"], source or ""))
+        whose = "" if ex.kind == "kernel" else f"in {name}, the kernel you launch, "
+        for gate in ex.gates:
+            if not gate.holds(mine):
+                got_value = _fmt_counter(counter_value(mine, gate.counter))
+                return _verdict(ex.id, "not solved yet", f"the values are right, but {whose}"
+                                + gate.message.format(got=got_value, limit=gate.limit),
+                                *census_lines(mine, ref, ex.counters, ex.reference_label))
+    mine = rows[0]
     verdict = _verdict(ex.id, "PASS", passed,
                        *census_lines(mine, ref, ex.counters, ex.reference_label))
     verdict.census = mine
     verdict.timer = _timer(ex, kernel)
     return verdict
+
+
+def _name_of(fn) -> str:
+    inner = kernel_census.python_function(fn)
+    return getattr(inner or fn, "__name__", repr(fn))
+
+
+def _forbidden(ex, launched) -> Verdict | None:
+    """A launch step's source rules (``launched_forbid``) on a kernel it launched."""
+    if not ex.launched_forbid:
+        return None
+    source, _ = read_source(kernel_census.python_function(launched) or launched)
+    if source is None:
+        return None
+    for rule in ex.launched_forbid:
+        rows = rule.found_in(source)
+        if rows:
+            return _verdict(ex.id, "not solved yet", f"`{rule.what}` is not allowed in "
+                            f"{_name_of(launched)}, the kernel you launch: {rule.message}",
+                            f"  line {rows[0]}: `{source.splitlines()[rows[0] - 1].strip()}`")
+    return None
 
 
 def _compile_error(name: str, error: str, source: str) -> tuple:
