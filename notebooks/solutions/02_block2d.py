@@ -166,20 +166,23 @@ def launch_block2d(x, out, positions, n_pairs, base):
     tokens = positions.size
     warps = (int(n_pairs) + 31) // 32
     threads = min(32 * warps, 1024)  # one thread per pair up to the limit; the loop does the rest
-    my_rope_block2d[tokens, threads](x, out, positions, n_pairs, base)
+    my_rope_block2d[tokens, threads](x, out, positions, uint64(n_pairs), float32(base))
 
 
 def launch_thread_per_pair(x, out, positions, n_pairs, base):
     threads = (int(n_pairs) + 31) // 32 * 32  # 1,312 threads for a row of 1,300 pairs
-    my_rope_block2d[positions.size, threads](x, out, positions, n_pairs, base)
+    my_rope_block2d[positions.size, threads](x, out, positions, uint64(n_pairs), float32(base))
 
 
 def launch_block_per_pair(x, out, positions, n_pairs, base):
-    my_rope_block2d[int(n_pairs), 32](x, out, positions, n_pairs, base)  # pairs, not tokens
+    # a block per pair, not per token
+    my_rope_block2d[int(n_pairs), 32](x, out, positions, uint64(n_pairs), float32(base))
 
 
 def launch_one_block(x, out, positions, n_pairs, base):
-    my_rope_block2d[1, 1024](x, out, positions, n_pairs, base)  # only the first token's row
+    threads = min((int(n_pairs) + 31) // 32 * 32, 1024)
+    # one block: only the first token's row
+    my_rope_block2d[1, threads](x, out, positions, uint64(n_pairs), float32(base))
 
 
 SOLUTIONS = {
@@ -202,6 +205,6 @@ WRONG = {
     "02.3": [
         (launch_thread_per_pair, "the limit is 1024"),
         (launch_block_per_pair, "out of bounds for positions"),
-        (launch_one_block, "never written"),
+        (launch_one_block, "one block per token"),
     ],
 }

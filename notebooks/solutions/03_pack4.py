@@ -205,7 +205,8 @@ def launch_quads(x, out, positions, inv_freq, n_pairs):
     total_quads = np.int64(positions.size * int(quads_per_row))
     threads = 128
     blocks = (int(total_quads) + threads - 1) // threads
-    rope_quads[blocks, threads](x, out, positions, inv_freq, n_pairs, quads_per_row, total_quads)
+    rope_quads[blocks, threads](x, out, positions, inv_freq, uint64(n_pairs), quads_per_row,
+                                total_quads)
 
 
 def launch_quads_rounded_down(x, out, positions, inv_freq, n_pairs):
@@ -213,7 +214,8 @@ def launch_quads_rounded_down(x, out, positions, inv_freq, n_pairs):
     total_quads = np.int64(positions.size * int(quads_per_row))
     threads = 128
     blocks = max((int(total_quads) + threads - 1) // threads, 1)
-    rope_quads[blocks, threads](x, out, positions, inv_freq, n_pairs, quads_per_row, total_quads)
+    rope_quads[blocks, threads](x, out, positions, inv_freq, uint64(n_pairs), quads_per_row,
+                                total_quads)
 
 
 def launch_quads_per_pair(x, out, positions, inv_freq, n_pairs):
@@ -221,7 +223,8 @@ def launch_quads_per_pair(x, out, positions, inv_freq, n_pairs):
     total_quads = np.int64(positions.size * int(quads_per_row))
     threads = 128
     blocks = (positions.size * int(n_pairs) + threads - 1) // threads  # a thread per pair
-    rope_quads[blocks, threads](x, out, positions, inv_freq, n_pairs, quads_per_row, total_quads)
+    rope_quads[blocks, threads](x, out, positions, inv_freq, uint64(n_pairs), quads_per_row,
+                                total_quads)
 
 
 def launch_quads_one_row(x, out, positions, inv_freq, n_pairs):
@@ -229,7 +232,8 @@ def launch_quads_one_row(x, out, positions, inv_freq, n_pairs):
     total_quads = np.int64(quads_per_row)  # the quads of one row, not of the batch
     threads = 128
     blocks = (int(total_quads) + threads - 1) // threads
-    rope_quads[blocks, threads](x, out, positions, inv_freq, n_pairs, quads_per_row, total_quads)
+    rope_quads[blocks, threads](x, out, positions, inv_freq, uint64(n_pairs), quads_per_row,
+                                total_quads)
 
 
 # --- 03.4: pack4_scalar, loads first -------------------------------------------------------
@@ -344,7 +348,7 @@ WRONG = {
     ],
     "03.2": [
         (quads_no_tail, "out of bounds"),
-        (quads_across_rows, "integer div/rem"),
+        (quads_across_rows, "which is thread"),
         (quads_modulo, "`%` is not allowed"),
     ],
     "03.3": [

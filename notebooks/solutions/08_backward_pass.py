@@ -294,6 +294,6 @@ WRONG = {
              (sum_not_mean, "divided by"), (times_r, "multiplied by r")],
     "08.3": [(partials_unsynchronized, "race"), (first_group_only, "one group"),
              (no_grid_stride, "first four rows")],
-    "08.4": [(launch_one_head, "every head"), (launch_partials_into_dw, "out of bounds"),
+    "08.4": [(launch_one_head, "every head"), (launch_partials_into_dw, "was never launched"),
              (launch_thread_per_row, "limit is 1024")],
 }
