@@ -333,6 +333,15 @@ def second_pair_sign(x, out, positions, n_pairs, quads_per_row, total_quads, bas
             out[j + uint64(1)] = x3 * c - x2 * s
 
 
+def launch_quads_per_row_as_int(x, out, positions, inv_freq, n_pairs):
+    quads_per_row = (n_pairs + 1) // 2  # a Python int: the kernel would be built for int64
+    total_quads = positions.size * quads_per_row
+    threads = 128
+    blocks = (total_quads + threads - 1) // threads
+    rope_quads[blocks, threads](x, out, positions, inv_freq, uint64(n_pairs), quads_per_row,
+                                total_quads)
+
+
 SOLUTIONS = {
     "03.1": rope_two_pairs,
     "03.2": rope_quads,
@@ -355,6 +364,7 @@ WRONG = {
         (launch_quads_rounded_down, "never written"),
         (launch_quads_per_pair, "wholly idle"),
         (launch_quads_one_row, "never written"),
+        (launch_quads_per_row_as_int, "(quads_per_row) is int64 (a Python int)"),
     ],
     "03.4": [
         (no_tail_check, "out of bounds"),

@@ -43,7 +43,7 @@ def ownership_problem(step, case, trial) -> str | None:
     index, who, owner = out.foreign_write
     tpb = int(np.prod(case.block))
     e = index[0] if len(index) == 1 else int(np.ravel_multi_index(index, out.shape))
-    return (f"{_thread_text(who)} wrote out[{e}] ({case.locate(e)}), which is thread "
+    return (f"{_thread_text(who)} wrote out[{e}], {case.locate(e)}, which is thread "
             f"{owner % tpb} of block {owner // tpb}'s to write: {step.ownership}")
 
 

@@ -78,8 +78,10 @@ class WatchedArray:
         self.access = Access.of(data.shape)
         self.shape, self.size, self.ndim, self.dtype = data.shape, data.size, data.ndim, data.dtype
         self.owner = owner  # global thread index that must write each element (-1: any), or None
-        self.read_unwritten = None  # (index, (block, thread)) of the first read of an unwritten element
-        self.foreign_write = None  # (index, (block, thread), owner) of the first write by a non-owner
+        # (index, (block, thread)) of the lowest element read while no thread had written it,
+        # and (index, (block, thread), owner) of the lowest one written by a thread not its owner
+        self.read_unwritten = None
+        self.foreign_write = None
 
     def __getattr__(self, attr):  # strides, nbytes, ...: what NumPy says
         return getattr(self.data, attr)
@@ -114,14 +116,17 @@ class WatchedArray:
         counts = a.per_thread.setdefault(who, [0, 0])
         counts[1 if write else 0] += 1
         if write:
-            if self.owner is not None and self.foreign_write is None and isinstance(index, tuple):
+            if self.owner is not None and isinstance(index, tuple):
                 owner = int(self.owner[index])
-                if owner >= 0 and owner != who[0] * _threads_per_block() + who[1]:
+                # the lowest element written by a non-owner: the same report whatever order
+                # the threads ran in
+                if owner >= 0 and owner != who[0] * _threads_per_block() + who[1] and (
+                        self.foreign_write is None or index < self.foreign_write[0]):
                     self.foreign_write = (index, who, owner)
             a.writer_block[index], a.writer_thread[index] = who
         else:
-            if (self.read_unwritten is None and isinstance(index, tuple)
-                    and a.writer_block[index] < 0):
+            if isinstance(index, tuple) and a.writer_block[index] < 0 and (
+                    self.read_unwritten is None or index < self.read_unwritten[0]):
                 self.read_unwritten = (index, who)
             a.reader_block[index], a.reader_thread[index] = who
 
