@@ -226,7 +226,7 @@ WRONG = {
         (if_instead_of_loop, "never written"),
         (loop_one_too_far, "out of bounds"),
         (float64_literal, "float64 instructions"),
-        (thread_index_signed, "float64 instructions"),
+        (thread_index_signed, "pair (int32, cuda.threadIdx.x) < n_pairs (uint64)"),
     ],
     "02.3": [
         (launch_thread_per_pair, "the limit is 1024"),

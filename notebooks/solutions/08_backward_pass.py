@@ -338,7 +338,7 @@ SOLUTIONS = {
 WRONG = {
     "08.1": [(rotate_forward, "forward way"), (cos_sin_swapped, "swapped"),
              (angle_of_the_row_number, "row number"),
-             (angle_in_float64, "float64 instructions")],
+             (angle_in_float64, "positions[row] (int32) * inv_freq[lane] (float32)")],
     "08.2": [(mean_term_forgotten, "mean term is missing"), (sum_to_lane_zero, "only lane 0"),
              (sum_not_mean, "divided by"), (times_r, "multiplied by r")],
     "08.3": [(partials_unsynchronized, "race"), (first_group_only, "one group"),

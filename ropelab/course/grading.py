@@ -467,7 +467,7 @@ def _census_verdict(ex, kernel, passed: str, trial) -> Verdict:
             if not gate.holds(mine):
                 got_value = _fmt_counter(counter_value(mine, gate.counter))
                 return _verdict(ex.id, "not solved yet", f"the values are right, but {whose}"
-                                + gate.message.format(got=got_value, limit=gate.limit),
+                                + _gate_text(gate, got_value, judged, signature),
                                 *census_lines(mine, ref, ex.counters, ex.reference_label))
     mine = rows[0]
     verdict = _verdict(ex.id, "PASS", passed,
@@ -475,6 +475,22 @@ def _census_verdict(ex, kernel, passed: str, trial) -> Verdict:
     verdict.census = mine
     verdict.timer = _timer(ex, kernel)
     return verdict
+
+
+def _gate_text(gate: Gate, got_value: str, judged, signature: str) -> str:
+    """A failed gate in words; for float64, the operations of the kernel that made it
+    (:mod:`.widening`), where they can be found, instead of the gate's general guess."""
+    text = gate.message.format(got=got_value, limit=gate.limit)
+    if gate.counter != "f64":
+        return text
+    from . import widening
+
+    found = widening.lookup(judged, signature)
+    if not found:
+        return text
+    return (f"the fast-math build has {got_value} float64 instructions (the goal: "
+            f"{gate.limit}); Numba computes these operations in float64:\n"
+            + "\n".join(widening.lines_for(judged, found)))
 
 
 def _name_of(fn) -> str:

@@ -50,7 +50,7 @@ reduce_partials_kernel = cuda.jit(fastmath=True)(make_reduce(REDUCE_ROWS))
 
 
 # The census compares each step with ropelab's backward kernel for one float32 GPT-J head of 64
-# (the same build the package launches for that shape).
+# (its scalar build: the vector one the package prefers differs only in its access widths).
 _REFERENCE = ("ropelab.kernels.fused_qknorm_rope.backward", "make_kernel",
               [ROW, True, "float32"])
 _REFERENCE_SIGNATURE = signature_of(backward.VARIANT, {}, FusedProblem(
