@@ -468,5 +468,6 @@ WRONG = {
              (layout_ignored, "other layout")],
     "04.5": [(launch_pairs_only, "never written"), (launch_partner_of_the_head, "head 0, float 0 [case 3x2x10"),
              (launch_one_block, "1024"),
-             (launch_heads_as_int, "(heads) is int64 (a Python int), but the contract wants uint64")],
+             (launch_heads_as_int,
+              "(heads) is int64 (a Python int), but the contract wants uint64")],
 }

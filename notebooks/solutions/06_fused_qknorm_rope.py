@@ -535,5 +535,6 @@ WRONG = {
              (v_heads_skipped, "never written")],
     "06.5": [(launch_qk_warps_only, "never written"), (launch_block_per_warp_count, "idle"),
              (launch_threads_per_head_rows, "1024"),
-             (launch_eps_as_float, "(eps) is float64 (a Python float), but the contract wants float32")],
+             (launch_eps_as_float,
+              "(eps) is float64 (a Python float), but the contract wants float32")],
 }

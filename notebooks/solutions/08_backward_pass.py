@@ -347,5 +347,6 @@ WRONG = {
     "08.4": [(launch_one_head, "every head"), (launch_partials_into_dw, "was never launched"),
              (launch_thread_per_row, "limit is 1024"),
              (launch_past_the_cap, "more than the step's cap of ceil(rows / 4)"),
-             (launch_stage_two_only, "the partial rows reduce_partials_kernel summed were never written")],
+             (launch_stage_two_only,
+              "the partial rows reduce_partials_kernel summed were never written")],
 }

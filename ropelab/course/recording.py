@@ -253,7 +253,8 @@ def argument_problem(fn, arguments: tuple, signature: str) -> str | None:
         got = _typeof(value)
         name = names[k] if k < len(names) else f"argument {k + 1}"
         if hasattr(want, "dtype") and hasattr(want, "ndim"):
-            same = getattr(got, "dtype", None) == want.dtype and getattr(got, "ndim", -1) == want.ndim
+            same = (getattr(got, "dtype", None) == want.dtype
+                    and getattr(got, "ndim", -1) == want.ndim)
         else:
             same = got == want
         if not same:

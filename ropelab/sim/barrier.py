@@ -106,8 +106,8 @@ class Gate:
     def _threads(self, tids) -> str:
         tids = sorted(tids)
         if self.block_dim[1:] != (1, 1):  # a 2-D or 3-D block: coordinates, as threadIdx has
-            bx, by = self.block_dim[0], self.block_dim[1]
-            shown = [f"({t % bx}, {t // bx % by}{'' if self.block_dim[2] == 1 else f', {t // (bx * by)}'})"
+            bx, by, bz = self.block_dim
+            shown = [f"({t % bx}, {t // bx % by}" + (")" if bz == 1 else f", {t // (bx * by)})")
                      for t in tids[:4]]
             more = f" and {len(tids) - 4} more" if len(tids) > 4 else ""
             return f"thread{'s' if len(tids) > 1 else ''} {', '.join(shown)}{more}"
