@@ -430,7 +430,7 @@ def _census_subjects(ex, kernel, trial) -> list:
     kernels a launch step launched (simulator only: only there are launches recorded)."""
     if ex.kind == "kernel":
         return [(kernel, ex.signature)] if ex.signature else []
-    if not ex.launches_signature:
+    if not ex.launches_signature or not (ex.gates or ex.counters):
         return []
     return [(k, ex.launches_signature) for k in judging.launched_kernels(trial)]
 
