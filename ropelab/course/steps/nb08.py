@@ -360,8 +360,9 @@ STEPS = [
         contract=(f"dz, n: device float32[tokens * heads * {ROW}]; out: device float32[{ROW}], "
                   "dw; tokens, heads: int; dw_partials(dz, n, partials, rows); "
                   "reduce_partials_kernel(partials, out) reads partials.shape[0] // 64 rows"),
-        launch_text=("stage one: blocks x 256 threads, rows = tokens * heads; stage two: "
-                     f"ceil(64 / 32) blocks of {REDUCE_THREADS} threads over the partial rows"),
+        launch_text=("stage one: at most ceil(rows / 4) blocks of 256 threads, rows = tokens * "
+                     f"heads; stage two: ceil(64 / 32) blocks of {REDUCE_THREADS} threads over "
+                     "exactly the partial rows stage one wrote"),
         make_cases=_cases_dw_launch,
         launch_rules=(
             threads_exactly(lambda case: PARTIAL_THREADS, f"{PARTIAL_THREADS} (dw_partials' "
