@@ -7,12 +7,19 @@ Nothing here knows a particular step; :mod:`.steps` declares them.  The steps of
 2. *error*: it is not a ``@cuda.jit`` kernel, takes other arguments than the launch contract,
    or fails to compile or run;
 3. *out of bounds*: the simulator raised ``IndexError`` (on a GPU: it wrote into the slack
-   after ``out``), reported with the thread that did it;
-4. *wrong*: the first element, in memory order, farther from the float64 reference than the
-   tolerance, as (token, pair) with expected and obtained values, and a hint that names the
-   typical mistake whose output matches the learner's there;
+   after ``out``), reported with the thread that did it; *race*, *barrier divergence*: a
+   shared element touched by two threads with no barrier between, a barrier not every thread
+   of the block reaches (:mod:`ropelab.sim`); *error*, an illegal launch or launch arguments
+   of other types than the contract's;
+4. *wrong*: a launch that breaks a rule its step states (:mod:`.steps.contracts`); then the
+   first element, in memory order, farther from the float64 reference than the tolerance, as
+   (token, pair) with expected and obtained values, and a hint that names the typical mistake
+   whose output matches the learner's there (or that ``out`` was read before it was written);
+   then a right value written by a thread the step does not give it to (:mod:`.judging`);
 5. *not solved yet*, again: the values are right but the PTX census misses the exercise's
-   point (a float64 instruction, a second division, a load after a store ...);
+   point (a float64 instruction, named by the operations that widened; a second division, a
+   load after a store ...), for a kernel step's kernel or the learner's kernels a launch step
+   launched (:mod:`.census_gates`);
 6. *PASS*, with the learner's census next to ropelab's kernel's.
 
 A verdict is returned and printed, never raised: a wrong kernel must not stop a notebook.
@@ -28,7 +35,9 @@ import numpy as np
 
 from ..target import SIMULATED
 from ..tolerance import rope_atol
-from . import judging, kernel_census
+from . import census_gates, judging, kernel_census
+# re-exported: the steps declare their gates, and the listing labels them, from here
+from .census_gates import COUNTER_LABELS, Gate, census_lines, counter_value  # noqa: F401
 from .intake import (_parameters, blanks, empty_body, identify, numpy_calls,  # noqa: F401
                      read_source)
 from .recording import LaunchRejected
@@ -79,56 +88,6 @@ class Case:
     # of out, -1 where any may; None: the step states no owner.  Kernel steps only: the grader
     # chooses their grid.
     owner: np.ndarray | None = None
-
-
-@dataclass(frozen=True)
-class Gate:
-    """A census requirement: ``counter`` must satisfy ``op`` against ``limit`` (``<=``/``>=``)."""
-
-    counter: str
-    op: str
-    limit: int
-    message: str  # what is wrong, with {got} and {limit}; said after "the values are right, but"
-
-    def holds(self, row: dict) -> bool:
-        got = counter_value(row, self.counter)
-        return got <= self.limit if self.op == "<=" else got >= self.limit
-
-
-COUNTER_LABELS = {
-    "instructions": "PTX instructions",
-    "int_divrem": "integer div/rem",
-    "signed_divrem": "signed integer div/rem (div.s, rem.s)",
-    "f64": "float64 instructions",
-    "sincos": "sin/cos (sin.approx, cos.approx)",
-    "pow": "pow (one lg2.approx each)",
-    "ld_global": "global loads by width (bits:count)",
-    "st_global": "global stores by width (bits:count)",
-    "ld_global_128": "128-bit global loads",
-    "loads_after_store": "global loads after the first store",
-    "shfl": "warp shuffles",
-    "pow_in_loop": "pow inside a loop (ex2.approx)",
-    "local_bytes": "local memory (bytes per thread)",
-}
-
-
-def counter_value(row: dict, name: str):
-    """One census counter of a census row; width tables stay tables, the rest are ints."""
-    if name == "pow":
-        return row["sfu"].get("lg2", 0)
-    if name == "signed_divrem":  # div.s64, rem.s32 ...: Python's // and % on signed ints
-        ops = row.get("int_divrem_ops", {})
-        return sum(n for op, n in ops.items() if op.split(".")[-1].startswith("s"))
-    if name == "ld_global_128":
-        return row["ld_global"].get("128", 0)
-    return row[name]
-
-
-def _fmt_counter(value) -> str:
-    if isinstance(value, dict):
-        by_width = sorted(value.items(), key=lambda kv: int(kv[0]))
-        return " ".join(f"{k}:{v}" for k, v in by_width) or "-"
-    return str(value)
 
 
 # --------------------------------------------------------------------------------------------
@@ -253,22 +212,6 @@ def diagnose(case: Case, got: np.ndarray, e: int, fallback: str, arguments=None,
             abs(float(got[i]) - float(x.ravel()[i])) <= case.tol for i in wrong):
         return "out holds x unchanged here: the rotation was not applied to this element"
     return fallback
-
-
-# --------------------------------------------------------------------------------------------
-# Step 5-6: census
-# --------------------------------------------------------------------------------------------
-
-def census_lines(mine: dict, ref: dict | None, counters: tuple, ref_label: str) -> list[str]:
-    """The learner's counts next to the reference kernel's, one counter a line."""
-    width = max(len(COUNTER_LABELS[c]) for c in counters) + 2
-    head = f"  {'PTX census (fast-math, cc 9.0)':<{width}} {'yours':>12}   {ref_label}"
-    lines = [head]
-    for c in counters:
-        theirs = "?" if ref is None or ref.get("error") else _fmt_counter(counter_value(ref, c))
-        lines.append(f"  {COUNTER_LABELS[c]:<{width}} {_fmt_counter(counter_value(mine, c)):>12}"
-                     f"   {theirs}")
-    return lines
 
 
 # --------------------------------------------------------------------------------------------
@@ -422,112 +365,13 @@ def grade(exercise, kernel) -> Verdict:
     shapes = ", ".join(c.label for c in cases) + (
         ", random positions" if "positions" in ex.arguments else "")
     passed = f"PASS {ex.id}: {name} matches the float64 reference on {shapes}"
-    return _census_verdict(ex, kernel, passed, trial)
-
-
-def _census_subjects(ex, kernel, trial) -> list:
-    """(kernel, signature) of what the census judges: a kernel step's kernel, or the learner's
-    kernels a launch step launched (simulator only: only there are launches recorded)."""
-    if ex.kind == "kernel":
-        return [(kernel, ex.signature)] if ex.signature else []
-    if not ex.launches_signature or not (ex.gates or ex.counters):
-        return []
-    return [(k, ex.launches_signature) for k in judging.launched_kernels(trial)]
-
-
-def _census_verdict(ex, kernel, passed: str, trial) -> Verdict:
-    """Steps 5-6 of the module docstring, once every case has the right values."""
-    subjects = _census_subjects(ex, kernel, trial)
-    if not subjects:
-        verdict = _verdict(ex.id, "PASS", passed)
+    outcome = census_gates.judge(ex, kernel, trial)
+    verdict = _verdict(ex.id, outcome.status, passed if outcome.first is None else outcome.first,
+                       *outcome.lines)
+    if outcome.status == "PASS":
+        verdict.census = outcome.census
         verdict.timer = _timer(ex, kernel)
-        return verdict
-    for launched, _ in subjects if ex.kind == "launch" else ():
-        refused = _forbidden(ex, launched)
-        if refused is not None:
-            return refused
-    jobs = []
-    try:
-        jobs = [(kernel_census.ship_kernel(k), sig) for k, sig in subjects]
-        *rows, ref = kernel_census.census(jobs + [(ex.reference_job(), ex.reference_signature)])
-    except kernel_census.CensusError as exc:
-        return _verdict(ex.id, "PASS", passed, f"census: not available ({exc}); the cost "
-                        "requirements of this step are unchecked")
-    except Exception as exc:  # noqa: BLE001  (shipping a kernel with odd globals)
-        name = _name_of(subjects[len(jobs)][0] if len(jobs) < len(subjects) else kernel)
-        return _verdict(ex.id, "error", f"{name} is right on the simulator, but its census "
-                        f"failed: {useful(f'{type(exc).__name__}: {exc}')}")
-    for (judged, signature), mine in zip(subjects, rows):
-        name = _name_of(judged)
-        if mine.get("error"):
-            source = read_source(kernel_census.python_function(judged) or judged)[0]
-            return _verdict(ex.id, "error", *_compile_error(name, mine["error"], source or ""))
-        whose = "" if ex.kind == "kernel" else f"in {name}, the kernel you launch, "
-        for gate in ex.gates:
-            if not gate.holds(mine):
-                got_value = _fmt_counter(counter_value(mine, gate.counter))
-                return _verdict(ex.id, "not solved yet", f"the values are right, but {whose}"
-                                + _gate_text(gate, got_value, judged, signature),
-                                *census_lines(mine, ref, ex.counters, ex.reference_label))
-    mine = rows[0]
-    verdict = _verdict(ex.id, "PASS", passed,
-                       *census_lines(mine, ref, ex.counters, ex.reference_label))
-    verdict.census = mine
-    verdict.timer = _timer(ex, kernel)
     return verdict
-
-
-def _gate_text(gate: Gate, got_value: str, judged, signature: str) -> str:
-    """A failed gate in words; for float64, the operations of the kernel that made it
-    (:mod:`.widening`), where they can be found, instead of the gate's general guess."""
-    text = gate.message.format(got=got_value, limit=gate.limit)
-    if gate.counter != "f64":
-        return text
-    from . import widening
-
-    found = widening.lookup(judged, signature)
-    if not found:
-        return text
-    return (f"the fast-math build has {got_value} float64 instructions (the goal: "
-            f"{gate.limit}); Numba computes these operations in float64:\n"
-            + "\n".join(widening.lines_for(judged, found)))
-
-
-def _name_of(fn) -> str:
-    inner = kernel_census.python_function(fn)
-    return getattr(inner or fn, "__name__", repr(fn))
-
-
-def _forbidden(ex, launched) -> Verdict | None:
-    """A launch step's source rules (``launched_forbid``) on a kernel it launched."""
-    if not ex.launched_forbid:
-        return None
-    source, _ = read_source(kernel_census.python_function(launched) or launched)
-    if source is None:
-        return None
-    for rule in ex.launched_forbid:
-        rows = rule.found_in(source)
-        if rows:
-            return _verdict(ex.id, "not solved yet", f"`{rule.what}` is not allowed in "
-                            f"{_name_of(launched)}, the kernel you launch: {rule.message}",
-                            f"  line {rows[0]}: `{source.splitlines()[rows[0] - 1].strip()}`")
-    return None
-
-
-def _compile_error(name: str, error: str, source: str) -> tuple:
-    """The lines of a census compile failure.  Without a GPU the census compiles with no
-    driver; a call that numba-cuda compiles as a driver-bound helper (NumPy allocations such
-    as np.zeros are) fails there with "Error at driver init", which says nothing about the
-    kernel: name the call instead."""
-    if "Error at driver init" in error:
-        calls = numpy_calls(source)
-        what = ", ".join(calls) if calls else "a call"
-        return (f"{name} is right on the simulator, but the census cannot compile it here: "
-                f"numba-cuda compiles {what} inside a kernel as a helper that needs a CUDA "
-                "driver, and this machine has none",
-                "hint: for a small per-thread scratch array write cuda.local.array(n, float32) "
-                "(a per-block one: cuda.shared.array), which compiles anywhere")
-    return (f"{name} is right on the simulator but does not compile for a GPU:\n{error}",)
 
 
 def _timer(ex, kernel):
