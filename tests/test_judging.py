@@ -413,3 +413,17 @@ def test_the_float64_finder_says_which_operands_widened_and_why():
     assert "an integer divided by an integer" in lines[2]
     assert lines[3] == "  ... and 1 more"  # the first three: what to fix first
     assert "an integer with a float32 gives a float64" in widening.lines_for(kernel, found[3:])[0]
+
+
+@pytest.mark.parametrize("step", [s for s in steps.STEPS.values() if s.kind == "kernel"],
+                         ids=lambda s: s.id)
+def test_a_stated_owner_is_a_thread_of_the_grid_for_every_element(step):
+    """A step that states who writes what says it for every element of out, and names a thread
+    the case launches; a step that states nothing has no owner arrays."""
+    for case in step.cases():
+        if not step.ownership:
+            assert case.owner is None, step.id
+            continue
+        threads = int(np.prod(case.grid)) * int(np.prod(case.block))
+        assert case.owner is not None and case.owner.shape == (case.expected.size,), step.id
+        assert 0 <= case.owner.min() and case.owner.max() < threads, (step.id, case.label)

@@ -89,12 +89,12 @@ def slot_owner(tokens: int, heads: int, head_dim: int, n_pairs: int, step: int,
     and a + partner when j < n_pairs, floats first + 2j and first + 2j + 1 otherwise."""
     half_dim = head_dim // 2
     owner = np.full(tokens * heads * head_dim, -1, dtype=np.int64)
-    for head_row in range(tokens * heads):
-        first = head_row * head_dim
-        for j in range(half_dim):
-            a = first + j * step if j < n_pairs else first + 2 * j
-            b = a + partner if j < n_pairs else a + 1
-            owner[[a, b]] = head_row * half_dim + j
+    head_row, j = np.arange(tokens * heads)[:, None], np.arange(half_dim)[None, :]
+    first = head_row * head_dim
+    rotated = j < n_pairs
+    a = np.where(rotated, first + j * step, first + 2 * j)
+    b = np.where(rotated, a + partner, a + 1)
+    owner[a] = owner[b] = head_row * half_dim + j
     return owner
 
 
@@ -133,8 +133,7 @@ def _head_case(shape, rng, big: bool) -> Case:
         unit=lambda e: [e],
         alternatives=alternatives,
         bytes_moved=2 * x.nbytes + pos.nbytes,
-        owner=None if big else slot_owner(tokens, heads, head_dim, rotary_dim // 2, step,
-                                          partner),
+        owner=slot_owner(tokens, heads, head_dim, rotary_dim // 2, step, partner),
     )
 
 

@@ -80,10 +80,9 @@ def _strided_owner(rows: int, n_pairs: int, stride: int, first_of, step: int,
     """Thread row * stride + j writes slots j, j + stride, ... of its row: the floats
     first_of(row) + slot * step and that + partner."""
     owner = np.full(rows * 2 * n_pairs, -1, dtype=np.int64)
-    for row in range(rows):
-        for slot in range(n_pairs):
-            a = first_of(row) + slot * step
-            owner[[a, a + partner]] = row * stride + slot % stride
+    row, slot = np.arange(rows)[:, None], np.arange(n_pairs)[None, :]
+    a = first_of(row) + slot * step
+    owner[a] = owner[a + partner] = row * stride + slot % stride
     return owner
 
 
@@ -169,8 +168,8 @@ def _head_case(shape, rng, big: bool) -> Case:
         unit=lambda e: [e],
         alternatives=alternatives,
         bytes_moved=2 * x.nbytes + pos.nbytes,
-        owner=None if big else _strided_owner(tokens * heads, half_dim, stride,
-                                              lambda row: row * head_dim, step, partner),
+        owner=_strided_owner(tokens * heads, half_dim, stride, lambda row: row * head_dim, step,
+                             partner),
     )
 
 
