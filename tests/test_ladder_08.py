@@ -16,6 +16,11 @@ from ropelab import reference
 from ropelab.course import steps, verify
 from ropelab.course.steps import nb08
 
+# A step's recorded wrong attempts: at least the two typical ones, and one more for each refusal
+# the grader learned since (a barrier, thread ownership, a launch rule, an argument type); each
+# is one graded child in --verify, so a few, not a catalogue.
+MOST_WRONG = 6
+
 LADDER = steps.for_notebook("08")
 
 
@@ -60,13 +65,13 @@ def test_the_partial_sums_step_is_race_checked_and_its_solution_waits_at_a_barri
     assert any(fragment == "race" for _, fragment in module.WRONG["08.3"])
 
 
-def test_every_step_has_a_solution_and_two_to_four_wrong_attempts():
+def test_every_step_has_a_solution_and_two_to_six_wrong_attempts():
     module = _solutions()
     assert set(module.SOLUTIONS) == {s.id for s in LADDER}
     assert set(module.WRONG) == {s.id for s in LADDER}
     for step in LADDER:
         attempts = module.WRONG[step.id]
-        assert 2 <= len(attempts) <= 4, f"{step.id}: {len(attempts)} wrong attempts"
+        assert 2 <= len(attempts) <= MOST_WRONG, f"{step.id}: {len(attempts)} wrong attempts"
         assert all(isinstance(fragment, str) and fragment for _, fragment in attempts)
         if step.kind == "launch":  # a host function that launches, not a kernel
             assert not hasattr(module.SOLUTIONS[step.id], "py_func")

@@ -15,6 +15,11 @@ import pytest
 from ropelab.course import grading, steps, verify
 from ropelab.course.steps import nb01, nb02
 
+# A step's recorded wrong attempts: at least the two typical ones, and one more for each refusal
+# the grader learned since (a barrier, thread ownership, a launch rule, an argument type); each
+# is one graded child in --verify, so a few, not a catalogue.
+MOST_WRONG = 6
+
 NUMBERS = ("00", "01", "02", "03")
 SECTION = "# ## Build it yourself"
 
@@ -39,13 +44,13 @@ def test_ladder_has_its_rungs(number):
 
 
 @pytest.mark.parametrize("number", NUMBERS)
-def test_every_step_has_a_solution_and_two_to_four_wrong_attempts(number):
+def test_every_step_has_a_solution_and_two_to_six_wrong_attempts(number):
     module = _solutions(number)
     ids = [s.id for s in steps.for_notebook(number)]
     assert sorted(module.SOLUTIONS) == ids
     assert sorted(module.WRONG) == ids
     for step_id, attempts in module.WRONG.items():
-        assert 2 <= len(attempts) <= 4, step_id
+        assert 2 <= len(attempts) <= MOST_WRONG, step_id
         assert all(fragment.strip() for _, fragment in attempts), step_id
 
 

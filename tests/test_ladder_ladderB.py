@@ -12,6 +12,11 @@ import pytest
 from ropelab.course import steps
 from ropelab.course import verify
 
+# A step's recorded wrong attempts: at least the two typical ones, and one more for each refusal
+# the grader learned since (a barrier, thread ownership, a launch rule, an argument type); each
+# is one graded child in --verify, so a few, not a catalogue.
+MOST_WRONG = 6
+
 NOTEBOOKS = ("04", "05", "06")
 
 
@@ -60,14 +65,14 @@ def test_shared_memory_steps_are_race_checked(number):
 
 
 @pytest.mark.parametrize("number", NOTEBOOKS)
-def test_every_step_has_a_solution_and_two_to_four_wrong_attempts(number):
+def test_every_step_has_a_solution_and_two_to_six_wrong_attempts(number):
     ladder = steps.for_notebook(number)
     module = verify.load_solution(verify.solution_path(ladder[0]))
     assert set(module.SOLUTIONS) == {s.id for s in ladder}
     assert set(module.WRONG) == {s.id for s in ladder}
     for step in ladder:
         attempts = module.WRONG[step.id]
-        assert 2 <= len(attempts) <= 4, f"{step.id}: {len(attempts)} wrong attempts"
+        assert 2 <= len(attempts) <= MOST_WRONG, f"{step.id}: {len(attempts)} wrong attempts"
         assert all(isinstance(fragment, str) and fragment for _, fragment in attempts)
         if step.kind == "launch":  # a host function, not a kernel
             assert not hasattr(module.SOLUTIONS[step.id], "py_func")

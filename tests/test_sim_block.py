@@ -1,5 +1,7 @@
-"""The simulator's block scheduler (ropelab.sim.block): barriers, early returns, the ``_count``
-family and failures behave as in the simulator's own polling manager, and nothing hangs.
+"""The simulator's block scheduler (ropelab.sim.block): barriers, the ``_count`` family and
+failures behave as in the simulator's own polling manager, nothing hangs, and a barrier that not
+every thread of the block reaches fails the launch (ropelab.sim.barrier) where the simulator as
+shipped let it pass.
 
 These kernels mean the same on a GPU, so they run there too (except the failure cases, which
 rely on the simulator's bounds checks).  Budget: a second or two.
@@ -45,8 +47,54 @@ def half_return_then_barrier(out):
     if t >= 16:
         return  # these threads never reach the barrier below
     out[t] = 1
-    cuda.syncthreads()  # released once the 16 threads still running have all arrived
+    cuda.syncthreads()  # the simulator as shipped releases it: the 16 still running arrived
     out[t] = 2
+
+
+def barrier_inside_the_guard(out, n):
+    i = cuda.grid(1)
+    if i < n:  # the last block's threads past n skip the barrier
+        cuda.syncthreads()
+        out[i] = 1
+
+
+def a_barrier_in_each_arm(out):
+    t = cuda.threadIdx.x
+    if t < 16:
+        cuda.syncthreads()
+    else:
+        cuda.syncthreads()  # another barrier: on a GPU the two halves wait for each other
+    out[t] = 1
+
+
+def an_extra_barrier_for_thread_0(out):
+    t = cuda.threadIdx.x
+    cuda.syncthreads()
+    if t == 0:
+        cuda.syncthreads()
+    out[t] = 1
+
+
+def uneven_trips(out):
+    t = cuda.threadIdx.x
+    for _ in range(1 + t % 2):  # odd threads pass the barrier twice, even threads once
+        cuda.syncthreads()
+    out[t] = 1
+
+
+def a_count_some_threads_skip(out):
+    t = cuda.threadIdx.x
+    if t < 8:
+        out[t] = cuda.syncthreads_count(t)
+
+
+def barrier_in_a_uniform_branch(out, flag):
+    t = cuda.threadIdx.x
+    if flag > 0:  # the same for the whole block: allowed
+        cuda.syncthreads()
+    for _ in range(3):  # the same trip count everywhere: three barriers, all threads
+        cuda.syncthreads()
+    out[t] = 1
 
 
 def counts(values, out):
@@ -80,11 +128,48 @@ def test_a_tree_reduction_passes_six_barriers(rng):
     assert out[0] == src.sum()
 
 
+# (kernel, grid, block, arguments, fragments of the error): barriers not every thread reaches.
+# A new probe is one entry here.
+DIVERGENT = [
+    (half_return_then_barrier, 1, 32, (), ["threads 0-15 wait at the cuda.syncthreads() on line",
+                                           "threads 16-31 returned without reaching it"]),
+    (barrier_inside_the_guard, 2, 32, (40,), ["in block 1, threads 0-7 wait at",
+                                              "threads 8-31 returned without reaching it"]),
+    (a_barrier_in_each_arm, 1, 32, (), ["the threads wait at different barriers",
+                                        "threads 0-15 at the cuda.syncthreads() on line",
+                                        "threads 16-31 at the cuda.syncthreads() on line"]),
+    (an_extra_barrier_for_thread_0, 1, 32, (), ["thread 0 waits at", "threads 1-31 returned"]),
+    (uneven_trips, 1, 32, (), ["threads 1, 3, 5, 7, ... wait at", "they passed it 1 time",
+                               "the others are there for the 2nd time"]),
+    (a_count_some_threads_skip, 1, 32, (), ["threads 0-7 wait at the cuda.syncthreads_count()",
+                                            "threads 8-31 returned"]),
+]
+
+
 @sim_only
-def test_threads_that_returned_do_not_hold_the_barrier():
+@pytest.mark.parametrize("kernel, grid, threads, args, fragments", DIVERGENT,
+                         ids=[d[0].__name__ for d in DIVERGENT])
+def test_a_barrier_not_every_thread_reaches_fails_naming_them_and_its_line(kernel, grid, threads,
+                                                                            args, fragments):
+    out = np.zeros(grid * threads, np.int32)
+    with pytest.raises(block.BarrierDivergence) as caught:
+        cuda.jit(kernel)[grid, threads](out, *args)
+    text = str(caught.value)
+    missing = [f for f in fragments if f not in text]
+    assert not missing, f"{missing} not in: {text}"
+    assert f"of {kernel.__name__} (`" in text  # the line is named with its source
+    # the block was stopped, the pool is intact: the next launch runs
+    good = np.zeros(64, np.float32)
+    cuda.jit(reverse_through_shared)[1, 64](np.arange(64, dtype=np.float32), good)
+    assert good[0] == 63
+
+
+@sim_only
+def test_barriers_every_thread_reaches_pass_in_uniform_branches_and_loops():
     out = np.zeros(32, np.int32)
-    cuda.jit(half_return_then_barrier)[1, 32](out)
-    np.testing.assert_array_equal(out, [2] * 16 + [0] * 16)
+    cuda.jit(barrier_in_a_uniform_branch)[1, 32](out, 1)
+    cuda.jit(barrier_in_a_uniform_branch)[1, 32](out, 0)
+    assert out.all()
 
 
 @pytest.mark.parametrize("pattern", ["none", "some", "all"])
@@ -116,7 +201,8 @@ def test_the_scheduler_is_installed_once():
 
     assert block.install() is True and block.install() is True
     assert kernel.BlockManager.run is block._manager_run
-    assert kernel.BlockThread.syncthreads is block._syncthreads
+    assert kernel.BlockThread.syncthreads is block.syncthreads
+    assert kernel.BlockThread.syncthreads_count is block.syncthreads_count
 
 
 def who_am_i(out):

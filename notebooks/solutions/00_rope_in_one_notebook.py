@@ -36,6 +36,20 @@ def copy_into_input(x, out):
     x[i] = out[i]  # the arguments the wrong way round: x is overwritten
 
 
+@cuda.jit(fastmath=True)
+def copy_accumulated(x, out):
+    i = cuda.grid(1)
+    out[i] += x[i]  # adds to out's uninitialised contents instead of storing x[i]
+
+
+@cuda.jit(fastmath=True)
+def copy_two_per_thread(x, out):
+    i = cuda.grid(1)
+    out[i] = x[i]
+    if i + 1 < x.size:
+        out[i + 1] = x[i + 1]  # also thread i + 1's float: right values, not the step's mapping
+
+
 # --- 00.2: the grid rounded up to whole blocks -------------------------------------------
 
 
@@ -153,6 +167,28 @@ def launch_too_wide(x, out, cos_t, sin_t, n_pairs):
     rotate_pairs[(n_pairs + threads - 1) // threads, threads](x, out, cos_t, sin_t, n_pairs)
 
 
+def launch_one_thread_per_block(x, out, cos_t, sin_t, n_pairs):
+    rotate_pairs[n_pairs, 1](x, out, cos_t, sin_t, n_pairs)  # every pair covered, 1/32 of a warp
+
+
+@cuda.jit(fastmath=True)
+def rotate_pairs_float64(x, out, cos_t, sin_t, n_pairs):
+    p = cuda.grid(1)
+    if p < n_pairs:
+        c = cos_t[p] * 1.0  # a bare 1.0 is a float64: the rotation runs in float64
+        s = sin_t[p]
+        x0 = x[2 * p]
+        x1 = x[2 * p + 1]
+        out[2 * p] = x0 * c - x1 * s
+        out[2 * p + 1] = x0 * s + x1 * c
+
+
+def launch_float64_kernel(x, out, cos_t, sin_t, n_pairs):
+    threads = 128
+    rotate_pairs_float64[(n_pairs + threads - 1) // threads, threads](x, out, cos_t, sin_t,
+                                                                      n_pairs)
+
+
 # --- 00.5: one thread per float ---------------------------------------------------------------
 
 
@@ -205,6 +241,20 @@ def cos_sin_swapped(x, out, cos_t, sin_t, n):
             out[i] = x[i - 1] * s + x[i] * c
 
 
+@cuda.jit(fastmath=True)
+def both_floats_per_thread(x, out, cos_t, sin_t, n):
+    i = cuda.grid(1)
+    if i < n:
+        p = i // 2
+        c = cos_t[p]
+        s = sin_t[p]
+        e = 2 * p
+        x0 = x[e]
+        x1 = x[e + 1]
+        out[e] = x0 * c - x1 * s  # both floats of the pair, from both of its threads
+        out[e + 1] = x0 * s + x1 * c
+
+
 SOLUTIONS = {
     "00.1": copy,
     "00.2": copy_guarded,
@@ -218,6 +268,8 @@ WRONG = {
         (copy_thread_index_only, "never written"),
         (copy_from_next, "out of bounds"),
         (copy_into_input, "wrote into its input x"),
+        (copy_accumulated, "read before it is written"),
+        (copy_two_per_thread, "which is thread 1 of block 0's to write"),
     ],
     "00.2": [
         (copy_unguarded, "out of bounds"),
@@ -234,10 +286,13 @@ WRONG = {
         (launch_rounded_down, "never written"),
         (launch_block_per_pair, "wholly idle"),
         (launch_too_wide, "illegal launch"),
+        (launch_one_thread_per_block, "not a multiple of 32"),
+        (launch_float64_kernel, "in rotate_pairs_float64, the kernel you launch"),
     ],
     "00.5": [
         (no_guard, "out of bounds at thread"),
         (flipped_sign, "a sign is flipped"),
         (cos_sin_swapped, "cos and sin are swapped"),
+        (both_floats_per_thread, "thread i writes out[i] alone"),
     ],
 }

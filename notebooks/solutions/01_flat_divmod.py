@@ -71,21 +71,35 @@ def angles_row_number(out, positions, inv_freq, n_pairs, total_pairs):
 def launch_pair_angles(out, positions, inv_freq, n_pairs, total_pairs):
     threads = 256
     blocks = (total_pairs + threads - 1) // threads  # one thread per pair, rounded up
-    pair_angles[blocks, threads](out, positions, inv_freq, n_pairs, total_pairs)
+    pair_angles[blocks, threads](out, positions, inv_freq, uint64(n_pairs), total_pairs)
 
 
 def launch_one_row(out, positions, inv_freq, n_pairs, total_pairs):
     threads = 256
     blocks = (int(n_pairs) + threads - 1) // threads  # the pairs of one row, not of the batch
-    pair_angles[blocks, threads](out, positions, inv_freq, n_pairs, total_pairs)
+    pair_angles[blocks, threads](out, positions, inv_freq, uint64(n_pairs), total_pairs)
 
 
 def launch_thread_per_pair_blocks(out, positions, inv_freq, n_pairs, total_pairs):
-    pair_angles[total_pairs, 64](out, positions, inv_freq, n_pairs, total_pairs)  # 64x too many
+    pair_angles[total_pairs, 64](out, positions, inv_freq, uint64(n_pairs),
+                                 total_pairs)  # 64x too many
 
 
 def launch_block_of_everything(out, positions, inv_freq, n_pairs, total_pairs):
-    pair_angles[1, total_pairs](out, positions, inv_freq, n_pairs, total_pairs)  # one block
+    pair_angles[1, total_pairs](out, positions, inv_freq, uint64(n_pairs), total_pairs)  # one block
+
+
+def launch_n_pairs_as_given(out, positions, inv_freq, n_pairs, total_pairs):
+    threads = 256
+    blocks = (total_pairs + threads - 1) // threads
+    # n_pairs as the caller gave it, a Python int: the GPU would build an int64 (signed) kernel
+    pair_angles[blocks, threads](out, positions, inv_freq, n_pairs, total_pairs)
+
+
+def launch_modulo_kernel(out, positions, inv_freq, n_pairs, total_pairs):
+    threads = 256
+    blocks = (total_pairs + threads - 1) // threads
+    angles_modulo[blocks, threads](out, positions, inv_freq, uint64(n_pairs), total_pairs)
 
 
 # --- 01.3: each pair's frequency, in float32 ---------------------------------------------------
@@ -260,6 +274,8 @@ WRONG = {
         (launch_one_row, "never written"),
         (launch_thread_per_pair_blocks, "wholly idle"),
         (launch_block_of_everything, "illegal launch"),
+        (launch_n_pairs_as_given, "but the contract wants uint64: pass numba.uint64(n_pairs)"),
+        (launch_modulo_kernel, "`%` is not allowed in angles_modulo, the kernel you launch"),
     ],
     "01.3": [
         (frequencies_int_division, "float64 instructions"),

@@ -159,6 +159,26 @@ def float64_literal(x, out, positions, n_pairs, base):
         pair += uint64(cuda.blockDim.x)
 
 
+@cuda.jit(fastmath=True)
+def thread_index_signed(x, out, positions, n_pairs, base):
+    token = cuda.blockIdx.x
+    row = uint64(token) * (n_pairs + n_pairs)
+    pos = float32(positions[token])
+    exponent_step = float32(2.0) / float32(n_pairs + n_pairs)
+    pair = cuda.threadIdx.x  # an int32 next to the uint64 n_pairs: Numba meets them in float64
+    while pair < n_pairs:
+        inv_freq = float32(1.0) / math.pow(base, float32(pair) * exponent_step)
+        angle = pos * inv_freq
+        i = row + uint64(pair) + uint64(pair)
+        x0 = x[i]
+        x1 = x[i + uint64(1)]
+        c = math.cos(angle)
+        s = math.sin(angle)
+        out[i] = x0 * c - x1 * s
+        out[i + uint64(1)] = x0 * s + x1 * c
+        pair += cuda.blockDim.x
+
+
 # --- 02.3: the launch, rows wider than 1024 pairs included -------------------------------------
 
 
@@ -166,20 +186,28 @@ def launch_block2d(x, out, positions, n_pairs, base):
     tokens = positions.size
     warps = (int(n_pairs) + 31) // 32
     threads = min(32 * warps, 1024)  # one thread per pair up to the limit; the loop does the rest
-    my_rope_block2d[tokens, threads](x, out, positions, n_pairs, base)
+    my_rope_block2d[tokens, threads](x, out, positions, uint64(n_pairs), float32(base))
 
 
 def launch_thread_per_pair(x, out, positions, n_pairs, base):
     threads = (int(n_pairs) + 31) // 32 * 32  # 1,312 threads for a row of 1,300 pairs
-    my_rope_block2d[positions.size, threads](x, out, positions, n_pairs, base)
+    my_rope_block2d[positions.size, threads](x, out, positions, uint64(n_pairs), float32(base))
 
 
 def launch_block_per_pair(x, out, positions, n_pairs, base):
-    my_rope_block2d[int(n_pairs), 32](x, out, positions, n_pairs, base)  # pairs, not tokens
+    # a block per pair, not per token
+    my_rope_block2d[int(n_pairs), 32](x, out, positions, uint64(n_pairs), float32(base))
 
 
 def launch_one_block(x, out, positions, n_pairs, base):
-    my_rope_block2d[1, 1024](x, out, positions, n_pairs, base)  # only the first token's row
+    threads = min((int(n_pairs) + 31) // 32 * 32, 1024)
+    # one block: only the first token's row
+    my_rope_block2d[1, threads](x, out, positions, uint64(n_pairs), float32(base))
+
+
+def launch_one_warp_a_row(x, out, positions, n_pairs, base):
+    # 32 threads whatever the row: right values (the loop strides), not the step's block
+    my_rope_block2d[positions.size, 32](x, out, positions, uint64(n_pairs), float32(base))
 
 
 SOLUTIONS = {
@@ -198,10 +226,12 @@ WRONG = {
         (if_instead_of_loop, "never written"),
         (loop_one_too_far, "out of bounds"),
         (float64_literal, "float64 instructions"),
+        (thread_index_signed, "pair (int32, cuda.threadIdx.x) < n_pairs (uint64)"),
     ],
     "02.3": [
         (launch_thread_per_pair, "the limit is 1024"),
         (launch_block_per_pair, "out of bounds for positions"),
-        (launch_one_block, "never written"),
+        (launch_one_block, "one block per token"),
+        (launch_one_warp_a_row, "rounded up to whole warps, capped at 1024"),
     ],
 }

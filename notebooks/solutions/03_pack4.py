@@ -205,7 +205,8 @@ def launch_quads(x, out, positions, inv_freq, n_pairs):
     total_quads = np.int64(positions.size * int(quads_per_row))
     threads = 128
     blocks = (int(total_quads) + threads - 1) // threads
-    rope_quads[blocks, threads](x, out, positions, inv_freq, n_pairs, quads_per_row, total_quads)
+    rope_quads[blocks, threads](x, out, positions, inv_freq, uint64(n_pairs), quads_per_row,
+                                total_quads)
 
 
 def launch_quads_rounded_down(x, out, positions, inv_freq, n_pairs):
@@ -213,7 +214,8 @@ def launch_quads_rounded_down(x, out, positions, inv_freq, n_pairs):
     total_quads = np.int64(positions.size * int(quads_per_row))
     threads = 128
     blocks = max((int(total_quads) + threads - 1) // threads, 1)
-    rope_quads[blocks, threads](x, out, positions, inv_freq, n_pairs, quads_per_row, total_quads)
+    rope_quads[blocks, threads](x, out, positions, inv_freq, uint64(n_pairs), quads_per_row,
+                                total_quads)
 
 
 def launch_quads_per_pair(x, out, positions, inv_freq, n_pairs):
@@ -221,7 +223,8 @@ def launch_quads_per_pair(x, out, positions, inv_freq, n_pairs):
     total_quads = np.int64(positions.size * int(quads_per_row))
     threads = 128
     blocks = (positions.size * int(n_pairs) + threads - 1) // threads  # a thread per pair
-    rope_quads[blocks, threads](x, out, positions, inv_freq, n_pairs, quads_per_row, total_quads)
+    rope_quads[blocks, threads](x, out, positions, inv_freq, uint64(n_pairs), quads_per_row,
+                                total_quads)
 
 
 def launch_quads_one_row(x, out, positions, inv_freq, n_pairs):
@@ -229,7 +232,8 @@ def launch_quads_one_row(x, out, positions, inv_freq, n_pairs):
     total_quads = np.int64(quads_per_row)  # the quads of one row, not of the batch
     threads = 128
     blocks = (int(total_quads) + threads - 1) // threads
-    rope_quads[blocks, threads](x, out, positions, inv_freq, n_pairs, quads_per_row, total_quads)
+    rope_quads[blocks, threads](x, out, positions, inv_freq, uint64(n_pairs), quads_per_row,
+                                total_quads)
 
 
 # --- 03.4: pack4_scalar, loads first -------------------------------------------------------
@@ -329,6 +333,15 @@ def second_pair_sign(x, out, positions, n_pairs, quads_per_row, total_quads, bas
             out[j + uint64(1)] = x3 * c - x2 * s
 
 
+def launch_quads_per_row_as_int(x, out, positions, inv_freq, n_pairs):
+    quads_per_row = (n_pairs + 1) // 2  # a Python int: the kernel would be built for int64
+    total_quads = positions.size * quads_per_row
+    threads = 128
+    blocks = (total_quads + threads - 1) // threads
+    rope_quads[blocks, threads](x, out, positions, inv_freq, uint64(n_pairs), quads_per_row,
+                                total_quads)
+
+
 SOLUTIONS = {
     "03.1": rope_two_pairs,
     "03.2": rope_quads,
@@ -344,13 +357,14 @@ WRONG = {
     ],
     "03.2": [
         (quads_no_tail, "out of bounds"),
-        (quads_across_rows, "integer div/rem"),
+        (quads_across_rows, "which is thread"),
         (quads_modulo, "`%` is not allowed"),
     ],
     "03.3": [
         (launch_quads_rounded_down, "never written"),
         (launch_quads_per_pair, "wholly idle"),
         (launch_quads_one_row, "never written"),
+        (launch_quads_per_row_as_int, "(quads_per_row) is int64 (a Python int)"),
     ],
     "03.4": [
         (no_tail_check, "out of bounds"),

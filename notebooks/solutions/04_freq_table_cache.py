@@ -197,6 +197,29 @@ def staged_past_the_table(x, out, positions, inv_freq, n_pairs, total_pairs):
         out[e + uint64(1)] = x0 * s + x1 * c
 
 
+@cuda.jit(fastmath=True)
+def barrier_inside_the_guard(x, out, positions, inv_freq, n_pairs, total_pairs):
+    table = cuda.shared.array(TABLE_CAPACITY, float32)
+    idx = cuda.grid(1)
+    if idx < total_pairs:  # threads past the last pair skip the copy and the barrier
+        k = uint64(cuda.threadIdx.x)
+        while k < n_pairs:
+            table[k] = inv_freq[k]
+            k += uint64(cuda.blockDim.x)
+        cuda.syncthreads()  # not every thread of the last block comes here
+        i = uint64(idx)
+        token = i // n_pairs
+        pair = i - token * n_pairs
+        e = i + i
+        angle = float32(positions[token]) * table[pair]
+        c = math.cos(angle)
+        s = math.sin(angle)
+        x0 = x[e]
+        x1 = x[e + uint64(1)]
+        out[e] = x0 * c - x1 * s
+        out[e + uint64(1)] = x0 * s + x1 * c
+
+
 # --- step 3: the cos/sin cache lookup (the exercise this notebook had before the ladder) ----
 
 @cuda.jit(fastmath=True)
@@ -412,6 +435,18 @@ def launch_one_block(x, out, positions, inv_freq, tokens, heads, head_dim, inter
         total_slots, uint64(step), uint64(partner))
 
 
+def launch_heads_as_int(x, out, positions, inv_freq, tokens, heads, head_dim, interleave):
+    half_dim = head_dim // 2
+    n_pairs = inv_freq.size
+    total_slots = tokens * heads * half_dim
+    threads = 128
+    blocks = (total_slots + threads - 1) // threads
+    step, partner = (2, 1) if interleave else (1, n_pairs)
+    rope_freq_table_heads[blocks, threads](  # heads as given: an int64, a signed division
+        x, out, positions, inv_freq, heads, uint64(half_dim), uint64(n_pairs), total_slots,
+        uint64(step), uint64(partner))
+
+
 SOLUTIONS = {
     "04.1": rope_table_read,
     "04.2": rope_shared_table,
@@ -425,11 +460,14 @@ WRONG = {
              (row_number_as_position_table, "instead of the token's position"),
              (table_unguarded, "out of bounds")],
     "04.2": [(no_barrier, "race"), (one_entry_per_thread, "pair 64 [case 5x130]"),
-             (staged_past_the_table, "out of bounds")],
+             (staged_past_the_table, "out of bounds"),
+             (barrier_inside_the_guard, "returned without reaching it")],
     "04.3": [(row_number_as_position, "instead of the token's position"),
              (cache_transposed, "out of bounds"), (caches_swapped, "cos and sin are swapped")],
     "04.4": [(no_pass_through, "never written"), (position_of_the_head_row, "positions[head_row // heads]"),
              (layout_ignored, "other layout")],
     "04.5": [(launch_pairs_only, "never written"), (launch_partner_of_the_head, "head 0, float 0 [case 3x2x10"),
-             (launch_one_block, "1024")],
+             (launch_one_block, "1024"),
+             (launch_heads_as_int,
+              "(heads) is int64 (a Python int), but the contract wants uint64")],
 }

@@ -346,6 +346,19 @@ def first_float_of_the_token(x, out, positions, heads, half_dim, stride, total_t
             j += stride
 
 
+def launch_ratio_as_float(x, out, positions, tokens, hidden, base):
+    n_pairs = hidden // 2
+    stride = (n_pairs + PAIRS_PER_THREAD - 1) // PAIRS_PER_THREAD
+    total_threads = tokens * stride
+    exponent_step = -2.0 / hidden
+    stride_ratio = base ** (exponent_step * stride)
+    threads = 64
+    blocks = (total_threads + threads - 1) // threads
+    my_rope_strided[blocks, threads](x, out, positions, uint64(n_pairs), uint64(stride),
+                                     total_threads, float32(base), float32(exponent_step),
+                                     stride_ratio)  # a Python float: a float64 recurrence
+
+
 SOLUTIONS = {
     "05.1": rope_one_angle,
     "05.2": my_rope_strided,
@@ -359,7 +372,8 @@ WRONG = {
     "05.2": [(pow_per_slot, "pow"), (frequency_not_stepped, "frequency of its first slot"),
              (last_slot_skipped, "never written")],
     "05.3": [(launch_floor_blocks, "never written"), (launch_ratio_of_one_pair, "not of neighbouring pairs"),
-             (launch_thread_per_pair, "idle")],
+             (launch_thread_per_pair, "idle"),
+             (launch_ratio_as_float, "(stride_ratio) is float64 (a Python float)")],
     "05.4": [(interleaved_only, "other layout"), (head_row_as_token, "out of bounds"),
              (first_float_of_the_token, "wrong: token 0, head 1")],
 }

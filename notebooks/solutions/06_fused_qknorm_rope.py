@@ -209,6 +209,32 @@ def mean_over_a_warp(x, out, weight, rows, eps):
     out[first + 1] = b * scale * weight[t * 2 + 1]
 
 
+@cuda.jit(fastmath=True)
+def a_barrier_per_warp_role(x, out, weight, rows, eps):
+    partial = cuda.shared.array(WARPS_PER_ROW, float32)
+    t = cuda.threadIdx.x
+    lane = t % 32
+    warp = t // 32
+    first = cuda.blockIdx.x * 256 + t * 2
+    a = x[first]
+    b = x[first + 1]
+    ss = a * a + b * b
+    ss += cuda.shfl_xor_sync(FULL_MASK, ss, 16)
+    ss += cuda.shfl_xor_sync(FULL_MASK, ss, 8)
+    ss += cuda.shfl_xor_sync(FULL_MASK, ss, 4)
+    ss += cuda.shfl_xor_sync(FULL_MASK, ss, 2)
+    ss += cuda.shfl_xor_sync(FULL_MASK, ss, 1)
+    if lane == 0:
+        partial[warp] = ss
+        cuda.syncthreads()  # lane 0 waits here ...
+    else:
+        cuda.syncthreads()  # ... and the other lanes at another barrier
+    total = partial[0] + partial[1] + partial[2] + partial[3]
+    scale = float32(1.0) / math.sqrt(total / float32(256.0) + eps)
+    out[first] = a * scale * weight[t * 2]
+    out[first + 1] = b * scale * weight[t * 2 + 1]
+
+
 # --- step 3: norm, then rotate, one head of 64 floats per warp -------------------------------
 
 @cuda.jit(fastmath=True)
@@ -479,6 +505,16 @@ def launch_threads_per_head_rows(qkv, out, q_weight, k_weight, positions, inv_fr
         uint64(heads_per_token), total_warps, float32(eps))
 
 
+def launch_eps_as_float(qkv, out, q_weight, k_weight, positions, inv_freq, tokens, heads_q,
+                       heads_k, heads_v, eps):
+    heads_per_token = heads_q + heads_k + heads_v
+    total_warps = tokens * heads_per_token
+    blocks = (total_warps + 3) // 4
+    rope_fused_head[blocks, 128](
+        qkv, out, q_weight, k_weight, positions, inv_freq, uint64(heads_q), uint64(heads_k),
+        uint64(heads_per_token), total_warps, eps)  # eps a Python float: float64 arithmetic
+
+
 SOLUTIONS = {
     "06.1": my_rms_norm_warp,
     "06.2": rms_norm_256,
@@ -491,11 +527,14 @@ WRONG = {
     "06.1": [(shuffle_down, "only lane 0 is right"), (wrong_lane_mask, "different sums"),
              (float64_mean, "float64 instructions"), (idle_warps_run, "out of bounds")],
     "06.2": [(warp_sums_unsynchronized, "race"), (warp_sum_only, "each warp"),
-             (mean_over_a_warp, "same factor")],
+             (mean_over_a_warp, "same factor"),
+             (a_barrier_per_warp_role, "the threads wait at different barriers")],
     "06.3": [(rotate_then_norm, "rotated before"), (rope_of_the_row_number, "position"),
              (norm_without_weight, "weight")],
     "06.4": [(v_heads_normalized, "V heads"), (k_heads_with_q_weight, "k_weight"),
              (v_heads_skipped, "never written")],
     "06.5": [(launch_qk_warps_only, "never written"), (launch_block_per_warp_count, "idle"),
-             (launch_threads_per_head_rows, "1024")],
+             (launch_threads_per_head_rows, "1024"),
+             (launch_eps_as_float,
+              "(eps) is float64 (a Python float), but the contract wants float32")],
 }

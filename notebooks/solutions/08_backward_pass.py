@@ -83,6 +83,21 @@ def angle_of_the_row_number(dy, out, positions, inv_freq, rows):
         out[first + 1] = -g0 * s + g1 * c
 
 
+@cuda.jit(fastmath=True)
+def angle_in_float64(dy, out, positions, inv_freq, rows):
+    lane = cuda.threadIdx.x % 32
+    row = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32
+    if row < rows:
+        first = row * 64 + lane * 2
+        g0 = dy[first]
+        g1 = dy[first + 1]
+        angle = positions[row] * inv_freq[lane]  # int32 * float32: Numba computes it in float64
+        c = math.cos(angle)
+        s = math.sin(angle)
+        out[first] = g0 * c + g1 * s
+        out[first + 1] = -g0 * s + g1 * c
+
+
 # --- step 2: the RMSNorm backward of one head ----------------------------------------------
 
 
@@ -245,6 +260,24 @@ def no_grid_stride(dz, n, out, rows):
         out[cuda.blockIdx.x * 64 + t] = part[t] + part[64 + t] + part[128 + t] + part[192 + t]
 
 
+@cuda.jit(fastmath=True)
+def an_extra_barrier_for_thread_0(dz, n, out, rows):
+    t = cuda.threadIdx.x
+    column = t % 64
+    row = cuda.blockIdx.x * 4 + t // 64
+    acc = float32(0.0)
+    while row < rows:
+        acc += dz[row * 64 + column] * n[row * 64 + column]
+        row += 4 * cuda.gridDim.x
+    part = cuda.shared.array(256, float32)
+    part[t] = acc
+    cuda.syncthreads()
+    if t == 0:
+        cuda.syncthreads()  # only thread 0 comes here: on a GPU it waits for ever
+    if t < 64:
+        out[cuda.blockIdx.x * 64 + t] = part[t] + part[64 + t] + part[128 + t] + part[192 + t]
+
+
 # --- step 4: both stages launched (stage two: ropelab's reduce_partials, compiled) ----------
 
 
@@ -280,6 +313,21 @@ def launch_thread_per_row(dz, n, out, tokens, heads):
     reduce_partials_kernel[2, REDUCE_THREADS](partials, out)
 
 
+def launch_past_the_cap(dz, n, out, tokens, heads):
+    rows = tokens * heads
+    blocks = 4 * ((rows + 3) // 4)  # four times the cap: the extra blocks sum nothing
+    partials = cuda.device_array(blocks * 64, np.float32)
+    dw_partials[blocks, 256](dz, n, partials, rows)
+    reduce_partials_kernel[2, REDUCE_THREADS](partials, out)
+
+
+def launch_stage_two_only(dz, n, out, tokens, heads):
+    rows = tokens * heads
+    blocks = min((rows + 3) // 4, 1024)
+    partials = cuda.device_array(blocks * 64, np.float32)  # stage one is missing
+    reduce_partials_kernel[2, REDUCE_THREADS](partials, out)
+
+
 SOLUTIONS = {
     "08.1": inverse_rotate_head,
     "08.2": rms_norm_backward_head,
@@ -289,11 +337,16 @@ SOLUTIONS = {
 
 WRONG = {
     "08.1": [(rotate_forward, "forward way"), (cos_sin_swapped, "swapped"),
-             (angle_of_the_row_number, "row number")],
+             (angle_of_the_row_number, "row number"),
+             (angle_in_float64, "positions[row] (int32) * inv_freq[lane] (float32)")],
     "08.2": [(mean_term_forgotten, "mean term is missing"), (sum_to_lane_zero, "only lane 0"),
              (sum_not_mean, "divided by"), (times_r, "multiplied by r")],
     "08.3": [(partials_unsynchronized, "race"), (first_group_only, "one group"),
-             (no_grid_stride, "first four rows")],
-    "08.4": [(launch_one_head, "every head"), (launch_partials_into_dw, "out of bounds"),
-             (launch_thread_per_row, "limit is 1024")],
+             (no_grid_stride, "first four rows"),
+             (an_extra_barrier_for_thread_0, "thread 0 waits at")],
+    "08.4": [(launch_one_head, "every head"), (launch_partials_into_dw, "was never launched"),
+             (launch_thread_per_row, "limit is 1024"),
+             (launch_past_the_cap, "more than the step's cap of ceil(rows / 4)"),
+             (launch_stage_two_only,
+              "the partial rows reduce_partials_kernel summed were never written")],
 }

@@ -7,12 +7,19 @@ Nothing here knows a particular step; :mod:`.steps` declares them.  The steps of
 2. *error*: it is not a ``@cuda.jit`` kernel, takes other arguments than the launch contract,
    or fails to compile or run;
 3. *out of bounds*: the simulator raised ``IndexError`` (on a GPU: it wrote into the slack
-   after ``out``), reported with the thread that did it;
-4. *wrong*: the first element, in memory order, farther from the float64 reference than the
-   tolerance, as (token, pair) with expected and obtained values, and a hint that names the
-   typical mistake whose output matches the learner's there;
+   after ``out``), reported with the thread that did it; *race*, *barrier divergence*: a
+   shared element touched by two threads with no barrier between, a barrier not every thread
+   of the block reaches (:mod:`ropelab.sim`); *error*, an illegal launch or launch arguments
+   of other types than the contract's;
+4. *wrong*: a launch that breaks a rule its step states (:mod:`.steps.contracts`); then the
+   first element, in memory order, farther from the float64 reference than the tolerance, as
+   (token, pair) with expected and obtained values, and a hint that names the typical mistake
+   whose output matches the learner's there (or that ``out`` was read before it was written);
+   then a right value written by a thread the step does not give it to (:mod:`.judging`);
 5. *not solved yet*, again: the values are right but the PTX census misses the exercise's
-   point (a float64 instruction, a second division, a load after a store ...);
+   point (a float64 instruction, named by the operations that widened; a second division, a
+   load after a store ...), for a kernel step's kernel or the learner's kernels a launch step
+   launched (:mod:`.census_gates`);
 6. *PASS*, with the learner's census next to ropelab's kernel's.
 
 A verdict is returned and printed, never raised: a wrong kernel must not stop a notebook.
@@ -28,7 +35,9 @@ import numpy as np
 
 from ..target import SIMULATED
 from ..tolerance import rope_atol
-from . import kernel_census
+from . import census_gates, judging, kernel_census
+# re-exported: the steps declare their gates, and the listing labels them, from here
+from .census_gates import COUNTER_LABELS, Gate, census_lines, counter_value  # noqa: F401
 from .intake import (_parameters, blanks, empty_body, identify, numpy_calls,  # noqa: F401
                      read_source)
 from .recording import LaunchRejected
@@ -75,56 +84,10 @@ class Case:
     alternatives: list = field(default_factory=list)
     bytes_moved: int = 0
     diagnose: Callable[[np.ndarray, int], str | None] | None = None  # tried before alternatives
-
-
-@dataclass(frozen=True)
-class Gate:
-    """A census requirement: ``counter`` must satisfy ``op`` against ``limit`` (``<=``/``>=``)."""
-
-    counter: str
-    op: str
-    limit: int
-    message: str  # what is wrong, with {got} and {limit}; said after "the values are right, but"
-
-    def holds(self, row: dict) -> bool:
-        got = counter_value(row, self.counter)
-        return got <= self.limit if self.op == "<=" else got >= self.limit
-
-
-COUNTER_LABELS = {
-    "instructions": "PTX instructions",
-    "int_divrem": "integer div/rem",
-    "signed_divrem": "signed integer div/rem (div.s, rem.s)",
-    "f64": "float64 instructions",
-    "sincos": "sin/cos (sin.approx, cos.approx)",
-    "pow": "pow (one lg2.approx each)",
-    "ld_global": "global loads by width (bits:count)",
-    "st_global": "global stores by width (bits:count)",
-    "ld_global_128": "128-bit global loads",
-    "loads_after_store": "global loads after the first store",
-    "shfl": "warp shuffles",
-    "pow_in_loop": "pow inside a loop (ex2.approx)",
-    "local_bytes": "local memory (bytes per thread)",
-}
-
-
-def counter_value(row: dict, name: str):
-    """One census counter of a census row; width tables stay tables, the rest are ints."""
-    if name == "pow":
-        return row["sfu"].get("lg2", 0)
-    if name == "signed_divrem":  # div.s64, rem.s32 ...: Python's // and % on signed ints
-        ops = row.get("int_divrem_ops", {})
-        return sum(n for op, n in ops.items() if op.split(".")[-1].startswith("s"))
-    if name == "ld_global_128":
-        return row["ld_global"].get("128", 0)
-    return row[name]
-
-
-def _fmt_counter(value) -> str:
-    if isinstance(value, dict):
-        by_width = sorted(value.items(), key=lambda kv: int(kv[0]))
-        return " ".join(f"{k}:{v}" for k, v in by_width) or "-"
-    return str(value)
+    # The global thread index (block * threads per block + thread) that must write each element
+    # of out, -1 where any may; None: the step states no owner.  Kernel steps only: the grader
+    # chooses their grid.
+    owner: np.ndarray | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -136,7 +99,9 @@ class Verdict:
     """What :func:`grade` found; ``str(verdict)`` is the text the notebook shows."""
 
     exercise: str
-    status: str  # "PASS", "not solved yet", "wrong", "out of bounds", "race", "error", "stopped"
+    # "PASS", "not solved yet", "wrong", "out of bounds", "race", "barrier divergence", "error",
+    # "stopped"
+    status: str
     lines: list
     timer: Callable[[int], str] | None = None  # set on PASS: times the kernel on a GPU
     census: dict | None = None  # the learner's PTX census row, when one was taken
@@ -215,16 +180,21 @@ def _values(a: np.ndarray, idx: list) -> str:
     return vals[0] if len(vals) == 1 else "(" + ", ".join(vals) + ")"
 
 
-def diagnose(case: Case, got: np.ndarray, e: int, fallback: str, arguments=None) -> str:
+def diagnose(case: Case, got: np.ndarray, e: int, fallback: str, arguments=None,
+             trial=None) -> str:
     """The hint for the first wrong element: a typical mistake whose output matches there.
 
     Only the wrong floats of the element's unit (its pair) are compared with each mistake's
-    output: a kernel may get one float of a pair right and the other wrong.
+    output: a kernel may get one float of a pair right and the other wrong.  ``trial`` (a
+    simulated run's records) tells an element no thread wrote from one read uninitialised.
     """
     expected = case.expected.ravel()
     absent = [n for n in case.inputs if arguments is not None and n not in arguments]
     wrong = [i for i in case.unit(e) if not abs(float(got[i]) - expected[i]) <= case.tol]
-    if all(unwritten(got[i:i + 1])[0] for i in wrong):
+    uninitialised = judging.read_before_written(trial, wrong)
+    if uninitialised:
+        return uninitialised
+    if not any(judging.written(trial, got, wrong)):
         return ("this element was never written: no thread stored to it (a guard that stops "
                 "too early, or a loop that does not reach every element?)")
     if case.diagnose is not None:
@@ -245,33 +215,26 @@ def diagnose(case: Case, got: np.ndarray, e: int, fallback: str, arguments=None)
 
 
 # --------------------------------------------------------------------------------------------
-# Step 5-6: census
-# --------------------------------------------------------------------------------------------
-
-def census_lines(mine: dict, ref: dict | None, counters: tuple, ref_label: str) -> list[str]:
-    """The learner's counts next to the reference kernel's, one counter a line."""
-    width = max(len(COUNTER_LABELS[c]) for c in counters) + 2
-    head = f"  {'PTX census (fast-math, cc 9.0)':<{width}} {'yours':>12}   {ref_label}"
-    lines = [head]
-    for c in counters:
-        theirs = "?" if ref is None or ref.get("error") else _fmt_counter(counter_value(ref, c))
-        lines.append(f"  {COUNTER_LABELS[c]:<{width}} {_fmt_counter(counter_value(mine, c)):>12}"
-                     f"   {theirs}")
-    return lines
-
-
-# --------------------------------------------------------------------------------------------
 # The whole check
 # --------------------------------------------------------------------------------------------
 
 def _run_error(ex, name: str, case: Case, exc: Exception) -> Verdict:
     """The verdict for an exception out of a run: out of bounds, a race, a refused launch,
     or an error shown with the useful lines of its message."""
+    from ..sim.barrier import BarrierDivergence
     from ..sim.shared_race import SharedMemoryRace
 
     text = str(exc)
     if isinstance(exc, LaunchRejected):
         return _verdict(ex.id, "error", f"illegal launch [case {case.label}]: {text}")
+    if isinstance(exc, BarrierDivergence):
+        what, _, rule = text.partition(": every thread of a block")
+        return _verdict(ex.id, "barrier divergence", f"{what.removeprefix('barrier divergence: ')} "
+                        f"[case {case.label}]",
+                        "hint: every thread of the block must reach each cuda.syncthreads() "
+                        "(on a GPU, a barrier some threads skip can hang the block): put guards "
+                        "such as `if idx < total` after the barrier or around the work between "
+                        "barriers, never around the barrier itself")
     if isinstance(exc, SharedMemoryRace):
         race = re.sub(r"^tid=\[.*?\] ctaid=\[.*?\]: ?", "", text)
         return _verdict(ex.id, "race", f"{race} [case {case.label}]",
@@ -314,17 +277,27 @@ def _compare(ex, name: str, case: Case, trial) -> Verdict | None:
                             f"{float(after.ravel()[k]):.6g} ({changed.size} element"
                             f"{'s' if changed.size > 1 else ''} changed)",
                             f"hint: {arg} is read-only in this step; write results to out only")
+    if ex.kind == "launch" and trial.launches:
+        broken = judging.launch_rule_problem(ex, case, trial)
+        if broken:  # a launch that breaks the step's contract is wrong whatever it computed
+            return _verdict(ex.id, "wrong", f"{broken[0]} [case {case.label}]",
+                            f"hint: {broken[1]}")
     got = got[:size]
     e = first_wrong(case, got)
     if e is not None:
         idx = case.unit(e)
-        shown = ["never written" if unwritten(got[i:i + 1])[0] else f"{float(got[i]):.6g}"
-                 for i in idx]
+        shown = [f"{float(got[i]):.6g}" if stored else "never written"
+                 for i, stored in zip(idx, judging.written(trial, got, idx))]
         got_text = shown[0] if len(shown) == 1 else "(" + ", ".join(shown) + ")"
         return _verdict(ex.id, "wrong", f"{case.locate(e)} [case {case.label}]: expected "
                         f"{_values(case.expected.ravel(), idx)}, got {got_text} "
                         f"(tolerance {case.tol:.1e})",
-                        f"hint: {diagnose(case, got, e, ex.hint, ex.arguments)}")
+                        f"hint: {diagnose(case, got, e, ex.hint, ex.arguments, trial)}")
+    foreign = judging.ownership_problem(ex, case, trial)
+    if foreign:
+        return _verdict(ex.id, "wrong", f"the values are right, but {foreign} [case "
+                        f"{case.label}]", "hint: a thread writes only the elements the step "
+                        "gives it; the others are other threads' work")
     if ex.kind == "launch" and trial.launches:
         return _launch_shape(ex, case, trial)
     return None
@@ -392,48 +365,13 @@ def grade(exercise, kernel) -> Verdict:
     shapes = ", ".join(c.label for c in cases) + (
         ", random positions" if "positions" in ex.arguments else "")
     passed = f"PASS {ex.id}: {name} matches the float64 reference on {shapes}"
-    if ex.signature is None or ex.kind == "launch":
-        verdict = _verdict(ex.id, "PASS", passed)
+    outcome = census_gates.judge(ex, kernel, trial)
+    verdict = _verdict(ex.id, outcome.status, passed if outcome.first is None else outcome.first,
+                       *outcome.lines)
+    if outcome.status == "PASS":
+        verdict.census = outcome.census
         verdict.timer = _timer(ex, kernel)
-        return verdict
-    try:
-        mine, ref = kernel_census.census([(kernel_census.ship_kernel(kernel), ex.signature),
-                                          (ex.reference_job(), ex.reference_signature)])
-    except kernel_census.CensusError as exc:
-        return _verdict(ex.id, "PASS", passed, f"census: not available ({exc}); the cost "
-                        "requirements of this step are unchecked")
-    except Exception as exc:  # noqa: BLE001  (shipping a kernel with odd globals)
-        return _verdict(ex.id, "error", f"{name} is right on the simulator, but its census "
-                        f"failed: {useful(f'{type(exc).__name__}: {exc}')}")
-    if mine.get("error"):
-        return _verdict(ex.id, "error", *_compile_error(name, mine["error"], source))
-    for gate in ex.gates:
-        if not gate.holds(mine):
-            got_value = _fmt_counter(counter_value(mine, gate.counter))
-            return _verdict(ex.id, "not solved yet", "the values are right, but "
-                            + gate.message.format(got=got_value, limit=gate.limit),
-                            *census_lines(mine, ref, ex.counters, ex.reference_label))
-    verdict = _verdict(ex.id, "PASS", passed,
-                       *census_lines(mine, ref, ex.counters, ex.reference_label))
-    verdict.census = mine
-    verdict.timer = _timer(ex, kernel)
     return verdict
-
-
-def _compile_error(name: str, error: str, source: str) -> tuple:
-    """The lines of a census compile failure.  Without a GPU the census compiles with no
-    driver; a call that numba-cuda compiles as a driver-bound helper (NumPy allocations such
-    as np.zeros are) fails there with "Error at driver init", which says nothing about the
-    kernel: name the call instead."""
-    if "Error at driver init" in error:
-        calls = numpy_calls(source)
-        what = ", ".join(calls) if calls else "a call"
-        return (f"{name} is right on the simulator, but the census cannot compile it here: "
-                f"numba-cuda compiles {what} inside a kernel as a helper that needs a CUDA "
-                "driver, and this machine has none",
-                "hint: for a small per-thread scratch array write cuda.local.array(n, float32) "
-                "(a per-block one: cuda.shared.array), which compiles anywhere")
-    return (f"{name} is right on the simulator but does not compile for a GPU:\n{error}",)
 
 
 def _timer(ex, kernel):

@@ -7,8 +7,14 @@ that carries its ``blockIdx``/``threadIdx``).  Every access is recorded: the las
 element, a reader of each element, and reads/writes per thread; an index past either end (a
 negative one included, which NumPy would wrap around) raises ``IndexError`` naming the array.
 
+Two more records on ``out``: the first read of an element no thread had written yet (``out[i]
++= ...`` on an output that starts uninitialised), and, when the step says which thread writes
+which element (``owner``: a global thread index per element), the first write by another
+thread.
+
 :func:`intercepted_launches` records ``kernel[grid, block, stream, shared]`` of every launch and
-refuses an illegal configuration before a thread runs (:class:`LaunchRejected`).
+the arguments it is called with, and refuses an illegal configuration, or arguments of other
+types than the step's contract, before a thread runs (:class:`LaunchRejected`).
 """
 
 from __future__ import annotations
@@ -41,6 +47,11 @@ def _who() -> tuple[int, int] | None:
     return b.x + gx * (b.y + gy * b.z), th.x + bx * (th.y + by * th.z)
 
 
+def _threads_per_block() -> int:
+    bx, by, bz = threading.current_thread()._manager._block_dim
+    return bx * by * bz
+
+
 @dataclass
 class Access:
     """Per-element and per-thread records of one array (shared by all its views)."""
@@ -61,11 +72,16 @@ class Access:
 class WatchedArray:
     """One kernel argument that records its accesses; see the module docstring."""
 
-    def __init__(self, name: str, data: np.ndarray):
+    def __init__(self, name: str, data: np.ndarray, owner: np.ndarray | None = None):
         self.name = name
         self.data = data
         self.access = Access.of(data.shape)
         self.shape, self.size, self.ndim, self.dtype = data.shape, data.size, data.ndim, data.dtype
+        self.owner = owner  # global thread index that must write each element (-1: any), or None
+        # (index, (block, thread)) of the lowest element read while no thread had written it,
+        # and (index, (block, thread), owner) of the lowest one written by a thread not its owner
+        self.read_unwritten = None
+        self.foreign_write = None
 
     def __getattr__(self, attr):  # strides, nbytes, ...: what NumPy says
         return getattr(self.data, attr)
@@ -100,8 +116,18 @@ class WatchedArray:
         counts = a.per_thread.setdefault(who, [0, 0])
         counts[1 if write else 0] += 1
         if write:
+            if self.owner is not None and isinstance(index, tuple):
+                owner = int(self.owner[index])
+                # the lowest element written by a non-owner: the same report whatever order
+                # the threads ran in
+                if owner >= 0 and owner != who[0] * _threads_per_block() + who[1] and (
+                        self.foreign_write is None or index < self.foreign_write[0]):
+                    self.foreign_write = (index, who, owner)
             a.writer_block[index], a.writer_thread[index] = who
         else:
+            if isinstance(index, tuple) and a.writer_block[index] < 0 and (
+                    self.read_unwritten is None or index < self.read_unwritten[0]):
+                self.read_unwritten = (index, who)
             a.reader_block[index], a.reader_thread[index] = who
 
     def __getitem__(self, index):
@@ -160,6 +186,16 @@ class Launch:
     grid: tuple
     block: tuple
     shared_bytes: int
+    fn: object = None  # the launched kernel object
+    arguments: tuple | None = None  # what it was called with (None: configured, never called)
+
+    @property
+    def learners(self) -> bool:
+        """Whether the kernel is the learner's (not one of ropelab's, which a step may give)."""
+        from .kernel_census import python_function
+
+        module = getattr(python_function(self.fn) or self.fn, "__module__", "") or ""
+        return not (module == "ropelab" or module.startswith("ropelab."))
 
     @property
     def blocks(self) -> int:
@@ -181,12 +217,81 @@ def dims_text(dims: tuple) -> str:
     return str(used[0]) if len(used) == 1 else "(" + ", ".join(map(str, used)) + ")"
 
 
+def _typeof(value):
+    """The Numba type a GPU launch gives ``value`` (an array of the simulator's, too)."""
+    from numba import typeof
+
+    for attr in ("data", "_ary"):  # WatchedArray / the simulator's device arrays
+        inner = getattr(value, attr, None)
+        if isinstance(inner, np.ndarray):
+            value = inner
+            break
+    return typeof(value)
+
+
+def _spelled(numba_type) -> str:
+    """"float32[::1]" / "uint64": a type as a signature string writes it."""
+    if hasattr(numba_type, "dtype") and hasattr(numba_type, "ndim"):
+        return f"{numba_type.dtype}[{', '.join([':'] * numba_type.ndim)}]"
+    return str(numba_type)
+
+
+def argument_problem(fn, arguments: tuple, signature: str) -> str | None:
+    """Which argument of a launch differs in type from ``signature`` (the step's contract), in
+    words; None when they all agree.  An array agrees in element type and dimensions."""
+    from numba.core import sigutils
+
+    from .kernel_census import python_function
+
+    wanted, _ = sigutils.normalize_signature(signature)
+    inner = python_function(fn)
+    names = list(inner.__code__.co_varnames[:inner.__code__.co_argcount]) if inner else []
+    if len(arguments) != len(wanted):
+        return (f"{len(arguments)} arguments, but the contract has {len(wanted)}: "
+                f"{signature}")
+    for k, (value, want) in enumerate(zip(arguments, wanted)):
+        got = _typeof(value)
+        name = names[k] if k < len(names) else f"argument {k + 1}"
+        if hasattr(want, "dtype") and hasattr(want, "ndim"):
+            same = (getattr(got, "dtype", None) == want.dtype
+                    and getattr(got, "ndim", -1) == want.ndim)
+        else:
+            same = got == want
+        if not same:
+            python = {int: " (a Python int)", float: " (a Python float)",
+                      bool: " (a Python bool)"}.get(type(value), "")
+            fix = (f": pass numba.{want}({name})" if not hasattr(want, "ndim")
+                   and str(want) in ("uint64", "uint32", "int64", "int32", "float32") else "")
+            return (f"argument {k + 1} ({name}) is {_spelled(got)}{python}, but the contract "
+                    f"wants {_spelled(want)}{fix}")
+    return None
+
+
+class _Configured:
+    """``kernel[grid, block]``: launching it records the arguments (and checks their types)."""
+
+    def __init__(self, kernel, launch: Launch, signature: str | None):
+        self._kernel, self._launch, self._signature = kernel, launch, signature
+
+    def __call__(self, *args):
+        self._launch.arguments = args
+        if self._signature is not None and self._launch.learners:
+            problem = argument_problem(self._kernel, args, self._signature)
+            if problem is not None:
+                raise LaunchRejected(f"{self._launch.kernel}: {problem}")
+        return self._kernel(*args)
+
+    def __getattr__(self, attr):
+        return getattr(self._kernel, attr)
+
+
 @contextlib.contextmanager
-def intercepted_launches():
-    """Record (and check) every simulated ``kernel[grid, block, ...]`` inside the block.
+def intercepted_launches(signature: str | None = None):
+    """Record (and check) every simulated ``kernel[grid, block, ...](...)`` inside the block.
 
     Yields the list of :class:`Launch` it fills.  An illegal configuration raises
-    :class:`LaunchRejected` at the ``[...]``, before any thread runs.
+    :class:`LaunchRejected` at the ``[...]``, before any thread runs; so do arguments of the
+    learner's kernel whose types differ from ``signature`` (the step's contract), when given.
     """
     from numba.cuda.simulator.kernel import FakeCUDAKernel
 
@@ -202,8 +307,9 @@ def intercepted_launches():
         if problem is not None:
             raise LaunchRejected(problem)
         name = getattr(getattr(self, "fn", None), "__name__", "kernel")
-        launches.append(Launch(name, _dims(grid), _dims(block), shared))
-        return original(self, configuration)
+        launch = Launch(name, _dims(grid), _dims(block), shared, fn=self)
+        launches.append(launch)
+        return _Configured(original(self, configuration), launch, signature)
 
     FakeCUDAKernel.__getitem__ = getitem
     try:

@@ -3,7 +3,9 @@
 * :mod:`ropelab.sim.warp`: warp shuffles (the simulator has none);
 * :mod:`ropelab.sim.fma`: a correctly rounded ``cuda.fma`` (the simulator's rounds twice);
 * :mod:`ropelab.sim.block`: a block scheduler that sleeps instead of busy-polling its threads
-  (same results, several times less CPU).
+  (same results, several times less CPU), with :mod:`ropelab.sim.barrier`'s rule: every thread
+  of a block reaches the same barriers, or the launch fails naming those that did not;
+* :mod:`ropelab.sim.shared_race`: the grader's shared-memory race detector.
 
 ``import ropelab`` calls :func:`install`; on a GPU it does nothing.  :data:`ARITHMETIC` says what
 the simulator's numbers are worth; the start-up banner and the notebooks print it.

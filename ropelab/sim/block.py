@@ -18,8 +18,11 @@ worker threads that are kept between blocks and launches.  What a kernel sees is
 * ``cuda.threadIdx``/``blockIdx``, ``syncthreads_count``/``_and``/``_or`` and the warp and
   race-detector shims read the current thread, as before: a worker is a ``BlockThread`` whose
   per-thread fields are set anew for each simulated thread it runs;
-* ``cuda.syncthreads()`` releases the block when every thread still running has arrived (a
-  thread that has returned no longer counts, exactly as in the simulator's loop);
+* ``cuda.syncthreads()`` (and ``syncthreads_count``/``_and``/``_or``) releases the block when
+  every thread of the block waits at the same barrier; the simulator as shipped releases it once
+  the threads still running have arrived, which hides barriers that deadlock on a GPU.  The
+  rule, and :class:`~ropelab.sim.barrier.BarrierDivergence` that names the threads that never
+  arrived and the line, are :mod:`ropelab.sim.barrier`'s;
 * the first exception in any thread sets every thread's ``abort`` flag, wakes the waiting ones
   (they raise "abort flag set", as before) and is re-raised by the launch with ``tid=[...]
   ctaid=[...]`` in its message, the simulator's wording;
@@ -41,27 +44,13 @@ import threading
 import numpy as np
 
 from ..target import SIMULATED
+from .barrier import (BarrierDivergence, Gate, syncthreads, syncthreads_and,  # noqa: F401
+                      syncthreads_count, syncthreads_or)
 
 _install_lock = threading.Lock()
 _installed: bool | None = None
 _idle: collections.deque = collections.deque()  # workers waiting for a simulated thread
 _Worker = None  # the BlockThread subclass, made by install()
-
-
-class _Gate:
-    """The block's barrier state: threads still running, threads waiting, and who failed."""
-
-    def __init__(self, threads: int):
-        self.cond = threading.Condition()
-        self.live = threads
-        self.waiting = 0
-        self.generation = 0
-        self.failed = None  # (exception, traceback) of the first simulated thread that failed
-
-    def release(self) -> None:  # call with self.cond held
-        self.waiting = 0
-        self.generation += 1
-        self.cond.notify_all()
 
 
 class _Lane:
@@ -75,23 +64,6 @@ class _Lane:
 
     def is_alive(self) -> bool:
         return self.running
-
-
-def _syncthreads(self) -> None:
-    """``BlockThread.syncthreads``: wait until every live thread of the block has arrived."""
-    if self.abort:
-        raise RuntimeError("abort flag set on syncthreads call")
-    gate = self._manager._ropelab_gate
-    with gate.cond:
-        generation = gate.generation
-        gate.waiting += 1
-        if gate.waiting == gate.live:
-            gate.release()
-        else:
-            while generation == gate.generation and not self.abort:
-                gate.cond.wait()
-    if self.abort:
-        raise RuntimeError("abort flag set on syncthreads clear")
 
 
 def _failure(exc: Exception, thread_idx, block_idx):
@@ -160,13 +132,15 @@ def _make_worker_class(block_thread, dim3):
                 lane.running = False
                 _idle.append(self)  # free again; the next block may take it at once
                 gate.live -= 1
+                if self.exception is None:
+                    gate.returned.append(self.thread_id)
                 if self.exception is not None and gate.failed is None:
                     gate.failed = self.exception
                     gate.cond.notify_all()
                 elif gate.live == 0:
                     gate.cond.notify_all()
                 elif gate.waiting and gate.waiting == gate.live:
-                    gate.release()  # the last thread not yet at the barrier has returned
+                    gate.settle()  # the others wait at a barrier this thread never reached
 
     return Worker
 
@@ -186,7 +160,8 @@ def _manager_run(self, grid_point, *args):
     from numba.cuda.simulator.kernelapi import Dim3
 
     points = list(np.ndindex(*self._block_dim))
-    gate = self._ropelab_gate = _Gate(len(points))  # before any thread can reach a barrier
+    # before any thread can reach a barrier
+    gate = self._ropelab_gate = Gate(len(points), self._block_dim, grid_point)
     block_dim = Dim3(*self._block_dim)
     workers = [_take_worker() for _ in points]
     for worker, point in zip(workers, points):
@@ -227,7 +202,10 @@ def install() -> bool:
                                                           "syncthreads_count")))
             if fits:
                 _Worker = _make_worker_class(thread, dim3)
-                thread.syncthreads = _syncthreads
+                thread.syncthreads = syncthreads
+                thread.syncthreads_count = syncthreads_count
+                thread.syncthreads_and = syncthreads_and
+                thread.syncthreads_or = syncthreads_or
                 manager.run = _manager_run
                 if hasattr(os, "register_at_fork"):
                     os.register_at_fork(after_in_child=_forget_pool_after_fork)

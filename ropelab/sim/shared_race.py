@@ -9,6 +9,11 @@ threads of one block in the same epoch, at least one a write, have no barrier be
 order is up to the hardware.  The first such pair raises :class:`SharedMemoryRace` naming both
 threads, the array's line and the index.  Within one warp, ``cuda.syncwarp()`` orders accesses
 too (its own count per thread).
+
+``cuda.atomic.*`` on a shared element is a third kind of access: atomics of several threads on
+one element in one epoch are no race (the hardware serializes them: a shared-memory
+``atomic.add`` reduction is right code), but an atomic and a plain read or write of the element
+in the same epoch by different threads are.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ class RaceArray:
         self._block = None
         self._writes: dict = {}  # flat index -> (thread, epoch)
         self._reads: dict = {}  # flat index -> {thread: epoch}
+        self._atomics: dict = {}  # flat index -> {thread: epoch}
 
     def __getattr__(self, attr):
         return getattr(self.data, attr)
@@ -70,43 +76,73 @@ class RaceArray:
         except ValueError:
             return None  # out of bounds: NumPy raises below
 
-    def _check(self, flat, write: bool):
+    def _race(self, flat, first, first_did: str, me, me_did: str) -> SharedMemoryRace:
+        return SharedMemoryRace(
+            f"shared-memory race on element {flat} of {self.where}: thread {_label(first)} "
+            f"{first_did} and thread {_label(me)} {me_did} with no cuda.syncthreads() between")
+
+    def _check(self, flat, what: str):
+        """Record an access (``"read"``, ``"write"`` or ``"atomic"``) of element ``flat``, or
+        raise for the first unordered pair of accesses, at least one of them plain."""
         me, epoch = _thread()
         block = tuple(getattr(me, "blockIdx", (0, 0, 0)))
+        did = {"read": "read it", "write": "wrote it", "atomic": "updated it atomically"}[what]
         with self._lock:
             if block != self._block:  # blocks run one after another; a new one starts clean
-                self._block, self._writes, self._reads = block, {}, {}
+                self._block, self._writes, self._reads, self._atomics = block, {}, {}, {}
             last = self._writes.get(flat)
             if last is not None and not _ordered(last[0], last[1], me, epoch):
-                other = last[0]
-                what = "wrote" if write else "read"
-                raise SharedMemoryRace(
-                    f"shared-memory race on element {flat} of {self.where}: thread "
-                    f"{_label(other)} wrote it and thread {_label(me)} {what} it with no "
-                    "cuda.syncthreads() between")
-            if write:
+                raise self._race(flat, last[0], "wrote it", me, did)
+            if what != "atomic":  # atomics of different threads on one element are ordered
+                for other, at in self._atomics.get(flat, {}).items():
+                    if not _ordered(other, at, me, epoch):
+                        raise self._race(flat, other, "updated it atomically", me, did)
+            if what != "read":
                 for reader, read_epoch in self._reads.get(flat, {}).items():
                     if not _ordered(reader, read_epoch, me, epoch):
-                        raise SharedMemoryRace(
-                            f"shared-memory race on element {flat} of {self.where}: thread "
-                            f"{_label(reader)} read it and thread {_label(me)} wrote it with no "
-                            "cuda.syncthreads() between")
+                        raise self._race(flat, reader, "read it", me, did)
+            if what == "write":
                 self._writes[flat] = (me, epoch)
                 self._reads.pop(flat, None)
+                self._atomics.pop(flat, None)
+            elif what == "atomic":
+                self._atomics.setdefault(flat, {})[me] = epoch
             else:
                 self._reads.setdefault(flat, {})[me] = epoch
+
+    def atomic_index(self, index):
+        """Check an atomic update of ``index``; the NumPy array it then applies to."""
+        flat = self._flat(index)
+        if flat is not None:
+            self._check(flat, "atomic")
+        return self.data
 
     def __getitem__(self, index):
         flat = self._flat(index)
         if flat is not None:
-            self._check(flat, False)
+            self._check(flat, "read")
         return self.data[index]
 
     def __setitem__(self, index, value):
         flat = self._flat(index)
         if flat is not None:
-            self._check(flat, True)
+            self._check(flat, "write")
         self.data[index] = value
+
+
+# The barrier methods of the simulator's thread: each one is a block barrier for the detector.
+_BARRIERS = ("syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or")
+
+
+def _atomic_wrapper(original, name: str):
+    """``cuda.atomic.<name>`` that checks a shared array's element, then updates its data."""
+    def atomic(self, array, *args):
+        if isinstance(array, RaceArray):
+            # compare_and_swap(array, old, val) updates element 0; the others take an index
+            index = (0,) * array.ndim if name == "compare_and_swap" else args[0]
+            array = array.atomic_index(index)
+        return original(self, array, *args)
+    return atomic
 
 
 @contextlib.contextmanager
@@ -115,7 +151,11 @@ def watching():
     from numba.cuda.simulator import kernel, kernelapi
 
     original_array = kernelapi.FakeCUDAShared.array
-    original_sync = kernel.BlockThread.syncthreads
+    thread_class = kernel.BlockThread
+    original_barriers = {n: getattr(thread_class, n) for n in _BARRIERS if hasattr(thread_class, n)}
+    atomic_class = kernelapi.FakeCUDAAtomic
+    original_atomics = {n: f for n, f in vars(atomic_class).items()
+                        if callable(f) and not n.startswith("_")}
     wrapped: dict = {}
 
     def array(self, shape, dtype, alignment=None):
@@ -128,9 +168,11 @@ def watching():
             wrapped[key] = (data, RaceArray(data, where))  # keep data alive: ids stay unique
         return wrapped[key][1]
 
-    def syncthreads(self):
-        self._race_epoch = getattr(self, "_race_epoch", 0) + 1
-        return original_sync(self)
+    def counted(original):
+        def barrier(self, *args):
+            self._race_epoch = getattr(self, "_race_epoch", 0) + 1
+            return original(self, *args)
+        return barrier
 
     # cuda.syncwarp (ropelab.sim.warp supplies it) orders the lanes of one warp
     original_syncwarp = getattr(kernelapi.FakeCUDAModule, "syncwarp", None)
@@ -141,13 +183,19 @@ def watching():
         return original_syncwarp(self, *args, **kwargs)
 
     kernelapi.FakeCUDAShared.array = array
-    kernel.BlockThread.syncthreads = syncthreads
+    for name, original in original_barriers.items():
+        setattr(thread_class, name, counted(original))
+    for name, original in original_atomics.items():
+        setattr(atomic_class, name, _atomic_wrapper(original, name))
     if original_syncwarp is not None:
         kernelapi.FakeCUDAModule.syncwarp = syncwarp
     try:
         yield
     finally:
         kernelapi.FakeCUDAShared.array = original_array
-        kernel.BlockThread.syncthreads = original_sync
+        for name, original in original_barriers.items():
+            setattr(thread_class, name, original)
+        for name, original in original_atomics.items():
+            setattr(atomic_class, name, original)
         if original_syncwarp is not None:
             kernelapi.FakeCUDAModule.syncwarp = original_syncwarp

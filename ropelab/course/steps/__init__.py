@@ -13,9 +13,10 @@ has ``"ramp.k"``.  Each ladder lives in its own module (:mod:`.onramp`, :mod:`.n
 from __future__ import annotations
 
 from . import nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08, onramp
+from ..grading import COUNTER_LABELS
 from .base import Case, Forbid, Gate, Step
 
-__all__ = ["STEPS", "Case", "Forbid", "Gate", "Step", "check", "for_notebook", "get",
+__all__ = ["STEPS", "Case", "Forbid", "Gate", "Step", "check", "checked", "for_notebook", "get",
            "listing", "notebooks"]
 
 _LADDERS = (onramp, nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08)
@@ -60,6 +61,24 @@ def check(fn, step_id: str, *, timeout_s: float = 30.0):
     return get(step_id).check(fn, timeout_s=timeout_s)
 
 
+def checked(step: Step) -> list[str]:
+    """The rules the grader holds ``step`` to beyond its values, in words (what ``listing``
+    prints under "checked")."""
+    rules = []
+    if step.ownership:
+        rules.append(f"each thread's writes: {step.ownership}")
+    rules += [rule.rule for rule in step.launch_rules]
+    if step.launches_signature:
+        rules.append(f"the launched kernel's argument types: {step.launches_signature}")
+    forbid = step.forbid if step.kind == "kernel" else step.launched_forbid
+    rules += [f"no `{f.what}` in the kernel" for f in forbid]
+    rules += [f"census: {COUNTER_LABELS[g.counter]} {g.op} {g.limit}" for g in step.gates]
+    if step.shared:
+        rules.append("shared memory: no race (a barrier between one thread's write and "
+                     "another's access)")
+    return rules
+
+
 def listing() -> str:
     """Every notebook's steps: id, kind, title, the function to write and its contract."""
     lines = []
@@ -72,4 +91,5 @@ def listing() -> str:
                       f"         write:    {s.kernel_name}({', '.join(s.arguments)})",
                       f"         contract: {s.contract}",
                       f"         launch:   {s.launch_text}"]
+            lines += [f"         checked:  {rule}" for rule in checked(s)]
     return "\n".join(lines)

@@ -15,8 +15,10 @@ Two kinds:
     the learner writes a plain host function taking the same ``arguments`` (device arrays and
     scalars) that computes grid and block from the shapes and launches a kernel itself.  The
     grader intercepts every launch: each element covered, no wholly idle block, a legal
-    configuration (at most 1024 threads per block, grid limits).  ``Case.grid``/``Case.block``
-    are not used for it.
+    configuration (at most 1024 threads per block, grid limits), the kernel's arguments of the
+    contract's types, the grid and block rules the step states (``launch_rules``), and the
+    census gates of the kernel step whose kernel it launches (:meth:`Step.launching`).
+    ``Case.grid``/``Case.block`` are not used for it.
 
 A launch step, in outline (the cases are those of a kernel step over the same arrays)::
 
@@ -126,10 +128,27 @@ class Step:
     gates: tuple = ()  # census requirements (Gate)
     bounds_hints: dict = field(default_factory=dict)  # argument name -> hint
     alias: str = ""  # the exercise id this step had before the ladders ("01-flat-index")
+    # Kernel steps: the stated rule of which thread writes which element of out, in words (the
+    # cases' ``owner`` arrays check it).  Said after "each thread writes its own elements:".
+    ownership: str = ""
+    # Launch steps: the learner's kernels they launch.  Their arguments must have the types of
+    # ``launches_signature`` (the kernel step's contract), their sources obey
+    # ``launched_forbid``, their census ``gates`` (``counters``, ``reference`` as for a kernel
+    # step); ``launch_rules`` (:mod:`.contracts`) are the grid and block rules the step states.
+    launches_signature: str | None = None
+    launched_forbid: tuple = ()
+    launch_rules: tuple = ()
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"step {self.id}: kind {self.kind!r} is not one of {KINDS}")
+
+    def launching(self) -> dict:
+        """The fields a launch step of this kernel step takes from it: the contract's types,
+        the source rules, the census gates and the reference (``Step(..., **k.launching())``)."""
+        return dict(launches_signature=self.signature, launched_forbid=self.forbid,
+                    gates=self.gates, counters=self.counters, reference=self.reference,
+                    reference_signature=self.reference_signature)
 
     @property
     def number(self) -> str:

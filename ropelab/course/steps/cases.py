@@ -86,6 +86,12 @@ def rope_case(tokens: int, hidden: int, rng, *, big: bool,
     )
 
 
+def owner_of(n: int, per_thread: int) -> np.ndarray:
+    """The owner array of a flat one-thread-per-item step: element e is thread e // per_thread's
+    (per_thread floats an item: 1 a float, 2 a pair)."""
+    return np.arange(n, dtype=np.int64) // per_thread
+
+
 def blocks(work: int, threads: int = THREADS) -> int:
     return (work + threads - 1) // threads
 

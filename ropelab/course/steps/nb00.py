@@ -15,7 +15,9 @@ from ... import reference
 from ...kernels import flat
 from ..grading import Case
 from .base import Step
-from .cases import (NO_F64, ONE_THREAD_HINT, THREADS, blocks, freqs, rope_cases, signature_of)
+from .cases import (NO_F64, ONE_THREAD_HINT, THREADS, blocks, freqs, owner_of, rope_cases,
+                    signature_of)
+from .contracts import threads_multiple_of
 
 NOTEBOOK = "00_rope_in_one_notebook"
 WARP = 32  # the copy steps' block: one warp
@@ -33,6 +35,7 @@ def _copy_case(n: int, label_rng, *, exact: bool) -> Case:
         locate=lambda e: f"float {e} (block {e // WARP}, thread {e % WARP})",
         unit=lambda e: [e],
         bytes_moved=2 * x.nbytes,
+        owner=owner_of(n, 1),  # thread i copies float i
     )
 
 
@@ -63,6 +66,7 @@ def _cases_pairs(big: bool) -> list[Case]:
         n_pairs = tokens * hidden // 2
         case.inputs["n_pairs"] = np.int64(n_pairs)
         case.grid, case.block = (blocks(n_pairs),), (THREADS,)
+        case.owner = owner_of(2 * n_pairs, 2)  # thread p writes floats 2p and 2p + 1
     return rope_cases("00.3", big, fill)
 
 
@@ -72,12 +76,32 @@ def _cases_elements(big: bool) -> list[Case]:
         n = tokens * hidden
         case.inputs["n"] = np.int64(n)
         case.grid, case.block = (blocks(n),), (THREADS,)
+        case.owner = owner_of(n, 1)  # thread i writes out[i] alone
     return rope_cases("00-first-kernel", big, fill)
 
 
 _TABLES = ("cos_t, sin_t: float32[tokens * hidden / 2], the cos and sin of each pair's angle, "
            "in pair order")
 _PAIR_SIGNATURE = "void(float32[::1], float32[::1], float32[::1], float32[::1], int64)"
+
+ROTATE_PAIRS = Step(
+    id="00.3", notebook=NOTEBOOK, kind="kernel",
+    title="Rotate: one thread per pair, cos and sin given",
+    kernel_name="rotate_pairs",
+    task="thread p rotates floats 2p and 2p + 1 by cos_t[p] and sin_t[p]",
+    arguments=("x", "out", "cos_t", "sin_t", "n_pairs"),
+    contract=f"x, out: float32[2 * n_pairs]; {_TABLES}; n_pairs: int64",
+    launch_text=f"grid ceil(n_pairs / {THREADS}) blocks of {THREADS} threads",
+    signature=_PAIR_SIGNATURE,
+    reference=("ropelab.kernels.flat", "rope_flat", None),
+    reference_signature=signature_of(flat.VARIANT),
+    counters=("instructions", "f64", "sincos", "ld_global", "st_global"),
+    gates=(NO_F64,),
+    make_cases=_cases_pairs,
+    ownership="thread p writes the two floats of pair p, out[2p] and out[2p + 1]",
+    hint="out[2p] = x0*c - x1*s and out[2p+1] = x0*s + x1*c with x0 = x[2p], x1 = x[2p+1]",
+    bounds_hint=ONE_THREAD_HINT + " (p < n_pairs)",
+)
 
 STEPS = [
     Step(
@@ -93,6 +117,7 @@ STEPS = [
         reference_signature=signature_of(flat.VARIANT),
         counters=("instructions", "ld_global", "st_global"),
         make_cases=_cases_copy,
+        ownership="thread i copies float i, and only it",
         hint="i = cuda.grid(1) is blockIdx.x * blockDim.x + threadIdx.x: unique in the grid",
         bounds_hint="every thread has a float here: read and write element i, nothing else",
     ),
@@ -110,26 +135,11 @@ STEPS = [
         reference_signature=signature_of(flat.VARIANT),
         counters=("instructions", "ld_global", "st_global"),
         make_cases=_cases_guard,
+        ownership="thread i copies float i, and only it",
         hint="if i < n: out[i] = x[i]",
         bounds_hint=ONE_THREAD_HINT + " (i < n)",
     ),
-    Step(
-        id="00.3", notebook=NOTEBOOK, kind="kernel",
-        title="Rotate: one thread per pair, cos and sin given",
-        kernel_name="rotate_pairs",
-        task="thread p rotates floats 2p and 2p + 1 by cos_t[p] and sin_t[p]",
-        arguments=("x", "out", "cos_t", "sin_t", "n_pairs"),
-        contract=f"x, out: float32[2 * n_pairs]; {_TABLES}; n_pairs: int64",
-        launch_text=f"grid ceil(n_pairs / {THREADS}) blocks of {THREADS} threads",
-        signature=_PAIR_SIGNATURE,
-        reference=("ropelab.kernels.flat", "rope_flat", None),
-        reference_signature=signature_of(flat.VARIANT),
-        counters=("instructions", "f64", "sincos", "ld_global", "st_global"),
-        gates=(NO_F64,),
-        make_cases=_cases_pairs,
-        hint="out[2p] = x0*c - x1*s and out[2p+1] = x0*s + x1*c with x0 = x[2p], x1 = x[2p+1]",
-        bounds_hint=ONE_THREAD_HINT + " (p < n_pairs)",
-    ),
+    ROTATE_PAIRS,
     Step(
         id="00.4", notebook=NOTEBOOK, kind="launch",
         title="Launch: grid and block from the number of pairs",
@@ -137,9 +147,11 @@ STEPS = [
         task="launch rotate_pairs (step 00.3) with enough blocks that every pair has a thread",
         arguments=("x", "out", "cos_t", "sin_t", "n_pairs"),
         contract=f"x, out: float32[2 * n_pairs] (device arrays); {_TABLES}; n_pairs: int64",
-        launch_text="yours: at most 1024 threads per block, every pair covered, no block "
-                    "wholly idle",
+        launch_text="yours: threads per block a multiple of 32, at most 1024; every pair "
+                    "covered, no block wholly idle",
         make_cases=_cases_pairs,
+        launch_rules=(threads_multiple_of(WARP),),
+        **ROTATE_PAIRS.launching(),
         hint="blocks = (n_pairs + threads - 1) // threads: the grid rounded up, not down",
         bounds_hint="a thread past the last pair ran rotate_pairs' body: the launch rounds "
                     "up, so the kernel (step 00.3) must guard with p < n_pairs",
@@ -159,6 +171,7 @@ STEPS = [
         counters=("instructions", "int_divrem", "f64", "sincos", "ld_global", "st_global"),
         gates=(NO_F64,),
         make_cases=_cases_elements,
+        ownership="thread i writes out[i] alone (its pair's other float is thread i ^ 1's)",
         hint="an even i is the first float of pair i // 2: out[i] = x[i]*c - x[i+1]*s; an odd i "
              "is the second: out[i] = x[i-1]*s + x[i]*c",
         bounds_hint=ONE_THREAD_HINT,

@@ -15,8 +15,8 @@ from ...kernels import flat
 from ..grading import Case, Gate
 from .base import Forbid, Step
 from .cases import (BASE, BIG_SHAPE, MAX_POSITION, NO_F64, NO_SIGNED_DIVISION, ONE_THREAD_HINT,
-                    ROPE_IN, SMALL_SHAPES, THREADS, blocks, freqs, rng_for, rope_cases,
-                    signature_of)
+                    ROPE_IN, SMALL_SHAPES, THREADS, blocks, freqs, owner_of, rng_for,
+                    rope_cases, signature_of)
 
 NOTEBOOK = "01_flat_divmod"
 
@@ -63,6 +63,7 @@ def _cases_angles(big: bool, shapes=SMALL_SHAPES) -> list[Case]:
                  (pos.astype(np.float64)[:, None] * shifted).ravel()),
             ],
             bytes_moved=4 * total + pos.nbytes + inv_freq.nbytes,
+            owner=owner_of(total, 1),  # thread idx writes the angle of pair idx
         ))
     return cases
 
@@ -98,6 +99,7 @@ def _cases_freqs(big: bool) -> list[Case]:
             locate=lambda e: f"pair {e}",
             unit=lambda e: [e],
             bytes_moved=4 * n_pairs,
+            owner=owner_of(n_pairs, 1),
         )
         # Two mistakes can agree on one element (pair 1 of a 5-pair row: the next pair's
         # frequency is base ** (-4 / 10), the n_pairs one base ** (-2 / 5)): name the mistake
@@ -123,43 +125,73 @@ def _cases_flat(big: bool) -> list[Case]:
         case.inputs.update(n_pairs=np.uint64(hidden // 2), total_pairs=np.int64(total),
                            base=np.float32(BASE))
         case.grid, case.block = (blocks(total),), (THREADS,)
+        case.owner = owner_of(2 * total, 2)  # thread i writes pair i's floats 2i and 2i + 1
     return rope_cases("01-flat-index", big, fill)
 
 
+PAIR_ANGLES = Step(
+    id="01.1", notebook=NOTEBOOK, kind="kernel",
+    title="Token and pair from a flat index, with one unsigned division",
+    kernel_name="pair_angles",
+    task="thread idx finds its token and pair and writes positions[token] * inv_freq[pair]",
+    arguments=("out", "positions", "inv_freq", "n_pairs", "total_pairs"),
+    contract="out: float32[tokens * n_pairs], the angle of every pair, row after row; "
+             "positions: int32[tokens]; inv_freq: float32[n_pairs]; n_pairs: uint64; "
+             "total_pairs: int64 = tokens * n_pairs",
+    launch_text=f"grid ceil(total_pairs / {THREADS}) blocks of {THREADS} threads",
+    signature=_ANGLE_SIGNATURE,
+    reference=("ropelab.kernels.flat", "rope_flat", None),
+    reference_signature=signature_of(flat.VARIANT),
+    counters=("instructions", "int_divrem", "signed_divrem", "f64"),
+    gates=(NO_F64, UNSIGNED, ONE_DIVISION),
+    forbid=(NO_MODULO,),
+    make_cases=_cases_angles,
+    ownership="thread idx writes out[idx], the angle of pair idx of the batch",
+    hint="i = uint64(idx); token = i // n_pairs; pair = i - token * n_pairs",
+    bounds_hint=ONE_THREAD_HINT + " (idx < total_pairs)",
+    bounds_hints={"inv_freq": "a pair index past the row: pair = i - token * n_pairs is "
+                              "below n_pairs", "positions": "a token past the last row: "
+                              "token = i // n_pairs, and only for idx < total_pairs"},
+)
+
+MY_ROPE_FLAT = Step(
+    id="01.4", alias="01-flat-index", notebook=NOTEBOOK, kind="kernel",
+    title="The seed's flat RoPE kernel, from an empty body",
+    kernel_name="my_rope_flat",
+    task="one thread per pair: guard, token and pair, the pair's frequency and angle, "
+         "then rotate the pair",
+    arguments=("x", "out", "positions", "n_pairs", "total_pairs", "base"),
+    contract=(f"{ROPE_IN}; n_pairs: uint64 = hidden / 2; total_pairs: int64 = tokens * "
+              "n_pairs; base: float32 = 10000"),
+    launch_text=f"grid ceil(total_pairs / {THREADS}) blocks of {THREADS} threads",
+    signature=signature_of(flat.VARIANT),
+    reference=("ropelab.kernels.flat", "rope_flat", None),
+    reference_signature=signature_of(flat.VARIANT),
+    counters=("instructions", "int_divrem", "signed_divrem", "f64", "sincos", "pow"),
+    gates=(NO_F64, UNSIGNED, ONE_DIVISION),
+    forbid=(NO_MODULO,),
+    make_cases=_cases_flat,
+    ownership="thread i writes the two floats of pair i, out[2i] and out[2i + 1]",
+    hint="inv_freq = 1 / base ** (2 pair / hidden) in float32, angle = positions[token] * "
+         "inv_freq; out[2i] = x0*c - x1*s, out[2i+1] = x0*s + x1*c",
+    bounds_hint=ONE_THREAD_HINT + " (idx < total_pairs)",
+)
+
 STEPS = [
-    Step(
-        id="01.1", notebook=NOTEBOOK, kind="kernel",
-        title="Token and pair from a flat index, with one unsigned division",
-        kernel_name="pair_angles",
-        task="thread idx finds its token and pair and writes positions[token] * inv_freq[pair]",
-        arguments=("out", "positions", "inv_freq", "n_pairs", "total_pairs"),
-        contract="out: float32[tokens * n_pairs], the angle of every pair, row after row; "
-                 "positions: int32[tokens]; inv_freq: float32[n_pairs]; n_pairs: uint64; "
-                 "total_pairs: int64 = tokens * n_pairs",
-        launch_text=f"grid ceil(total_pairs / {THREADS}) blocks of {THREADS} threads",
-        signature=_ANGLE_SIGNATURE,
-        reference=("ropelab.kernels.flat", "rope_flat", None),
-        reference_signature=signature_of(flat.VARIANT),
-        counters=("instructions", "int_divrem", "signed_divrem", "f64"),
-        gates=(NO_F64, UNSIGNED, ONE_DIVISION),
-        forbid=(NO_MODULO,),
-        make_cases=_cases_angles,
-        hint="i = uint64(idx); token = i // n_pairs; pair = i - token * n_pairs",
-        bounds_hint=ONE_THREAD_HINT + " (idx < total_pairs)",
-        bounds_hints={"inv_freq": "a pair index past the row: pair = i - token * n_pairs is "
-                                  "below n_pairs", "positions": "a token past the last row: "
-                                  "token = i // n_pairs, and only for idx < total_pairs"},
-    ),
+    PAIR_ANGLES,
     Step(
         id="01.2", notebook=NOTEBOOK, kind="launch",
         title="Launch: the grid from tokens x pairs",
         kernel_name="launch_pair_angles",
         task="launch pair_angles (step 01.1) with one thread per pair of the batch",
         arguments=("out", "positions", "inv_freq", "n_pairs", "total_pairs"),
-        contract="the arguments of pair_angles, as device arrays and scalars",
+        contract="the arguments of pair_angles, as device arrays and Python numbers: pass "
+                 "each scalar with the type pair_angles' contract gives it (n_pairs as "
+                 "numba.uint64(n_pairs))",
         launch_text="yours: at most 1024 threads per block, every pair covered, no block "
                     "wholly idle",
         make_cases=_cases_launch,
+        **PAIR_ANGLES.launching(),
         hint="blocks = (total_pairs + threads - 1) // threads, with total_pairs = tokens x "
              "n_pairs (not n_pairs alone: that covers one row)",
         bounds_hint="a thread past the last pair ran pair_angles' body: the launch rounds up, "
@@ -180,29 +212,10 @@ STEPS = [
         counters=("instructions", "f64", "pow"),
         gates=(NO_F64,),
         make_cases=_cases_freqs,
+        ownership="thread pair writes out[pair]",
         hint="exponent = float32(pair + pair) / float32(n_pairs + n_pairs); out[pair] = "
              "float32(1.0) / math.pow(base, exponent)",
         bounds_hint=ONE_THREAD_HINT + " (pair < n_pairs)",
     ),
-    Step(
-        id="01.4", alias="01-flat-index", notebook=NOTEBOOK, kind="kernel",
-        title="The seed's flat RoPE kernel, from an empty body",
-        kernel_name="my_rope_flat",
-        task="one thread per pair: guard, token and pair, the pair's frequency and angle, "
-             "then rotate the pair",
-        arguments=("x", "out", "positions", "n_pairs", "total_pairs", "base"),
-        contract=(f"{ROPE_IN}; n_pairs: uint64 = hidden / 2; total_pairs: int64 = tokens * "
-                  "n_pairs; base: float32 = 10000"),
-        launch_text=f"grid ceil(total_pairs / {THREADS}) blocks of {THREADS} threads",
-        signature=signature_of(flat.VARIANT),
-        reference=("ropelab.kernels.flat", "rope_flat", None),
-        reference_signature=signature_of(flat.VARIANT),
-        counters=("instructions", "int_divrem", "signed_divrem", "f64", "sincos", "pow"),
-        gates=(NO_F64, UNSIGNED, ONE_DIVISION),
-        forbid=(NO_MODULO,),
-        make_cases=_cases_flat,
-        hint="inv_freq = 1 / base ** (2 pair / hidden) in float32, angle = positions[token] * "
-             "inv_freq; out[2i] = x0*c - x1*s, out[2i+1] = x0*s + x1*c",
-        bounds_hint=ONE_THREAD_HINT + " (idx < total_pairs)",
-    ),
+    MY_ROPE_FLAT,
 ]

@@ -17,6 +17,7 @@ from ..grading import Case, Gate
 from .base import Step
 from .cases import (BASE, BIG_SHAPE, NO_F64, ROPE_IN, SMALL_SHAPES, freqs, rng_for, rope_case,
                     rope_cases, signature_of)
+from .contracts import blocks_exactly, threads_exactly
 
 NOTEBOOK = "02_block2d"
 WARP = 32
@@ -33,11 +34,19 @@ def _warps(n: int) -> int:
     return -(-n // WARP) * WARP
 
 
+def _row_owner(tokens: int, n_pairs: int, threads: int) -> np.ndarray:
+    """Block `token`, thread t writes pairs t, t + threads, ... of its row (both floats)."""
+    pair = np.arange(n_pairs)
+    owner = np.arange(tokens)[:, None] * threads + pair[None, :] % threads
+    return np.repeat(owner, 2, axis=1).ravel()
+
+
 def _cases_rows(big: bool) -> list[Case]:
     def fill(case, tokens, hidden):
         n_pairs = hidden // 2
         case.inputs.update(inv_freq=freqs(hidden).astype(np.float32), n_pairs=np.int64(n_pairs))
         case.grid, case.block = (tokens,), (_warps(n_pairs),)
+        case.owner = _row_owner(tokens, n_pairs, _warps(n_pairs))
         case.bytes_moved += 4 * n_pairs
     return rope_cases("02.1", big, fill)
 
@@ -49,6 +58,7 @@ def _cases_block2d(big: bool, shapes=SMALL_SHAPES) -> list[Case]:
         case = rope_case(tokens, hidden, rng, big=big)
         case.inputs.update(n_pairs=np.uint64(hidden // 2), base=np.float32(BASE))
         case.grid, case.block = (tokens,), ((256 if big else BLOCK2D_THREADS),)
+        case.owner = _row_owner(tokens, hidden // 2, case.block[0])
         cases.append(case)
     return cases
 
@@ -56,6 +66,28 @@ def _cases_block2d(big: bool, shapes=SMALL_SHAPES) -> list[Case]:
 def _cases_launch(big: bool) -> list[Case]:
     return _cases_block2d(big, SMALL_SHAPES + (WIDE,))
 
+
+MY_ROPE_BLOCK2D = Step(
+    id="02.2", alias="02-block2d-stride", notebook=NOTEBOOK, kind="kernel",
+    title="block2d's stride loop: every pair of a row, whatever the block size",
+    kernel_name="my_rope_block2d",
+    task="thread t of block `token` rotates pairs t, t + blockDim, t + 2 blockDim, ... of "
+         "that token's row, computing each pair's frequency",
+    arguments=("x", "out", "positions", "n_pairs", "base"),
+    contract=f"{ROPE_IN}; n_pairs: uint64 = hidden / 2; base: float32 = 10000",
+    launch_text=(f"grid: one block per token, {BLOCK2D_THREADS} threads per block (fewer than "
+                 "the pairs of the widest row, as 1024 threads are for 2048 pairs)"),
+    signature=signature_of(block2d.VARIANT),
+    reference=("ropelab.kernels.block2d", "rope_block2d", None),
+    reference_signature=signature_of(block2d.VARIANT),
+    counters=("instructions", "int_divrem", "f64", "sincos", "pow"),
+    gates=(NO_F64, NO_DIVISION),
+    make_cases=_cases_block2d,
+    ownership=("thread t of block token writes pairs t, t + blockDim.x, ... of that token's "
+               "row"),
+    hint="the loop runs while pair < n_pairs and steps by cuda.blockDim.x",
+    bounds_hint="the loop ran past the row: stop while pair < n_pairs",
+)
 
 STEPS = [
     Step(
@@ -74,6 +106,7 @@ STEPS = [
         counters=("instructions", "int_divrem", "f64", "sincos"),
         gates=(NO_F64, NO_DIVISION),
         make_cases=_cases_rows,
+        ownership="thread t of block token writes pair t of that token's row (both floats)",
         hint="the token's row starts at float 2 * token * n_pairs; pair p of it is floats "
              "row + 2p and row + 2p + 1",
         bounds_hint="a thread past the end of its row ran the body: the block is rounded up "
@@ -81,25 +114,7 @@ STEPS = [
         bounds_hints={"positions": "a token past the last one: the token is cuda.blockIdx.x "
                                    "(one block per token), not a global thread index"},
     ),
-    Step(
-        id="02.2", alias="02-block2d-stride", notebook=NOTEBOOK, kind="kernel",
-        title="block2d's stride loop: every pair of a row, whatever the block size",
-        kernel_name="my_rope_block2d",
-        task="thread t of block `token` rotates pairs t, t + blockDim, t + 2 blockDim, ... of "
-             "that token's row, computing each pair's frequency",
-        arguments=("x", "out", "positions", "n_pairs", "base"),
-        contract=f"{ROPE_IN}; n_pairs: uint64 = hidden / 2; base: float32 = 10000",
-        launch_text=(f"grid: one block per token, {BLOCK2D_THREADS} threads per block (fewer than "
-                     "the pairs of the widest row, as 1024 threads are for 2048 pairs)"),
-        signature=signature_of(block2d.VARIANT),
-        reference=("ropelab.kernels.block2d", "rope_block2d", None),
-        reference_signature=signature_of(block2d.VARIANT),
-        counters=("instructions", "int_divrem", "f64", "sincos", "pow"),
-        gates=(NO_F64, NO_DIVISION),
-        make_cases=_cases_block2d,
-        hint="the loop runs while pair < n_pairs and steps by cuda.blockDim.x",
-        bounds_hint="the loop ran past the row: stop while pair < n_pairs",
-    ),
+    MY_ROPE_BLOCK2D,
     Step(
         id="02.3", notebook=NOTEBOOK, kind="launch",
         title="The launch of block2d, rows wider than 1024 pairs included",
@@ -107,11 +122,19 @@ STEPS = [
         task="launch my_rope_block2d (step 02.2): one block per token, as many threads as "
              "pairs rounded up to whole warps, but never more than 1024",
         arguments=("x", "out", "positions", "n_pairs", "base"),
-        contract="the arguments of my_rope_block2d, as device arrays and scalars; the tokens "
-                 "are positions.size",
-        launch_text="yours: a legal block (at most 1024 threads), every pair covered, no block "
-                    "wholly idle; the last case has rows of 1,300 pairs",
+        contract="the arguments of my_rope_block2d, as device arrays and Python numbers (pass "
+                 "them with its contract's types: numba.uint64(n_pairs), numba.float32(base)); "
+                 "the tokens are positions.size",
+        launch_text="yours: one block per token; threads = the row's pairs rounded up to whole "
+                    "warps, capped at 1024; the last case has rows of 1,300 pairs",
         make_cases=_cases_launch,
+        launch_rules=(
+            blocks_exactly(lambda case: int(case.inputs["positions"].size),
+                           "one block per token (positions.size)"),
+            threads_exactly(lambda case: min(_warps(int(case.inputs["n_pairs"])), 1024),
+                            "the row's pairs rounded up to whole warps, capped at 1024"),
+        ),
+        **MY_ROPE_BLOCK2D.launching(),
         hint="grid = positions.size (one block per token); threads = min(n_pairs rounded up "
              "to a multiple of 32, 1024): the stride loop does the rest",
         bounds_hint="a block past the last token: the grid is one block per token, "

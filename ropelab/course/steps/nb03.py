@@ -35,6 +35,15 @@ def _quads(n_pairs: int) -> int:
     return (n_pairs + 1) // 2
 
 
+def _quad_owner(tokens: int, n_pairs: int, per_row: int, row_threads: int) -> np.ndarray:
+    """Quad q (the pairs 2q', 2q' + 1 of a row, q' its place in the row) is written by thread
+    token * row_threads + q'; every float of its pairs."""
+    quad = np.arange(n_pairs) // 2
+    owner = np.arange(tokens)[:, None] * row_threads + quad[None, :]
+    assert per_row == _quads(n_pairs)
+    return np.repeat(owner, 2, axis=1).ravel()
+
+
 def _cases_two_pairs(big: bool) -> list[Case]:
     rng = rng_for("03.1")
     cases = []
@@ -44,6 +53,7 @@ def _cases_two_pairs(big: bool) -> list[Case]:
         case.inputs.update(inv_freq=freqs(hidden).astype(np.float32), n_pairs=np.int64(n_pairs))
         case.grid = (tokens,)
         case.block = (-(-_quads(n_pairs) // WARP) * WARP,)
+        case.owner = _quad_owner(tokens, n_pairs, _quads(n_pairs), case.block[0])
         case.bytes_moved += 4 * n_pairs
         cases.append(case)
     return cases
@@ -57,6 +67,7 @@ def _cases_quads(big: bool) -> list[Case]:
                            n_pairs=np.uint64(n_pairs), quads_per_row=np.uint64(_quads(n_pairs)),
                            total_quads=np.int64(total))
         case.grid, case.block = (blocks(total),), (THREADS,)
+        case.owner = _quad_owner(tokens, n_pairs, _quads(n_pairs), _quads(n_pairs))
         case.bytes_moved += 4 * n_pairs
     return rope_cases("03.2", big, fill)
 
@@ -77,11 +88,38 @@ def _cases_pack4(big: bool) -> list[Case]:
         case.inputs.update(n_pairs=np.uint64(hidden // 2), quads_per_row=np.uint64(quads),
                            total_quads=np.int64(total), base=np.float32(BASE))
         case.grid, case.block = (blocks(total),), (THREADS,)
+        case.owner = _quad_owner(tokens, hidden // 2, quads, quads)
     return rope_cases("03-pack4-loads-first", big, fill)
 
 
 _TAIL_HINT = ("the second pair of a row with an odd number of pairs does not exist: load and "
               "store it only when pair + 1 < n_pairs")
+
+ROPE_QUADS = Step(
+    id="03.2", notebook=NOTEBOOK, kind="kernel",
+    title="A flat grid of quads, rows of an odd number of pairs",
+    kernel_name="rope_quads",
+    task="quad q: its token (one unsigned division by quads_per_row) and its first pair; "
+         "the second pair only when it is still in the row",
+    arguments=("x", "out", "positions", "inv_freq", "n_pairs", "quads_per_row",
+               "total_quads"),
+    contract=f"{ROPE_IN}; inv_freq: float32[n_pairs]; n_pairs: uint64, odd or even; "
+             "quads_per_row: uint64 = ceil(n_pairs / 2); total_quads: int64 = tokens * "
+             "quads_per_row",
+    launch_text=f"grid ceil(total_quads / {THREADS}) blocks of {THREADS} threads",
+    signature=QUADS_SIGNATURE,
+    reference=("ropelab.kernels.pack4", "rope_pack4_scalar", None),
+    reference_signature=signature_of(pack4_scalar.VARIANT),
+    counters=("instructions", "int_divrem", "f64", "sincos", "ld_global", "st_global",
+              "loads_after_store"),
+    gates=(NO_F64, UNSIGNED, ONE_DIVISION),
+    forbid=(NO_MODULO,),
+    make_cases=_cases_quads,
+    ownership="thread q writes the floats of quad q's one or two pairs",
+    hint="token = q // quads_per_row, pair = 2 (q - token * quads_per_row): quads restart "
+         "at every row, so a row's odd last pair is a quad of its own",
+    bounds_hint=_TAIL_HINT,
+)
 
 STEPS = [
     Step(
@@ -101,36 +139,14 @@ STEPS = [
                   "loads_after_store"),
         gates=(NO_F64, NO_DIVISION),
         make_cases=_cases_two_pairs,
+        ownership="thread t of block token writes the four floats of pairs 2t and 2t + 1",
         hint="thread t's pairs are 2t and 2t + 1: floats row + 4t .. row + 4t + 3 with row = 2 "
              "token n_pairs, the second pair rotated by its own angle, positions[token] * "
              "inv_freq[2t + 1]",
         bounds_hint="a thread past the end of its row ran the body: the block is rounded up to "
                     "whole warps, so guard with 2t < n_pairs",
     ),
-    Step(
-        id="03.2", notebook=NOTEBOOK, kind="kernel",
-        title="A flat grid of quads, rows of an odd number of pairs",
-        kernel_name="rope_quads",
-        task="quad q: its token (one unsigned division by quads_per_row) and its first pair; "
-             "the second pair only when it is still in the row",
-        arguments=("x", "out", "positions", "inv_freq", "n_pairs", "quads_per_row",
-                   "total_quads"),
-        contract=f"{ROPE_IN}; inv_freq: float32[n_pairs]; n_pairs: uint64, odd or even; "
-                 "quads_per_row: uint64 = ceil(n_pairs / 2); total_quads: int64 = tokens * "
-                 "quads_per_row",
-        launch_text=f"grid ceil(total_quads / {THREADS}) blocks of {THREADS} threads",
-        signature=QUADS_SIGNATURE,
-        reference=("ropelab.kernels.pack4", "rope_pack4_scalar", None),
-        reference_signature=signature_of(pack4_scalar.VARIANT),
-        counters=("instructions", "int_divrem", "f64", "sincos", "ld_global", "st_global",
-                  "loads_after_store"),
-        gates=(NO_F64, UNSIGNED, ONE_DIVISION),
-        forbid=(NO_MODULO,),
-        make_cases=_cases_quads,
-        hint="token = q // quads_per_row, pair = 2 (q - token * quads_per_row): quads restart "
-             "at every row, so a row's odd last pair is a quad of its own",
-        bounds_hint=_TAIL_HINT,
-    ),
+    ROPE_QUADS,
     Step(
         id="03.3", notebook=NOTEBOOK, kind="launch",
         title="The launch: quad counts on the host",
@@ -138,10 +154,13 @@ STEPS = [
         task="compute quads_per_row and total_quads, then launch rope_quads (step 03.2) with "
              "one thread per quad",
         arguments=("x", "out", "positions", "inv_freq", "n_pairs"),
-        contract="x, out, positions, inv_freq: device arrays (as in step 03.2); n_pairs: uint64",
+        contract="x, out, positions, inv_freq: device arrays (as in step 03.2); n_pairs: a "
+                 "Python int; rope_quads wants step 03.2's types (uint64 n_pairs and "
+                 "quads_per_row, int64 total_quads)",
         launch_text="yours: at most 1024 threads per block, every quad covered, no block "
                     "wholly idle",
         make_cases=_cases_launch,
+        **ROPE_QUADS.launching(),
         hint="quads_per_row = (n_pairs + 1) // 2 (rounded up: an odd row ends on one pair), "
              "total_quads = positions.size * quads_per_row",
         bounds_hint="a quad past the end: total_quads is tokens x quads_per_row, and the "
@@ -163,6 +182,7 @@ STEPS = [
                   "loads_after_store"),
         gates=(NO_F64, LOADS_FIRST),
         make_cases=_cases_pack4,
+        ownership="thread q writes the floats of quad q's one or two pairs",
         hint="both pairs of a quad: elements i, i+1 and, when pair + 1 < n_pairs, i+2, i+3",
         bounds_hint=_TAIL_HINT,
     ),

@@ -20,7 +20,7 @@ from ...tolerance import max_angle
 from ..grading import Case, Gate
 from .base import Step
 from .cases import (BASE, MAX_POSITION, NO_F64, ONE_THREAD_HINT, ROPE_IN, THREADS, blocks,
-                    freqs, rng_for, rope_case, signature_of, tolerance)
+                    freqs, owner_of, rng_for, rope_case, signature_of, tolerance)
 
 NOTEBOOK = "04_freq_table_cache"
 TABLE_CAPACITY = 128  # the starter's shared table: at most this many pairs a row (step 2)
@@ -43,6 +43,7 @@ def _table_cases(step_id: str, big: bool, big_shape=(4096, 1024)) -> list[Case]:
         case.inputs.update(inv_freq=freqs(hidden).astype(np.float32),
                            n_pairs=np.uint64(hidden // 2), total_pairs=np.int64(total))
         case.grid, case.block = (blocks(total),), (THREADS,)
+        case.owner = owner_of(2 * total, 2)  # thread i writes pair i's two floats
         case.bytes_moved += 4 * hidden // 2
         cases.append(case)
     return cases
@@ -66,6 +67,7 @@ def _cases_cache(big: bool) -> list[Case]:
         case.inputs.update(cos_cache=cos_c, sin_cache=sin_c, n_pairs=np.uint64(hidden // 2),
                            total_pairs=np.int64(total))
         case.grid, case.block = (blocks(total),), (THREADS,)
+        case.owner = owner_of(2 * total, 2)
         case.bytes_moved += 2 * 4 * total  # one cos and one sin read per pair
         cases.append(case)
     return cases
@@ -79,6 +81,21 @@ HEAD_SHAPES = ((1, 1, 2, 2, True), (3, 2, 10, 6, False), (5, 3, 20, 12, True),
                (2, 1, 130, 130, False))
 HEAD_BIG_SHAPE = (4096, 8, 128, 64, False)
 LAUNCH_WIDE_SHAPE = (40, 4, 16, 8, True)  # 1280 slots: more than one block may hold  # timing: 8 heads of 128, half of each rotated
+
+
+def slot_owner(tokens: int, heads: int, head_dim: int, n_pairs: int, step: int,
+               partner: int) -> np.ndarray:
+    """Thread head_row * half_dim + j writes slot j of its head: floats a = first + j * step
+    and a + partner when j < n_pairs, floats first + 2j and first + 2j + 1 otherwise."""
+    half_dim = head_dim // 2
+    owner = np.full(tokens * heads * head_dim, -1, dtype=np.int64)
+    head_row, j = np.arange(tokens * heads)[:, None], np.arange(half_dim)[None, :]
+    first = head_row * head_dim
+    rotated = j < n_pairs
+    a = np.where(rotated, first + j * step, first + 2 * j)
+    b = np.where(rotated, a + partner, a + 1)
+    owner[a] = owner[b] = head_row * half_dim + j
+    return owner
 
 
 def _head_case(shape, rng, big: bool) -> Case:
@@ -116,6 +133,7 @@ def _head_case(shape, rng, big: bool) -> Case:
         unit=lambda e: [e],
         alternatives=alternatives,
         bytes_moved=2 * x.nbytes + pos.nbytes,
+        owner=slot_owner(tokens, heads, head_dim, rotary_dim // 2, step, partner),
     )
 
 
@@ -144,6 +162,33 @@ _HEADS_CONTRACT = ("x, out: float32[tokens * heads * head_dim]; positions: int32
 _HEADS_SIGNATURE = ("void(float32[::1], float32[::1], int32[::1], float32[::1], uint64, uint64, "
                     "uint64, int64, uint64, uint64)")
 
+FREQ_TABLE_HEADS = Step(
+    id="04.4", notebook=NOTEBOOK, kind="kernel",
+    title="The freq_table variant: heads, both layouts, a partial rotation",
+    kernel_name="rope_freq_table_heads",
+    task=("one thread per slot of a head: slot j < n_pairs rotates floats a = first + "
+          "j * step and a + partner; a slot past them copies floats 2j and 2j + 1"),
+    arguments=("x", "out", "positions", "inv_freq", "heads", "half_dim", "n_pairs",
+               "total_slots", "step", "partner"),
+    contract=_HEADS_CONTRACT,
+    launch_text=f"grid ceil(total_slots / {THREADS}) blocks of {THREADS} threads",
+    signature=_HEADS_SIGNATURE,
+    reference=("ropelab.kernels.freq_table", "rope_freq_table", None),
+    reference_signature=signature_of(freq_table.VARIANT),
+    counters=("instructions", "int_divrem", "f64", "sincos", "pow", "ld_global"),
+    gates=(NO_F64, NO_POW),
+    make_cases=_cases_heads,
+    ownership=("thread i writes the two floats of slot j of its head: a and a + partner for "
+               "j < n_pairs, first + 2j and first + 2j + 1 past them"),
+    hint=("head_row = i // half_dim (token * heads + head), j = i - head_row * half_dim, "
+          "first = 2 * head_row * half_dim; the token is head_row // heads"),
+    bounds_hint=ONE_THREAD_HINT + " (idx < total_slots)",
+    bounds_hints={"positions": "positions has one entry per token, and a token has "
+                               "`heads` heads: read positions[head_row // heads]",
+                  "inv_freq": "inv_freq has n_pairs entries: only slots j < n_pairs rotate; "
+                              "the others copy their two floats"},
+)
+
 STEPS = [
     Step(
         id="04.1", notebook=NOTEBOOK, kind="kernel",
@@ -160,6 +205,7 @@ STEPS = [
         counters=("instructions", "int_divrem", "f64", "sincos", "pow", "ld_global"),
         gates=(NO_F64, NO_POW),
         make_cases=_cases_table,
+        ownership="thread i writes the two floats of pair i",
         hint=("angle = float32(positions[token]) * inv_freq[pair], with token = i // n_pairs "
               "and pair = i - token * n_pairs"),
         bounds_hint=ONE_THREAD_HINT + " (idx < total_pairs)",
@@ -185,6 +231,7 @@ STEPS = [
         gates=(NO_F64, NO_POW),
         shared=True,
         make_cases=_cases_shared,
+        ownership="thread i writes the two floats of pair i",
         hint=("copy with k = threadIdx.x, k += blockDim.x while k < n_pairs, then "
               "cuda.syncthreads(), then angle = float32(positions[token]) * table[pair]"),
         bounds_hint=ONE_THREAD_HINT + " (idx < total_pairs)",
@@ -210,34 +257,12 @@ STEPS = [
                Gate("pow", "<=", 0, "the PTX still computes {got} pow (the goal: {limit}): the "
                                     "cache holds cos and sin already")),
         make_cases=_cases_cache,
+        ownership="thread i writes the two floats of pair i",
         hint="c = cos_cache[positions[token], pair] and s = sin_cache[positions[token], pair]",
         bounds_hint=("an index past a cache's end: the row is the token's position "
                      "(positions[token]), the column the pair"),
     ),
-    Step(
-        id="04.4", notebook=NOTEBOOK, kind="kernel",
-        title="The freq_table variant: heads, both layouts, a partial rotation",
-        kernel_name="rope_freq_table_heads",
-        task=("one thread per slot of a head: slot j < n_pairs rotates floats a = first + "
-              "j * step and a + partner; a slot past them copies floats 2j and 2j + 1"),
-        arguments=("x", "out", "positions", "inv_freq", "heads", "half_dim", "n_pairs",
-                   "total_slots", "step", "partner"),
-        contract=_HEADS_CONTRACT,
-        launch_text=f"grid ceil(total_slots / {THREADS}) blocks of {THREADS} threads",
-        signature=_HEADS_SIGNATURE,
-        reference=("ropelab.kernels.freq_table", "rope_freq_table", None),
-        reference_signature=signature_of(freq_table.VARIANT),
-        counters=("instructions", "int_divrem", "f64", "sincos", "pow", "ld_global"),
-        gates=(NO_F64, NO_POW),
-        make_cases=_cases_heads,
-        hint=("head_row = i // half_dim (token * heads + head), j = i - head_row * half_dim, "
-              "first = 2 * head_row * half_dim; the token is head_row // heads"),
-        bounds_hint=ONE_THREAD_HINT + " (idx < total_slots)",
-        bounds_hints={"positions": "positions has one entry per token, and a token has "
-                                   "`heads` heads: read positions[head_row // heads]",
-                      "inv_freq": "inv_freq has n_pairs entries: only slots j < n_pairs rotate; "
-                                  "the others copy their two floats"},
-    ),
+    FREQ_TABLE_HEADS,
     Step(
         id="04.5", notebook=NOTEBOOK, kind="launch",
         title="Launch the freq_table kernel: grid and block from the shape",
@@ -251,6 +276,7 @@ STEPS = [
         launch_text=("one thread per slot: tokens * heads * head_dim / 2 threads, blocks of at "
                      "most 1024, none of them wholly idle"),
         make_cases=_cases_heads_launch,
+        **FREQ_TABLE_HEADS.launching(),
         hint="blocks = ceil(total_slots / threads); the kernel's scalars are numba.uint64",
         bounds_hint="a launch argument is off: total_slots counts every slot, not only pairs",
     ),

@@ -19,7 +19,7 @@ from ...tolerance import max_angle
 from ..grading import Case, Gate
 from .base import Step
 from .cases import (BASE, MAX_POSITION, NO_F64, ONE_THREAD_HINT, ROPE_IN, THREADS, blocks,
-                    freqs, rng_for, rope_cases, signature_of, tolerance)
+                    freqs, owner_of, rng_for, rope_cases, signature_of, tolerance)
 
 NOTEBOOK = "05_pair_sincos"
 PAIRS_PER_THREAD = 4
@@ -75,12 +75,24 @@ def _specific_first(cases: list[Case], count: int) -> list[Case]:
     return cases
 
 
+def _strided_owner(rows: int, n_pairs: int, stride: int, first_of, step: int,
+                   partner: int) -> np.ndarray:
+    """Thread row * stride + j writes slots j, j + stride, ... of its row: the floats
+    first_of(row) + slot * step and that + partner."""
+    owner = np.full(rows * 2 * n_pairs, -1, dtype=np.int64)
+    row, slot = np.arange(rows)[:, None], np.arange(n_pairs)[None, :]
+    a = first_of(row) + slot * step
+    owner[a] = owner[a + partner] = row * stride + slot % stride
+    return owner
+
+
 def _cases_one_angle(big: bool) -> list[Case]:
     def fill(case, tokens, hidden):
         total = tokens * hidden // 2
         case.inputs.update(n_pairs=np.uint64(hidden // 2), total_pairs=np.int64(total),
                            base=np.float32(BASE), exponent_step=np.float32(-2.0 / hidden))
         case.grid, case.block = (blocks(total),), (THREADS,)
+        case.owner = owner_of(2 * total, 2)
     return _specific_first(rope_cases("05.1", big, fill, _exponent_of_the_float), 1)
 
 
@@ -94,6 +106,7 @@ def _strided_fill(case, tokens, hidden):
                        exponent_step=np.float32(step),
                        stride_ratio=np.float32(BASE ** (step * stride)))
     case.grid, case.block = (blocks(total),), (THREADS,)
+    case.owner = _strided_owner(tokens, n_pairs, stride, lambda row: row * hidden, 2, 1)
 
 
 def _cases_strided(big: bool) -> list[Case]:
@@ -155,6 +168,8 @@ def _head_case(shape, rng, big: bool) -> Case:
         unit=lambda e: [e],
         alternatives=alternatives,
         bytes_moved=2 * x.nbytes + pos.nbytes,
+        owner=_strided_owner(tokens * heads, half_dim, stride, lambda row: row * head_dim, step,
+                             partner),
     )
 
 
@@ -169,6 +184,26 @@ _STRIDED_CONTRACT = (f"{ROPE_IN}; n_pairs: uint64; stride: uint64 = ceil(n_pairs
                      f"{PAIRS_PER_THREAD}), threads per row; total_threads: int64 = tokens * "
                      "stride; base: float32; exponent_step: float32 = -2 / hidden; stride_ratio: "
                      "float32 = base ** (exponent_step * stride)")
+
+MY_ROPE_STRIDED = Step(
+    id="05.2", alias="05-strided-recurrence", notebook=NOTEBOOK, kind="kernel",
+    title="Strided slots with one pow per thread",
+    kernel_name="my_rope_strided",
+    task="the loop over slots j, j + stride, ...: rotate, then step f and j",
+    arguments=_STRIDED_ARGS,
+    contract=_STRIDED_CONTRACT,
+    launch_text=f"grid ceil(total_threads / {THREADS}) blocks of {THREADS} threads",
+    signature=("void(float32[::1], float32[::1], int32[::1], uint64, uint64, int64, float32, "
+               "float32, float32)"),
+    reference=("ropelab.kernels.pair_sincos", "rope_pair_sincos", None),
+    reference_signature=signature_of(pair_sincos.VARIANT),
+    counters=("instructions", "int_divrem", "f64", "sincos", "pow", "pow_in_loop"),
+    gates=(NO_F64, ONE_POW, NO_POW_IN_LOOP),
+    make_cases=_cases_strided,
+    ownership="thread j of a row writes the pairs of its slots j, j + stride, ... of that row",
+    hint="slot j has frequency f_j; slot j + stride has f_j * stride_ratio",
+    bounds_hint="a slot past the row: loop while j < n_pairs",
+)
 
 STEPS = [
     Step(
@@ -193,28 +228,12 @@ STEPS = [
                Gate("pow", "<=", 1, "the PTX has {got} pow (the goal: {limit}): a pair has one "
                                     "frequency")),
         make_cases=_cases_one_angle,
+        ownership="thread i writes the two floats of pair i",
         hint=("f = math.pow(base, exponent_step * float32(pair)); angle = "
               "float32(positions[token]) * f"),
         bounds_hint=ONE_THREAD_HINT + " (idx < total_pairs)",
     ),
-    Step(
-        id="05.2", alias="05-strided-recurrence", notebook=NOTEBOOK, kind="kernel",
-        title="Strided slots with one pow per thread",
-        kernel_name="my_rope_strided",
-        task="the loop over slots j, j + stride, ...: rotate, then step f and j",
-        arguments=_STRIDED_ARGS,
-        contract=_STRIDED_CONTRACT,
-        launch_text=f"grid ceil(total_threads / {THREADS}) blocks of {THREADS} threads",
-        signature=("void(float32[::1], float32[::1], int32[::1], uint64, uint64, int64, float32, "
-                   "float32, float32)"),
-        reference=("ropelab.kernels.pair_sincos", "rope_pair_sincos", None),
-        reference_signature=signature_of(pair_sincos.VARIANT),
-        counters=("instructions", "int_divrem", "f64", "sincos", "pow", "pow_in_loop"),
-        gates=(NO_F64, ONE_POW, NO_POW_IN_LOOP),
-        make_cases=_cases_strided,
-        hint="slot j has frequency f_j; slot j + stride has f_j * stride_ratio",
-        bounds_hint="a slot past the row: loop while j < n_pairs",
-    ),
+    MY_ROPE_STRIDED,
     Step(
         id="05.3", notebook=NOTEBOOK, kind="launch",
         title="The launch: the stride and its ratio, on the host",
@@ -229,6 +248,7 @@ STEPS = [
         launch_text=("stride threads per row, tokens * stride threads in all, blocks of at "
                      "most 1024, none of them wholly idle"),
         make_cases=_cases_launch,
+        **MY_ROPE_STRIDED.launching(),
         hint=("stride_ratio = base ** (exponent_step * stride), computed in Python float64 and "
               "passed as float32"),
         bounds_hint="a launch argument is off: total_threads = tokens * stride",
@@ -254,6 +274,8 @@ STEPS = [
         counters=("instructions", "int_divrem", "f64", "sincos", "pow", "pow_in_loop"),
         gates=(NO_F64, ONE_POW, NO_POW_IN_LOOP),
         make_cases=_cases_heads,
+        ownership=("thread j of a head writes the floats a and a + partner of its slots j, "
+                   "j + stride, ... of that head"),
         hint=("head_row = i // stride, j = i - head_row * stride, first = 2 * head_row * "
               "half_dim; the token is head_row // heads"),
         bounds_hint=ONE_THREAD_HINT + " (idx < total_threads)",

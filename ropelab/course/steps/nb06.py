@@ -22,7 +22,9 @@ from ...problem import FusedProblem
 from ...tolerance import max_angle
 from ..grading import Case, Gate
 from .base import Step
-from .cases import BASE, MAX_POSITION, NO_F64, blocks, rng_for, signature_of, tolerance
+from .cases import (BASE, MAX_POSITION, NO_F64, blocks, owner_of, rng_for, signature_of,
+                    tolerance)
+from .contracts import threads_multiple_of
 
 NOTEBOOK = "06_fused_qknorm_rope"
 ROW = 64  # floats per head in steps 1, 3-5: two per lane
@@ -82,6 +84,7 @@ def _rms_cases(step_id: str, width: int, big: bool, rows_small=(1, 6)) -> list[C
             locate=lambda e, w=width: f"row {e // w}, element {e % w} (thread {(e % w) // 2})",
             unit=lambda e: [e],
             bytes_moved=2 * x.nbytes,
+            owner=owner_of(rows * width, 2),  # thread t of the grid holds floats 2t, 2t + 1
         )
         cases.append(case)
     return cases
@@ -160,6 +163,7 @@ def _cases_norm_rope(big: bool) -> list[Case]:
             unit=lambda e: [e - e % 2, e - e % 2 + 1],
             alternatives=alternatives,
             bytes_moved=2 * x.nbytes,
+            owner=owner_of(rows * ROW, 2),  # lane l of warp `row` holds floats 2l, 2l + 1
         )
         cases.append(case)
     return cases
@@ -227,6 +231,7 @@ def _qkv_case(shape, rng, big: bool, launch: bool) -> Case:
         unit=lambda e: [e],
         alternatives=alternatives,
         bytes_moved=2 * qkv.nbytes,
+        owner=owner_of(qkv.size, 2),  # warp w, lane l: floats 2l, 2l + 1 of head w
     )
 
 
@@ -242,6 +247,38 @@ def _cases_fused_launch(big: bool) -> list[Case]:
 
 _WARP_LAUNCH = (f"one warp per row of {ROW} floats (two per lane), {WARPS_PER_BLOCK} warps "
                 f"per block, grid ceil(rows / {WARPS_PER_BLOCK})")
+
+FUSED_HEAD = Step(
+    id="06.4", notebook=NOTEBOOK, kind="kernel",
+    title="The fused head: Q and K normalized and rotated, V copied",
+    kernel_name="rope_fused_head",
+    task=("warp w handles head w of the packed rows (token = w // heads_per_token): a Q "
+          "head is normalized with q_weight, a K head with k_weight, both then rotated; a "
+          "V head is copied"),
+    arguments=("qkv", "out", "q_weight", "k_weight", "positions", "inv_freq", "heads_q",
+               "heads_k", "heads_per_token", "total_warps", "eps"),
+    contract=(f"qkv, out: float32[tokens * heads_per_token * {ROW}], each row [Q heads | "
+              f"K heads | V heads]; q_weight, k_weight: float32[{ROW}]; positions: "
+              f"int32[tokens]; inv_freq: float32[{ROW // 2}]; heads_q, heads_k, "
+              "heads_per_token (Q + K + V): uint64; total_warps: int64 = tokens * "
+              "heads_per_token; eps: float32"),
+    launch_text=(f"one warp per head, {WARPS_PER_BLOCK} warps per block, grid "
+                 f"ceil(total_warps / {WARPS_PER_BLOCK})"),
+    signature=("void(float32[::1], float32[::1], float32[::1], float32[::1], int32[::1], "
+               "float32[::1], uint64, uint64, uint64, int64, float32)"),
+    reference=_REFERENCE,
+    reference_signature=_reference_signature(),
+    counters=("instructions", "int_divrem", "f64", "shfl", "sincos", "ld_global",
+              "st_global"),
+    gates=(NO_F64, HAS_SHUFFLE),
+    make_cases=_cases_fused,
+    ownership="lane l of warp w writes floats 2l and 2l + 1 of head w",
+    hint=("head = w - token * heads_per_token; head < heads_q: Q; head < heads_q + heads_k: "
+          "K; otherwise V, copied"),
+    bounds_hint="a warp past the last head ran: return (the whole warp) when w >= total_warps",
+    bounds_hints={"positions": "positions has one entry per token: token = w // "
+                               "heads_per_token"},
+)
 
 STEPS = [
     Step(
@@ -259,6 +296,7 @@ STEPS = [
         counters=("instructions", "f64", "shfl", "ld_global", "st_global", "local_bytes"),
         gates=(NO_F64, HAS_SHUFFLE),
         make_cases=_cases_warp,
+        ownership="lane l of row r's warp writes floats 2l and 2l + 1 of row r",
         hint="ss += cuda.shfl_xor_sync(0xFFFFFFFF, ss, m) for m = 16, 8, 4, 2, 1",
         bounds_hint="a warp past the last row ran: return (the whole warp) when row >= rows",
     ),
@@ -280,6 +318,7 @@ STEPS = [
         gates=(NO_F64, HAS_SHUFFLE),
         shared=True,
         make_cases=_cases_wide,
+        ownership="thread t of block r writes floats 2t and 2t + 1 of row r",
         hint=("partial = cuda.shared.array(4, float32); lane 0 of warp w stores partial[w]; "
               "cuda.syncthreads(); total = partial[0] + ... + partial[3]; divide by 256"),
         bounds_hint="an index past the row: thread t holds floats 2t and 2t + 1 of its row",
@@ -303,40 +342,12 @@ STEPS = [
         counters=("instructions", "f64", "shfl", "sincos", "ld_global", "st_global"),
         gates=(NO_F64, HAS_SHUFFLE),
         make_cases=_cases_norm_rope,
+        ownership="lane l of row r's warp writes floats 2l and 2l + 1 of row r",
         hint=("a = a * scale * weight[2l], b = b * scale * weight[2l + 1], then angle = "
               "float32(positions[row]) * inv_freq[l]: out = (a c - b s, a s + b c)"),
         bounds_hint="a warp past the last row ran: return (the whole warp) when row >= rows",
     ),
-    Step(
-        id="06.4", notebook=NOTEBOOK, kind="kernel",
-        title="The fused head: Q and K normalized and rotated, V copied",
-        kernel_name="rope_fused_head",
-        task=("warp w handles head w of the packed rows (token = w // heads_per_token): a Q "
-              "head is normalized with q_weight, a K head with k_weight, both then rotated; a "
-              "V head is copied"),
-        arguments=("qkv", "out", "q_weight", "k_weight", "positions", "inv_freq", "heads_q",
-                   "heads_k", "heads_per_token", "total_warps", "eps"),
-        contract=(f"qkv, out: float32[tokens * heads_per_token * {ROW}], each row [Q heads | "
-                  f"K heads | V heads]; q_weight, k_weight: float32[{ROW}]; positions: "
-                  f"int32[tokens]; inv_freq: float32[{ROW // 2}]; heads_q, heads_k, "
-                  "heads_per_token (Q + K + V): uint64; total_warps: int64 = tokens * "
-                  "heads_per_token; eps: float32"),
-        launch_text=(f"one warp per head, {WARPS_PER_BLOCK} warps per block, grid "
-                     f"ceil(total_warps / {WARPS_PER_BLOCK})"),
-        signature=("void(float32[::1], float32[::1], float32[::1], float32[::1], int32[::1], "
-                   "float32[::1], uint64, uint64, uint64, int64, float32)"),
-        reference=_REFERENCE,
-        reference_signature=_reference_signature(),
-        counters=("instructions", "int_divrem", "f64", "shfl", "sincos", "ld_global",
-                  "st_global"),
-        gates=(NO_F64, HAS_SHUFFLE),
-        make_cases=_cases_fused,
-        hint=("head = w - token * heads_per_token; head < heads_q: Q; head < heads_q + heads_k: "
-              "K; otherwise V, copied"),
-        bounds_hint="a warp past the last head ran: return (the whole warp) when w >= total_warps",
-        bounds_hints={"positions": "positions has one entry per token: token = w // "
-                                   "heads_per_token"},
-    ),
+    FUSED_HEAD,
     Step(
         id="06.5", notebook=NOTEBOOK, kind="launch",
         title="Launch the fused kernel: a warp per head of every token",
@@ -351,6 +362,8 @@ STEPS = [
         launch_text=("tokens * (heads_q + heads_k + heads_v) warps of 32 threads, at most 1024 "
                      "threads a block, no block wholly idle"),
         make_cases=_cases_fused_launch,
+        launch_rules=(threads_multiple_of(32),),
+        **FUSED_HEAD.launching(),
         hint="blocks = ceil(total_warps / warps_per_block), threads = 32 * warps_per_block",
         bounds_hint="a launch argument is off: total_warps counts every head of every token",
     ),

@@ -23,11 +23,15 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
+from ...kernels.fused_qknorm_rope import backward
 from ...kernels.fused_qknorm_rope.backward import make_reduce
+from ...problem import FusedProblem
 from ...tolerance import max_angle
-from ..grading import Case
+from ..grading import Case, Gate
 from .base import Step
-from .cases import BASE, MAX_POSITION, blocks, rng_for, tolerance
+from .cases import BASE, MAX_POSITION, NO_F64, blocks, owner_of, rng_for, signature_of, tolerance
+from .contracts import (blocks_at_most, given_launch, reads_what_was_written,
+                        threads_exactly)
 
 NOTEBOOK = "08_backward_pass"
 ROW = 64  # floats per head: two per lane of a warp
@@ -43,6 +47,17 @@ EPS = 1e-6
 REDUCE_ROWS = 8
 REDUCE_THREADS = REDUCE_ROWS * 32
 reduce_partials_kernel = cuda.jit(fastmath=True)(make_reduce(REDUCE_ROWS))
+
+
+# The census compares each step with ropelab's backward kernel for one float32 GPT-J head of 64
+# (its scalar build: the vector one the package prefers differs only in its access widths).
+_REFERENCE = ("ropelab.kernels.fused_qknorm_rope.backward", "make_kernel",
+              [ROW, True, "float32"])
+_REFERENCE_SIGNATURE = signature_of(backward.VARIANT, {}, FusedProblem(
+    1, 1, 1, 1, ROW, ROW, True, "float32", EPS, BASE, inv_freq=np.ones(ROW // 2)))
+_CENSUS = dict(reference=_REFERENCE, reference_signature=_REFERENCE_SIGNATURE)
+HAS_SHUFFLE = Gate("shfl", ">=", 1, "the PTX has no warp shuffle: the sum of dn * n over the "
+                                    "head is the shuffle butterfly's (cuda.shfl_xor_sync)")
 
 
 def _freqs() -> np.ndarray:
@@ -98,6 +113,7 @@ def _cases_inverse(big: bool) -> list[Case]:
             unit=lambda e: [e - e % 2, e - e % 2 + 1],
             alternatives=alternatives,
             bytes_moved=2 * dy.nbytes + pos.nbytes,
+            owner=owner_of(rows * ROW, 2),  # lane l of warp `row`: floats 2l, 2l + 1
         ))
     return cases
 
@@ -157,6 +173,7 @@ def _cases_norm_backward(big: bool) -> list[Case]:
             unit=lambda e: [e - e % 2, e - e % 2 + 1],
             alternatives=alternatives,
             bytes_moved=3 * dn.nbytes + r.nbytes,
+            owner=owner_of(rows * ROW, 2),
         )
         case.diagnose = _diagnose_lanes(case.expected, tol)
         cases.append(case)
@@ -218,6 +235,8 @@ def _cases_partials(big: bool) -> list[Case]:
             unit=lambda e: [e],
             alternatives=alternatives,
             bytes_moved=2 * dz.nbytes,
+            # thread c of block b (the first group) writes column c of b's partial row
+            owner=(np.arange(grid)[:, None] * PARTIAL_THREADS + np.arange(ROW)[None, :]).ravel(),
         ))
     return cases
 
@@ -254,8 +273,39 @@ def _cases_dw_launch(big: bool) -> list[Case]:
     return cases
 
 
+def _rows(case: Case) -> int:
+    return int(case.inputs["tokens"]) * int(case.inputs["heads"])
+
+
 _WARP_LAUNCH = (f"one warp per head of {ROW} floats (two per lane), {WARPS_PER_BLOCK} warps "
                 f"per block, grid ceil(rows / {WARPS_PER_BLOCK})")
+
+DW_PARTIALS = Step(
+    id="08.3", notebook=NOTEBOOK, kind="kernel",
+    title="The weight gradient, stage one: per-block partial sums in shared memory",
+    kernel_name="dw_partials",
+    task=("a block of 256 threads, four groups of 64: thread t adds dz * n of column t % 64 "
+          "over the rows blockIdx.x * 4 + t // 64, stepping by 4 * gridDim.x; the four "
+          "groups meet in a shared array of 256, and after the barrier the first group "
+          "writes the block's partial row out[blockIdx.x * 64 + c]"),
+    arguments=("dz", "n", "out", "rows"),
+    contract=(f"dz, n: float32[rows * {ROW}], every head of every token a row; out: "
+              f"float32[gridDim.x * {ROW}], one partial row per block; rows: int64"),
+    launch_text=(f"grid given by the case (fewer blocks than rows / 4); {PARTIAL_THREADS} "
+                 "threads per block"),
+    shared=True,
+    signature="void(float32[::1], float32[::1], float32[::1], int64)",
+    counters=("instructions", "f64", "ld_global", "st_global"),
+    gates=(NO_F64,),
+    **_CENSUS,
+    make_cases=_cases_partials,
+    ownership="thread c of block b (the first group of 64) writes out[b * 64 + c]",
+    hint=("part = cuda.shared.array(256, float32); part[t] = acc; cuda.syncthreads(); "
+          "if t < 64: out[b * 64 + t] = part[t] + part[64 + t] + part[128 + t] + "
+          "part[192 + t]"),
+    bounds_hint=("an index past the rows: the grid-stride loop runs while row < rows; or "
+                 "a partial row past the grid's: block b writes out[b * 64 + c]"),
+)
 
 STEPS = [
     Step(
@@ -268,7 +318,12 @@ STEPS = [
         contract=(f"dy, out: float32[rows * {ROW}], one head per row; positions: int32[rows]; "
                   f"inv_freq: float32[{ROW // 2}]; rows: int64"),
         launch_text=_WARP_LAUNCH,
+        signature="void(float32[::1], float32[::1], int32[::1], float32[::1], int64)",
+        counters=("instructions", "f64", "sincos", "ld_global", "st_global"),
+        gates=(NO_F64,),
+        **_CENSUS,
         make_cases=_cases_inverse,
+        ownership="lane l of head w's warp writes floats 2l and 2l + 1 of head w",
         hint=("angle = float32(positions[row]) * inv_freq[lane]; out = (g0*c + g1*s, "
               "-g0*s + g1*c)"),
         bounds_hint="a warp past the last head ran: return (the whole warp) when row >= rows",
@@ -283,32 +338,17 @@ STEPS = [
         contract=(f"dn, n, out: float32[rows * {ROW}]; r: float32[rows], the forward's "
                   "sqrt(mean(x**2) + eps) of each head; rows: int64"),
         launch_text=_WARP_LAUNCH,
+        signature="void(float32[::1], float32[::1], float32[::1], float32[::1], int64)",
+        counters=("instructions", "f64", "shfl", "ld_global", "st_global"),
+        gates=(NO_F64, HAS_SHUFFLE),
+        **_CENSUS,
         make_cases=_cases_norm_backward,
+        ownership="lane l of head w's warp writes floats 2l and 2l + 1 of head w",
         hint=("s = dn0*n0 + dn1*n1; s += cuda.shfl_xor_sync(0xFFFFFFFF, s, m) for m = 16, 8, "
               "4, 2, 1; mean = s / float32(64.0); out = (dn - n * mean) / r[row]"),
         bounds_hint="a warp past the last head ran: return (the whole warp) when row >= rows",
     ),
-    Step(
-        id="08.3", notebook=NOTEBOOK, kind="kernel",
-        title="The weight gradient, stage one: per-block partial sums in shared memory",
-        kernel_name="dw_partials",
-        task=("a block of 256 threads, four groups of 64: thread t adds dz * n of column t % 64 "
-              "over the rows blockIdx.x * 4 + t // 64, stepping by 4 * gridDim.x; the four "
-              "groups meet in a shared array of 256, and after the barrier the first group "
-              "writes the block's partial row out[blockIdx.x * 64 + c]"),
-        arguments=("dz", "n", "out", "rows"),
-        contract=(f"dz, n: float32[rows * {ROW}], every head of every token a row; out: "
-                  f"float32[gridDim.x * {ROW}], one partial row per block; rows: int64"),
-        launch_text=(f"grid given by the case (fewer blocks than rows / 4); {PARTIAL_THREADS} "
-                     "threads per block"),
-        shared=True,
-        make_cases=_cases_partials,
-        hint=("part = cuda.shared.array(256, float32); part[t] = acc; cuda.syncthreads(); "
-              "if t < 64: out[b * 64 + t] = part[t] + part[64 + t] + part[128 + t] + "
-              "part[192 + t]"),
-        bounds_hint=("an index past the rows: the grid-stride loop runs while row < rows; or "
-                     "a partial row past the grid's: block b writes out[b * 64 + c]"),
-    ),
+    DW_PARTIALS,
     Step(
         id="08.4", notebook=NOTEBOOK, kind="launch",
         title="Launch both stages: partial rows, then one reduction into dw",
@@ -320,9 +360,19 @@ STEPS = [
         contract=(f"dz, n: device float32[tokens * heads * {ROW}]; out: device float32[{ROW}], "
                   "dw; tokens, heads: int; dw_partials(dz, n, partials, rows); "
                   "reduce_partials_kernel(partials, out) reads partials.shape[0] // 64 rows"),
-        launch_text=("stage one: blocks x 256 threads, rows = tokens * heads; stage two: "
-                     f"ceil(64 / 32) blocks of {REDUCE_THREADS} threads over the partial rows"),
+        launch_text=("stage one: at most ceil(rows / 4) blocks of 256 threads, rows = tokens * "
+                     f"heads; stage two: ceil(64 / 32) blocks of {REDUCE_THREADS} threads over "
+                     "exactly the partial rows stage one wrote"),
         make_cases=_cases_dw_launch,
+        launch_rules=(
+            threads_exactly(lambda case: PARTIAL_THREADS, f"{PARTIAL_THREADS} (dw_partials' "
+                            "four groups of 64)"),
+            blocks_at_most(lambda case: blocks(_rows(case), GROUPS), "ceil(rows / 4)"),
+            given_launch("reduce_partials_kernel", lambda case: -(-ROW // 32), REDUCE_THREADS,
+                         f"ceil(64 / 32) blocks of {REDUCE_THREADS} threads"),
+            reads_what_was_written("reduce_partials_kernel", 0, ROW, "partial rows"),
+        ),
+        **DW_PARTIALS.launching(),
         hint=("blocks = min(ceil(rows / 4), 1024); partials = cuda.device_array(blocks * 64, "
               "np.float32); dw_partials[blocks, 256](...); "
               f"reduce_partials_kernel[2, {REDUCE_THREADS}](partials, out)"),

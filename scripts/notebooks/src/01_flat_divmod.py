@@ -297,7 +297,11 @@ plt.show()
 # Now launch it yourself: a host function that computes the grid from the shape and calls
 # `pair_angles[blocks, threads](...)`.  One thread per pair: `total_pairs` threads, rounded up to
 # whole blocks of at most 1024 threads.  The grader records the launch and checks that every
-# pair is covered, that no block is wholly idle, and that a GPU would accept it.
+# pair is covered, that no block is wholly idle, and that a GPU would accept it.  Your function
+# gets plain Python numbers, as a shape computation gives them; pass each to the kernel with
+# the type of step 01.1's contract, `uint64(n_pairs)`: given a Python int, a GPU would compile
+# a second `pair_angles` for an int64 `n_pairs`, with the signed division step 01.1 removed.
+# The grader refuses such a launch, and holds the kernel you launch to step 01.1's rules.
 
 # %%
 def launch_pair_angles(out, positions, inv_freq, n_pairs, total_pairs):

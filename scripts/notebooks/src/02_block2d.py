@@ -471,7 +471,10 @@ verdict.time()
 # Now the host side, as `ropelab` does it: one block per token (`positions.size` of them), and
 # one thread per pair rounded up to whole warps, **capped at 1024**.  Past the cap, your stride
 # loop covers the rest of the row.  The grader's last case has rows of 1,300 pairs: a block of
-# 1,312 threads is a launch a GPU refuses, and the grader says so before any thread runs.
+# 1,312 threads is a launch a GPU refuses, and the grader says so before any thread runs.  It
+# checks the grid and the block against those two rules, and the types of what you pass:
+# `n_pairs` and `base` arrive as Python numbers, and step 02.2's contract wants
+# `uint64(n_pairs)` and `float32(base)`.
 
 # %%
 def launch_block2d(x, out, positions, n_pairs, base):

@@ -416,8 +416,9 @@ verdict = steps.check(rope_quads, "03.2")
 #
 # The host side of step 03.2: compute `quads_per_row` (as a `uint64`, rounded **up**) and
 # `total_quads` (an `int64`) from the shape, then launch `rope_quads` with one thread per quad,
-# at most 1024 threads per block.  The grader checks coverage, idle blocks and the
-# configuration's legality.
+# at most 1024 threads per block.  `n_pairs` arrives as a Python int: pass it as `uint64(n_pairs)`,
+# step 03.2's type.  The grader checks coverage, idle blocks, the configuration's legality and
+# the types of the kernel's arguments.
 
 # %%
 import numpy as np

@@ -405,7 +405,10 @@ verdict = steps.check(rope_shared_table, "04.2")
 # %% [markdown]
 # The guard `if idx < total_pairs` comes after the barrier on purpose: every thread of the
 # block, including those past the last pair, takes part in the copy and reaches
-# `cuda.syncthreads()`.
+# `cuda.syncthreads()`.  A barrier inside the guard would be one that the last block's spare
+# threads never reach: on a GPU the block can hang there.  The simulator checks it (in the
+# grader and in your own launches): a barrier that not every thread of the block reaches, at
+# the same line, stops the launch with the threads that never arrived.
 #
 # ### Step 04.3: the cos/sin cache lookup
 #

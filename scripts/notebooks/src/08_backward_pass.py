@@ -428,7 +428,11 @@ assert answer_3 == backward_kernel.partial_rows(main_plan) * 2 * 128
 # each function in its cell and run the cell after it: the grader runs it on the simulator
 # (ropelab emulates the warp shuffles there; every lane of a warp must reach each shuffle),
 # compares every float with a float64 reference written from the formulas above, and says
-# which typical mistake a wrong value matches.
+# which typical mistake a wrong value matches.  As in notebooks 00 to 06, a kernel with right
+# values is then compiled for the H200 (no GPU needed) and must hold the notebook's rules: no
+# float64 arithmetic (an `int32` position times a `float32` frequency is a float64 in Numba:
+# `float32(positions[row])` first), the shuffle butterfly in step 08.2, and every thread of a
+# block at every `cuda.syncthreads()` it has.
 # Solutions: `notebooks/solutions/08_backward_pass.py`.
 #
 # ### Step 08.1: the inverse rotation

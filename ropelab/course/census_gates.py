@@ -1,0 +1,195 @@
+"""A passing kernel's cost: its PTX census against the step's gates (steps 5 and 6 of
+:func:`.grading.grade`).
+
+A :class:`Gate` is one census requirement of a step ("no float64 instruction", "one pow").
+:func:`judge` takes the census of what a step judges (a kernel step's kernel, or the learner's
+kernels a launch step launched, with the contract's signature), checks the launched kernels'
+source rules and every gate, and returns an :class:`Outcome`: the status and the lines of the
+verdict, which :mod:`.grading` turns into one.  A float64 gate names the operations that made
+the float64 (:mod:`.widening`) where they can be found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import judging, kernel_census
+from .intake import numpy_calls, read_source
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A census requirement: ``counter`` must satisfy ``op`` against ``limit`` (``<=``/``>=``)."""
+
+    counter: str
+    op: str
+    limit: int
+    message: str  # what is wrong, with {got} and {limit}; said after "the values are right, but"
+
+    def holds(self, row: dict) -> bool:
+        got = counter_value(row, self.counter)
+        return got <= self.limit if self.op == "<=" else got >= self.limit
+
+
+COUNTER_LABELS = {
+    "instructions": "PTX instructions",
+    "int_divrem": "integer div/rem",
+    "signed_divrem": "signed integer div/rem (div.s, rem.s)",
+    "f64": "float64 instructions",
+    "sincos": "sin/cos (sin.approx, cos.approx)",
+    "pow": "pow (one lg2.approx each)",
+    "ld_global": "global loads by width (bits:count)",
+    "st_global": "global stores by width (bits:count)",
+    "ld_global_128": "128-bit global loads",
+    "loads_after_store": "global loads after the first store",
+    "shfl": "warp shuffles",
+    "pow_in_loop": "pow inside a loop (ex2.approx)",
+    "local_bytes": "local memory (bytes per thread)",
+}
+
+
+def counter_value(row: dict, name: str):
+    """One census counter of a census row; width tables stay tables, the rest are ints."""
+    if name == "pow":
+        return row["sfu"].get("lg2", 0)
+    if name == "signed_divrem":  # div.s64, rem.s32 ...: Python's // and % on signed ints
+        ops = row.get("int_divrem_ops", {})
+        return sum(n for op, n in ops.items() if op.split(".")[-1].startswith("s"))
+    if name == "ld_global_128":
+        return row["ld_global"].get("128", 0)
+    return row[name]
+
+
+def _fmt_counter(value) -> str:
+    if isinstance(value, dict):
+        by_width = sorted(value.items(), key=lambda kv: int(kv[0]))
+        return " ".join(f"{k}:{v}" for k, v in by_width) or "-"
+    return str(value)
+
+
+@dataclass
+class Outcome:
+    """What the census part of grading found: ``status`` ("PASS", "not solved yet", "error")
+    and the verdict's lines after the first (``first`` replaces the first when given)."""
+
+    status: str
+    lines: tuple = ()
+    first: str | None = None
+    census: dict | None = None
+
+
+def census_lines(mine: dict, ref: dict | None, counters: tuple, ref_label: str) -> list[str]:
+    """The learner's counts next to the reference kernel's, one counter a line."""
+    width = max(len(COUNTER_LABELS[c]) for c in counters) + 2
+    head = f"  {'PTX census (fast-math, cc 9.0)':<{width}} {'yours':>12}   {ref_label}"
+    lines = [head]
+    for c in counters:
+        theirs = "?" if ref is None or ref.get("error") else _fmt_counter(counter_value(ref, c))
+        lines.append(f"  {COUNTER_LABELS[c]:<{width}} {_fmt_counter(counter_value(mine, c)):>12}"
+                     f"   {theirs}")
+    return lines
+
+
+def _census_subjects(ex, kernel, trial) -> list:
+    """(kernel, signature) of what the census judges: a kernel step's kernel, or the learner's
+    kernels a launch step launched (simulator only: only there are launches recorded)."""
+    if ex.kind == "kernel":
+        return [(kernel, ex.signature)] if ex.signature else []
+    if not ex.launches_signature or not (ex.gates or ex.counters):
+        return []
+    return [(k, ex.launches_signature) for k in judging.launched_kernels(trial)]
+
+
+def judge(ex, kernel, trial) -> Outcome:
+    """The census part of grading, once every case has the right values (see the module
+    docstring)."""
+    subjects = _census_subjects(ex, kernel, trial)
+    if not subjects:
+        return Outcome("PASS")
+    for launched, _ in subjects if ex.kind == "launch" else ():
+        refused = _forbidden(ex, launched)
+        if refused is not None:
+            return refused
+    jobs = []
+    try:
+        jobs = [(kernel_census.ship_kernel(k), sig) for k, sig in subjects]
+        *rows, ref = kernel_census.census(jobs + [(ex.reference_job(), ex.reference_signature)])
+    except kernel_census.CensusError as exc:
+        return Outcome("PASS", (f"census: not available ({exc}); the cost requirements of this "
+                                "step are unchecked",))
+    except Exception as exc:  # noqa: BLE001  (shipping a kernel with odd globals)
+        name = _name_of(subjects[len(jobs)][0] if len(jobs) < len(subjects) else kernel)
+        text = kernel_census.useful_lines(f"{type(exc).__name__}: {exc}")
+        return Outcome("error", first=f"{name} is right on the simulator, but its census "
+                                      f"failed: {text}")
+    for (judged, signature), mine in zip(subjects, rows):
+        name = _name_of(judged)
+        if mine.get("error"):
+            source = read_source(kernel_census.python_function(judged) or judged)[0]
+            first, *more = _compile_error(name, mine["error"], source or "")
+            return Outcome("error", tuple(more), first=first)
+        whose = "" if ex.kind == "kernel" else f"in {name}, the kernel you launch, "
+        for gate in ex.gates:
+            if not gate.holds(mine):
+                got_value = _fmt_counter(counter_value(mine, gate.counter))
+                return Outcome("not solved yet", tuple(census_lines(
+                    mine, ref, ex.counters, ex.reference_label)), first=(
+                        f"the values are right, but {whose}"
+                        + _gate_text(gate, got_value, judged, signature)))
+    mine = rows[0]
+    return Outcome("PASS", tuple(census_lines(mine, ref, ex.counters, ex.reference_label)),
+                   census=mine)
+
+
+def _gate_text(gate: Gate, got_value: str, judged, signature: str) -> str:
+    """A failed gate in words; for float64, the operations of the kernel that made it
+    (:mod:`.widening`), where they can be found, instead of the gate's general guess."""
+    text = gate.message.format(got=got_value, limit=gate.limit)
+    if gate.counter != "f64":
+        return text
+    from . import widening
+
+    found = widening.lookup(judged, signature)
+    if not found:
+        return text
+    return (f"the fast-math build has {got_value} float64 instructions (the goal: "
+            f"{gate.limit}); Numba computes these operations in float64:\n"
+            + "\n".join(widening.lines_for(judged, found)))
+
+
+def _name_of(fn) -> str:
+    inner = kernel_census.python_function(fn)
+    return getattr(inner or fn, "__name__", repr(fn))
+
+
+def _forbidden(ex, launched) -> Outcome | None:
+    """A launch step's source rules (``launched_forbid``) on a kernel it launched."""
+    if not ex.launched_forbid:
+        return None
+    source, _ = read_source(kernel_census.python_function(launched) or launched)
+    if source is None:
+        return None
+    for rule in ex.launched_forbid:
+        rows = rule.found_in(source)
+        if rows:
+            return Outcome("not solved yet", (
+                f"  line {rows[0]}: `{source.splitlines()[rows[0] - 1].strip()}`",), first=(
+                    f"`{rule.what}` is not allowed in {_name_of(launched)}, the kernel you "
+                    f"launch: {rule.message}"))
+    return None
+
+
+def _compile_error(name: str, error: str, source: str) -> tuple:
+    """The lines of a census compile failure.  Without a GPU the census compiles with no
+    driver; a call that numba-cuda compiles as a driver-bound helper (NumPy allocations such
+    as np.zeros are) fails there with "Error at driver init", which says nothing about the
+    kernel: name the call instead."""
+    if "Error at driver init" in error:
+        calls = numpy_calls(source)
+        what = ", ".join(calls) if calls else "a call"
+        return (f"{name} is right on the simulator, but the census cannot compile it here: "
+                f"numba-cuda compiles {what} inside a kernel as a helper that needs a CUDA "
+                "driver, and this machine has none",
+                "hint: for a small per-thread scratch array write cuda.local.array(n, float32) "
+                "(a per-block one: cuda.shared.array), which compiles anywhere")
+    return (f"{name} is right on the simulator but does not compile for a GPU:\n{error}",)

@@ -1,0 +1,131 @@
+"""The grid and block rules that launch steps state, each with the check that enforces it.
+
+A launch step's text says more than "legal and covering": threads per block a multiple of 32,
+one block per token, at most ``ceil(rows / 4)`` blocks, the given second stage launched with its
+own grid over exactly the rows the first stage wrote.  Each such sentence is one
+:class:`LaunchRule` in the step's ``launch_rules``; the grader (:func:`..grading._compare`)
+asks every rule about the launches it recorded (:class:`~ropelab.course.recording.Launch`) and
+reports the first broken one, in the step's words, before it compares values: a launch that
+breaks its contract is wrong whatever numbers it happens to give.
+
+``Launch.learners`` tells the learner's kernels from the ones a step gives (ropelab's own, such
+as 08.4's ``reduce_partials_kernel``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..grading import Case
+
+WARP = 32
+
+
+@dataclass(frozen=True)
+class LaunchRule:
+    """One stated rule: ``rule`` in the step's words, ``check(case, launches)`` the first
+    breach in words (None when it holds), ``hint`` what to do."""
+
+    rule: str
+    check: Callable[[Case, list], str | None]
+    hint: str = ""
+
+    def problem(self, case: Case, launches: list) -> str | None:
+        return self.check(case, launches)
+
+
+def _learners(launches: list) -> list:
+    return [launch for launch in launches if launch.learners]
+
+
+def _each(launches: list, test: Callable) -> str | None:
+    for launch in _learners(launches):
+        found = test(launch)
+        if found:
+            return f"{launch.kernel}[{launch.text()}]: {found}"
+    return None
+
+
+def threads_multiple_of(n: int = WARP) -> LaunchRule:
+    """Threads per block a multiple of ``n`` (whole warps)."""
+    def check(case, launches):
+        return _each(launches, lambda launch: (
+            f"{launch.threads_per_block} thread{'s' if launch.threads_per_block > 1 else ''} "
+            f"per block, not a multiple of {n}" if launch.threads_per_block % n else None))
+    return LaunchRule(f"threads per block a multiple of {n} (whole warps)", check,
+                      "pick the block in whole warps: 32, 64, ... 1024 threads")
+
+
+def threads_exactly(count: Callable[[Case], int], words: str) -> LaunchRule:
+    """Threads per block as the step computes them from the shape."""
+    def check(case, launches):
+        want = count(case)
+        return _each(launches, lambda launch: (
+            f"{launch.threads_per_block} threads per block, but the step asks for {words}: "
+            f"{want} here" if launch.threads_per_block != want else None))
+    return LaunchRule(f"threads per block: {words}", check)
+
+
+def blocks_exactly(count: Callable[[Case], int], words: str) -> LaunchRule:
+    def check(case, launches):
+        want = count(case)
+        return _each(launches, lambda launch: (
+            f"{launch.blocks} block{'s' if launch.blocks > 1 else ''}, but the step asks for "
+            f"{words}: {want} here" if launch.blocks != want else None))
+    return LaunchRule(f"blocks: {words}", check)
+
+
+def blocks_at_most(count: Callable[[Case], int], words: str) -> LaunchRule:
+    def check(case, launches):
+        cap = count(case)
+        return _each(launches, lambda launch: (
+            f"{launch.blocks} blocks, more than the step's cap of {words}: {cap} here"
+            if launch.blocks > cap else None))
+    return LaunchRule(f"at most {words} blocks", check,
+                      "cap the grid: blocks = min(the blocks the work needs, the cap)")
+
+
+def given_launch(kernel: str, grid: Callable[[Case], int], threads: int,
+                 words: str) -> LaunchRule:
+    """The step's given kernel ``kernel`` is launched, after the learner's, with ``grid(case)``
+    blocks of ``threads``."""
+    def check(case, launches):
+        given = [launch for launch in launches if not launch.learners]
+        if not given:
+            return f"{kernel} was never launched: the step launches it after yours ({words})"
+        launch = given[-1]
+        if launches.index(launch) < max((launches.index(x) for x in _learners(launches)),
+                                        default=-1):
+            return f"{kernel} ran before your kernel: it reduces what yours wrote"
+        want = (grid(case), 1, 1), (threads, 1, 1)
+        if (launch.grid, launch.block) != want:
+            return (f"{kernel}[{launch.text()}], but the step launches it with {words}: "
+                    f"grid {want[0][0]} x block {want[1][0]} here")
+        return None
+    return LaunchRule(f"{kernel} launched last, {words}", check)
+
+
+def reads_what_was_written(kernel: str, position: int, per_block: int,
+                           what: str) -> LaunchRule:
+    """The given ``kernel``'s argument ``position`` (``what``) is the buffer the learner's kernel
+    wrote, exactly ``per_block`` floats per block of that launch."""
+    def check(case, launches):
+        given = [launch for launch in launches if not launch.learners]
+        mine = [launch for launch in _learners(launches) if launch.arguments is not None]
+        if not given or given[-1].arguments is None:
+            return None  # given_launch reports it
+        buffer = given[-1].arguments[position]
+        writer = [launch for launch in mine if any(a is buffer for a in launch.arguments)]
+        if not writer:
+            return (f"the {what} {kernel} summed were never written: no launch of your kernel "
+                    f"had that buffer as an argument (is the first stage missing, or given "
+                    f"another buffer?)")
+        size = int(getattr(buffer, "size", 0))
+        want = writer[-1].blocks * per_block
+        if size != want:
+            return (f"the {what} buffer holds {size} floats, but {writer[-1].kernel}'s "
+                    f"{writer[-1].blocks} blocks write {want} ({per_block} a block): {kernel} "
+                    f"reads every row it is given")
+        return None
+    return LaunchRule(f"{kernel} reads exactly the {what} your kernel wrote", check)
