@@ -20,12 +20,9 @@ thread keeps in flight.  A loop (a branch back to an earlier label) pays ``round
 latencies per iteration: its loads' value rounds minus their issue rounds, at least one when
 the loop loads anything.
 
-*Access pattern.*  Each register carries its step from one lane of a warp to the next
-(``%tid.x`` steps by 1, block and grid indices and parameters by 0, a loaded value by 0 when
-its address is warp-uniform, else unknown), so an address's step is the bytes between
-neighbouring lanes' accesses.  A warp's access of ``width`` bytes per lane at byte step ``s``
-touches ``ceil((31 |s| + width) / 32)`` 32-byte sectors (one when ``s`` is 0); ``useful``
-bytes are those the lanes asked for.  An unknown step counts as one sector per lane.
+*Access pattern.*  Each register carries its *lane step* (:mod:`.lanes`), so an address's
+step is the bytes between neighbouring lanes' accesses; each global access counts the 32-byte
+sectors a warp touches and the bytes its lanes use.
 
 *Instructions* by class, outside loops and inside them: ``alu`` (everything not listed),
 ``sfu`` (``*.approx`` special functions other than division: sin, cos, ex2, lg2, rsqrt, rcp,
@@ -37,16 +34,18 @@ loads, stores, atomics), ``global`` (global loads, stores, atomics), ``bar``, ``
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field
+
+from .lanes import access_bytes, sectors, useful_bytes
+from .lanes import immediate as _immediate
+from .lanes import parameter_values  # noqa: F401  (the analysis's input, laid out there)
+from .lanes import registers as _registers
+from .lanes import step as _step
 
 _SFU = ("sin", "cos", "ex2", "lg2", "rsqrt", "rcp", "sqrt", "tanh")
 _NO_DEST = ("st", "bra", "ret", "bar", "red", "membar", "fence", "exit", "trap", "prefetch",
             "barrier", "call")
-_SPECIAL_STEP = {"%tid.x": 1.0, "%laneid": 1.0}  # every other special register is warp-uniform
-_WARP = 32
-_SECTOR = 32
 
 
 @dataclass
@@ -98,18 +97,6 @@ def _split_operands(text: str) -> list:
     if current.strip():
         out.append(current.strip())
     return out
-
-
-def _registers(operand: str) -> list:
-    return re.findall(r"%[a-z]+\d*(?:\.[xyz])?", operand)
-
-
-def _immediate(operand: str):
-    operand = operand.strip()
-    try:
-        return int(operand, 0)
-    except ValueError:
-        return None
 
 
 def _entry_body(ptx: str) -> tuple[str, str]:
@@ -191,182 +178,6 @@ def _instruction(opcode: str, operands: list, guard) -> Instruction:
     if guard:
         sources.append(guard)
     return Instruction(opcode, dest, sources, immediates, guard, address, target, operands)
-
-
-# --------------------------------------------------------------------------------------------
-# Lane steps: how a register changes from one lane of a warp to the next
-# --------------------------------------------------------------------------------------------
-
-def _operand(text: str, steps: dict, consts: dict, signs: set):
-    """(lane step, constant value or None, is a sign) of one operand."""
-    text = text.strip()
-    value = _immediate(text)
-    if value is not None:
-        return 0.0, value, False
-    regs = _registers(text)
-    if not regs or text.startswith("["):
-        return 0.0, None, False  # a symbol (a shared array's address) or a float literal
-    reg = regs[0]
-    if reg in _SPECIAL_STEP:
-        return _SPECIAL_STEP[reg], None, False
-    if "." in reg:  # %ctaid.x, %ntid.y ...: one value for the whole warp
-        return 0.0, None, False
-    return steps.get(reg, 0.0), consts.get(reg), reg in signs
-
-
-def _step(ins: Instruction, steps: dict, consts: dict, signs: set):
-    """The lane step of ``ins``'s result (None: unknown), its constant value (or None), and
-    whether it is the sign of a value (``x >> 63``: 0 for the non-negative indices here)."""
-    head = ins.head
-    ops = [_operand(a, steps, consts, signs) for a in ins.args if not a.startswith("[")]
-    ss = [o[0] for o in ops]
-    known = [o[1] for o in ops]
-    sign_in = [o[2] for o in ops]
-    uniform = all(s == 0 for s in ss)
-    if head in ("mov", "cvt", "cvta"):
-        return (ss[0] if ss else 0.0), (known[0] if known else None), bool(sign_in and sign_in[0])
-    if head == "ld":
-        step = steps.get(ins.address, 0.0) if ins.address else 0.0
-        return (0.0 if step == 0 else None), None, False
-    if head in ("atom", "shfl", "vote", "activemask", "match", "setp", "set"):
-        return None, None, False
-    if head in ("add", "sub"):
-        if None in ss[:2] or len(ss) < 2:
-            return None, None, False
-        value = None
-        if known[0] is not None and known[1] is not None:
-            value = known[0] - known[1] if head == "sub" else known[0] + known[1]
-        return (ss[0] - ss[1] if head == "sub" else ss[0] + ss[1]), value, False
-    if head in ("mul", "mad", "fma") and len(ss) >= 2:
-        if ss[0] == 0 and ss[1] == 0:
-            product = 0.0
-        elif known[1] is not None and ss[0] is not None:
-            product = ss[0] * known[1]
-        elif known[0] is not None and ss[1] is not None:
-            product = ss[1] * known[0]
-        else:
-            product = None
-        if head in ("mad", "fma") and product is not None:
-            product = None if len(ss) < 3 or ss[2] is None else product + ss[2]
-        return product, None, False
-    if head == "shl" and len(ss) == 2 and known[1] is not None:
-        return (None if ss[0] is None else ss[0] * 2 ** known[1]), None, False
-    if head == "shr" and len(ss) == 2 and known[1] is None and ss[1] == 0:
-        # by a uniform amount not known here (a power-of-two row length): a row index
-        return (None if ss[0] is None else 0.0), None, bool(sign_in[0])
-    if head == "shr" and len(ss) == 2 and known[1] is not None:
-        if known[1] in (31, 63):
-            return 0.0, None, True
-        if sign_in[0]:  # a sign shifted down (the rounding term of a signed division)
-            return 0.0, None, True
-        return (None if ss[0] is None else _shrunk(ss[0] / 2 ** known[1])), None, False
-    if head in ("and", "or", "xor") and len(ss) == 2:
-        if None in ss:
-            return None, None, False
-        if any(sign_in):  # x & sign, x | sign: 0, x for the non-negative indices here
-            return (0.0 if head == "and" else max(ss, key=abs)), None, False
-        if uniform:
-            return 0.0, None, False
-        moving, mask = (ss[0], known[1]) if ss[1] == 0 else (ss[1], known[0])
-        if head == "and" and mask is not None:
-            if mask <= -(2 ** 31):  # high bits only: zero for the small indices here
-                return 0.0, None, False
-            if mask < 0:  # low bits cleared: i & -32 is one value across an aligned warp
-                return (0.0 if -mask >= _WARP * abs(moving) else moving), None, False
-            if (mask + 1) & mask == 0 and mask + 1 >= _WARP * abs(moving):
-                return moving, None, False  # i & 31: the low bits, the step unchanged
-        return None, None, False
-    if head in ("div", "rem") and len(ss) == 2:
-        if ss[0] is None or ss[1] is None or ss[1] != 0:
-            return None, None, False
-        if ss[0] == 0:
-            return 0.0, None, False
-        divisor = known[1]
-        if head == "div":  # by a parameter: taken to be wider than a warp (a row of pairs)
-            return (_shrunk(ss[0] / divisor) if divisor else 0.0), None, False
-        if divisor and divisor < _WARP * abs(ss[0]):
-            return None, None, False
-        return ss[0], None, False
-    if head == "selp" and len(ss) >= 2:
-        a, b = ss[0], ss[1]
-        if a is None or b is None:
-            return None, None, False
-        return (a if a == b else a if b == 0 and known[1] == 0 else b if a == 0 and known[0] == 0
-                else None), None, False
-    if head in ("min", "max") and len(ss) == 2:
-        moving = [x for x in ss if x != 0]
-        return (0.0 if not moving else moving[0] if len(moving) == 1 and moving[0] is not None
-                else None), None, False
-    if head == "neg" and ss:
-        return (None if ss[0] is None else -ss[0]), None, False
-    return (0.0 if uniform else None), None, False
-
-
-def _shrunk(step: float) -> float:
-    """A step divided down: below one element per warp it is one value across the warp."""
-    return 0.0 if abs(step) * _WARP <= 1 else step
-
-
-def parameter_values(args) -> list:
-    """The PTX parameters of a numba kernel launched with ``args``, in order: an array is
-    ``meminfo, parent, nitems, itemsize, data, shape..., strides...`` (None for the pointers),
-    a scalar its value (an int, a float, a bool as 0/1)."""
-    out = []
-    for a in args:
-        shape = getattr(a, "shape", None)
-        if shape is not None and not isinstance(a, (int, float)) and len(shape) > 0:
-            itemsize = int(getattr(a, "itemsize", 0) or a.dtype.itemsize)
-            strides = getattr(a, "strides", None) or _c_strides(shape, itemsize)
-            size = 1
-            for n in shape:
-                size *= int(n)
-            out += [None, None, size, itemsize, None, *map(int, shape), *map(int, strides)]
-        elif isinstance(a, bool) or type(a).__name__ == "bool_":
-            out.append(int(bool(a)))
-        elif hasattr(a, "item"):
-            out.append(a.item())
-        else:
-            out.append(a)
-    return out
-
-
-def _c_strides(shape, itemsize) -> list:
-    strides, step = [], itemsize
-    for n in reversed(shape):
-        strides.append(step)
-        step *= int(n)
-    return list(reversed(strides))
-
-
-def sectors(width: int, step) -> int:
-    """32-byte sectors one warp's access touches: ``width`` bytes per lane, lanes ``step``
-    bytes apart (0: all lanes on one address; None: unknown, one sector per lane)."""
-    if step is None:
-        return _WARP * max(1, math.ceil(width / _SECTOR))
-    if step == 0:
-        return max(1, math.ceil(width / _SECTOR))
-    s = abs(step)
-    if s >= _SECTOR:
-        return _WARP * max(1, math.ceil(width / _SECTOR))
-    return math.ceil(((_WARP - 1) * s + width) / _SECTOR)
-
-
-def useful_bytes(width: int, step) -> float:
-    """Bytes a warp's lanes ask for: distinct bytes when their accesses overlap."""
-    if step == 0:
-        return float(width)
-    if step is None or abs(step) >= width:
-        return float(_WARP * width)
-    return float((_WARP - 1) * abs(step) + width)
-
-
-def access_bytes(opcode: str) -> int:
-    """Bytes one lane moves: ``ld.global.v4.f32`` is 16, ``st.global.u8`` 1."""
-    parts = opcode.split(".")
-    lanes = next((int(p[1:]) for p in parts if p in ("v2", "v4", "v8")), 1)
-    bits = next((int(m.group(1)) for p in reversed(parts)
-                 for m in [re.fullmatch(r"[bfsu](\d+)", p)] if m), 32)
-    return lanes * bits // 8
 
 
 # --------------------------------------------------------------------------------------------

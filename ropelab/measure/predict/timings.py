@@ -57,21 +57,35 @@ def _row(entry, step=None, **fields) -> dict:
 
 
 class Writer:
-    """One CSV per set under ``out``, a row flushed as soon as it is known."""
+    """One CSV per set under ``out`` (``<prefix>-<set>-<stamp>.csv``), a row flushed as soon
+    as it is known."""
 
-    def __init__(self, out: Path, prefix: str):
-        self.out, self.prefix, self.files = Path(out), prefix, {}
+    def __init__(self, out: Path, prefix: str, stamp: str):
+        self.out, self.prefix, self.stamp, self.files = Path(out), prefix, stamp, {}
+        self.counts = {}
         self.out.mkdir(parents=True, exist_ok=True)
 
     def write(self, row: dict) -> None:
         if row["set"] not in self.files:
-            handle = open(self.out / f"{self.prefix}-{row['set']}.csv", "w", newline="")
+            name = f"{self.prefix}-{row['set']}-{self.stamp}.csv"
+            handle = open(self.out / name, "w", newline="")
             writer = csv.DictWriter(handle, COLUMNS)
             writer.writeheader()
             self.files[row["set"]] = (handle, writer)
         handle, writer = self.files[row["set"]]
         writer.writerow(row)
         handle.flush()
+        self.count(row)
+
+    def count(self, row: dict) -> None:
+        key = (row["set"], row["status"])
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+    def summary(self) -> str:
+        sets = dict.fromkeys(s for s, _ in self.counts)
+        return "; ".join(f"{s}: " + ", ".join(f"{n} {status}" for (t, status), n in
+                                               sorted(self.counts.items()) if t == s)
+                         for s in sets)
 
     def close(self) -> None:
         for handle, _ in self.files.values():
@@ -171,8 +185,38 @@ def _text(exc: BaseException) -> str:
 # The GPU run: a parent that restarts its timing child when a kernel poisons the context
 # --------------------------------------------------------------------------------------------
 
+CHILD = (sys.executable, "-m", "ropelab.measure.predict.gpu_child")
+ROW_TIMEOUT_S = 120.0  # no row for this long: the child is stuck (a kernel that never ends)
+
+
+def _lines(proc, timeout_s: float):
+    """The child's stdout lines; the child is killed when none comes for ``timeout_s``."""
+    import queue
+    import threading
+
+    lines: queue.Queue = queue.Queue()
+
+    def pump():
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    while True:
+        try:
+            line = lines.get(timeout=timeout_s)
+        except queue.Empty:
+            proc.kill()
+            return
+        if line is None:
+            return
+        yield line
+
+
 def run_gpu(entries, writer: Writer, *, repeats: int, deadline_s: float, workers: int,
-            directories, training: bool, show=print) -> int:
+            directories, training: bool, meta_path: Path, show=print, child=CHILD) -> int:
+    """Time ``entries`` in a child process (``child``: its command), restarted after a fault;
+    returns how many times it was restarted."""
     t0 = time.monotonic()
     if workers > 0:
         from .gpu_child import precompile
@@ -180,7 +224,7 @@ def run_gpu(entries, writer: Writer, *, repeats: int, deadline_s: float, workers
         precompile(directories, training, workers, deadline_s=min(150.0, deadline_s / 3))
         show(f"== precompiled in {time.monotonic() - t0:.0f} s")
     todo = [e for e in entries]
-    failures = 0
+    failures = broken = 0
     while todo:
         left = deadline_s - (time.monotonic() - t0)
         if left <= 5:
@@ -189,28 +233,43 @@ def run_gpu(entries, writer: Writer, *, repeats: int, deadline_s: float, workers
             break
         payload = {"directories": [str(d) for d in directories], "training": training,
                    "keys": [e.key for e in todo], "repeats": repeats, "deadline_s": left}
-        proc = subprocess.Popen([sys.executable, "-m", "ropelab.measure.predict.gpu_child"],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(list(child), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True)
         proc.stdin.write(json.dumps(payload))
         proc.stdin.close()
-        done = set()
-        for line in proc.stdout:
+        done, started = set(), False
+        for line in _lines(proc, ROW_TIMEOUT_S):
             if not line.startswith("{"):
                 continue
             row = json.loads(line)
+            if "meta" in row:  # the child's first line: the device and versions
+                meta_path.write_text(json.dumps(row["meta"], indent=1) + "\n")
+                started = True
+                continue
             done.add(row["key"])
             writer.write({c: row.get(c, "") for c in COLUMNS})
             show(f"{row['key']:<34} {row['step']:<5} {row['status']:<8} "
                  f"{row.get('median_us', '')!s:>10} us  copy {row.get('copy_us', '')!s:>8}"
                  f"  {row.get('error', '')[:60]}")
+        if not started:
+            broken += 1
+            if broken >= 2:  # it cannot even start: no point in trying entry by entry
+                for e in todo:
+                    writer.write(_row(e, status="error", error="the timing process did not "
+                                      f"start (exit {proc.returncode})"))
+                break
         proc.wait()
         remaining = [e for e in todo if e.key not in done]
-        if proc.returncode == 0 or len(remaining) == len(todo):
-            for e in remaining:  # the child ended without them: say so, never loop for ever
-                writer.write(_row(e, status="error", error=f"timing process ended "
-                                  f"(exit {proc.returncode}) before this entry"))
+        if proc.returncode == 0:
+            for e in remaining:  # it ended on its own (its deadline): say so for each
+                writer.write(_row(e, status="skipped", error="the timing process ended "
+                                  "before this entry"))
             break
         failures += 1
+        if len(remaining) == len(todo):  # died on the first entry: drop it, go on
+            writer.write(_row(remaining[0], status="fault", error=f"the timing process died "
+                              f"(exit {proc.returncode}) on this entry"))
+            remaining = remaining[1:]
         todo = remaining
     return failures
 
@@ -238,7 +297,8 @@ def main(argv=None) -> int:
         failed = check_entries(entries)
         print(f"check: {len(entries) - failed} entries right, {failed} not")
         return 1 if failed else 0
-    writer = Writer(Path(args.out), "features" if args.dry_run else "timings")
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    writer = Writer(Path(args.out), "features" if args.dry_run else "timings", stamp)
     try:
         if args.dry_run:
             failed = dry_run(entries, writer)
@@ -246,8 +306,10 @@ def main(argv=None) -> int:
         else:
             restarts = run_gpu(entries, writer, repeats=args.repeats, deadline_s=args.deadline,
                                workers=args.workers, directories=directories,
-                               training=not args.no_training)
+                               training=not args.no_training,
+                               meta_path=Path(args.out) / f"timings-{stamp}.meta.json")
             print(f"GPU run done ({restarts} restarts of the timing process)")
+        print(f"rows: {writer.summary()}")
     finally:
         writer.close()
     return 0
