@@ -19,10 +19,11 @@ and returns plain numbers of physical meaning, all per launch:
     (132 x ``resident_warps``), at least 1: how many times the machine fills up.
 ``passes``
     times a thread runs its loop body: the bytes each working thread must move over the
-    bytes one pass moves (1 for a kernel without a loop).
+    bytes one pass moves (1 for a kernel without a loop; below 1 when the compiler unrolled
+    the loop into passes of several iterations that few threads need).
 ``rounds``
-    memory latencies one thread waits for in series: the PTX's rounds for one pass, plus
-    ``rounds_loop`` for each further pass.
+    memory latencies one thread waits for in series: the PTX's rounds outside the loop, plus
+    ``rounds_loop`` for each pass.
 ``issue``
     issue cycles of one warp (see :data:`ISSUE_CYCLES`), over all its passes.
 ``sectors``
@@ -108,14 +109,17 @@ def launch_features(counts: dict, grid, block, dram_bytes: int, dynamic_shared: 
     per_pass = counts.get("useful_loop", 0.0) / WARP
     per_thread = dram_bytes / threads
     if per_pass > 0:
-        passes = max(1.0, (per_thread - once) / per_pass)
+        # Below 1 when the compiler unrolled the loop (a pass holds several iterations) and
+        # the threads need fewer: the unrolled body then runs a fraction of the time.
+        passes = max(0.0, (per_thread - once) / per_pass)
         working = threads
     else:
         passes = 1.0
         working = threads if once <= 0 else min(threads, dram_bytes / once)
     warps = max(1.0, working / WARP)
     waves = max(1.0, warps / (SMS * occ["resident_warps"]))
-    rounds = counts.get("rounds", 0) + (passes - 1) * counts.get("rounds_loop", 0)
+    loop_rounds = counts.get("rounds_loop", 0)
+    rounds = max(counts.get("rounds", 0) - loop_rounds, 0) + passes * loop_rounds
     issue = issue_cycles(counts, "out") + passes * issue_cycles(counts, "loop")
     issue += ATOMIC_CYCLES * counts.get("atom", 0)
     sectors = warps * (counts.get("sectors_out", 0) + passes * counts.get("sectors_loop", 0))

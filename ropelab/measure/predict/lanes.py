@@ -112,12 +112,7 @@ def step(ins, steps: dict, consts: dict, signs: set):
             return 0.0, None, False
         moving, mask = (ss[0], known[1]) if ss[1] == 0 else (ss[1], known[0])
         if head == "and" and mask is not None:
-            if mask <= -(2 ** 31):  # high bits only: zero for the small indices here
-                return 0.0, None, False
-            if mask < 0:  # low bits cleared: i & -32 is one value across an aligned warp
-                return (0.0 if -mask >= _WARP * abs(moving) else moving), None, False
-            if (mask + 1) & mask == 0 and mask + 1 >= _WARP * abs(moving):
-                return moving, None, False  # i & 31: the low bits, the step unchanged
+            return _masked(moving, mask), None, False
         return None, None, False
     if head in ("div", "rem") and len(ss) == 2:
         if ss[0] is None or ss[1] is None or ss[1] != 0:
@@ -143,6 +138,27 @@ def step(ins, steps: dict, consts: dict, signs: set):
     if head == "neg" and ss:
         return (None if ss[0] is None else -ss[0]), None, False
     return (0.0 if uniform else None), None, False
+
+
+def _masked(moving: float, mask: int):
+    """The step of ``x & mask`` for ``x`` stepping by ``moving``: a mask that keeps a run of
+    bits from bit t to bit h keeps the step when the run spans a warp's values (``i & 31``,
+    ``(8 i) & (2**35 - 8)``), gives one value across an aligned warp when it starts above them
+    (``i & -32``: t = 5), and is unknown when it wraps inside a warp (``i & 1``)."""
+    m = mask & (2 ** 64 - 1)
+    if m == 0:
+        return 0.0
+    low = (m & -m).bit_length() - 1
+    run = m >> low
+    if run & (run + 1):
+        return None  # not one run of bits
+    high = low + run.bit_length()
+    span = _WARP * abs(moving)
+    if 2 ** low >= span:
+        return 0.0
+    if 2 ** high < span:
+        return None
+    return moving
 
 
 def _shrunk(value: float) -> float:

@@ -40,6 +40,43 @@ class Launch:
     args: list = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ArrayInfo:
+    """What the prediction needs of an array argument (type, shape, strides), without its
+    data: a recorded launch keeps no copy of the timing case's arrays."""
+
+    dtype: np.dtype
+    shape: tuple
+    strides: tuple
+    contiguous: bool
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape)) * self.itemsize
+
+    def is_c_contiguous(self) -> bool:
+        return self.contiguous
+
+
+def light(value):
+    """An :class:`ArrayInfo` for an array argument (host, simulator or GPU), else the value."""
+    arr = _array(value)
+    if arr is not None:
+        return ArrayInfo(arr.dtype, tuple(arr.shape), tuple(arr.strides),
+                         bool(arr.flags.c_contiguous))
+    if hasattr(value, "dtype") and hasattr(value, "shape") and not isinstance(value, np.generic):
+        dtype = np.dtype(value.dtype)
+        shape = tuple(int(n) for n in value.shape)
+        strides = tuple(getattr(value, "strides", ()) or ())
+        contiguous = bool(getattr(value, "is_c_contiguous", lambda: True)())
+        return ArrayInfo(dtype, shape, strides, contiguous)
+    return value
+
+
 def _host_scalar(value):
     # What a launch function gets for a scalar of the contract: a plain Python number (see
     # ropelab.course.trial.host_scalar, whose rule this mirrors for the timer's arguments).
@@ -53,7 +90,7 @@ def kernel_step_launch(step, case, fn) -> Launch:
             args.append(np.empty(case.expected.size, dtype=np.float32))
         else:
             args.append(case.inputs[name])
-    return Launch(fn, dims(case.grid), dims(case.block), 0, args)
+    return Launch(fn, dims(case.grid), dims(case.block), 0, [light(a) for a in args])
 
 
 @contextlib.contextmanager
@@ -72,7 +109,7 @@ def recorded_launches():
         shared = int(configuration[3]) if len(configuration) >= 4 else 0
 
         def launch(*args):
-            found.append(Launch(self, dims(grid), dims(block), shared, list(args)))
+            found.append(Launch(self, dims(grid), dims(block), shared, [light(a) for a in args]))
         return launch
 
     def no_forall(self, *args, **kwargs):
@@ -141,14 +178,10 @@ def type_text(value) -> str:
         return "int64"
     if isinstance(value, float):
         return "float64"
-    arr = _array(value)
-    if arr is not None:
-        dtype, ndim, contiguous = arr.dtype, arr.ndim, arr.flags.c_contiguous
-    elif hasattr(value, "dtype") and hasattr(value, "shape"):  # a GPU device array
-        dtype, ndim = np.dtype(value.dtype), len(value.shape)
-        contiguous = getattr(value, "is_c_contiguous", lambda: True)()
-    else:
+    info = light(value)
+    if not isinstance(info, ArrayInfo):
         raise NotPredictable(f"cannot type a kernel argument of type {type(value).__name__}")
+    dtype, ndim, contiguous = info.dtype, len(info.shape), info.contiguous
     if ndim == 0:
         raise NotPredictable("a 0-d array argument is not predicted")
     axes = [":"] * ndim
@@ -163,14 +196,7 @@ def signature(args) -> str:
 
 def array_bytes(args) -> int:
     """Bytes of the array arguments: what a cold L2 must at least move for this launch."""
-    total = 0
-    for a in args:
-        arr = _array(a)
-        if arr is not None:
-            total += int(arr.nbytes)
-        elif hasattr(a, "shape") and hasattr(a, "dtype"):
-            total += int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize
-    return total
+    return sum(info.nbytes for info in map(light, args) if isinstance(info, ArrayInfo))
 
 
 def fastmath_of(kernel) -> bool:
@@ -191,10 +217,13 @@ def job_of(kernel) -> dict:
 
     fn = kernel_census.python_function(kernel)
     module = getattr(fn, "__module__", "") or ""
-    if module.split(".")[0] == "ropelab" and fn is not None \
-            and kernel_census.python_function(getattr(sys.modules.get(module), fn.__name__,
-                                                      None)) is fn:
-        return kernel_census.ship_reference(module, fn.__name__)
+    if module.split(".")[0] == "ropelab" and fn is not None and module in sys.modules:
+        for name, value in vars(sys.modules[module]).items():  # the name it is imported by
+            try:
+                if kernel_census.python_function(value) is fn:
+                    return kernel_census.ship_reference(module, name)
+            except Exception:  # noqa: BLE001  (an attribute that refuses inspection)
+                continue
     try:
         return kernel_census.ship_kernel(kernel)
     except kernel_census.CensusError as exc:

@@ -71,7 +71,7 @@ def _control_plan(name: str, tokens: int, hidden: int):
 def plan_launch(plan, tokens: int, hidden: int):
     """The :class:`.learner.Launch` of ``plan`` on host arrays of a tokens x hidden problem."""
     from ...kernels.plan import dim3, jitted
-    from .learner import Launch
+    from .learner import Launch, light
 
     arrays = [np.empty(tokens * hidden, dtype=d) if k < 2 else np.empty(tokens, dtype=d)
               for k, d in enumerate(plan.caller)]
@@ -79,7 +79,8 @@ def plan_launch(plan, tokens: int, hidden: int):
     if plan.errors:
         args.append(np.zeros(1, dtype=np.int32))
     args += list(plan.scalars)
-    return Launch(jitted(plan.kernel, plan.fastmath), dim3(plan.grid), dim3(plan.block), 0, args)
+    return Launch(jitted(plan.kernel, plan.fastmath), dim3(plan.grid), dim3(plan.block), 0,
+                  [light(a) for a in args])
 
 
 def recorded_rows(progress=None) -> tuple[list[dict], list[str], dict]:
