@@ -325,6 +325,24 @@ def test_a_launch_steps_launches_are_recorded_not_run():
     assert launch.args[0].nbytes == case.inputs["x"].nbytes  # a description, not the data
 
 
+def test_verdict_time_without_a_gpu_prints_the_prediction_with_its_error_bar():
+    from ropelab.course import learner_time, steps
+    from ropelab.course.grading import Verdict
+    from ropelab.course.verify import load_solution, solution_path
+    from ropelab.measure import predict
+
+    step = steps.get("00.4")  # a launch step: its one launch is found on the simulator
+    fn = load_solution(solution_path(step)).SOLUTIONS["00.4"]
+    verdict = Verdict("00.4", "PASS", ["PASS"], subject=(step, fn))
+    text = learner_time.predicted(verdict)
+    why = predict.explain_step(step, fn)
+    assert f"Predicted H200 time for {why['case']}" in text
+    assert predict.figure(why) in text and "80% of the measured times" in text
+    assert f"{int(why['launches'][0]['features']['blocks'])} blocks of 128 threads" in text
+    without = Verdict("00.4", "PASS", ["PASS"])
+    assert "needs the graded function" in learner_time.predicted(without)
+
+
 def test_a_broken_set_gives_error_entries_not_exceptions(tmp_path):
     from ropelab.measure.predict.entries import load_set
 
@@ -365,6 +383,33 @@ def test_the_timing_parent_restarts_a_faulted_child_and_keeps_every_row(tmp_path
     assert restarts == 1 and len(rows) == 5  # header + one row per entry, none twice
     assert sum("fault" in r for r in rows) == 1 and sum(",ok," in r for r in rows) == 3
     assert json.loads((tmp_path / "meta.json").read_text())["gpu"] == "stub"
+
+
+class _StandInTimer:
+    """Timer's interface without a GPU: fixed samples, the launch never called."""
+
+    fill_us = 300.0
+    last_host_us = [40.0]
+
+    def time(self, launch, repeats=None):
+        return [10.0, 11.0, 12.0, 13.0, 14.0]
+
+
+def test_a_timing_row_checks_the_output_first_and_reads_the_timer():
+    from ropelab.course import steps
+    from ropelab.course.verify import load_solution, solution_path
+    from ropelab.measure.predict import gpu_child
+    from ropelab.measure.predict.entries import Entry
+
+    step = steps.get("00.1")
+    solution = load_solution(solution_path(step))
+    case = step.cases()[1]  # the check runs on the simulator: a small case (64 floats)
+    right = Entry("probe", "m", 0, "00.1", "right", solution.SOLUTIONS["00.1"])
+    row = gpu_child.time_entry(right, case, _StandInTimer(), 5)
+    assert row["status"] == "ok" and row["median_us"] == 12.0 and row["p20_us"] == 10.8
+    assert row["copy_us"] == 12.0 and row["host_us"] == 40.0 and row["case"] == case.label
+    wrong = Entry("probe", "m", 1, "00.1", "wrong", solution.copy_thread_index_only)
+    assert gpu_child.time_entry(wrong, case, _StandInTimer(), 5)["status"] == "wrong"
 
 
 # A kernel of this test file, compiled by the prediction's compiler process (with an empty

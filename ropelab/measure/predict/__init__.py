@@ -14,24 +14,8 @@ held-out kernels (``scripts/gpu_predict_timings.sh``).
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
-
 from . import model
-
-KIND = "predict"
-
-
-@lru_cache(maxsize=1)
-def recorded_fit() -> dict:
-    """The newest ``data/predict/`` record (its meta holds the constants and the error bar)."""
-    from .. import records
-
-    paths = sorted((records.DATA_DIR / KIND).glob(f"{KIND}-*.json"))
-    if not paths:
-        raise FileNotFoundError("no data/predict record: run python -m ropelab.measure.predict "
-                                "--record")
-    return records.validate(json.loads(paths[-1].read_text()))
+from .record import KIND, copy_us, recorded_fit
 
 
 def constants() -> dict:
@@ -58,7 +42,6 @@ def explain_step(step, fn, case=None, progress=None) -> dict:
     """:func:`explain_launches` of ``fn``'s launches on ``step``'s timing case, with the copy
     of the case's bytes (from the record's copy curve) beside it."""
     from .learner import step_features
-    from .record import copy_us
 
     case = case or step.timing_case()
     why = explain_launches(step_features(step, fn, case, progress=progress))
@@ -73,5 +56,5 @@ def figure(why: dict) -> str:
     return f"{why['us']:.1f} us (80% range {why['low']:.1f}-{why['high']:.1f} us)"
 
 
-__all__ = ["constants", "explain_launches", "explain_step", "figure", "interval",
+__all__ = ["KIND", "constants", "explain_launches", "explain_step", "figure", "interval",
            "recorded_fit"]

@@ -24,6 +24,8 @@ def main(argv=None) -> int:
     parser.add_argument("--timings", metavar="CSV", help="with --check-set: the GPU run's CSV "
                         "of that set (default: the newest data/predict/timings-<set>-*.csv)")
     parser.add_argument("--save", metavar="JSON", help="with --check-set: write the result")
+    parser.add_argument("--save-kernels", action="store_true", help="write data/predict/"
+                        "kernels.json: the compiled kernels notebook 07 and the tests predict")
     args = parser.parse_args(argv)
     if args.check_set:
         result = record.check_set(args.check_set, args.timings, progress=_progress)
@@ -41,6 +43,9 @@ def main(argv=None) -> int:
             with open(args.save, "w") as fh:
                 json.dump(result, fh, indent=1)
             print(f"wrote {args.save}")
+        return 0
+    if args.save_kernels:
+        print(f"wrote {record.save_committed_kernels()}")
         return 0
     doc = record.compute(progress=_progress)
     print(record.format_report(doc))

@@ -55,7 +55,8 @@ def _import(path: Path, set_name: str):
 def _short(exc: BaseException) -> str:
     last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
     where = f" ({Path(last[0].filename).name}:{last[0].lineno})" if last else ""
-    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc) else ''}{where}"
+    first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}{where}"
 
 
 def load_set(directory, set_name: str | None = None) -> list[Entry]:

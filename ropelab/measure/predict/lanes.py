@@ -113,6 +113,10 @@ def step(ins, steps: dict, consts: dict, signs: set):
         moving, mask = (ss[0], known[1]) if ss[1] == 0 else (ss[1], known[0])
         if head == "and" and mask is not None:
             return _masked(moving, mask), None, False
+        if head != "and" and 0.0 in ss:
+            # x | row << 6 (the compiler's add of disjoint bits), i ^ 1 (the pair's partner):
+            # the moving operand's step, near enough
+            return moving, None, False
         return None, None, False
     if head in ("div", "rem") and len(ss) == 2:
         if ss[0] is None or ss[1] is None or ss[1] != 0:
@@ -135,7 +139,7 @@ def step(ins, steps: dict, consts: dict, signs: set):
         moving = [x for x in ss if x != 0]
         return (0.0 if not moving else moving[0] if len(moving) == 1 and moving[0] is not None
                 else None), None, False
-    if head == "neg" and ss:
+    if head in ("neg", "not") and ss:  # -x, and ~x = -x - 1
         return (None if ss[0] is None else -ss[0]), None, False
     return (0.0 if uniform else None), None, False
 
@@ -144,7 +148,8 @@ def _masked(moving: float, mask: int):
     """The step of ``x & mask`` for ``x`` stepping by ``moving``: a mask that keeps a run of
     bits from bit t to bit h keeps the step when the run spans a warp's values (``i & 31``,
     ``(8 i) & (2**35 - 8)``), gives one value across an aligned warp when it starts above them
-    (``i & -32``: t = 5), and is unknown when it wraps inside a warp (``i & 1``)."""
+    (``i & -32``: t = 5), and a small value that wraps inside a warp (``i & 1``) counts as
+    steady: an address offset by it stays within a few elements (``x[i - (i & 1)]``)."""
     m = mask & (2 ** 64 - 1)
     if m == 0:
         return 0.0
@@ -157,7 +162,7 @@ def _masked(moving: float, mask: int):
     if 2 ** low >= span:
         return 0.0
     if 2 ** high < span:
-        return None
+        return 0.0
     return moving
 
 

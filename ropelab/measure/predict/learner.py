@@ -217,13 +217,18 @@ def job_of(kernel) -> dict:
 
     fn = kernel_census.python_function(kernel)
     module = getattr(fn, "__module__", "") or ""
-    if module.split(".")[0] == "ropelab" and fn is not None and module in sys.modules:
-        for name, value in vars(sys.modules[module]).items():  # the name it is imported by
-            try:
-                if kernel_census.python_function(value) is fn:
-                    return kernel_census.ship_reference(module, name)
-            except Exception:  # noqa: BLE001  (an attribute that refuses inspection)
-                continue
+    if module.split(".")[0] == "ropelab" and fn is not None:
+        # The name it is importable by: in its own module, or (a kernel a factory built, such
+        # as notebook 08's reduction) in the ropelab module that made it.
+        homes = [module] + sorted(m for m in sys.modules if m.split(".")[0] == "ropelab"
+                                  and m != module)
+        for home in homes:
+            for name, value in list(getattr(sys.modules.get(home), "__dict__", {}).items()):
+                try:
+                    if kernel_census.python_function(value) is fn:
+                        return kernel_census.ship_reference(home, name)
+                except Exception:  # noqa: BLE001  (an attribute that refuses inspection)
+                    continue
     try:
         return kernel_census.ship_kernel(kernel)
     except kernel_census.CensusError as exc:

@@ -168,7 +168,9 @@ def summary(lines: list[dict]) -> dict:
     """Mean and worst |error| of both models, and per family, of validation ``lines``."""
     def stats(chosen, model):
         errors = [abs(x[f"{model}_error"]) for x in chosen]
-        return (round(sum(errors) / len(errors), 4), round(max(errors), 4)) if errors else (None, None)
+        if not errors:
+            return None, None
+        return round(sum(errors) / len(errors), 4), round(max(errors), 4)
 
     out = {"rows": len(lines)}
     for model in ("model", "trivial"):

@@ -316,8 +316,10 @@ def _summary(kernel: Kernel, counts: dict, memory: list) -> dict:
     out = dict(counts)
     out["rounds"] = max([m["value"] for m in loads] + [0])
     in_loop = [m for m in loads if m["loop"]]
-    out["rounds_loop"] = (max(1, max(m["value"] for m in in_loop) - min(m["issue"] for m in in_loop))
-                          if in_loop else 0)
+    out["rounds_loop"] = 0
+    if in_loop:
+        depth = max(m["value"] for m in in_loop) - min(m["issue"] for m in in_loop)
+        out["rounds_loop"] = max(1, depth)
     out["first_round_loads"] = sum(1 for m in loads if m["issue"] == 0)
     out["first_round_bytes"] = sum(m["bytes"] for m in loads if m["issue"] == 0)
     for where, flag in (("out", False), ("loop", True)):

@@ -23,11 +23,13 @@ from __future__ import annotations
 import csv
 import json
 import math
+from functools import lru_cache
 from pathlib import Path
 
 from .. import records
-from . import KIND, model, sources
+from . import model, sources
 
+KIND = "predict"
 DATA_DIR = records.DATA_DIR / KIND
 METHOD = ("computed from H200 timings, not measured: rows are the prediction's GPU run (each "
           "training kernel on its step's timing case through verdict.time()'s GPU path, cold "
@@ -41,14 +43,18 @@ METHOD = ("computed from H200 timings, not measured: rows are the prediction's G
           "predicted over the validation's rows")
 
 
+@lru_cache(maxsize=1)
+def recorded_fit() -> dict:
+    """The newest ``data/predict/`` record (its meta holds the constants and the error bar)."""
+    paths = sorted(DATA_DIR.glob(f"{KIND}-*.json"))
+    if not paths:
+        raise FileNotFoundError("no data/predict record: run python -m ropelab.measure.predict "
+                                "--record")
+    return records.validate(json.loads(paths[-1].read_text()))
+
+
 def copy_curve() -> list:
-    return [[int(b), float(t)] for b, t in _recorded()["meta"]["copy_curve"]]
-
-
-def _recorded() -> dict:
-    from . import recorded_fit
-
-    return recorded_fit()
+    return [[int(b), float(t)] for b, t in recorded_fit()["meta"]["copy_curve"]]
 
 
 def predict_from_curve(curve, bytes_moved: int) -> float:
@@ -127,7 +133,7 @@ def entry_rows(entries, timings: dict, progress=None) -> tuple[list[dict], list[
 
 
 def _gpu_meta(path: Path) -> dict | None:
-    """The GPU run's metadata, ``timings-<stamp>.meta.json`` beside ``timings-<set>-<stamp>.csv``."""
+    """The GPU run's metadata: ``timings-<stamp>.meta.json`` beside the CSV of each set."""
     stamp = path.stem.rsplit("-", 1)[-1]
     meta = path.with_name(f"timings-{stamp}.meta.json")
     return json.loads(meta.read_text()) if meta.is_file() else None
@@ -151,7 +157,6 @@ def evaluate(rows: list[dict], constants: dict, fraction: float) -> list[dict]:
 def check_set(directory, csv_path=None, progress=None) -> dict:
     """A held-out set judged by the recorded model: its rows and summary.  The timings are
     ``csv_path`` or the newest ``data/predict/timings-<set>-*.csv``."""
-    from . import recorded_fit
     from .entries import load_set
 
     entries = load_set(directory)
@@ -215,6 +220,26 @@ def compute(progress=None) -> dict:
     return {"meta": meta, "rows": out}
 
 
+# The solutions whose predictions notebook 07 and the tests print: their compiled PTX is
+# committed (data/predict/kernels.json), so that a fresh clone predicts them without compiling.
+COMMITTED_SOLUTIONS = ("03.4", "00.4")
+
+
+def save_committed_kernels() -> Path:
+    """Compile (or read) the kernels of :data:`COMMITTED_SOLUTIONS` and write them alone to
+    ``data/predict/kernels.json``."""
+    from ...course import steps
+    from ...course.verify import load_solution, solution_path
+    from . import compiled
+    from .learner import step_features
+
+    compiled.USED.clear()
+    for step_id in COMMITTED_SOLUTIONS:
+        step = steps.get(step_id)
+        step_features(step, load_solution(solution_path(step)).SOLUTIONS[step_id])
+    return compiled.save_used()
+
+
 def rows_for_fit(record: dict) -> list[dict]:
     """The model rows of a record (its features parsed back): a refit needs no compiler."""
     return [{"key": r["key"], "family": r["family"], "measured_us": r["measured_us"],
@@ -242,5 +267,6 @@ def format_report(doc: dict) -> str:
              + (", ".join(v["families_worse_than_trivial"]) or "none")]
     for name, s in v["families"].items():
         lines.append(f"  {name:<34} {s['rows']:>3} rows  model {100 * s['model_mean']:5.1f}% "
-                     f"(worst {100 * s['model_max']:5.1f}%)  trivial {100 * s['trivial_mean']:5.1f}%")
+                     f"(worst {100 * s['model_max']:5.1f}%)  "
+                     f"trivial {100 * s['trivial_mean']:5.1f}%")
     return "\n".join(lines)

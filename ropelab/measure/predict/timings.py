@@ -23,7 +23,6 @@ and writes the rows with the features (and the recorded model's prediction) inst
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import subprocess
@@ -31,66 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-COLUMNS = ("set", "key", "step", "label", "kind", "case", "bytes_moved", "status", "error",
-           "launches", "regs", "median_us", "p20_us", "p80_us", "repeats", "copy_us",
-           "copy_p20_us", "copy_p80_us", "host_us", "fill_us", "seconds", "predicted_us",
-           "features")
-
-
-def gather(directories, training: bool) -> list:
-    from .entries import load_set, training_entries
-
-    out = []
-    for d in directories:
-        out += load_set(d)
-    if training:
-        out += training_entries()
-    return out
-
-
-def _row(entry, step=None, **fields) -> dict:
-    row = {c: "" for c in COLUMNS}
-    row.update({"set": entry.set, "key": entry.key, "step": entry.step_id, "label": entry.label,
-                "kind": getattr(step, "kind", "")})
-    row.update({k: v for k, v in fields.items() if k in row})
-    return row
-
-
-class Writer:
-    """One CSV per set under ``out`` (``<prefix>-<set>-<stamp>.csv``), a row flushed as soon
-    as it is known."""
-
-    def __init__(self, out: Path, prefix: str, stamp: str):
-        self.out, self.prefix, self.stamp, self.files = Path(out), prefix, stamp, {}
-        self.counts = {}
-        self.out.mkdir(parents=True, exist_ok=True)
-
-    def write(self, row: dict) -> None:
-        if row["set"] not in self.files:
-            name = f"{self.prefix}-{row['set']}-{self.stamp}.csv"
-            handle = open(self.out / name, "w", newline="")
-            writer = csv.DictWriter(handle, COLUMNS)
-            writer.writeheader()
-            self.files[row["set"]] = (handle, writer)
-        handle, writer = self.files[row["set"]]
-        writer.writerow(row)
-        handle.flush()
-        self.count(row)
-
-    def count(self, row: dict) -> None:
-        key = (row["set"], row["status"])
-        self.counts[key] = self.counts.get(key, 0) + 1
-
-    def summary(self) -> str:
-        sets = dict.fromkeys(s for s, _ in self.counts)
-        return "; ".join(f"{s}: " + ", ".join(f"{n} {status}" for (t, status), n in
-                                               sorted(self.counts.items()) if t == s)
-                         for s in sets)
-
-    def close(self) -> None:
-        for handle, _ in self.files.values():
-            handle.close()
-
+from .rows import COLUMNS, Writer, dims_text, error_text, gather
+from .rows import row as make_row
 
 # --------------------------------------------------------------------------------------------
 # Dry run: every feature, no GPU
@@ -111,7 +52,7 @@ def dry_run(entries, writer: Writer, show=print) -> int:
     for e in entries:
         step = steps.STEPS.get(e.step_id)
         if e.error or step is None:
-            writer.write(_row(e, step, status="error", error=e.error or "unknown step"))
+            writer.write(make_row(e, step, status="error", error=e.error or "unknown step"))
             failed += 1
             continue
         try:
@@ -119,7 +60,7 @@ def dry_run(entries, writer: Writer, show=print) -> int:
             launches = step_launches(step, case, e.fn)
             pending.append((e, step, case, launches, describe(launches)))
         except Exception as exc:  # noqa: BLE001  (a learner's code: report, go on)
-            writer.write(_row(e, step, status="error", error=f"launches: {_text(exc)}"))
+            writer.write(make_row(e, step, status="error", error=f"launches: {error_text(exc)}"))
             failed += 1
     tasks = [t for p in pending for t in p[4]]
     built = compiled.compiled(tasks, progress=lambda d, n: print(
@@ -131,11 +72,11 @@ def dry_run(entries, writer: Writer, show=print) -> int:
             feats = features_of(launches, mine)
             predicted = explain_launches(feats)["us"] if have_model else None
         except Exception as exc:  # noqa: BLE001
-            writer.write(_row(e, step, status="error", error=f"features: {_text(exc)}"))
+            writer.write(make_row(e, step, status="error", error=f"features: {error_text(exc)}"))
             failed += 1
             continue
-        grids = ";".join(f"{_dims(x.grid)}x{_dims(x.block)}" for x in launches)
-        writer.write(_row(e, step, status="dry", case=case.label, bytes_moved=case.bytes_moved,
+        grids = ";".join(f"{dims_text(x.grid)}x{dims_text(x.block)}" for x in launches)
+        writer.write(make_row(e, step, status="dry", case=case.label, bytes_moved=case.bytes_moved,
                           launches=grids, regs=";".join(str(b.get("regs")) for b in mine),
                           predicted_us="" if predicted is None else round(predicted, 3),
                           features=json.dumps(feats, sort_keys=True)))
@@ -163,22 +104,10 @@ def check_entries(entries, show=print) -> int:
                         problem = f"wrong at element {wrong} of case {case.label}"
                         break
             except Exception as exc:  # noqa: BLE001
-                problem = _text(exc)
+                problem = error_text(exc)
         failed += problem is not None
         show(f"{e.key:<34} {e.step_id:<5} {e.label[:34]:<34} {problem or 'ok'}")
     return failed
-
-
-def _dims(d) -> str:
-    d = list(d)
-    while len(d) > 1 and d[-1] == 1:
-        d.pop()
-    return ",".join(map(str, d))
-
-
-def _text(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
-    return (text[0] if text else type(exc).__name__)[:300]
 
 
 # --------------------------------------------------------------------------------------------
@@ -229,7 +158,7 @@ def run_gpu(entries, writer: Writer, *, repeats: int, deadline_s: float, workers
         left = deadline_s - (time.monotonic() - t0)
         if left <= 5:
             for e in todo:
-                writer.write(_row(e, status="skipped", error="past the run's deadline"))
+                writer.write(make_row(e, status="skipped", error="past the run's deadline"))
             break
         payload = {"directories": [str(d) for d in directories], "training": training,
                    "keys": [e.key for e in todo], "repeats": repeats, "deadline_s": left}
@@ -255,19 +184,19 @@ def run_gpu(entries, writer: Writer, *, repeats: int, deadline_s: float, workers
             broken += 1
             if broken >= 2:  # it cannot even start: no point in trying entry by entry
                 for e in todo:
-                    writer.write(_row(e, status="error", error="the timing process did not "
+                    writer.write(make_row(e, status="error", error="the timing process did not "
                                       f"start (exit {proc.returncode})"))
                 break
         proc.wait()
         remaining = [e for e in todo if e.key not in done]
         if proc.returncode == 0:
             for e in remaining:  # it ended on its own (its deadline): say so for each
-                writer.write(_row(e, status="skipped", error="the timing process ended "
+                writer.write(make_row(e, status="skipped", error="the timing process ended "
                                   "before this entry"))
             break
         failures += 1
         if len(remaining) == len(todo):  # died on the first entry: drop it, go on
-            writer.write(_row(remaining[0], status="fault", error=f"the timing process died "
+            writer.write(make_row(remaining[0], status="fault", error=f"the timing process died "
                               f"(exit {proc.returncode}) on this entry"))
             remaining = remaining[1:]
         todo = remaining
@@ -291,8 +220,9 @@ def main(argv=None) -> int:
         if not d.is_dir():
             parser.error(f"{d} is not a directory")
     entries = gather(directories, not args.no_training)
+    sets = dict.fromkeys(e.set for e in entries)
     print(f"{len(entries)} entries: " + ", ".join(
-        f"{s} {sum(1 for e in entries if e.set == s)}" for s in dict.fromkeys(e.set for e in entries)))
+        f"{s} {sum(1 for e in entries if e.set == s)}" for s in sets))
     if args.check:
         failed = check_entries(entries)
         print(f"check: {len(entries) - failed} entries right, {failed} not")

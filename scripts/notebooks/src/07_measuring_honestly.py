@@ -628,8 +628,8 @@ plt.show()
 # same bytes", does {{ predict.trivial_mean_pct }} and {{ predict.trivial_max_pct }}.  The
 # family it misses most is {{ predict.worst_family }}; the trivial model does better on
 # {{ predict.worse_count }} families ({{ predict.worse_than_trivial }}).  Every prediction is
-# printed with the range that held the middle 80% of these held-out rows: the measured time
-# lay between {{ predict.interval }} of the prediction.  That range is the model's honest
+# printed with the range that held the middle four fifths of these held-out rows: the measured time
+# lay within {{ predict.interval }} of the prediction.  That range is the model's honest
 # error, and it is wider than the spread of repeated timings: a prediction says where a kernel
 # stands against the copy, not what it measures.
 #
