@@ -121,15 +121,17 @@ def _spread(samples) -> dict:
             "repeats": len(samples)}
 
 
-def measure_on_gpu(step, fn, repeats: int, *, timer=None, reference: bool = True) -> dict:
+def measure_on_gpu(step, fn, repeats: int, *, timer=None, reference: bool = True,
+                   case=None) -> dict:
     """Cold timings of ``fn`` on the step's timing case, of a device copy of the case's bytes
     and (``reference``) of ropelab's kernel for the step: ``{"mine", "copy", "reference",
     "host_us", "fill_us", "case"}``, each timing ``{median_us, p20_us, p80_us, repeats}``.
-    ``timer``: a Timer to reuse (it holds a 1 GiB eviction buffer)."""
+    ``timer``: a Timer to reuse (it holds a 1 GiB eviction buffer); ``case``: the timing case
+    when the caller has built it already (building one computes its float64 reference)."""
     from numba import cuda
 
     timer = timer or _timer_class()(repeats=repeats)
-    case = step.timing_case()
+    case = case or step.timing_case()
     out = cuda.device_array(case.expected.size, dtype=np.float32)
     args = _device_args(step, case, out)
     src = cuda.to_device(np.zeros(case.bytes_moved // 8, dtype=np.float32))

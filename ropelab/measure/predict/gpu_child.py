@@ -7,7 +7,9 @@ poisons it), it exits with status 3 and the parent starts a fresh child for the 
 
 ``... gpu_child --compile`` (:func:`precompile` starts several) runs each of its entries once
 on the timing case with numba's on-disk cache enabled on every kernel of the entries' modules,
-so that the timing child loads compiled kernels instead of compiling them one by one.
+so that the timing child loads compiled kernels instead of compiling them one by one.  Before
+that, ``--probe`` checks on two kernels that the cache serves them in a second process
+(:func:`cache_works`); if it does not, nothing is compiled first.
 """
 
 from __future__ import annotations
@@ -120,7 +122,8 @@ def time_entry(e, case, timer, repeats: int) -> dict:
         return _row(e, step, status="wrong", error=f"element {wrong} is wrong on the GPU",
                     **base)
     try:
-        m = learner_time.measure_on_gpu(step, e.fn, repeats, timer=timer, reference=False)
+        m = learner_time.measure_on_gpu(step, e.fn, repeats, timer=timer, reference=False,
+                                        case=case)
     except Exception as exc:  # noqa: BLE001
         status = "error" if _context_alive() else "fault"
         return _row(e, step, status=status, error=f"timing: {_text(exc)}", **base)
@@ -154,9 +157,8 @@ def _case(cases: dict, step_id: str):
 
 def timing_child(payload) -> int:
     from ...course import learner_time
-    from .rows import error_text as _text, row as _row
-
     from .. import records
+    from .rows import error_text as _text, row as _row
 
     t0 = time.monotonic()
     entries = _entries(payload)
@@ -201,11 +203,62 @@ def compile_child(payload) -> int:
     return 0
 
 
-def precompile(directories, training: bool, workers: int, deadline_s: float) -> None:
-    """Compile every entry's kernels in ``workers`` processes, a module's entries together."""
+def probe_child(payload) -> int:
+    """Run the entries once with the disk cache on and print how many kernels it served."""
+    from numba.cuda.dispatcher import CUDADispatcher
+
+    from ...course import steps, trial
+
+    entries = _entries(payload)
+    enable_caching(entries)
+    for e in entries:
+        try:
+            trial.run(steps.get(e.step_id), _case({}, e.step_id), e.fn)
+        except Exception:  # noqa: BLE001
+            pass
+    hits = misses = 0
+    for name in {getattr(getattr(e.fn, "py_func", e.fn), "__module__", "") for e in entries}:
+        for value in vars(sys.modules.get(name) or sys).values():
+            if isinstance(value, CUDADispatcher):
+                hits += sum(value._cache_hits.values())
+                misses += sum(value._cache_misses.values())
+    print(json.dumps({"hits": hits, "misses": misses}), flush=True)
+    return 0
+
+
+def _run(mode: str, payload, timeout_s: float):
+    """``gpu_child --MODE`` on ``payload``; its JSON lines (none after ``timeout_s``)."""
+    proc = subprocess.Popen([sys.executable, "-m", "ropelab.measure.predict.gpu_child",
+                             f"--{mode}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        out, _ = proc.communicate(json.dumps(payload), timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def cache_works(directories, training: bool, entries) -> bool:
+    """Compile two kernels into numba's disk cache in one process and load them in another:
+    does the cache serve them?  (If not, compiling first in parallel would only cost time.)"""
+    canary = [e.key for e in entries if e.module == "solutions"][:2] or [e.key for e in
+                                                                           entries[:2]]
+    payload = {"directories": [str(d) for d in directories], "training": training,
+               "keys": canary}
+    _run("compile", payload, 60.0)
+    found = _run("probe", payload, 60.0)
+    return bool(found) and found[-1].get("hits", 0) > 0
+
+
+def precompile(directories, training: bool, workers: int, deadline_s: float) -> bool:
+    """Compile every entry's kernels in ``workers`` processes, a module's entries together,
+    when numba's disk cache works here (:func:`cache_works`); returns whether it ran."""
     from .rows import gather
 
     entries = [e for e in gather(directories, training) if not e.error]
+    if not cache_works(directories, training, entries):
+        return False
     groups = {}
     for e in entries:
         groups.setdefault(f"{e.set}/{e.module}", []).append(e.key)
@@ -229,6 +282,7 @@ def precompile(directories, training: bool, workers: int, deadline_s: float) -> 
         except subprocess.TimeoutExpired:
             p.kill()  # what it compiled is cached; the timing child compiles the rest
             p.wait()
+    return True
 
 
 def main(argv) -> int:
@@ -236,6 +290,8 @@ def main(argv) -> int:
     os.environ.setdefault("ROPELAB_TARGET", "gpu")
     if "--compile" in argv:
         return compile_child(payload)
+    if "--probe" in argv:
+        return probe_child(payload)
     return timing_child(payload)
 
 
