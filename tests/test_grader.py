@@ -423,15 +423,24 @@ def test_time_without_a_gpu_says_it_predicts_or_that_no_model_is_installed(monke
     assert "no prediction model is installed" in capsys.readouterr().out
     seen = {}
 
-    def fake_model(census, bytes_moved):
-        seen.update(census=census, bytes_moved=bytes_moved)
-        return 12.5
+    class FakeModel:  # ropelab.measure.predict's interface, answering 12.5 us
+        @staticmethod
+        def explain_step(step, fn, progress=None):
+            seen.update(step=step, fn=fn)
+            f = {"blocks": 4.0, "threads_per_block": 64.0, "waves": 1.0}
+            return {"us": 12.5, "low": 11.0, "high": 14.0, "copy_us": 10.0, "case": "c",
+                    "bytes_moved": 2e6, "launches": [{"us": 12.5, "binding": "memory",
+                                                      "features": f}]}
 
-    monkeypatch.setattr(learner_time, "prediction_model", lambda: fake_model)
+        @staticmethod
+        def figure(why):
+            return f"{why['us']:.1f} us (80% range {why['low']:.1f}-{why['high']:.1f} us)"
+
+    monkeypatch.setattr(learner_time, "prediction_model", lambda: FakeModel)
     verdict.time()
     text = capsys.readouterr().out
-    assert "Predicted H200 time" in text and "12.5 us" in text
-    assert seen["census"]["instructions"] > 0 and seen["bytes_moved"] > 0
+    assert "Predicted H200 time" in text and "12.5 us (80% range 11.0-14.0 us)" in text
+    assert seen["step"].id == verdict.exercise and seen["fn"] is verdict.subject[1]
 
 
 def test_identify_refuses_a_kernel_as_a_launch_function():

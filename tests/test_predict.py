@@ -1,149 +1,439 @@
-"""The predicted-H200-time model: reproducible from the records, honest about its error.
+"""The predicted-H200-time model: PTX analysis, features, the fit, its record, the learner's
+prediction and the GPU run's plumbing.
 
-Reads the committed records and census caches only (no compile, no GPU).
+Hand-written PTX and synthetic rows test the rules; the committed record tests the fit's
+reproducibility; one small kernel goes through the compiler process.  No GPU anywhere.
 """
 
 import json
 import math
+import sys
+import textwrap
 
+import numpy as np
 import pytest
 
-from ropelab import resources
-from ropelab.measure.predict import features, model, predict_h200, record, recorded_fit, sources
+from ropelab.measure.predict import features, lanes, model, ptx, record, recorded_fit
+
+HEAD = ".version 9.5\n.target sm_90\n.address_size 64\n.visible .entry K(\n)\n{\n"
 
 
-@pytest.fixture(scope="module")
-def recomputed():
-    return record.compute()
+def kernel(body: str) -> str:
+    return HEAD + textwrap.dedent(body) + "\n}\n"
 
 
-@pytest.fixture(scope="module")
-def stored():
-    return recorded_fit()
+# Two loads, the second's address computed from the first's value: two rounds, one load
+# issued before any wait.  Lanes step by one float (tid.x * 4 bytes).
+DEPENDENT = kernel("""
+    ld.param.u64 %rd1, [K_param_4];
+    ld.param.u64 %rd2, [K_param_11];
+    mov.u32 %r1, %tid.x;
+    cvt.s64.s32 %rd3, %r1;
+    shl.b64 %rd4, %rd3, 2;
+    add.s64 %rd5, %rd1, %rd4;
+    ld.global.u32 %r2, [%rd5];
+    cvt.s64.s32 %rd6, %r2;
+    shl.b64 %rd7, %rd6, 2;
+    add.s64 %rd8, %rd1, %rd7;
+    ld.global.f32 %f1, [%rd8];
+    add.s64 %rd9, %rd2, %rd4;
+    st.global.f32 [%rd9], %f1;
+    ret;
+""")
 
 
-STALE = ("data/predict is stale (new records or census caches?): run "
-         "python -m ropelab.measure.predict --record, then python scripts/notebooks/build.py 07")
+def test_a_load_that_needs_a_load_waits_a_second_round():
+    a = ptx.analyze(DEPENDENT)
+    assert a["rounds"] == 2
+    assert a["first_round_loads"] == 1
+    assert a["loads"] == 2 and a["stores"] == 1
 
 
-def test_the_fit_is_reproducible_from_the_records(recomputed, stored):
-    assert recomputed["meta"]["sources"] == stored["meta"]["sources"], STALE
-    assert recomputed["rows"] == stored["rows"], STALE
-    got, kept = recomputed["meta"]["constants"], stored["meta"]["constants"]
-    assert got["train_kernels"] == kept["train_kernels"]
-    assert got["intercept"] == pytest.approx(kept["intercept"], rel=1e-9, abs=1e-12)
-    for name, weight in kept["weights"].items():
-        assert got["weights"][name] == pytest.approx(weight, rel=1e-9, abs=1e-12)
-    assert recomputed["meta"]["swapped_halves"] == stored["meta"]["swapped_halves"]
+def test_a_load_after_a_store_cannot_be_hoisted_above_it():
+    start = """
+        mov.u32 %r1, %tid.x;
+        cvt.s64.s32 %rd3, %r1;
+        shl.b64 %rd4, %rd3, 3;
+        add.s64 %rd5, %rd1, %rd4;
+        add.s64 %rd6, %rd2, %rd4;
+    """
+    serial = kernel(start + """
+        ld.global.f32 %f1, [%rd5];
+        st.global.f32 [%rd6], %f1;
+        ld.global.f32 %f2, [%rd5+4];
+        st.global.f32 [%rd6+4], %f2;
+        ret;
+    """)
+    loads_first = kernel(start + """
+        ld.global.f32 %f1, [%rd5];
+        ld.global.f32 %f2, [%rd5+4];
+        st.global.f32 [%rd6], %f1;
+        st.global.f32 [%rd6+4], %f2;
+        ret;
+    """)
+    assert ptx.analyze(serial)["rounds"] == 2
+    assert ptx.analyze(loads_first)["rounds"] == 1
+    assert ptx.analyze(loads_first)["first_round_loads"] == 2
 
 
-def test_the_records_errors_match_a_recomputation_from_its_rows(stored):
-    rows = stored["rows"]
-    for r in rows:  # each error is its prediction against the recorded time
-        assert r["model_error"] == pytest.approx(r["model_us"] / r["recorded_us"] - 1, abs=2e-4)
-        assert r["trivial_error"] == pytest.approx(r["trivial_us"] / r["recorded_us"] - 1,
-                                                   abs=2e-4)
-    summary = model.summary(rows)
-    kept = stored["meta"]["summary"]
-    for key in ("test_model_max", "test_model_mean", "test_trivial_max", "test_trivial_mean",
-                "test_mean_ratio", "misses", "goal_max_met", "goal_mean_met"):
-        assert summary[key] == kept[key], key
+LOOP = kernel("""
+    mov.u32 %r1, %tid.x;
+    cvt.s64.s32 %rd3, %r1;
+$L__BB0_1:
+    shl.b64 %rd4, %rd3, 2;
+    add.s64 %rd5, %rd1, %rd4;
+    ld.global.f32 %f1, [%rd5];
+    add.s64 %rd6, %rd2, %rd4;
+    st.global.f32 [%rd6], %f1;
+    add.s64 %rd3, %rd3, 256;
+    setp.lt.u64 %p1, %rd3, %rd7;
+    @%p1 bra $L__BB0_1;
+    ret;
+""")
 
 
-def test_training_uses_at_most_half_the_rows_and_whole_kernels(stored):
-    rows = stored["rows"]
-    train = [r for r in rows if r["split"] == "train"]
-    assert 0 < len(train) <= len(rows) / 2
-    split_of = {}
-    for r in rows:  # a kernel is wholly in one half
-        assert split_of.setdefault(r["kernel"], r["split"]) == r["split"]
+def test_a_loop_pays_its_rounds_each_pass_and_counts_its_traffic_per_pass():
+    a = ptx.analyze(LOOP)
+    assert a["rounds_loop"] == 1 and a["loops"] == 1
+    assert a["ld_bytes_loop"] == 4 and a["st_bytes_loop"] == 4 and a["ld_bytes_out"] == 0
+    assert a["sectors_loop"] == 8  # two coalesced 4-byte accesses: 4 sectors each
 
 
-def test_the_trivial_model_is_the_fixed_fraction_fitted_on_the_training_rows(stored):
-    fraction = stored["meta"]["constants"]["trivial_fraction_of_copy"]
-    train = [r for r in stored["rows"] if r["split"] == "train"]
-    mean_log = sum(math.log(r["recorded_us"] / r["copy_us"]) for r in train) / len(train)
-    assert fraction == pytest.approx(math.exp(-mean_log), rel=1e-9)
+def test_lane_steps_give_sectors_and_a_known_parameter_makes_a_stride_known():
+    assert lanes.sectors(4, 4.0) == 4 and lanes.useful_bytes(4, 4.0) == 128
+    assert lanes.sectors(4, 8.0) == 8  # two floats apart: half of every sector unused
+    assert lanes.sectors(4, 0.0) == 1 and lanes.useful_bytes(4, 0.0) == 4  # a broadcast
+    assert lanes.sectors(4, None) == 32 and lanes.sectors(16, 16.0) == 16
+    strided = kernel("""
+        ld.param.u64 %rd2, [K_param_7];
+        mov.u32 %r1, %tid.x;
+        cvt.s64.s32 %rd3, %r1;
+        mul.lo.s64 %rd4, %rd3, %rd2;
+        shl.b64 %rd5, %rd4, 2;
+        add.s64 %rd6, %rd1, %rd5;
+        ld.global.f32 %f1, [%rd6];
+        ret;
+    """)
+    unknown = ptx.analyze(strided)
+    assert unknown["unknown_steps_out"] == 1 and unknown["sectors_out"] == 32
+    x = np.zeros(8, np.float32)  # one 1-D array is 7 parameters; the scalar is the 8th
+    values = lanes.parameter_values([x, np.uint64(2)])
+    assert values[2] == 8 and values[3] == 4 and values[5] == 8 and values[7] == 2
+    known = ptx.analyze(strided, values)
+    assert known["unknown_steps_out"] == 0 and known["sectors_out"] == 8
 
 
-def test_a_model_that_ignores_access_width_fails_the_goal():
-    rows, _, _ = sources.gather()
-    planted = model.fit(rows, names=tuple(n for n in features.NAMES if n != "scalar"))
-    real = model.fit(rows)
-    planted_summary = model.summary(model.evaluate(rows, planted))
-    real_summary = model.summary(model.evaluate(rows, real))
-    assert not planted_summary["goal_mean_met"]
-    assert planted_summary["test_model_mean"] > real_summary["test_model_mean"]
-    assert len(planted_summary["misses"]) > len(real_summary["misses"])
+def test_the_lane_of_a_warp_and_the_row_of_a_warp():
+    # lane = tid & 31 steps by 1; row = tid >> 5 is one value across an aligned warp
+    body = kernel("""
+        mov.u32 %r1, %tid.x;
+        and.b32 %r2, %r1, 31;
+        shr.u32 %r3, %r1, 5;
+        cvt.u64.u32 %rd3, %r3;
+        shl.b64 %rd4, %rd3, 8;
+        cvt.u64.u32 %rd5, %r2;
+        shl.b64 %rd6, %rd5, 3;
+        add.s64 %rd7, %rd4, %rd6;
+        add.s64 %rd8, %rd1, %rd7;
+        ld.global.f32 %f1, [%rd8];
+        ret;
+    """)
+    a = ptx.analyze(body)
+    assert a["sectors_out"] == 8 and a["unknown_steps_out"] == 0  # 8 bytes a lane
 
 
-def test_every_held_out_miss_is_listed(stored):
-    listed = stored["meta"]["summary"]["misses"]
-    beyond = [r for r in stored["rows"]
-              if r["split"] == "test" and abs(r["model_error"]) > model.GOAL_MAX_ERROR]
-    assert len(listed) == len(beyond)
-    for r in beyond:
-        assert any(m.startswith(f"{r['kernel']}@{r['shape']}") for m in listed)
+def test_instruction_classes_and_shared_memory():
+    body = kernel("""
+        .shared .align 4 .b8 _cudapy_smem_1[512];
+        div.u32 %r1, %r2, %r3;
+        div.s64 %rd1, %rd2, %rd3;
+        sin.approx.ftz.f32 %f1, %f2;
+        st.shared.f32 [%rd4], %f1;
+        bar.sync 0;
+        shfl.sync.bfly.b32 %r4|%p1, %r5, %r6, %r7, %r8;
+        ret;
+    """)
+    a = ptx.analyze(body)
+    assert (a["div32_out"], a["div64_out"], a["sfu_out"], a["shared_out"], a["bar_out"],
+            a["shfl_out"]) == (1, 1, 1, 1, 1, 1)
+    assert a["shared_bytes"] == 512
 
 
-def _learner_census():
-    entries = json.loads((sources.CENSUS_DIR / "exercises.json").read_text())["entries"]
-    return next(e for e in entries.values() if not e.get("error") and e.get("st_global"))
+# --------------------------------------------------------------------------------------------
+# Features and the model
+# --------------------------------------------------------------------------------------------
+
+def test_occupancy_limits():
+    assert features.occupancy(32, 16, 0)["resident_warps"] == 32  # 32 blocks of one warp
+    assert features.occupancy(1024, 16, 0)["resident_warps"] == 64
+    assert features.occupancy(256, 128, 0)["limit"] == "registers"
+    assert features.occupancy(256, 16, 100 * 1024)["blocks_per_sm"] == 2
 
 
-def test_prediction_works_on_a_learner_kernels_census():
-    census = _learner_census()
-    assert "sass_schedule" not in census  # a learner's census is PTX counts only
-    bytes_moved = 67141632  # 8192 x 1024 float32, in and out, plus positions
-    copy = record.predict_from_curve(recorded_fit()["meta"]["copy_curve"], bytes_moved)
-    t = predict_h200(census, bytes_moved)
-    assert copy < t < 2 * copy
-    wide = dict(census, ld_global={"128": 1, "32": 1}, st_global={"128": 1})
-    assert predict_h200(wide, bytes_moved) < t  # 128-bit accesses predict faster
+def _counts(**more):
+    base = {"rounds": 1, "rounds_loop": 0, "useful_out": 512.0, "useful_loop": 0.0,
+            "sectors_out": 16, "sectors_loop": 0, "alu_out": 40, "regs": 20}
+    base.update(more)
+    return base
 
 
-def test_prediction_uses_the_launch_when_given():
-    census = dict(_learner_census(), ld_global={"32": 3}, st_global={"32": 2},
-                  sass_schedule={"max_loads_in_flight": 2})
-    one_pass = predict_h200(census, 67141632, grid=(16384, 1, 1), block=(256, 1, 1))
-    eight_passes = predict_h200(census, 67141632, grid=(2048, 1, 1), block=(256, 1, 1))
-    assert eight_passes < one_pass  # the serial wait is paid once per thread, over more pairs
+def test_waves_and_passes_follow_the_launch():
+    one = features.launch_features(_counts(), (32768,), (64,), 33554432)
+    assert one["passes"] == 1 and one["waves"] == pytest.approx(65536 / (132 * 64))
+    tiny = features.launch_features(_counts(), (131072,), (32,), 33554432)
+    # the same working threads, half the warps resident (32 blocks of one warp): twice the waves
+    assert tiny["resident_warps"] == 32 and tiny["waves"] == pytest.approx(2 * one["waves"])
+    assert tiny["blocks"] == 131072
+    looped = features.launch_features(_counts(useful_out=0.0, useful_loop=512.0,
+                                              sectors_loop=16, rounds_loop=1),
+                                      (1024,), (256,), 33554432)
+    assert looped["passes"] == pytest.approx(33554432 / (1024 * 256) / 16)
+    with pytest.raises(ValueError, match="move some bytes"):
+        features.launch_features(_counts(), (1,), (32,), 0)
 
 
-def test_a_census_without_memory_accesses_is_refused():
-    with pytest.raises(ValueError, match="no global loads or stores"):
-        predict_h200({"instructions": 10, "ld_global": {}, "st_global": {}}, 1000)
-    with pytest.raises(ValueError, match="bytes_moved"):
-        predict_h200(_learner_census(), 0)
+CONSTANTS = dict(model.PRIORS)
+
+
+def _synthetic_rows(c, n=40, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k in range(n):
+        counts = _counts(rounds=int(rng.integers(1, 4)), alu_out=int(rng.integers(20, 400)),
+                         sectors_out=int(rng.choice([16, 32, 64])))
+        grid = int(rng.choice([1024, 8192, 32768, 131072]))
+        block = int(rng.choice([32, 64, 256, 1024]))
+        f = features.launch_features(counts, (grid,), (block,), int(rng.choice([8e6, 3.3e7, 1e8])))
+        rows.append({"key": f"r{k}", "family": f"fam{k % 5}", "measured_us": model.predict([f], c),
+                     "copy_us": f["dram_bytes"] / 4e6, "launches": [f]})
+    return rows
+
+
+def test_the_fit_recovers_the_time_of_rows_made_by_the_model():
+    truth = dict(CONSTANTS, round_us=1.2, block_us=0.06, launch_us=2.0)
+    rows = _synthetic_rows(truth)
+    fitted = model.fit(rows, prior_weight=1e-6)
+    for r in rows:
+        assert model.predict(r["launches"], fitted) == pytest.approx(r["measured_us"], rel=0.02)
+
+
+def test_a_planted_tenfold_error_in_one_constant_is_caught_by_the_validation():
+    rows = record.rows_for_fit(recorded_fit())
+    kept = recorded_fit()["meta"]["constants"]
+    lines = record.evaluate(rows, kept, recorded_fit()["meta"]["trivial_fraction_of_copy"])
+    good = model.summary(lines)
+    for name in ("round_us", "dram_bytes_per_us"):
+        planted = dict(kept, **{name: kept[name] * 10})
+        bad = model.summary(record.evaluate(rows, planted, 1.0))
+        assert bad["model_mean"] > 3 * good["model_mean"], name
+        assert bad["model_max"] > 0.3
+
+
+def test_the_smooth_max_is_the_largest_ceiling_raised_a_little():
+    f = features.launch_features(_counts(), (32768,), (64,), 33554432)
+    roofs = model.roofs(f, CONSTANTS)
+    total = model.launch_us(f, CONSTANTS) - CONSTANTS["launch_us"]
+    assert max(roofs.values()) <= total <= 1.25 * max(roofs.values())
+    assert model.binding(f, CONSTANTS) == max(roofs, key=roofs.get)
+    assert model.predict([f, f], CONSTANTS) == pytest.approx(2 * model.launch_us(f, CONSTANTS))
+
+
+# --------------------------------------------------------------------------------------------
+# The record
+# --------------------------------------------------------------------------------------------
+
+STALE = ("data/predict is stale: run python -m ropelab.measure.predict --record, then "
+         "python scripts/notebooks/build.py 07")
+
+
+def test_the_recorded_constants_are_the_fit_of_the_recorded_rows():
+    rec = recorded_fit()
+    rows = record.rows_for_fit(rec)
+    refit = model.fit(rows)
+    for name, value in rec["meta"]["constants"].items():
+        assert refit[name] == pytest.approx(value, rel=1e-3), (name, STALE)
+    for r, stored in zip(rows, rec["rows"]):
+        assert model.predict(r["launches"], rec["meta"]["constants"]) == pytest.approx(
+            stored["fit_us"], rel=1e-3)
+
+
+def test_the_recorded_validation_is_its_rows_held_out_errors():
+    rec = recorded_fit()
+    v = rec["meta"]["validation"]
+    lines = [{k: r[k] for k in ("key", "family", "measured_us", "model_us", "model_error",
+                               "trivial_us", "trivial_error")} for r in rec["rows"]]
+    for line in lines:
+        assert line["model_error"] == pytest.approx(line["model_us"] / line["measured_us"] - 1,
+                                                    abs=2e-4)
+    again = model.summary(lines)
+    assert again["model_mean"] == v["model_mean"] and again["interval_80"] == v["interval_80"]
+    assert set(again["families"]) == set(v["families"])
+    assert again["families_worse_than_trivial"] == v["families_worse_than_trivial"]
 
 
 def test_the_copy_curve_returns_the_recorded_copies_and_keeps_bandwidth_beyond():
     curve = recorded_fit()["meta"]["copy_curve"]
     for size, us in curve:
         assert record.predict_from_curve(curve, size) == pytest.approx(us)
-    (size, us) = curve[-1]
+    size, us = curve[-1]
     assert record.predict_from_curve(curve, 2 * size) == pytest.approx(2 * us)
 
 
-def test_notebook_07_names_every_kernel_the_model_misses(stored):
-    """07 explains each held-out miss by name: a new record with other misses fails this until
-    the prose is rewritten (the numbers themselves are rendered from the record)."""
-    import jupytext
+def test_the_error_bar_text():
+    from ropelab.measure import predict
 
-    source = (resources.notebook_sources() / "07_measuring_honestly.py")
-    prose = "\n".join(c.source for c in jupytext.read(source).cells if c.cell_type == "markdown")
-    assert "{{ predict.misses }}" in prose
-    for miss in stored["meta"]["summary"]["misses"]:
-        kernel = miss.split("@", 1)[0]
-        assert f"`{kernel}`" in prose, f"07 does not explain the miss {miss}"
+    why = predict.explain_launches([features.launch_features(_counts(), (32768,), (64,),
+                                                             33554432)])
+    low, high = predict.interval()
+    assert why["low"] == pytest.approx(why["us"] * low)
+    assert why["high"] == pytest.approx(why["us"] * high)
+    text = predict.figure(why)
+    assert text == f"{why['us']:.1f} us (80% range {why['low']:.1f}-{why['high']:.1f} us)"
+    assert low < 1 < high
 
 
-def test_explain_takes_the_prediction_apart_exactly():
-    from ropelab.measure.predict import explain_h200
+# --------------------------------------------------------------------------------------------
+# A learner's launches and the GPU run's plumbing
+# --------------------------------------------------------------------------------------------
 
-    census = _learner_census()
-    why = explain_h200(census, 33570816, grid=(16384, 1, 1), block=(64, 1, 1))
-    assert why["us"] == pytest.approx(why["copy_us"] * math.prod(why["factors"].values()))
-    assert why["us"] == pytest.approx(predict_h200(census, 33570816, grid=(16384, 1, 1),
-                                                   block=(64, 1, 1)))
-    assert set(why["factors"]) == {"base", *features.NAMES}
+def test_derived_signatures_match_the_steps_census_signatures():
+    from ropelab.course import steps
+    from ropelab.measure.predict.learner import kernel_step_launch, signature
+
+    checked = 0
+    for step in steps.STEPS.values():
+        if step.kind != "kernel" or not step.signature:
+            continue
+        launch = kernel_step_launch(step, step.cases()[0], None)
+        assert signature(launch.args).replace(" ", "") == step.signature.replace(" ", ""), step.id
+        checked += 1
+    assert checked >= 20
+
+
+def test_a_launch_steps_launches_are_recorded_not_run():
+    from ropelab.course import steps
+    from ropelab.course.verify import load_solution, solution_path
+    from ropelab.measure.predict.learner import launch_step_launches
+
+    step = steps.get("00.4")
+    fn = load_solution(solution_path(step)).SOLUTIONS["00.4"]
+    case = step.timing_case()  # 2 million pairs: far too many to simulate
+    (launch,) = launch_step_launches(step, case, fn)
+    n_pairs = int(case.inputs["n_pairs"])
+    threads = launch.block[0]
+    assert launch.grid[0] == (n_pairs + threads - 1) // threads
+    assert launch.args[0].nbytes == case.inputs["x"].nbytes  # a description, not the data
+
+
+def test_verdict_time_without_a_gpu_prints_the_prediction_with_its_error_bar():
+    from ropelab.course import learner_time, steps
+    from ropelab.course.grading import Verdict
+    from ropelab.course.verify import load_solution, solution_path
+    from ropelab.measure import predict
+
+    step = steps.get("00.4")  # a launch step: its one launch is found on the simulator
+    fn = load_solution(solution_path(step)).SOLUTIONS["00.4"]
+    verdict = Verdict("00.4", "PASS", ["PASS"], subject=(step, fn))
+    text = learner_time.predicted(verdict)
+    why = predict.explain_step(step, fn)
+    assert f"Predicted H200 time for {why['case']}" in text
+    assert predict.figure(why) in text and "80% of the measured times" in text
+    assert f"{int(why['launches'][0]['features']['blocks'])} blocks of 128 threads" in text
+    without = Verdict("00.4", "PASS", ["PASS"])
+    assert "needs the graded function" in learner_time.predicted(without)
+
+
+def test_a_broken_set_gives_error_entries_not_exceptions(tmp_path):
+    from ropelab.measure.predict.entries import load_set
+
+    (tmp_path / "learner_01.py").write_text("raise RuntimeError('no')\n")
+    (tmp_path / "learner_02.py").write_text("ENTRIES = [('99.9', 'x', print), ('00.1',)]\n")
+    found = load_set(tmp_path, "probe")
+    assert [e.error.split(":")[0] for e in found] == ["import", "entry", "entry"]
+
+
+def test_the_timing_parent_restarts_a_faulted_child_and_keeps_every_row(tmp_path):
+    from ropelab.measure.predict import timings
+    from ropelab.measure.predict.entries import Entry
+
+    entries = [Entry("probe", "m", k, "00.1", f"k{k}") for k in range(4)]
+    # A stub child: answers the meta line, then one row per entry; "faults" on m/1 once.
+    stub = tmp_path / "child.py"
+    stub.write_text(textwrap.dedent(f"""
+        import json, os, sys
+        payload = json.loads(sys.stdin.read())
+        print(json.dumps({{"meta": {{"gpu": "stub"}}}}), flush=True)
+        flag = {str(tmp_path / "faulted")!r}
+        for key in payload["keys"]:
+            if key == "probe/m/1" and not os.path.exists(flag):
+                open(flag, "w").close()
+                print(json.dumps({{"key": key, "set": "probe", "step": "00.1",
+                                  "status": "fault", "error": "poisoned"}}), flush=True)
+                sys.exit(3)
+            print(json.dumps({{"key": key, "set": "probe", "step": "00.1", "status": "ok",
+                              "median_us": 1.0, "copy_us": 1.0}}), flush=True)
+    """))
+    writer = timings.Writer(tmp_path, "timings", "stamp")
+    restarts = timings.run_gpu(entries, writer, repeats=3, deadline_s=60, workers=0,
+                               directories=[], training=False,
+                               meta_path=tmp_path / "meta.json", show=lambda *a: None,
+                               child=(sys.executable, str(stub)))
+    writer.close()
+    rows = (tmp_path / "timings-probe-stamp.csv").read_text().splitlines()
+    assert restarts == 1 and len(rows) == 5  # header + one row per entry, none twice
+    assert sum("fault" in r for r in rows) == 1 and sum(",ok," in r for r in rows) == 3
+    assert json.loads((tmp_path / "meta.json").read_text())["gpu"] == "stub"
+
+
+class _StandInTimer:
+    """Timer's interface without a GPU: fixed samples, the launch never called."""
+
+    fill_us = 300.0
+    last_host_us = [40.0]
+
+    def time(self, launch, repeats=None):
+        return [10.0, 11.0, 12.0, 13.0, 14.0]
+
+
+def test_a_timing_row_checks_the_output_first_and_reads_the_timer():
+    from ropelab.course import steps
+    from ropelab.course.verify import load_solution, solution_path
+    from ropelab.measure.predict import gpu_child
+    from ropelab.measure.predict.entries import Entry
+
+    step = steps.get("00.1")
+    solution = load_solution(solution_path(step))
+    case = step.cases()[1]  # the check runs on the simulator: a small case (64 floats)
+    right = Entry("probe", "m", 0, "00.1", "right", solution.SOLUTIONS["00.1"])
+    row = gpu_child.time_entry(right, case, _StandInTimer(), 5)
+    assert row["status"] == "ok" and row["median_us"] == 12.0 and row["p20_us"] == 10.8
+    assert row["copy_us"] == 12.0 and row["host_us"] == 40.0 and row["case"] == case.label
+    wrong = Entry("probe", "m", 1, "00.1", "wrong", solution.copy_thread_index_only)
+    assert gpu_child.time_entry(wrong, case, _StandInTimer(), 5)["status"] == "wrong"
+
+
+# A kernel of this test file, compiled by the prediction's compiler process (with an empty
+# cache, so the process really runs): the coupling with the census's rebuild is tested here.
+from numba import cuda  # noqa: E402
+
+
+@cuda.jit(fastmath=True)
+def _probe_kernel(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i] * 2.0
+
+
+def test_a_kernel_compiles_without_a_gpu_and_reports_its_registers(tmp_path, monkeypatch):
+    from ropelab.measure.predict import compiled
+    from ropelab.measure.predict.learner import Launch, describe, features_of, light
+
+    monkeypatch.setenv("ROPELAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(compiled, "DATA_FILE", tmp_path / "none.json")
+    x = np.zeros(1 << 20, np.float32)
+    launch = Launch(_probe_kernel, (4096, 1, 1), (256, 1, 1), 0, [light(x), light(x)])
+    (built,) = compiled.compiled(describe([launch]))
+    assert built.get("error") is None and built["regs"] > 0
+    (f,) = features_of([launch], [built])
+    assert f["dram_bytes"] == 2 * x.nbytes and f["rounds"] == 1
+    assert math.isclose(f["sectors"], 8 * f["warps"])  # a coalesced load and store per warp

@@ -2,12 +2,15 @@
 
 On a GPU the learner's passing kernel is timed beside ropelab's kernel for the same step (when
 it takes the same arguments) and a device-to-device copy of the same bytes, each cold (L2
-evicted before every launch), as a median with its p20-p80 spread, by the project's timer.
+evicted before every launch), as a median with its p20-p80 spread, by the project's timer
+(:func:`measure_on_gpu` gives the numbers, :func:`time_on_gpu` the text).
 
 With no GPU nothing can be timed: a simulated launch measures Python threads.  Then the
-learner gets a *predicted* H200 time from their kernel's census, if a prediction model is
-installed (``ropelab.measure.predict.predict_h200``); otherwise a sentence saying that no
-model is installed.  This module holds no model.
+learner gets a *predicted* H200 time for the same timing case, with its error bar, if the
+prediction model is installed (:mod:`ropelab.measure.predict`: the launches the timing would
+make, found on the simulator without running them, each kernel's PTX compiled without a GPU,
+a roofline fitted on H200 timings); otherwise a sentence saying that no model is installed.
+This module holds no model.
 """
 
 from __future__ import annotations
@@ -32,12 +35,17 @@ def _timer_class():
 
 
 def prediction_model():
-    """``predict_h200`` if a prediction model is installed, else None."""
+    """The prediction package (``ropelab.measure.predict``) if it is installed, else None."""
     try:
         module = importlib.import_module("ropelab.measure.predict")
     except ImportError:
         return None
-    return getattr(module, "predict_h200", None)
+    return module if hasattr(module, "explain_step") else None
+
+
+def _progress(done: int, total: int) -> None:
+    print(f"\r  compiling for the prediction (PTX for the H200, no GPU needed): {done}/{total}",
+          end="\n" if done == total else "", flush=True)
 
 
 def predicted(verdict) -> str:
@@ -47,17 +55,29 @@ def predicted(verdict) -> str:
     if model is None:
         return (f"{head}; and no prediction model is installed (ropelab.measure.predict), "
                 "so no predicted H200 time either")
-    if verdict.census is None or verdict.subject is None:
-        return f"{head}; a prediction needs the kernel's PTX census, which this step has not"
-    step = verdict.subject[0]
-    case = step.timing_case()
+    if verdict.subject is None:
+        return f"{head}; a prediction needs the graded function, which this verdict has not"
+    step, fn = verdict.subject
     try:
-        result = model(verdict.census, case.bytes_moved)
+        why = model.explain_step(step, fn, progress=_progress)
     except Exception as exc:  # noqa: BLE001  (the model is another module's; say what failed)
-        return f"{head}; the prediction model failed: {type(exc).__name__}: {exc}"
-    value = f"{result:.1f} us" if isinstance(result, (int, float)) else str(result)
-    return (f"{head}. Predicted H200 time for {case.label} ({case.bytes_moved / 1e6:.0f} MB "
-            f"moved), from your kernel's census: {value}")
+        return f"{head}; no prediction: {type(exc).__name__}: {exc}"
+    launches = why["launches"]
+    what = ("your kernel" if len(launches) == 1 else f"your {len(launches)} launches")
+    lines = [f"{head}.",
+             f"Predicted H200 time for {why['case']} ({why['bytes_moved'] / 1e6:.0f} MB moved), "
+             f"{what}: {model.figure(why)}",
+             f"  a device copy of the same bytes: about {why['copy_us']:.1f} us "
+             f"(yours at about {100 * why['copy_us'] / why['us']:.0f}% of its speed)"]
+    for k, part in enumerate(launches):
+        f = part["features"]
+        label = f"  launch {k + 1}: " if len(launches) > 1 else "  "
+        lines.append(f"{label}{int(f['blocks'])} blocks of {int(f['threads_per_block'])} "
+                     f"threads, {f['waves']:.1f} waves; set by {part['binding']} "
+                     f"({part['us']:.1f} us)")
+    lines.append("  (the range holds 80% of the measured times of kernels the fit never saw; "
+                 "a model, not a measurement)")
+    return "\n".join(lines)
 
 
 def report(verdict, repeats: int) -> str:
@@ -95,12 +115,23 @@ def _reference_kernel(step):
     return found if callable(getattr(found, "__getitem__", None)) else None
 
 
-def time_on_gpu(step, fn, repeats: int) -> str:
-    """Median (p20-p80) of the learner's kernel, ropelab's and a device copy, cold."""
+def _spread(samples) -> dict:
+    p20, median, p80 = np.percentile(samples, [20, 50, 80])
+    return {"median_us": float(median), "p20_us": float(p20), "p80_us": float(p80),
+            "repeats": len(samples)}
+
+
+def measure_on_gpu(step, fn, repeats: int, *, timer=None, reference: bool = True,
+                   case=None) -> dict:
+    """Cold timings of ``fn`` on the step's timing case, of a device copy of the case's bytes
+    and (``reference``) of ropelab's kernel for the step: ``{"mine", "copy", "reference",
+    "host_us", "fill_us", "case"}``, each timing ``{median_us, p20_us, p80_us, repeats}``.
+    ``timer``: a Timer to reuse (it holds a 1 GiB eviction buffer); ``case``: the timing case
+    when the caller has built it already (building one computes its float64 reference)."""
     from numba import cuda
 
-    timer = _timer_class()(repeats=repeats)
-    case = step.timing_case()
+    timer = timer or _timer_class()(repeats=repeats)
+    case = case or step.timing_case()
     out = cuda.device_array(case.expected.size, dtype=np.float32)
     args = _device_args(step, case, out)
     src = cuda.to_device(np.zeros(case.bytes_moved // 8, dtype=np.float32))
@@ -114,20 +145,32 @@ def time_on_gpu(step, fn, repeats: int) -> str:
     def copy():
         dst.copy_to_device(src)
 
-    def spread(samples):
-        q = np.percentile(samples, [20, 50, 80])
-        return q[1], f"{q[1]:.1f} us median (p20-p80 {q[0]:.1f}-{q[2]:.1f})"
-
-    mine, mine_text = spread(timer.time(launch(fn)))
-    base, base_text = spread(timer.time(copy))
-    lines = [f"{case.label}: your kernel {mine_text}",
-             f"  a device copy moving the same {case.bytes_moved / 1e6:.0f} MB: {base_text}"]
-    ref = _reference_kernel(step)
+    mine = _spread(timer.time(launch(fn), repeats))
+    host = list(timer.last_host_us)
+    result = {"case": case, "mine": mine, "copy": _spread(timer.time(copy, repeats)),
+              "host_us": float(np.median(host)) if host else None,
+              "fill_us": getattr(timer, "fill_us", None), "reference": None}
+    ref = _reference_kernel(step) if reference else None
     if ref is not None:
-        theirs, theirs_text = spread(timer.time(launch(ref)))
-        lines.append(f"  {step.reference_label}, same launch: {theirs_text}")
+        result["reference"] = _spread(timer.time(launch(ref), repeats))
+    return result
+
+
+def time_on_gpu(step, fn, repeats: int) -> str:
+    """Median (p20-p80) of the learner's kernel, ropelab's and a device copy, cold."""
+    m = measure_on_gpu(step, fn, repeats)
+    case = m["case"]
+
+    def text(t):
+        return f"{t['median_us']:.1f} us median (p20-p80 {t['p20_us']:.1f}-{t['p80_us']:.1f})"
+
+    lines = [f"{case.label}: your kernel {text(m['mine'])}",
+             f"  a device copy moving the same {case.bytes_moved / 1e6:.0f} MB: {text(m['copy'])}"]
+    if m["reference"] is not None:
+        lines.append(f"  {step.reference_label}, same launch: {text(m['reference'])}")
     else:
         lines.append(f"  {step.reference_label}: not timed here (its launch contract differs "
                      "from this step's)")
-    lines.append(f"  yours runs at {100 * base / mine:.0f}% of the copy's speed")
+    lines.append(f"  yours runs at {100 * m['copy']['median_us'] / m['mine']['median_us']:.0f}% "
+                 "of the copy's speed")
     return "\n".join(lines)

@@ -11,73 +11,70 @@ def _count_word(n: int) -> str:
     return {0: "no", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}.get(n, str(n))
 
 
-def _summary():
+def _validation():
     path, rec = newest("predict")
-    return path, rec["meta"]["summary"]
+    return path, rec, rec["meta"]["validation"]
 
 
-def _pct_of(key: str, digits: int = 1):
-    path, s = _summary()
-    return Rendered(pct(s[key], digits), path)
+for _key in ("model_mean", "model_max", "trivial_mean", "trivial_max"):
+    @number(f"predict.{_key}_pct")
+    def _(k=_key):
+        path, _, v = _validation()
+        return Rendered(pct(v[k], 1), path)
 
 
-for _key in ("test_model_max", "test_model_mean", "test_trivial_max", "test_trivial_mean",
-             "train_model_max"):
-    number(f"predict.{_key}_pct")(lambda k=_key: _pct_of(k))
-
-
-@number("predict.mean_ratio")
+@number("predict.rows")
 def _():
-    """The model's mean held-out error over the trivial model's, e.g. ``0.30``."""
-    path, s = _summary()
-    return Rendered(f"{s['test_mean_ratio']:.2f}", path)
+    """Training rows of the fit (kernel x timing case, or recorded kernel x shape)."""
+    path, rec, _ = _validation()
+    return Rendered(str(len(rec["rows"])), path)
 
 
-@number("predict.held_out_rows")
+@number("predict.families")
 def _():
-    path, s = _summary()
-    return Rendered(str(s["test_rows"]), path)
+    path, _, v = _validation()
+    return Rendered(str(len(v["families"])), path)
 
 
-@number("predict.train_rows")
+@number("predict.interval")
 def _():
-    path, s = _summary()
-    return Rendered(str(s["train_rows"]), path)
+    """The error bar: the middle 80% of held-out rows, as "-8% to +14%" of the prediction."""
+    path, _, v = _validation()
+    low, high = v["interval_80"]
+    return Rendered(f"{100 * (low - 1):+.0f}% to {100 * (high - 1):+.0f}%", path)
 
 
-@number("predict.misses")
+@number("predict.worse_than_trivial")
 def _():
-    """The held-out rows beyond the goal, named with their error ("none" when there are none)."""
-    path, s = _summary()
-    misses = [m.replace(":float32", "") for m in s["misses"]]
-    return Rendered("; ".join(misses) if misses else "none", path)
+    """The families where the model's mean error exceeds the trivial model's, or "none"."""
+    path, _, v = _validation()
+    names = [f"`{f.split(':', 1)[1]}`" for f in v["families_worse_than_trivial"]]
+    return Rendered(", ".join(names) if names else "none", path)
 
 
-@number("predict.miss_count")
+@number("predict.worse_count")
 def _():
-    path, s = _summary()
-    return Rendered(_count_word(len(s["misses"])), path)
+    path, _, v = _validation()
+    return Rendered(_count_word(len(v["families_worse_than_trivial"])), path)
 
 
-@number("predict.train_worst")
+@number("predict.worst_family")
 def _():
-    """The training row the model misses most: its error and where, e.g. ``14.3% (`k` on S)``."""
-    path, rec = newest("predict")
-    worst = max((r for r in rec["rows"] if r["split"] == "train"),
-                key=lambda r: abs(r["model_error"]))
-    return Rendered(f"{pct(abs(worst['model_error']), 1)} (`{worst['kernel']}` on "
-                    f"{worst['shape']})", path)
+    """The family the model misses most, with its worst error: "`freq_table` (24.0%)"."""
+    path, _, v = _validation()
+    name, s = max(v["families"].items(), key=lambda kv: kv[1]["model_max"])
+    return Rendered(f"`{name.split(':', 1)[1]}` ({pct(s['model_max'], 1)})", path)
 
 
-@number("predict.swapped_ratio")
+@number("predict.sources")
 def _():
-    """The mean-error ratio when the halves are swapped (the other half trains)."""
-    path, rec = newest("predict")
-    return Rendered(f"{rec['meta']['swapped_halves']['test_mean_ratio']:.2f}", path)
-
-
-@number("predict.swapped_miss_count")
-def _():
-    path, rec = newest("predict")
-    n = len(rec["meta"]["swapped_halves"]["misses"])
-    return Rendered(_count_word(n), path)
+    """What the fit was trained on, in words."""
+    path, rec, _ = _validation()
+    steps = len({r["step"] for r in rec["rows"] if r["step"]})
+    recorded = len({r["family"] for r in rec["rows"] if r["family"].startswith("records:")})
+    parts = []
+    if steps:
+        parts.append(f"kernels of {steps} steps timed on their timing cases")
+    if recorded:
+        parts.append(f"{recorded} of ropelab's kernels recorded by the bench at several sizes")
+    return Rendered(" and ".join(parts), path)

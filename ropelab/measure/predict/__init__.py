@@ -1,64 +1,60 @@
-"""A predicted H200 time for a kernel, from what a machine without a GPU can know.
+"""A predicted H200 time for a learner's kernel, from what a machine without a GPU can know.
 
-``predict_h200(census, bytes_moved)`` is the grader's hook (``verdict.time()`` with no GPU):
-the kernel's PTX census (a row of :mod:`ropelab.measure.census` or of the course's learner
-census) and the bytes its problem moves give a time in microseconds::
+``verdict.time()`` with no GPU calls :func:`explain_step`: the launches the step's timing
+makes (:mod:`.learner`), each kernel's PTX counts and registers (:mod:`.compiled`, compiled
+without a GPU), the launch's quantities (:mod:`.features`) and the roofline model
+(:mod:`.model`) with the constants of the newest ``data/predict/`` record (:mod:`.record`).
+Every figure comes with its error bar: the range that held the middle 80% of the measured
+times of kernels the fit had not seen, in the record's cross-validation.
 
-    copy time of those bytes (recorded on the H200) * exp(intercept + sum(weight * feature))
-
-The features (:mod:`.features`), the records they are fitted on (:mod:`.sources`), the fit and
-its out-of-sample error against the trivial model (:mod:`.model`) and the record
-``data/predict/`` (:mod:`.record`, ``python -m ropelab.measure.predict --record``) each have
-their own module.  The constants are read from that record, so a prediction needs no fit.
+``python -m ropelab.measure.predict`` refits from the recorded timings (:mod:`.record`);
+``python -m ropelab.measure.predict.timings`` is the GPU run that times the training and
+held-out kernels (``scripts/gpu_predict_timings.sh``).
 """
 
 from __future__ import annotations
 
-import json
-import math
-from functools import lru_cache
-
-from . import features
-from .record import KIND, predict_from_curve
+from . import model
+from .record import KIND, copy_us, recorded_fit
 
 
-@lru_cache(maxsize=1)
-def recorded_fit() -> dict:
-    """The newest ``data/predict/`` record (its meta holds the constants and the copy curve)."""
-    from .. import records
-
-    paths = sorted((records.DATA_DIR / KIND).glob(f"{KIND}-*.json"))
-    if not paths:
-        raise FileNotFoundError("no data/predict record: run python -m ropelab.measure.predict "
-                                "--record")
-    return records.validate(json.loads(paths[-1].read_text()))
+def constants() -> dict:
+    return recorded_fit()["meta"]["constants"]
 
 
-def explain_h200(census: dict, bytes_moved: int, *, grid=None, block=None,
-                 table_bytes: int = 0) -> dict:
-    """The prediction taken apart: ``copy_us`` (a copy of the same bytes), ``factors`` (what
-    each feature multiplies it by, the intercept as ``"base"``), ``features`` and ``us``."""
-    meta = recorded_fit()["meta"]
-    constants = meta["constants"]
-    values = features.features(census, int(bytes_moved), grid, block, table_bytes)
-    factors = {"base": math.exp(constants["intercept"])}
-    factors.update({n: math.exp(w * values[n]) for n, w in constants["weights"].items()})
-    copy_us = predict_from_curve(meta["copy_curve"], int(bytes_moved))
-    return {"copy_us": copy_us, "factors": factors, "features": values,
-            "us": copy_us * math.prod(factors.values())}
+def interval() -> list:
+    """``[low, high]`` of measured / predicted for the middle 80% of held-out kernels."""
+    return recorded_fit()["meta"]["validation"]["interval_80"]
 
 
-def predict_h200(census: dict, bytes_moved: int, *, grid=None, block=None,
-                 table_bytes: int = 0) -> float:
-    """Predicted H200 time in microseconds of a kernel with this census moving ``bytes_moved``.
-
-    ``grid``/``block`` (the launch) and ``table_bytes`` (lookup tables read beyond
-    ``bytes_moved``) sharpen it when known; without them the kernel is taken as 256-thread
-    blocks, one loop pass per thread and no tables.  The record states the model's error; a
-    learner kernel unlike the recorded ones may miss by more.
-    """
-    return explain_h200(census, bytes_moved, grid=grid, block=block,
-                        table_bytes=table_bytes)["us"]
+def explain_launches(launches: list[dict], c: dict | None = None) -> dict:
+    """The prediction of a step's launches (feature dicts) taken apart: ``us``, ``low``,
+    ``high`` (the error bar), and per launch its ceilings and the one that binds."""
+    c = c or constants()
+    us = model.predict(launches, c)
+    low, high = interval()
+    parts = [{"us": model.launch_us(f, c), "roofs": model.roofs(f, c),
+              "binding": model.binding(f, c), "features": f} for f in launches]
+    return {"us": us, "low": us * low, "high": us * high, "launches": parts}
 
 
-__all__ = ["explain_h200", "predict_h200", "recorded_fit"]
+def explain_step(step, fn, case=None, progress=None) -> dict:
+    """:func:`explain_launches` of ``fn``'s launches on ``step``'s timing case, with the copy
+    of the case's bytes (from the record's copy curve) beside it."""
+    from .learner import step_features
+
+    case = case or step.timing_case()
+    why = explain_launches(step_features(step, fn, case, progress=progress))
+    why["copy_us"] = copy_us(case.bytes_moved)
+    why["case"] = case.label
+    why["bytes_moved"] = case.bytes_moved
+    return why
+
+
+def figure(why: dict) -> str:
+    """"21.4 us (80% range 18.9-24.8 us)": a prediction and its error bar."""
+    return f"{why['us']:.1f} us (80% range {why['low']:.1f}-{why['high']:.1f} us)"
+
+
+__all__ = ["KIND", "constants", "explain_launches", "explain_step", "figure", "interval",
+           "recorded_fit"]

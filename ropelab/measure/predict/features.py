@@ -1,76 +1,130 @@
-"""What the model knows about a kernel: numbers a machine without a GPU can compute.
+"""From a kernel's PTX counts and one launch to the quantities the time model needs.
 
-From the census (PTX counts, and the SASS load schedule where the census has one) and the
-launch (grid, block, lookup tables), for one problem of ``bytes_moved`` bytes:
+:func:`launch_features` takes what a machine without a GPU knows about one launch:
 
-``table``
-    ``log(1 + table_bytes / bytes_moved)``: bytes read from lookup tables on top of the
-    operation's minimum traffic (the cos/sin cache reads as many bytes as ``x``).  Its weight
-    should come out near 1: extra bytes cost as much time as the bytes themselves.
-``scalar``
-    Global memory instructions per 16 bytes a thread moves, minus one.  A 128-bit access
-    moves 16 bytes in one instruction (0); a kernel moving floats one at a time spends four
-    (3).  Narrow accesses by neighbouring threads leave holes in each sector that the
-    next instruction fetches again.
-``serial``
-    1 when the SASS issues a thread's loads in two rounds (a load waits for an earlier load's
-    value, as block2d's pair loads wait for the position), divided by how many times the
-    thread's loop body runs (a wait paid once per thread weighs less over eight pairs than
-    over one).  0 when the census has no SASS schedule (a learner's kernel): unknown.
-``serial_size``
-    ``serial * log(bytes_moved / 1e8)``: the wait costs more on larger problems (flat made to
-    wait, flat_serial_pos, is at 81% of the copy at 17 MB and 67% at 1 GB).
+- ``counts``: :func:`.ptx.analyze` of the kernel's PTX, plus ``regs`` (registers per thread,
+  from nvJitLink's link of that PTX for sm_90);
+- ``grid``, ``block``: the launch (x, y, z), and its dynamic shared memory;
+- ``dram_bytes``: the bytes of the arrays the launch is given (each read or written once:
+  what a cold L2 must bring in or send out at least);
 
-Tried and dropped (:mod:`.model` says how that choice was made): threads per 16 bytes moved;
-``scalar * log(size)`` (narrow accesses costing more on larger problems); the block size times
-the problem size (1024-thread blocks), whose weight came out zero.  Static instruction counts by
-class (SFU, integer division, total) are left out: on these kernels they do not predict time
-(block2d has the fewest instructions and is among the slowest; pair_sincos has the most and is
-among the fastest).
+and returns plain numbers of physical meaning, all per launch:
+
+``resident_warps``
+    warps one of the H200's 132 SMs holds at once: 32 blocks, 64 warps (2048 threads), 65536
+    registers (allocated per warp in units of 256) and 228 KB of shared memory (1 KB of it
+    reserved per block) each limit it.
+``warps``, ``waves``
+    warps that do work (a guard that sends threads home early leaves fewer), and ``warps`` /
+    (132 x ``resident_warps``), at least 1: how many times the machine fills up.
+``passes``
+    times a thread runs its loop body: the bytes each working thread must move over the
+    bytes one pass moves (1 for a kernel without a loop; below 1 when the compiler unrolled
+    the loop into passes of several iterations that few threads need).
+``rounds``
+    memory latencies one thread waits for in series: the PTX's rounds outside the loop, plus
+    ``rounds_loop`` for each pass.
+``issue``
+    issue cycles of one warp (see :data:`ISSUE_CYCLES`), over all its passes.
+``sectors``
+    32-byte sectors the launch's warps ask the memory system for (L2 traffic), over all passes.
+``blocks``
+    the blocks of the grid.
+
+:data:`ISSUE_CYCLES` are fixed from the machine's published rates (instructions a
+sub-partition of an SM starts per cycle: 32 lanes of float32, a quarter of that in the special
+function unit); the model scales their sum by one fitted constant, which also absorbs the
+expansion of a PTX instruction into several SASS ones.
 """
 
 from __future__ import annotations
 
 import math
 
-NAMES = ("table", "scalar", "serial", "serial_size")
-THREADS_WHEN_UNKNOWN = 256
+SMS = 132  # H200 SXM
+MAX_BLOCKS_PER_SM = 32
+MAX_WARPS_PER_SM = 64
+REGISTERS_PER_SM = 65536
+SHARED_PER_SM = 228 * 1024
+SHARED_RESERVED_PER_BLOCK = 1024
+WARP = 32
+
+# Issue cycles of one warp instruction, by the classes of :mod:`.ptx`.  A 64-bit integer
+# division is emitted with a 32-bit fast path (counted as div32) that small operands take; the
+# 64-bit instruction itself then costs only its test.  Without a 32-bit twin it is a long
+# subroutine.
+ISSUE_CYCLES = {"alu": 1, "sfu": 8, "fdiv": 9, "div32": 20, "div64": 4, "f64": 4, "shfl": 2,
+                "shared": 2, "global": 2, "bar": 4}
+DIV64_ALONE = 70
+ATOMIC_CYCLES = 8
 
 
-def _bytes(widths: dict) -> int:
-    """Bytes per thread of accesses counted by width in bits, e.g. {"32": 3, "128": 1}."""
-    return sum(int(bits) // 8 * int(n) for bits, n in (widths or {}).items())
+def dims(value) -> tuple:
+    """(x, y, z) of a launch dimension given as an int or a sequence."""
+    if isinstance(value, int):
+        return (value, 1, 1)
+    value = tuple(int(v) for v in value)
+    return value + (1,) * (3 - len(value))
 
 
-def _count(widths: dict) -> int:
-    return sum(int(n) for n in (widths or {}).values())
+def occupancy(threads_per_block: int, regs: int, shared_per_block: int) -> dict:
+    """Resident blocks and warps per SM, and which limit sets them."""
+    warps_per_block = math.ceil(threads_per_block / WARP)
+    limits = {"blocks": MAX_BLOCKS_PER_SM,
+              "warps": MAX_WARPS_PER_SM // warps_per_block}
+    if regs:
+        per_warp = math.ceil(max(regs, 1) * WARP / 256) * 256
+        limits["registers"] = REGISTERS_PER_SM // (per_warp * warps_per_block)
+    if shared_per_block:
+        limits["shared"] = SHARED_PER_SM // (shared_per_block + SHARED_RESERVED_PER_BLOCK)
+    binding = min(limits, key=limits.get)
+    blocks = max(limits[binding], 0)
+    return {"blocks_per_sm": blocks, "resident_warps": blocks * warps_per_block,
+            "limit": binding}
 
 
-def _threads(dims) -> int:
-    dims = tuple(dims) + (1, 1, 1)
-    return int(dims[0]) * int(dims[1]) * int(dims[2])
+def issue_cycles(counts: dict, where: str) -> float:
+    """Issue cycles of one warp through the instructions ``where`` ("out" or "loop")."""
+    total = sum(ISSUE_CYCLES[c] * counts.get(f"{c}_{where}", 0) for c in ISSUE_CYCLES)
+    alone = counts.get(f"div64_{where}", 0) - counts.get(f"div32_{where}", 0)
+    if alone > 0:
+        total += (DIV64_ALONE - ISSUE_CYCLES["div64"]) * alone
+    return float(total)
 
 
-def features(census: dict, bytes_moved: int, grid=None, block=None, table_bytes: int = 0) -> dict:
-    """The model's inputs for one kernel on one problem (see the module docstring)."""
-    if not bytes_moved or bytes_moved <= 0:
-        raise ValueError(f"bytes_moved must be positive, got {bytes_moved!r}")
-    loads, stores = census.get("ld_global") or {}, census.get("st_global") or {}
-    moved = _bytes(loads) + _bytes(stores)
-    if moved == 0:
-        raise ValueError("the census counts no global loads or stores: nothing to predict from")
-    scalar = 16.0 * (_count(loads) + _count(stores)) / moved - 1.0
-    size = math.log(bytes_moved / 1e8)
-    per_block = _threads(block) if block is not None else THREADS_WHEN_UNKNOWN
-    iterations = 1.0
-    if grid is not None and block is not None and _bytes(stores):
-        written = bytes_moved / 2 / (_threads(grid) * per_block)  # half the traffic is written
-        iterations = max(1.0, written / _bytes(stores))
-    schedule = census.get("sass_schedule")
-    serial = 0.0
-    if schedule:
-        serial = float(schedule["max_loads_in_flight"] < _count(loads)) / iterations
-    return {"table": math.log1p(table_bytes / bytes_moved),
-            "scalar": scalar,
-            "serial": serial,
-            "serial_size": serial * size if serial else 0.0}
+def launch_features(counts: dict, grid, block, dram_bytes: int, dynamic_shared: int = 0) -> dict:
+    """The model's inputs for one launch (see the module docstring)."""
+    if dram_bytes <= 0:
+        raise ValueError(f"a launch must move some bytes, got {dram_bytes!r}")
+    g, b = dims(grid), dims(block)
+    blocks = g[0] * g[1] * g[2]
+    per_block = b[0] * b[1] * b[2]
+    threads = blocks * per_block
+    occ = occupancy(per_block, int(counts.get("regs") or 0),
+                    int(counts.get("shared_bytes", 0)) + int(dynamic_shared))
+    if occ["resident_warps"] == 0:
+        raise ValueError("this block does not fit on an SM (registers or shared memory)")
+    # Bytes a warp's lanes ask for once through the code outside loops, and per loop pass.
+    once = counts.get("useful_out", 0.0) / WARP
+    per_pass = counts.get("useful_loop", 0.0) / WARP
+    per_thread = dram_bytes / threads
+    if per_pass > 0:
+        # Below 1 when the compiler unrolled the loop (a pass holds several iterations) and
+        # the threads need fewer: the unrolled body then runs a fraction of the time.
+        passes = max(0.0, (per_thread - once) / per_pass)
+        working = threads
+    else:
+        passes = 1.0
+        working = threads if once <= 0 else min(threads, dram_bytes / once)
+    warps = max(1.0, working / WARP)
+    waves = max(1.0, warps / (SMS * occ["resident_warps"]))
+    loop_rounds = counts.get("rounds_loop", 0)
+    rounds = max(counts.get("rounds", 0) - loop_rounds, 0) + passes * loop_rounds
+    issue = issue_cycles(counts, "out") + passes * issue_cycles(counts, "loop")
+    issue += ATOMIC_CYCLES * counts.get("atom", 0)
+    sectors = warps * (counts.get("sectors_out", 0) + passes * counts.get("sectors_loop", 0))
+    return {"blocks": float(blocks), "threads_per_block": float(per_block),
+            "warps": warps, "resident_warps": float(occ["resident_warps"]),
+            "occupancy_limit": occ["limit"], "waves": waves, "passes": passes,
+            "rounds": float(rounds), "issue": issue, "sectors": float(sectors),
+            "dram_bytes": float(dram_bytes)}

@@ -1,27 +1,30 @@
-"""Fit and judge the model: ``time = copy time * exp(b0 + sum(b_i * feature_i))``.
+"""The time model, its fit and its validation: a roofline with a handful of fitted constants.
 
-The copy time is a device copy of the same bytes (the roof every kernel here is measured
-against); the features (:mod:`.features`) say what keeps a kernel below it.  The constants
-``b`` are a least-squares fit of ``log(time / copy time)`` on the *training* rows only.
+One launch (:func:`.features.launch_features`) takes::
 
-The split is fixed and by kernel, so that whole kernels are held out: :data:`TRAIN_KERNELS`
-(44 of the 91 recorded rows today).  It was chosen by mechanism: each effect the features
-describe is seen in training through one kernel, and its other kernels are held out (the
-narrow accesses of flat and pack4_scalar; block2d's serial loads; the cos/sin cache's table;
-1024-thread blocks through block2d_no_loop; the fused kernel's 128-bit accesses in its GPT-J
-layout).  Held out: pack4, freq_table, pair_sincos, the block2d controls other than
-block2d_no_loop, flat_block2d_exponent, flat_serial_pos, the 128-bit copy kernel, the fused
-kernel in its NeoX layout and with the cos/sin cache.
+    launch_us + smooth max(memory, l2, latency, blocks, issue)
 
-How the features were chosen, said plainly: six candidate sets were fitted on the training
-rows and compared on the held-out rows (the set in :data:`~.features.NAMES`; it plus
-``scalar * log(size)``; that plus a block-size term; it plus threads per 16 bytes, alone, times
-the size, or both).  The held-out errors of the chosen set are therefore somewhat optimistic:
-the held-out rows informed that one choice, never a constant.
+with five ceilings, each a physical limit:
 
-The bar (issue 17): "a fixed fraction of the copy time", that fraction fitted on the same
-training rows.  The goal: every held-out row within 10% and a mean held-out error at most a
-third of the trivial model's.
+``memory``   the arrays' bytes over the DRAM bandwidth;
+``l2``       the 32-byte sectors the warps ask for, over the L2's bandwidth: narrow or
+             scattered accesses fetch more sectors than the bytes they use;
+``latency``  waves x a warp's lifetime, ``wave_us + round_us * rounds + serial * issue``:
+             too few warps in flight (small blocks, one load per thread, loads that wait
+             for loads) leave the memory idle between rounds;
+``blocks``   ``block_us`` per block an SM starts: tiny blocks pay their start-up;
+``issue``    the warps' issue cycles over the SMs' four schedulers, times ``issue_scale``.
+
+The smooth max is ``(sum of t**SMOOTH) ** (1 / SMOOTH)``: the largest ceiling, raised a little
+where two are close.  A step that launches several kernels takes the sum of their times.
+
+The constants (:data:`PRIORS`, in us and bytes) are fitted by least squares on
+``log(predicted / measured)``, pulled gently toward their priors (a factor e is one standard
+deviation), so a constant the training rows cannot see stays at its physical value instead of
+running off.  :func:`cross_validate` refits with one *family* of rows left out at a time (a
+step's kernels, or a recorded kernel at every size) and predicts that family: the errors a
+learner's kernel of a step the fit never saw can expect.  The bar is the trivial model, a fixed
+fraction of the copy of the step's bytes, fitted and validated the same way.
 """
 
 from __future__ import annotations
@@ -30,72 +33,167 @@ import math
 
 import numpy as np
 
-from .features import NAMES, features
+from .features import SMS
 
-TRAIN_KERNELS = ("flat", "block2d", "pack4_scalar", "freq_table:cache", "block2d_no_loop",
-                 "pack4_scalar_unhoisted", "fused_qknorm_rope")
-GOAL_MAX_ERROR = 0.10
-GOAL_MEAN_RATIO = 1 / 3
-
-
-def row_features(row, names=NAMES) -> list[float]:
-    f = features(row.census, row.bytes_moved, row.grid, row.block, row.table_bytes)
-    return [f[n] for n in names]
-
-
-def fit(rows, train=TRAIN_KERNELS, names=NAMES, feature_fn=row_features) -> dict:
-    """Constants of the model and of the trivial model, fitted on the rows of ``train``."""
-    chosen = [r for r in rows if r.kernel in train]
-    if not chosen:
-        raise ValueError("no training rows")
-    design = np.array([[1.0] + feature_fn(r, names) for r in chosen])
-    target = np.array([math.log(r.median_us / r.copy_us) for r in chosen])
-    coef, *_ = np.linalg.lstsq(design, target, rcond=None)
-    # The trivial model's best fixed fraction in the same (log) sense: a geometric mean.
-    fraction = math.exp(-float(np.mean(target)))
-    return {"names": list(names), "intercept": float(coef[0]),
-            "weights": {n: float(w) for n, w in zip(names, coef[1:])},
-            "trivial_fraction_of_copy": fraction, "train_kernels": list(train)}
+CLOCK_PER_US = 1980.0  # H200 SXM boost clock, MHz
+SCHEDULERS = 4
+SECTOR = 32
+SMOOTH = 4.0
+PRIORS = {
+    "launch_us": 3.0,  # launch to the end of the last block, on a busy GPU
+    "dram_bytes_per_us": 4.2e6,  # 4.2 TB/s: a large device copy on this H200
+    "l2_bytes_per_us": 1.0e7,
+    "wave_us": 0.5,  # a block's start and end, once per wave
+    "round_us": 0.8,  # one DRAM latency under load
+    "block_us": 0.03,  # per block an SM starts
+    "issue_scale": 1.5,  # SASS instructions per PTX instruction, roughly
+    "serial": 2.0,  # cycles a warp's own dependent instructions take per issue cycle
+}
+PARAMS = tuple(PRIORS)
+PRIOR_SIGMA = 1.0  # in log units
+PRIOR_WEIGHT = 0.05  # against one row's squared log error
+ROOFS = ("memory", "l2", "latency", "blocks", "issue")
 
 
-def ratio(constants: dict, values: dict) -> float:
-    """Predicted time / copy time for one kernel's features."""
-    z = constants["intercept"] + sum(w * values[n] for n, w in constants["weights"].items())
-    return math.exp(z)
+def roofs(f: dict, c: dict) -> dict:
+    """The five ceilings of one launch, in us (see the module docstring)."""
+    lifetime = c["wave_us"] + c["round_us"] * f["rounds"] + c["serial"] * f["issue"] / CLOCK_PER_US
+    return {"memory": f["dram_bytes"] / c["dram_bytes_per_us"],
+            "l2": f["sectors"] * SECTOR / c["l2_bytes_per_us"],
+            "latency": f["waves"] * lifetime,
+            "blocks": c["block_us"] * f["blocks"] / SMS,
+            "issue": c["issue_scale"] * f["warps"] * f["issue"] / (SMS * SCHEDULERS * CLOCK_PER_US)}
 
 
-def evaluate(rows, constants: dict, feature_fn=row_features) -> list[dict]:
-    """One line per row: recorded, both predictions, their relative errors, split."""
+def launch_us(f: dict, c: dict) -> float:
+    r = roofs(f, c)
+    return c["launch_us"] + sum(t ** SMOOTH for t in r.values()) ** (1 / SMOOTH)
+
+
+def predict(launches: list, c: dict) -> float:
+    """Predicted time of a step's launches (a list of feature dicts), in us."""
+    if not launches:
+        raise ValueError("no launch to predict")
+    return sum(launch_us(f, c) for f in launches)
+
+
+def binding(f: dict, c: dict) -> str:
+    """The ceiling that sets this launch's time."""
+    r = roofs(f, c)
+    return max(r, key=r.get)
+
+
+# --------------------------------------------------------------------------------------------
+# The fit
+# --------------------------------------------------------------------------------------------
+
+def _constants(phi) -> dict:
+    return {n: float(math.exp(v)) for n, v in zip(PARAMS, phi)}
+
+
+def _residuals(phi, rows, prior_weight: float) -> np.ndarray:
+    c = _constants(phi)
+    fit = [math.log(predict(r["launches"], c) / r["measured_us"]) for r in rows]
+    prior = [math.sqrt(prior_weight) * (v - math.log(PRIORS[n])) / PRIOR_SIGMA
+             for n, v in zip(PARAMS, phi)]
+    return np.array(fit + prior)
+
+
+def fit(rows: list, prior_weight: float = PRIOR_WEIGHT, iterations: int = 60) -> dict:
+    """Constants minimizing the squared log errors of ``rows`` (Levenberg-Marquardt on the
+    logarithms of the constants, which keeps them positive)."""
+    if not rows:
+        raise ValueError("no rows to fit")
+    phi = np.array([math.log(PRIORS[n]) for n in PARAMS])
+    damping = 1e-2
+    res = _residuals(phi, rows, prior_weight)
+    cost = float(res @ res)
+    for _ in range(iterations):
+        jac = np.empty((res.size, phi.size))
+        for j in range(phi.size):
+            step = np.zeros_like(phi)
+            step[j] = 1e-5
+            jac[:, j] = (_residuals(phi + step, rows, prior_weight) - res) / 1e-5
+        normal = jac.T @ jac
+        grad = jac.T @ res
+        while True:
+            delta = np.linalg.solve(normal + damping * np.diag(np.diag(normal) + 1e-12), -grad)
+            trial = phi + delta
+            trial_res = _residuals(trial, rows, prior_weight)
+            trial_cost = float(trial_res @ trial_res)
+            if trial_cost < cost:
+                phi, res, cost = trial, trial_res, trial_cost
+                damping = max(damping / 3, 1e-7)
+                break
+            damping *= 4
+            if damping > 1e8:
+                return _constants(phi)
+        if float(np.max(np.abs(delta))) < 1e-7:
+            break
+    return _constants(phi)
+
+
+def trivial_fraction(rows: list) -> float:
+    """The trivial model's one constant: time = copy time / fraction (geometric mean)."""
+    return math.exp(-float(np.mean([math.log(r["measured_us"] / r["copy_us"]) for r in rows])))
+
+
+# --------------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------------
+
+def cross_validate(rows: list, prior_weight: float = PRIOR_WEIGHT) -> list[dict]:
+    """Each row predicted by a fit without its family: ``{key, family, measured_us,
+    model_us, model_error, trivial_us, trivial_error}`` (error = predicted / measured - 1)."""
     out = []
-    names = constants["names"]
-    for r in rows:
-        values = dict(zip(names, feature_fn(r, names)))
-        model_us = r.copy_us * ratio(constants, values)
-        trivial_us = r.copy_us / constants["trivial_fraction_of_copy"]
-        out.append({"kernel": r.kernel, "source": r.source, "shape": r.shape, "dtype": r.dtype,
-                    "split": "train" if r.kernel in constants["train_kernels"] else "test",
-                    "bytes_moved": r.bytes_moved, "recorded_us": r.median_us,
-                    "copy_us": r.copy_us, "model_us": round(model_us, 3),
-                    "model_error": round(model_us / r.median_us - 1, 4),
-                    "trivial_us": round(trivial_us, 3),
-                    "trivial_error": round(trivial_us / r.median_us - 1, 4)})
+    for family in sorted({r["family"] for r in rows}):
+        train = [r for r in rows if r["family"] != family]
+        held = [r for r in rows if r["family"] == family]
+        if not train:
+            raise ValueError("cross-validation needs at least two families")
+        c = fit(train, prior_weight)
+        fraction = trivial_fraction(train)
+        for r in held:
+            model_us = predict(r["launches"], c)
+            trivial_us = r["copy_us"] / fraction
+            out.append({"key": r["key"], "family": family, "measured_us": r["measured_us"],
+                        "model_us": round(model_us, 3),
+                        "model_error": round(model_us / r["measured_us"] - 1, 4),
+                        "trivial_us": round(trivial_us, 3),
+                        "trivial_error": round(trivial_us / r["measured_us"] - 1, 4)})
     return out
 
 
 def summary(lines: list[dict]) -> dict:
-    """Max and mean absolute error of both models, per split, and the goal's verdict."""
-    out = {}
-    for split in ("train", "test"):
-        chosen = [x for x in lines if x["split"] == split]
-        for model in ("model", "trivial"):
-            errors = [abs(x[f"{model}_error"]) for x in chosen]
-            out[f"{split}_{model}_max"] = round(max(errors), 4) if errors else None
-            out[f"{split}_{model}_mean"] = round(sum(errors) / len(errors), 4) if errors else None
-        out[f"{split}_rows"] = len(chosen)
-    out["test_mean_ratio"] = round(out["test_model_mean"] / out["test_trivial_mean"], 4)
-    out["misses"] = [f"{x['kernel']}@{x['shape']}:{x['dtype']} ({x['source']}) "
-                     f"{100 * x['model_error']:+.1f}%" for x in lines
-                     if x["split"] == "test" and abs(x["model_error"]) > GOAL_MAX_ERROR]
-    out["goal_max_met"] = not out["misses"]
-    out["goal_mean_met"] = out["test_mean_ratio"] <= GOAL_MEAN_RATIO
+    """Mean and worst |error| of both models, and per family, of validation ``lines``."""
+    def stats(chosen, model):
+        errors = [abs(x[f"{model}_error"]) for x in chosen]
+        if not errors:
+            return None, None
+        return round(sum(errors) / len(errors), 4), round(max(errors), 4)
+
+    out = {"rows": len(lines)}
+    for model in ("model", "trivial"):
+        out[f"{model}_mean"], out[f"{model}_max"] = stats(lines, model)
+    families = {}
+    for family in sorted({x["family"] for x in lines}):
+        chosen = [x for x in lines if x["family"] == family]
+        m_mean, m_max = stats(chosen, "model")
+        t_mean, t_max = stats(chosen, "trivial")
+        families[family] = {"rows": len(chosen), "model_mean": m_mean, "model_max": m_max,
+                            "trivial_mean": t_mean, "trivial_max": t_max}
+    out["families"] = families
+    out["families_worse_than_trivial"] = [f for f, s in families.items()
+                                          if s["model_mean"] > s["trivial_mean"]]
+    out["interval_80"] = interval(lines)
     return out
+
+
+def interval(lines: list[dict], coverage: float = 0.8) -> list[float]:
+    """``[low, high]``: measured / predicted of the middle ``coverage`` of held-out rows, the
+    error bar printed with a prediction (the time lies in [predicted * low, predicted * high]
+    for that share of kernels the fit never saw)."""
+    ratios = np.array([x["measured_us"] / x["model_us"] for x in lines])
+    tail = (1 - coverage) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    return [round(float(low), 4), round(float(high), 4)]

@@ -1,86 +1,69 @@
-"""``python -m ropelab.measure.predict --record``: fit, judge, and write ``data/predict/``.
+"""``python -m ropelab.measure.predict --record``: fit, validate, and write ``data/predict/``.
 
-The record is computed from other records, not measured: its ``meta`` carries the GPU fields of
-the source runs (all one H200), the date of the newest source (so recomputing it from the same
-records gives the same file), and ``sources``: each source record's file and date.  It also
-holds the fitted constants, the split, the copy-time curve the no-GPU prediction uses, and the
-summary; its rows are every recorded (kernel, shape) with both models' predictions and errors.
+The rows come from two kinds of H200 timings, both by the project's cold-L2 timer:
+
+- the prediction's own GPU run (``scripts/gpu_predict_timings.sh``): ``data/predict/timings-
+  training-*.csv``, every training entry (:mod:`.entries`) on its step's timing case through
+  ``verdict.time()``'s GPU path; the features are recomputed here from the entries' sources
+  (:mod:`.learner`), as a learner's prediction computes them;
+- the bench's records (:mod:`.sources`): ropelab's variants and the controls, five and three
+  shapes from 17 MB to 1 GB.
+
+Each row's *family* is its step (``step:02.3``) or its recorded kernel (``records:flat``); the
+validation (:func:`.model.cross_validate`) leaves one family out at a time.  The record holds the
+constants fitted on all rows, the validation's summary (mean and worst error, per family, against
+the trivial model) and its 80% interval, which every prediction prints as its error bar, and one
+row per training row with its features.  The record's ``meta`` is the GPU run's (or the bench's,
+before the prediction has a GPU run of its own), with ``date`` the newest source's: recomputing
+from the same sources gives the same file.
 """
 
 from __future__ import annotations
 
+import csv
+import json
 import math
+from functools import lru_cache
+from pathlib import Path
 
 from .. import records
 from . import model, sources
 
 KIND = "predict"
-GPU_FIELDS = ("target", "gpu", "compute_capability", "sm_count", "driver", "cuda_driver_api",
-              "cuda_runtime", "numba", "numba_cuda", "numpy", "python", "l2_bytes")
-METHOD = ("computed from GPU records, not measured: model time = copy time of the same bytes * "
-          "exp(intercept + sum(weight * feature)), features from the census and launch "
-          "(ropelab.measure.predict.features), constants a least-squares fit of "
-          "log(time / copy time) on the training kernels only; trivial model = copy time / a "
-          "fixed fraction fitted on the same rows (geometric mean); error = predicted / "
-          "recorded - 1; the split is by kernel (meta.constants.train_kernels)")
+DATA_DIR = records.DATA_DIR / KIND
+METHOD = ("computed from H200 timings, not measured: rows are the prediction's GPU run (each "
+          "training kernel on its step's timing case through verdict.time()'s GPU path, cold "
+          "L2, median of the repeats) and the bench's records (ropelab's variants and controls); "
+          "features from each kernel's PTX (cc 9.0, compiled without a GPU) and launch; model = "
+          "launch_us + smooth max of five ceilings (ropelab.measure.predict.model), constants a "
+          "least-squares fit of log(predicted / measured) with weak priors; validation = refit "
+          "with each family (a step, or a recorded kernel) left out, error = predicted / "
+          "measured - 1; trivial model = the copy of the step's bytes / a fixed fraction fitted "
+          "on the same rows; interval_80 = the 10th and 90th percentiles of measured / "
+          "predicted over the validation's rows")
 
 
-def copy_curve(rows) -> list[list[float]]:
-    """(bytes, median copy us) points, one per distinct size (the lowest-noise: the median of
-    the runs' copies), for predictions where no copy of those bytes was timed."""
-    by_size = {}
-    for r in rows:
-        by_size.setdefault(r.bytes_moved, set()).add(r.copy_us)
-    out = []
-    for size in sorted(by_size):
-        times = sorted(by_size[size])
-        out.append([size, times[len(times) // 2]])
-    return out
+@lru_cache(maxsize=1)
+def recorded_fit() -> dict:
+    """The newest ``data/predict/`` record (its meta holds the constants and the error bar)."""
+    paths = sorted(DATA_DIR.glob(f"{KIND}-*.json"))
+    if not paths:
+        raise FileNotFoundError("no data/predict record: run python -m ropelab.measure.predict "
+                                "--record")
+    return records.validate(json.loads(paths[-1].read_text()))
 
 
-def compute() -> dict:
-    """Everything the record holds, from the records and census caches on disk."""
-    rows, skipped, used = sources.gather()
-    constants = model.fit(rows)
-    lines = model.evaluate(rows, constants)
-    first_meta = used["bench"][0]
-    meta = {k: first_meta.get(k) for k in GPU_FIELDS}
-    for kind, (m, _) in used.items():
-        differs = [k for k in ("gpu", "driver", "numba_cuda") if m.get(k) != first_meta.get(k)]
-        if differs:
-            meta.setdefault("source_differences", {})[kind] = {k: m.get(k) for k in differs}
-    meta["date"] = max(m["date"] for m, _ in used.values())
-    meta["sources"] = {kind: {"file": f"data/{kind}/{name}", "date": m["date"]}
-                       for kind, (m, name) in used.items()}
-    meta["census"] = ["data/census/census-sass.json", "data/census/controls.json"]
-    meta["constants"] = constants
-    meta["copy_curve"] = copy_curve(rows)
-    meta["skipped"] = skipped
-    meta["summary"] = model.summary(lines)
-    # A check of the split, not the model: the same features fitted on the other half.
-    other = tuple(sorted({r.kernel for r in rows} - set(constants["train_kernels"])))
-    swapped = model.summary(model.evaluate(rows, model.fit(rows, train=other)))
-    meta["swapped_halves"] = {k: swapped[k] for k in ("train_rows", "test_rows", "test_model_max",
-                                                      "test_model_mean", "test_trivial_mean",
-                                                      "test_mean_ratio", "misses")}
-    return {"meta": meta, "rows": lines}
-
-
-def save(doc: dict):
-    """Write the record, replacing an earlier fit of the same sources (same name)."""
-    directory = records.DATA_DIR / KIND
-    for old in directory.glob(f"{KIND}-*"):
-        old.unlink()
-    return records.save(KIND, doc["rows"], method=METHOD, meta=doc["meta"], directory=directory)
+def copy_curve() -> list:
+    return [[int(b), float(t)] for b, t in recorded_fit()["meta"]["copy_curve"]]
 
 
 def predict_from_curve(curve, bytes_moved: int) -> float:
-    """Copy time of ``bytes_moved``: log-log interpolation between the recorded copies, and
-    constant bandwidth beyond them."""
+    """Copy time of ``bytes_moved``: log-log interpolation between measured copies, constant
+    bandwidth beyond them."""
     pts = [(math.log(b), math.log(t)) for b, t in curve]
     x = math.log(bytes_moved)
     if x <= pts[0][0]:
-        return math.exp(pts[0][1] + (x - pts[0][0]))  # same bandwidth as the smallest copy
+        return math.exp(pts[0][1] + (x - pts[0][0]))
     if x >= pts[-1][0]:
         return math.exp(pts[-1][1] + (x - pts[-1][0]))
     for (x0, y0), (x1, y1) in zip(pts, pts[1:]):
@@ -89,21 +72,201 @@ def predict_from_curve(curve, bytes_moved: int) -> float:
     raise AssertionError("unreachable")
 
 
+def copy_us(bytes_moved: int) -> float:
+    """A device copy of ``bytes_moved`` bytes on the H200, from the record's copy curve."""
+    return predict_from_curve(copy_curve(), int(bytes_moved))
+
+
+def _curve(rows) -> list:
+    by_size = {}
+    for r in rows:
+        by_size.setdefault(r["bytes_moved"], []).append(r["copy_us"])
+    return [[size, sorted(t)[len(t) // 2]] for size, t in sorted(by_size.items())]
+
+
+# --------------------------------------------------------------------------------------------
+# Rows from the prediction's own GPU run
+# --------------------------------------------------------------------------------------------
+
+def timing_files(set_name: str = "training") -> list[Path]:
+    return sorted(DATA_DIR.glob(f"timings-{set_name}-*.csv"))
+
+
+def read_timings(path) -> dict:
+    """The rows of one GPU-run CSV that were timed, by entry key."""
+    with open(path, newline="") as fh:
+        return {r["key"]: r for r in csv.DictReader(fh) if r["status"] == "ok"}
+
+
+def entry_rows(entries, timings: dict, progress=None) -> tuple[list[dict], list[str]]:
+    """Model rows of the timed ``entries``: features recomputed from their sources."""
+    from ...course import steps
+    from . import compiled
+    from .learner import NotPredictable, describe, features_of, step_launches
+
+    cases, pending, skipped = {}, [], []
+    for e in entries:
+        t = timings.get(e.key)
+        if t is None or e.error:
+            continue
+        step = steps.get(e.step_id)
+        case = cases.get(e.step_id) or cases.setdefault(e.step_id, step.timing_case())
+        try:
+            launches = step_launches(step, case, e.fn)
+            pending.append((e, t, case, launches, describe(launches)))
+        except NotPredictable as exc:
+            skipped.append(f"{e.key}: {exc}")
+    built = compiled.compiled([x for p in pending for x in p[4]], progress=progress)
+    rows, at = [], 0
+    for e, t, case, launches, described in pending:
+        mine, at = built[at:at + len(described)], at + len(described)
+        try:
+            feats = features_of(launches, mine)
+        except NotPredictable as exc:
+            skipped.append(f"{e.key}: {exc}")
+            continue
+        rows.append({"key": e.key, "family": f"step:{e.step_id}", "step": e.step_id,
+                     "source": e.set, "label": e.label, "measured_us": float(t["median_us"]),
+                     "copy_us": float(t["copy_us"]), "bytes_moved": int(case.bytes_moved),
+                     "launches": feats})
+    return rows, skipped
+
+
+def _gpu_meta(path: Path) -> dict | None:
+    """The GPU run's metadata: ``timings-<stamp>.meta.json`` beside the CSV of each set."""
+    stamp = path.stem.rsplit("-", 1)[-1]
+    meta = path.with_name(f"timings-{stamp}.meta.json")
+    return json.loads(meta.read_text()) if meta.is_file() else None
+
+
+def evaluate(rows: list[dict], constants: dict, fraction: float) -> list[dict]:
+    """Each row predicted with fixed constants (a held-out set): the lines of
+    :func:`.model.summary`."""
+    out = []
+    for r in rows:
+        us = model.predict(r["launches"], constants)
+        trivial = r["copy_us"] / fraction
+        out.append({"key": r["key"], "family": r["family"], "label": r.get("label", ""),
+                    "measured_us": r["measured_us"], "model_us": round(us, 3),
+                    "model_error": round(us / r["measured_us"] - 1, 4),
+                    "trivial_us": round(trivial, 3),
+                    "trivial_error": round(trivial / r["measured_us"] - 1, 4)})
+    return out
+
+
+def check_set(directory, csv_path=None, progress=None) -> dict:
+    """A held-out set judged by the recorded model: its rows and summary.  The timings are
+    ``csv_path`` or the newest ``data/predict/timings-<set>-*.csv``."""
+    from .entries import load_set
+
+    entries = load_set(directory)
+    set_name = entries[0].set if entries else Path(directory).name.lstrip(".")
+    if csv_path is None:
+        found = timing_files(set_name)
+        if not found:
+            raise FileNotFoundError(f"no data/predict/timings-{set_name}-*.csv")
+        csv_path = found[-1]
+    timings = read_timings(csv_path)
+    rows, skipped = entry_rows(entries, timings, progress=progress)
+    meta = recorded_fit()["meta"]
+    lines = evaluate(rows, meta["constants"], meta["trivial_fraction_of_copy"])
+    return {"set": set_name, "timings": str(csv_path), "entries": len(entries),
+            "timed": len(timings), "skipped": skipped, "summary": model.summary(lines),
+            "rows": lines}
+
+
+def compute(progress=None) -> dict:
+    """Everything the record holds (compiles any kernel whose PTX is not cached)."""
+    from .entries import training_entries
+
+    rows, skipped, used = sources.recorded_rows(progress=progress)
+    meta_source = used["bench"][0]
+    files = timing_files()
+    if files:
+        timings = read_timings(files[-1])
+        mine, more = entry_rows(training_entries(), timings, progress=progress)
+        rows += mine
+        skipped += more
+        meta_source = _gpu_meta(files[-1]) or meta_source
+    meta = {k: meta_source.get(k) for k in records.REQUIRED_META + ("target", "sm_count",
+                                                                   "l2_bytes", "cuda_runtime")}
+    meta["date"] = max([m["date"] for m, _ in used.values()] + [meta_source["date"]])
+    meta["sources"] = {kind: {"file": f"data/{kind}/{name}", "date": m["date"]}
+                       for kind, (m, name) in used.items()}
+    if files:
+        meta["sources"]["timings"] = {"file": f"data/{KIND}/{files[-1].name}",
+                                      "date": meta_source["date"]}
+    constants = model.fit(rows)
+    lines = model.cross_validate(rows)
+    meta.update({"constants": constants, "priors": dict(model.PRIORS),
+                 "smooth": model.SMOOTH, "trivial_fraction_of_copy": model.trivial_fraction(rows),
+                 "copy_curve": _curve(rows), "validation": model.summary(lines),
+                 "skipped": skipped})
+    held = {x["key"]: x for x in lines}
+    out = []
+    for r in rows:
+        f = r["launches"]
+        out.append({"key": r["key"], "family": r["family"], "step": r.get("step") or "",
+                    "source": r["source"], "label": r.get("label", r["key"]),
+                    "bytes_moved": r["bytes_moved"], "measured_us": r["measured_us"],
+                    "copy_us": r["copy_us"],
+                    "fit_us": round(model.predict(f, constants), 3),
+                    "model_us": held[r["key"]]["model_us"],
+                    "model_error": held[r["key"]]["model_error"],
+                    "trivial_us": held[r["key"]]["trivial_us"],
+                    "trivial_error": held[r["key"]]["trivial_error"],
+                    "binding": "+".join(model.binding(x, constants) for x in f),
+                    "launches": json.dumps(f, sort_keys=True)})
+    return {"meta": meta, "rows": out}
+
+
+# The solutions whose predictions notebook 07 and the tests print: their compiled PTX is
+# committed (data/predict/kernels.json), so that a fresh clone predicts them without compiling.
+COMMITTED_SOLUTIONS = ("03.4", "00.4")
+
+
+def save_committed_kernels() -> Path:
+    """Compile (or read) the kernels of :data:`COMMITTED_SOLUTIONS` and write them alone to
+    ``data/predict/kernels.json``."""
+    from ...course import steps
+    from ...course.verify import load_solution, solution_path
+    from . import compiled
+    from .learner import step_features
+
+    compiled.USED.clear()
+    for step_id in COMMITTED_SOLUTIONS:
+        step = steps.get(step_id)
+        step_features(step, load_solution(solution_path(step)).SOLUTIONS[step_id])
+    return compiled.save_used()
+
+
+def rows_for_fit(record: dict) -> list[dict]:
+    """The model rows of a record (its features parsed back): a refit needs no compiler."""
+    return [{"key": r["key"], "family": r["family"], "measured_us": r["measured_us"],
+             "copy_us": r["copy_us"], "launches": json.loads(r["launches"])}
+            for r in record["rows"]]
+
+
+def save(doc: dict) -> Path:
+    """Write the record, replacing earlier fits (the sources they name are kept)."""
+    for old in DATA_DIR.glob(f"{KIND}-*"):
+        old.unlink()
+    return records.save(KIND, doc["rows"], method=METHOD, meta=doc["meta"], directory=DATA_DIR)
+
+
 def format_report(doc: dict) -> str:
-    s, c = doc["meta"]["summary"], doc["meta"]["constants"]
-    kernels = ", ".join(c["train_kernels"])
-    lines = [f"predicted H200 time: {s['train_rows']} training rows ({kernels}),"
-             f" {s['test_rows']} held out",
-             "constants: intercept {:.4f}; ".format(c["intercept"])
-             + ", ".join(f"{k} {v:.4f}" for k, v in c["weights"].items())
-             + f"; trivial fraction of copy {c['trivial_fraction_of_copy']:.4f}",
-             f"held out: model max {100 * s['test_model_max']:.1f}% mean "
-             f"{100 * s['test_model_mean']:.1f}%; trivial max {100 * s['test_trivial_max']:.1f}% "
-             f"mean {100 * s['test_trivial_mean']:.1f}% "
-             f"(ratio {s['test_mean_ratio']:.2f}, goal <= 0.33)",
-             "held-out rows beyond 10%: " + ("; ".join(s["misses"]) or "none")]
-    w = doc["meta"]["swapped_halves"]
-    lines.append(f"check, halves swapped ({w['train_rows']} training rows): model max "
-                 f"{100 * w['test_model_max']:.1f}% mean {100 * w['test_model_mean']:.1f}%, ratio "
-                 f"{w['test_mean_ratio']:.2f}, {len(w['misses'])} rows beyond 10%")
+    v, c = doc["meta"]["validation"], doc["meta"]["constants"]
+    lines = [f"predicted H200 time: {len(doc['rows'])} rows in {len(v['families'])} families",
+             "constants: " + ", ".join(f"{k} {val:.4g}" for k, val in c.items()),
+             f"leave-one-family-out: model mean {100 * v['model_mean']:.1f}% worst "
+             f"{100 * v['model_max']:.1f}%; trivial mean {100 * v['trivial_mean']:.1f}% worst "
+             f"{100 * v['trivial_max']:.1f}%",
+             f"80% of held-out rows: measured / predicted in [{v['interval_80'][0]:.3f}, "
+             f"{v['interval_80'][1]:.3f}]",
+             "families where the model's mean error exceeds the trivial model's: "
+             + (", ".join(v["families_worse_than_trivial"]) or "none")]
+    for name, s in v["families"].items():
+        lines.append(f"  {name:<34} {s['rows']:>3} rows  model {100 * s['model_mean']:5.1f}% "
+                     f"(worst {100 * s['model_max']:5.1f}%)  "
+                     f"trivial {100 * s['trivial_mean']:5.1f}%")
     return "\n".join(lines)

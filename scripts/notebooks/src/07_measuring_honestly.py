@@ -587,52 +587,53 @@ if torch_record is not None:
 # ## 8. A time without a GPU: a prediction, and its stated error
 #
 # Without a GPU nothing can be timed: a simulated launch times Python threads.  What a
-# machine without a GPU *can* know about a kernel is its census (the width of each load and
-# store, how the SASS schedules its loads) and its launch (threads, blocks, the tables it
-# reads).  `ropelab.measure.predict` turns those into a predicted H200 time:
+# machine without a GPU *can* know is the code and the launch.  `verdict.time()` on the
+# simulator finds the launches the GPU timing would make (a launch step's function is run with
+# every `kernel[grid, block]` recorded, not executed), compiles each kernel's PTX for the H200
+# (no GPU needed; nvJitLink reports its registers) and reads from it what sets a time:
 #
-# * start from the time of a device copy of the same bytes, the roof of every kernel here;
-# * multiply by a factor per feature: extra bytes read from tables; memory instructions per
-#   16 bytes a thread moves (four for a kernel that moves floats one at a time, one for a
-#   128-bit access); a load that must wait for an earlier load (block2d's pair loads wait for
-#   the position), weighed by how many pairs the thread then handles, and by the size.
+# * how many memory latencies a thread waits for in series (a load whose address needs an
+#   earlier load's value, a load the compiler cannot move above a store, a loop's passes), and
+#   how many loads it has in flight before the first wait;
+# * the lanes' strides, hence the 32-byte sectors each access touches (a float per lane moves
+#   one sector run; a transposed walk, a sector per lane);
+# * the instructions by kind: special functions (sin, cos, pow), integer division, shuffles,
+#   shared memory, barriers, atomics;
+# * the launch: blocks, threads per block, how many fit on an SM (threads, registers, shared
+#   memory), and so how many waves fill the 132 SMs.
 #
-# The constants are fitted on whole kernels, {{ predict.train_rows }} recorded (kernel, shape)
-# rows, and judged on the {{ predict.held_out_rows }} rows of the kernels held out.  The bar
-# is the trivial model "a fixed fraction of the copy time", that fraction fitted on the same
-# rows.  Static instruction counts were no help: `block2d` has the fewest instructions and is
-# among the slowest kernels, `pair_sincos` the most and is among the fastest.
+# `ropelab.measure.predict` turns those into five ceilings, each a physical limit (the DRAM's
+# bandwidth, the L2's for the sectors asked for, waves times a warp's lifetime of latencies,
+# a cost per block started, the schedulers' issue rate), and predicts a launch fixed time plus
+# a smooth maximum of the five.  A handful of constants are fitted on {{ predict.rows }}
+# H200 timings: {{ predict.sources }}.  The figure that matters is how the model does on
+# kernels it never saw, so each of the {{ predict.families }} families (a step's kernels, or one
+# recorded kernel at every size) is predicted by a fit made without it.
 
 # %%
 from ropelab.course import prediction
 from ropelab.measure import predict
 
 predict_record = predict.recorded_fit()
-print(prediction.prediction_table(predict_record))
+print(prediction.validation_table(predict_record))
 
 # %%
 prediction.plot_prediction_errors(predict_record)
 plt.show()
 
 # %% [markdown]
-# On the held-out rows the model's largest error is {{ predict.test_model_max_pct }} and its
-# mean {{ predict.test_model_mean_pct }}; the trivial model's are
-# {{ predict.test_trivial_max_pct }} and {{ predict.test_trivial_mean_pct }}, a ratio of
-# {{ predict.mean_ratio }} between the means (the goal was a third or less).  The goal of
-# every held-out row within a tenth is **not** met: {{ predict.miss_count }} rows miss it,
-# {{ predict.misses }}.  Both run faster than the model says on the 1 GB shape, and both give
-# each thread several pairs (`block2d_256` loops over eight, `pair_sincos` handles four): the
-# model has no feature for work per thread beyond the serial wait.  Even a training row misses
-# by {{ predict.train_worst }}.  The split matters too: fitted on the other half (the
-# held-out kernels train, the training kernels are judged), the same features give a ratio of
-# {{ predict.swapped_ratio }} and {{ predict.swapped_miss_count }} rows beyond a tenth.  Two
-# more cautions: the feature set was chosen among six candidates by comparing
-# their held-out errors, so those errors flatter it somewhat; and a learner's kernel has a
-# PTX census only, with no SASS schedule, so its serial loads go unseen.  A prediction is a
-# sketch of where a kernel stands against the copy, not a measurement.
+# On families left out of the fit the model's mean error is {{ predict.model_mean_pct }} and
+# its worst {{ predict.model_max_pct }}; the trivial model, "a fixed fraction of the copy of the
+# same bytes", does {{ predict.trivial_mean_pct }} and {{ predict.trivial_max_pct }}.  The
+# family it misses most is {{ predict.worst_family }}; the trivial model does better on
+# {{ predict.worse_count }} families ({{ predict.worse_than_trivial }}).  Every prediction is
+# printed with the range that held the middle four fifths of these held-out rows: the measured time
+# lay within {{ predict.interval }} of the prediction.  That range is the model's honest
+# error, and it is wider than the spread of repeated timings: a prediction says where a kernel
+# stands against the copy, not what it measures.
 #
-# `python -m ropelab.measure.predict --record` refits the model and rewrites the record from
-# the records it names.
+# `python -m ropelab.measure.predict --record` refits the model and rewrites the record from the
+# timings it names; `scripts/gpu_predict_timings.sh` is the H200 run behind them.
 
 # %% [markdown]
 # ## Takeaways
@@ -708,13 +709,12 @@ print("exercise 4: correct, the backward pass is one inverse-rotation launch")
 # %% [markdown]
 # **5. Your own kernel, timed or predicted.**  Paste your `my_rope_pack4_scalar` from notebook
 # 03 into the next cell (it loads the solution until you do).  On a GPU, `verdict.time()`
-# times it against a copy of the same bytes; without one, the cell after it predicts its
-# H200 time from its census and takes the prediction apart, one factor per feature.  Which
-# feature puts your kernel furthest below the copy?  Set `answer_5` to its name and say
-# why in a comment.
+# times it against a copy of the same bytes; without one it prints the predicted H200 time
+# with its error bar.  The cell after it takes the prediction apart: each ceiling of your
+# launch in microseconds.  Which one sets your kernel's time?  Set `answer_5` to its name.
 
 # %%
-from ropelab.course import exercises, kernel_census, verify
+from ropelab.course import exercises, verify
 
 exercise_03 = exercises.get("03-pack4-loads-first")
 # Your kernel from notebook 03: paste its definition, decorator and all, in place of the
@@ -725,28 +725,25 @@ verdict = exercises.check(my_rope_pack4_scalar, exercise_03.id)
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-# On a GPU: your kernel and a device copy of the same bytes, cold, median of 20.
+# On a GPU: your kernel and a device copy of the same bytes, cold, median of 20.  Without one:
+# the predicted H200 time and its error bar.
 verdict.time()
 
 # %%
-timing_case = exercise_03.timing_case()
-(my_census,) = kernel_census.census([(kernel_census.ship_kernel(my_rope_pack4_scalar),
-                                      exercise_03.signature)])
-why = predict.explain_h200(my_census, timing_case.bytes_moved, grid=timing_case.grid,
-                           block=timing_case.block)
-print(f"{timing_case.label}, {timing_case.bytes_moved / 1e6:.0f} MB moved: predicted H200 time "
-      f"{why['us']:.1f} us; a copy of the same bytes {why['copy_us']:.1f} us "
-      f"(yours at {100 * why['copy_us'] / why['us']:.0f}% of the copy's speed)")
-print(f"loads by width {my_census['ld_global']}, stores by width {my_census['st_global']}")
-for name, factor in why["factors"].items():
-    value = why["features"].get(name)
-    print(f"  {name:<12} x {factor:.3f}" + ("" if value is None else f"   (feature {value:.2f})"))
+why = predict.explain_step(exercise_03, my_rope_pack4_scalar)
+(launch,) = why["launches"]
+f = launch["features"]
+print(f"{why['case']}, {why['bytes_moved'] / 1e6:.0f} MB moved: predicted H200 time "
+      f"{predict.figure(why)}; a copy of the same bytes {why['copy_us']:.1f} us")
+print(f"{int(f['blocks'])} blocks of {int(f['threads_per_block'])} threads, "
+      f"{f['resident_warps']:.0f} warps resident per SM, {f['waves']:.1f} waves; "
+      f"{f['rounds']:.0f} memory latencies in series per thread")
+for name, us in launch["roofs"].items():
+    print(f"  {name:<8} {us:7.1f} us")
 
 # %%
-answer_5 = "scalar"  # your answer: the feature whose factor is largest; and why, in a comment
+answer_5 = max(launch["roofs"], key=launch["roofs"].get)  # your answer: the ceiling's name
 
 # %%
-largest = max((n for n in why["factors"] if n != "base"), key=why["factors"].get)
-assert answer_5 == largest, f"look again: the largest factor is not {answer_5!r}"
-print(f"exercise 5: correct, {largest!r}: every float moves in its own 32-bit instruction, four "
-      "per 16 bytes where a 128-bit access needs one (notebook 03's pack4)")
+assert answer_5 == launch["binding"], f"look again: {answer_5!r} is not the largest ceiling"
+print(f"exercise 5: correct, {answer_5!r} sets the time of your launch")

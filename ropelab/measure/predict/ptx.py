@@ -1,0 +1,338 @@
+"""What a kernel's PTX says about its time: a pure function of the PTX text, no GPU.
+
+:func:`analyze` reads the one ``.entry`` of a numba-compiled module and returns plain counts
+the time model (:mod:`.features`) turns into times:
+
+*Memory rounds.*  A warp issues in program order and stops at the first instruction whose
+operand is a load still in flight.  ``ptxas`` hoists independent loads inside a basic block
+above such waits, but not across a branch, and never a global load above an earlier global
+store (``x`` and ``out`` may be the same memory).  So each global load gets an *issue round*
+(how many memory latencies the warp has waited before it can issue) and a *value round*
+(issue + 1):
+
+- issue round = the largest value round among its address and guard operands, the waits
+  already taken in earlier basic blocks, and the data round of every earlier global store;
+- a ``bar.sync`` waits for everything issued before it.
+
+``rounds`` is the largest value round: the latencies one pass through the kernel pays in
+series.  ``first_round_loads`` counts the loads issued before any wait (round 0): what one
+thread keeps in flight.  A loop (a branch back to an earlier label) pays ``rounds_loop``
+latencies per iteration: its loads' value rounds minus their issue rounds, at least one when
+the loop loads anything.
+
+*Access pattern.*  Each register carries its *lane step* (:mod:`.lanes`), so an address's
+step is the bytes between neighbouring lanes' accesses; each global access counts the 32-byte
+sectors a warp touches and the bytes its lanes use.
+
+*Instructions* by class, outside loops and inside them: ``alu`` (everything not listed),
+``sfu`` (``*.approx`` special functions other than division: sin, cos, ex2, lg2, rsqrt, rcp,
+sqrt, tanh), ``fdiv`` (``div.approx.f32``: a reciprocal and a multiply), ``div32``/``div64``
+(integer div/rem by width), ``f64`` (any ``.f64`` opcode), ``shfl``, ``shared`` (shared-memory
+loads, stores, atomics), ``global`` (global loads, stores, atomics), ``bar``, ``atom``
+(atomics in any space).  ``ld.param`` and directives are not instructions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .lanes import access_bytes, sectors, useful_bytes
+from .lanes import immediate as _immediate
+from .lanes import parameter_values  # noqa: F401  (the analysis's input, laid out there)
+from .lanes import registers as _registers
+from .lanes import step as _step
+
+_SFU = ("sin", "cos", "ex2", "lg2", "rsqrt", "rcp", "sqrt", "tanh")
+_NO_DEST = ("st", "bra", "ret", "bar", "red", "membar", "fence", "exit", "trap", "prefetch",
+            "barrier", "call")
+
+
+@dataclass
+class Instruction:
+    opcode: str
+    dest: list
+    sources: list  # registers read (address registers included)
+    immediates: list  # integer immediates among the operands, in order
+    guard: str | None = None
+    address: str | None = None  # the register inside [...], for memory instructions
+    target: str | None = None  # a branch's label
+    args: list = field(default_factory=list)  # the operands after the destination, as text
+
+    @property
+    def parts(self) -> list:
+        return self.opcode.split(".")
+
+    @property
+    def head(self) -> str:
+        return self.parts[0]
+
+    @property
+    def space(self) -> str:
+        parts = self.parts
+        return parts[1] if len(parts) > 1 and self.head in ("ld", "st", "atom", "red") else ""
+
+
+@dataclass
+class Kernel:
+    instructions: list = field(default_factory=list)
+    labels: dict = field(default_factory=dict)  # label -> index of the next instruction
+    shared_bytes: int = 0  # static shared arrays
+    local_bytes: int = 0
+    params: dict = field(default_factory=dict)  # register -> index of the parameter it holds
+
+
+def _split_operands(text: str) -> list:
+    out, depth, current = [], 0, ""
+    for ch in text:
+        if ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    if current.strip():
+        out.append(current.strip())
+    return out
+
+
+def _entry_body(ptx: str) -> tuple[str, str]:
+    """(the text before the first ``.entry``, the entry's body between its braces)."""
+    start = ptx.find(".entry")
+    if start < 0:
+        raise ValueError("no .entry in this PTX")
+    open_brace = ptx.find("{", ptx.find(")", start))
+    depth, k = 0, open_brace
+    while k < len(ptx):
+        depth += {"{": 1, "}": -1}.get(ptx[k], 0)
+        if depth == 0:
+            break
+        k += 1
+    return ptx[:start], ptx[open_brace + 1:k]
+
+
+def parse(ptx: str) -> Kernel:
+    """The entry's instructions (``ld.param`` left out: parameters are free), labels and the
+    static shared and local memory it declares."""
+    head, body = _entry_body(ptx)
+    kernel = Kernel()
+    for m in re.finditer(r"\.shared\s+\.align\s+\d+\s+\.b8\s+\w+\[(\d+)\]", head + body):
+        kernel.shared_bytes += int(m.group(1))
+    for m in re.finditer(r"\.local\s+\.align\s+\d+\s+\.b8\s+\w+\[(\d+)\]", body):
+        kernel.local_bytes += int(m.group(1))
+    for raw in body.splitlines():
+        line = raw.split("//", 1)[0].strip()
+        if not line:
+            continue
+        if re.fullmatch(r"[$\w]+:", line):
+            kernel.labels[line[:-1]] = len(kernel.instructions)
+            continue
+        if line[0] in ".{}(":
+            continue
+        guard = None
+        if line.startswith("@"):
+            guard, _, line = line.partition(" ")
+            guard = guard.lstrip("@!")
+            line = line.strip()
+        line = line.rstrip(";").strip()
+        opcode, _, rest = line.partition(" ")
+        opcode = opcode.strip()
+        if opcode.startswith("ld.param"):
+            m = re.match(r"(%\w+)\s*,\s*\[\w*?_param_(\d+)\]", rest.strip())
+            if m:
+                kernel.params[m.group(1)] = int(m.group(2))
+            continue
+        if not re.match(r"^[a-z]", opcode):
+            continue
+        operands = _split_operands(rest) if rest else []
+        ins = _instruction(opcode, operands, guard)
+        kernel.instructions.append(ins)
+    return kernel
+
+
+def _instruction(opcode: str, operands: list, guard) -> Instruction:
+    head = opcode.split(".")[0]
+    dest, sources, immediates, address, target = [], [], [], None, None
+    if head == "bra":
+        target = operands[-1].strip() if operands else None
+        operands = []
+    elif head == "call":
+        if operands and operands[0].startswith("("):
+            dest = _registers(operands[0])
+            operands = operands[1:]
+    elif head not in _NO_DEST and operands:
+        dest = _registers(operands[0])
+        operands = operands[1:]
+    for op in operands:
+        if op.startswith("["):
+            regs = _registers(op)
+            if regs:
+                address = regs[0]
+        sources += _registers(op)
+        value = _immediate(op)
+        if value is not None:
+            immediates.append(value)
+    if guard:
+        sources.append(guard)
+    return Instruction(opcode, dest, sources, immediates, guard, address, target, operands)
+
+
+# --------------------------------------------------------------------------------------------
+# The analysis
+# --------------------------------------------------------------------------------------------
+
+def _loops(kernel: Kernel) -> set:
+    """Indices of the instructions inside a loop: from a label to a later branch back to it."""
+    inside = set()
+    for k, ins in enumerate(kernel.instructions):
+        start = kernel.labels.get(ins.target) if ins.head == "bra" else None
+        if start is not None and start <= k:
+            inside.update(range(start, k + 1))
+    return inside
+
+
+def _blocks(kernel: Kernel) -> list:
+    """Basic blocks as (first, last + 1) instruction indices, in program order."""
+    starts = {0, *kernel.labels.values()}
+    for k, ins in enumerate(kernel.instructions):
+        if ins.head in ("bra", "ret", "exit"):
+            starts.add(k + 1)
+    n = len(kernel.instructions)
+    edges = sorted(s for s in starts if s < n) + [n]
+    return list(zip(edges, edges[1:]))
+
+
+def _predecessors(kernel: Kernel, blocks: list) -> dict:
+    """Block index -> earlier blocks that reach it (fall-through or a forward branch); the
+    branches back to a loop's head are left out: one pass in program order then sees every
+    predecessor before the block."""
+    first = {start: b for b, (start, _) in enumerate(blocks)}
+    preds = {b: [] for b in range(len(blocks))}
+    for b, (start, end) in enumerate(blocks):
+        last = kernel.instructions[end - 1]
+        falls = not (last.head in ("ret", "exit") or (last.head == "bra" and last.guard is None))
+        if falls and b + 1 < len(blocks):
+            preds[b + 1].append(b)
+        if last.head == "bra":
+            target = first.get(kernel.labels.get(last.target))
+            if target is not None and target > b:
+                preds[target].append(b)
+    return preds
+
+
+def _class(ins: Instruction) -> str:
+    parts, head = ins.parts, ins.head
+    if head in ("div", "rem") and any(p[:1] in "su" and p[1:] in ("16", "32", "64")
+                                      for p in parts[1:]):
+        return "div64" if parts[-1][1:] == "64" else "div32"
+    if head == "div" and "approx" in parts:
+        return "fdiv"
+    if head in _SFU and "approx" in parts:
+        return "sfu"
+    if "f64" in parts:
+        return "f64"
+    if head == "shfl":
+        return "shfl"
+    if head == "bar" or head == "barrier":
+        return "bar"
+    if head in ("ld", "st", "atom", "red") and ins.space == "shared":
+        return "shared"
+    if head in ("ld", "st", "atom", "red") and ins.space == "global":
+        return "global"
+    return "alu"
+
+
+CLASSES = ("alu", "sfu", "fdiv", "div32", "div64", "f64", "shfl", "shared", "global", "bar")
+
+
+def analyze(ptx: str, params=None) -> dict:
+    """Counts of one kernel's PTX (see the module docstring); plain JSON-able numbers.
+
+    ``params``: the values of the kernel's PTX parameters in order, where known (integers;
+    None for a pointer), as :func:`parameter_values` lays a launch's arguments out.  A known
+    parameter (a stride, a row length) makes the lane steps of the addresses built from it
+    known too."""
+    kernel = parse(ptx)
+    loop = _loops(kernel)
+    blocks = _blocks(kernel)
+    preds = _predecessors(kernel, blocks)
+    steps, consts, signs, rounds = {}, {}, set(), {}
+    for reg, index in kernel.params.items():
+        if params is not None and index < len(params) and isinstance(params[index], int):
+            consts[reg] = params[index]
+    # Per block, at its end: latencies waited for, the data round of the latest global store
+    # (a later global load issues after it), the largest value round issued (a barrier waits
+    # for all of it).
+    exits = []
+    counts = {f"{c}_{where}": 0 for c in CLASSES for where in ("out", "loop")}
+    counts["atom"] = 0
+    memory = []
+    for b, (start, end) in enumerate(blocks):
+        entry = [exits[p] for p in preds[b]] or [(0, 0, 0)]
+        waited, store_floor, issued = (max(e[i] for e in entry) for i in range(3))
+        entry_waited = waited
+        for k in range(start, end):
+            ins = kernel.instructions[k]
+            where = "loop" if k in loop else "out"
+            counts[f"{_class(ins)}_{where}"] += 1
+            counts["atom"] += ins.head in ("atom", "red")
+            need = max([rounds.get(s, 0) for s in ins.sources] + [0])
+            step, const, sign = _step(ins, steps, consts, signs)
+            value_round = need
+            is_global = ins.space == "global" and ins.head in ("ld", "st", "atom", "red")
+            if ins.head in ("ld", "atom") and ins.space == "global":
+                # hoisted inside the block above its waits, never above a store or a barrier
+                value_round = max(need, entry_waited, store_floor) + 1
+                issued = max(issued, value_round)
+            else:
+                waited = max(waited, need)
+            if ins.head in ("bar", "barrier"):
+                waited = entry_waited = max(waited, issued)
+            if ins.head in ("st", "atom", "red") and ins.space == "global":
+                store_floor = max(store_floor, need)
+            if is_global:
+                memory.append({"op": {"ld": "ld", "st": "st"}.get(ins.head, "atom"),
+                               "bytes": access_bytes(ins.opcode),
+                               "step": steps.get(ins.address, 0.0) if ins.address else 0.0,
+                               "loop": k in loop,
+                               "issue": need if ins.head == "st" else value_round - 1,
+                               "value": value_round})
+            for d in ins.dest:
+                rounds[d], steps[d] = value_round, step
+                if const is not None:
+                    consts[d] = const
+                else:
+                    consts.pop(d, None)
+                (signs.add if sign else signs.discard)(d)
+        exits.append((waited, store_floor, issued))
+    return _summary(kernel, counts, memory)
+
+
+def _summary(kernel: Kernel, counts: dict, memory: list) -> dict:
+    loads = [m for m in memory if m["op"] != "st"]
+    out = dict(counts)
+    out["rounds"] = max([m["value"] for m in loads] + [0])
+    in_loop = [m for m in loads if m["loop"]]
+    out["rounds_loop"] = 0
+    if in_loop:
+        depth = max(m["value"] for m in in_loop) - min(m["issue"] for m in in_loop)
+        out["rounds_loop"] = max(1, depth)
+    out["first_round_loads"] = sum(1 for m in loads if m["issue"] == 0)
+    out["first_round_bytes"] = sum(m["bytes"] for m in loads if m["issue"] == 0)
+    for where, flag in (("out", False), ("loop", True)):
+        chosen = [m for m in memory if m["loop"] is flag]
+        out[f"ld_bytes_{where}"] = sum(m["bytes"] for m in chosen if m["op"] != "st")
+        out[f"st_bytes_{where}"] = sum(m["bytes"] for m in chosen if m["op"] != "ld")
+        out[f"sectors_{where}"] = sum(sectors(m["bytes"], m["step"]) for m in chosen)
+        out[f"useful_{where}"] = sum(useful_bytes(m["bytes"], m["step"]) for m in chosen)
+        out[f"unknown_steps_{where}"] = sum(1 for m in chosen if m["step"] is None)
+    out["loads"] = len(loads)
+    out["stores"] = len(memory) - len(loads)
+    out["widths"] = sorted({m["bytes"] for m in memory})
+    out["shared_bytes"] = kernel.shared_bytes
+    out["local_bytes"] = kernel.local_bytes
+    out["loops"] = int(any(m for m in memory if m["loop"]) or counts["alu_loop"] > 0)
+    return out
