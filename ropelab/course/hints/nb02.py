@@ -17,7 +17,7 @@ HINTS = {
         "its frequency with one pow, then the rotation of floats row + 2 pair and the one "
         "after; at the end of each turn, step pair.",
         "while pair < n_pairs:  # any row width, any block size\n"
-        "    pair += uint64(cuda.blockDim.x)  # last line of the loop: the next pair this thread owns",
+        "    pair += uint64(cuda.blockDim.x)  # the loop's last line: this thread's next pair",
     ),
     "02.3": (
         "One block per token; threads per block = the row's pairs rounded up to whole warps, "

@@ -25,7 +25,7 @@ HINTS = {
         "quads_per_row = n_pairs / 2 rounded up, as np.uint64; total_quads = np.int64(tokens "
         "times it), tokens = positions.size; threads = 128, say; blocks rounded up; then "
         "rope_quads[blocks, threads](...) with its seven arguments.",
-        "quads_per_row = (n_pairs + np.uint64(1)) // np.uint64(2)  # an odd row ends on a lone pair",
+        "quads_per_row = (n_pairs + np.uint64(1)) // np.uint64(2)  # an odd row: a lone pair",
     ),
     "03.4": (
         "Nothing new to compute: move lines. A load of x that comes after a store to out must "

@@ -7,7 +7,7 @@ HINTS = {
         "Guard; i = uint64(idx); token = i // n_pairs and pair = the remainder; e = 2 i; the "
         "angle from the token's position and the table; cos and sin; rotate x[e] and x[e + 1] "
         "into out.",
-        "angle = float32(positions[token]) * inv_freq[pair]  # float32 first: int32 * float32 is float64",
+        "angle = float32(positions[token]) * inv_freq[pair]  # int32 * float32 would be float64",
     ),
     "04.2": (
         "Two phases. First the whole block copies the table into shared memory, each thread a "

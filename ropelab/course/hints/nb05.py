@@ -30,7 +30,7 @@ HINTS = {
         "exponent_step and stride_ratio as Python floats; threads = 64, say; blocks rounded "
         "up; launch my_rope_strided with uint64 around n_pairs and stride, total_threads as an "
         "int, and float32 around base, exponent_step and stride_ratio.",
-        "stride_ratio = base ** (exponent_step * stride)  # float64 here; float32(...) only at the launch",
+        "stride_ratio = base ** (exponent_step * stride)  # float64; float32(...) at the launch",
     ),
     "05.4": (
         "Step 05.2's recurrence with notebook 04's head layout: stride threads share a head "

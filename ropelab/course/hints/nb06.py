@@ -48,6 +48,6 @@ HINTS = {
         "heads_per_token = the three head counts added; total_warps = tokens times it; 4 warps "
         "a block (128 threads); blocks = total_warps / 4 rounded up; launch rope_fused_head "
         "with uint64(...) around heads_q, heads_k and heads_per_token, and float32(eps).",
-        "blocks = (total_warps + warps_per_block - 1) // warps_per_block  # 32 * warps_per_block threads each",
+        "blocks = (total_warps + warps_per_block - 1) // warps_per_block  # 32 threads a warp",
     ),
 }

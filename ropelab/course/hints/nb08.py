@@ -17,7 +17,7 @@ HINTS = {
         "lane, row and the guard as in 08.1; d0, d1 from dn and n0, n1 from n at first and "
         "first + 1; s = d0 n0 + d1 n1; the five-step butterfly on s; mean = s / 64; both "
         "floats of out from the formula with r[row].",
-        "out[first] = (d0 - n0 * mean) / r[row]  # mean = the butterfly's sum / 64; likewise first + 1",
+        "out[first] = (d0 - n0 * mean) / r[row]  # mean = the butterfly's sum / 64",
     ),
     "08.3": (
         "A block of 256 threads is four groups of 64, thread t owning column t % 64. Each "
@@ -27,7 +27,7 @@ HINTS = {
         "while loop over row < rows adding dz * n at row * 64 + column, then stepping row; "
         "part = cuda.shared.array(256, float32); part[t] = the sum; the barrier; if t < 64: "
         "out at blockIdx.x * 64 + t = the four groups' entries of column t.",
-        "row += 4 * cuda.gridDim.x  # the next row this thread owns: every block has four groups\n"
+        "row += 4 * cuda.gridDim.x  # the next row this thread owns (four groups a block)\n"
         "out[cuda.blockIdx.x * 64 + t] = part[t] + part[64 + t] + part[128 + t] + part[192 + t]",
     ),
     "08.4": (
@@ -37,6 +37,6 @@ HINTS = {
         "rows = tokens * heads; blocks = ceil(rows / 4), capped (at 1024, say); a device "
         "buffer of blocks * 64 float32; dw_partials[blocks, 256](dz, n, partials, rows); then "
         "reduce_partials_kernel[2, REDUCE_THREADS](partials, out): a block per 32 columns.",
-        "partials = cuda.device_array(blocks * 64, np.float32)  # exactly the rows stage one writes",
+        "partials = cuda.device_array(blocks * 64, np.float32)  # the rows stage one writes",
     ),
 }
