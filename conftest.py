@@ -7,10 +7,15 @@ the notebook machinery is in scripts/notebooks/ (see its README.md).
 """
 
 import os
+import tempfile
 from pathlib import Path
 
 # The notebooks' kernels inherit this environment: no target line on stderr.
 os.environ.setdefault("ROPELAB_QUIET", "1")
+# A learner's progress (steps.check records every pass) goes to a folder of this run, never to
+# the real home: set here, before any notebook kernel starts, so the kernels inherit it too.
+_PROGRESS = tempfile.TemporaryDirectory(prefix="ropelab-progress-")
+os.environ["ROPELAB_PROGRESS"] = _PROGRESS.name
 
 
 def pytest_collection_modifyitems(config, items):

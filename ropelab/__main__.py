@@ -1,4 +1,5 @@
-"""Command line: ``python -m ropelab {info,check,census,bench,precision,profile,exercises}``."""
+"""Command line: ``python -m ropelab {info,check,census,bench,precision,profile,exercises,
+progress}``."""
 
 from __future__ import annotations
 
@@ -132,6 +133,16 @@ def _exercises(args) -> int:
     return 0 if verify.run(save_census=args.save_census, notebooks=args.notebook) else 1
 
 
+def _progress(args) -> int:
+    from .course import steps
+
+    if args.reset:
+        steps.reset_progress()
+    else:
+        print(steps.progress())
+    return 0
+
+
 def _add_measuring(sub) -> None:
     p = sub.add_parser("census", help="PTX instruction census of every kernel (no GPU needed)")
     p.add_argument("--sass", action="store_true", help="also count SASS (nvJitLink + nvdisasm)")
@@ -195,6 +206,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time", action="store_true",
                    help="GPU only: grade every solution on the GPU, timed against a device copy")
     p.set_defaults(func=_exercises)
+    p = sub.add_parser("progress", help="the course steps you have passed, per notebook (kept "
+                                        "on this machine)")
+    p.add_argument("--reset", action="store_true", help="forget them, and the hint levels seen")
+    p.set_defaults(func=_progress)
     return parser
 
 

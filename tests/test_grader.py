@@ -521,7 +521,13 @@ def test_ladder_rules_apply_once_a_notebook_has_a_ladder():
             pass
         '''
     launch = _launch_step(starter=empty_starter)
-    outcomes = verify.ladder_outcomes("99", [launch, STEP00])
+    skeleton = replace(STEP00, starter='''
+        @cuda.jit(fastmath=True)
+        def rotate_elements(x, out, cos_t, sin_t, n):
+            i = cuda.grid(1)
+            ...
+        ''')  # a starter with code to complete: not an empty body
+    outcomes = verify.ladder_outcomes("99", [launch, skeleton])
     assert [o.ok for o in outcomes] == [False, False, True]  # 2 steps, 1 empty body, 1 launch
     outcomes = verify.ladder_outcomes("99", [launch, replace(launch, id="99.2"), STEP00])
     assert all(o.ok for o in outcomes), outcomes

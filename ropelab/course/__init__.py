@@ -10,7 +10,9 @@ One module per concern:
 * :mod:`.primer`: the pictures and numbers of notebook 00's CUDA primer;
 * :mod:`.ledger`: the seed-claims ledger of notebook 07 and the README;
 * :mod:`.steps`: every notebook's ladder of graded steps (:mod:`.exercises` keeps the old
-  one-exercise ids working);
+  one-exercise ids working); around a verdict, :mod:`.coach` with :mod:`.hints` (three levels
+  per step) and :mod:`.progress` (the learner's passes), and :mod:`.starters` (empty body or
+  skeleton);
 * the grader: :mod:`.grading` (the verdict), :mod:`.intake` (what was handed in), :mod:`.trial`
   and :mod:`.recording` (one recorded run; launches intercepted), :mod:`.runner` and
   :mod:`.child` (a forked child with a time limit), :mod:`.show` (``verdict.show()``),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import steps
+from . import coach, steps
 from .steps.base import NOTEBOOK_SOURCES, SOLUTIONS  # noqa: F401  (re-exported)
 
 # The old id -> that step, under the old id (verdicts say "PASS 01-flat-index" as before).
@@ -33,7 +33,8 @@ def check(kernel, exercise_id: str, *, timeout_s: float = 30.0):
 
     An unknown id is a programming error and raises KeyError; a wrong kernel never raises.
     """
-    return get(exercise_id).check(kernel, timeout_s=timeout_s)
+    verdict = get(exercise_id).check(kernel, timeout_s=timeout_s)
+    return coach.after_check(steps.get(exercise_id).id, verdict)  # hints named, a pass kept
 
 
 def listing() -> str:

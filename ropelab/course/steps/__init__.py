@@ -12,12 +12,13 @@ has ``"ramp.k"``.  Each ladder lives in its own module (:mod:`.onramp`, :mod:`.n
 
 from __future__ import annotations
 
+from .. import coach
 from . import nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08, onramp
 from ..grading import COUNTER_LABELS
 from .base import Case, Forbid, Gate, Step
 
 __all__ = ["STEPS", "Case", "Forbid", "Gate", "Step", "check", "checked", "for_notebook", "get",
-           "listing", "notebooks"]
+           "hint", "listing", "notebooks", "progress", "reset_progress"]
 
 _LADDERS = (onramp, nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08)
 
@@ -56,9 +57,31 @@ def check(fn, step_id: str, *, timeout_s: float = 30.0):
 
     An unknown id is a programming error and raises KeyError; whatever ``fn`` is, a wrong or
     runaway answer never raises: it gets a verdict (a run longer than ``timeout_s`` seconds
-    is stopped).
+    is stopped).  A failing verdict ends with a line saying that :func:`hint` exists; a pass
+    is recorded in this learner's :func:`progress` (:mod:`..coach`).
     """
-    return get(step_id).check(fn, timeout_s=timeout_s)
+    step = get(step_id)
+    return coach.after_check(step.id, step.check(fn, timeout_s=timeout_s))
+
+
+# --- hints and progress: the learner's side of a step (:mod:`..coach`) ----------------------
+
+def hint(step_id: str, level: int | None = None):
+    """Hint ``level`` of step ``step_id`` (1 a direction, 2 the structure, 3 the key line);
+    without a level, the next one this learner has not seen.  An unknown id raises KeyError."""
+    return coach.hint(get(step_id), level)
+
+
+def progress():
+    """The steps this learner has passed, per notebook (kept on this machine: see
+    :mod:`..progress`)."""
+    return coach.report({number: for_notebook(number) for number in notebooks()})
+
+
+def reset_progress() -> None:
+    """Forget this learner's passes and hint levels, and say so (``python -m ropelab progress
+    --reset``)."""
+    print(coach.reset())
 
 
 def checked(step: Step) -> list[str]:

@@ -241,7 +241,8 @@ STEPS = [
         id="04.3", alias="04-cache-lookup", notebook=NOTEBOOK, kind="kernel",
         title="The cos/sin cache lookup",
         kernel_name="my_rope_cache",
-        task="read this pair's cos and sin from the caches at the token's position",
+        task=("one thread per pair, as in 04.1, with its cos and sin read from the caches at the "
+              "token's position instead of computed"),
         arguments=("x", "out", "positions", "cos_cache", "sin_cache", "n_pairs", "total_pairs"),
         contract=(f"{ROPE_IN}; cos_cache, sin_cache: float32[{MAX_POSITION}, n_pairs], "
                   "cos/sin of position x frequency built in float64; n_pairs: uint64; "

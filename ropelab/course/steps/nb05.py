@@ -189,7 +189,8 @@ MY_ROPE_STRIDED = Step(
     id="05.2", alias="05-strided-recurrence", notebook=NOTEBOOK, kind="kernel",
     title="Strided slots with one pow per thread",
     kernel_name="my_rope_strided",
-    task="the loop over slots j, j + stride, ...: rotate, then step f and j",
+    task=("thread j of a row rotates slots j, j + stride, ... below n_pairs: one pow for "
+          "its first slot's frequency, then f * stride_ratio for each next slot"),
     arguments=_STRIDED_ARGS,
     contract=_STRIDED_CONTRACT,
     launch_text=f"grid ceil(total_threads / {THREADS}) blocks of {THREADS} threads",

@@ -285,7 +285,8 @@ STEPS = [
         id="06.1", alias="06-shuffle-rms", notebook=NOTEBOOK, kind="kernel",
         title="The shuffle butterfly of RMSNorm",
         kernel_name="my_rms_norm_warp",
-        task="the butterfly: after it, every lane holds the sum of squares of the whole row",
+        task=("RMSNorm of a 64-float row per warp: each lane squares its two floats, the "
+              "shuffle butterfly gives every lane the row's sum, then scale and weight"),
         arguments=("x", "out", "weight", "rows", "eps"),
         contract=(f"x, out: float32[rows * {ROW}]; weight: float32[{ROW}]; rows: int64; "
                   "eps: float32 = 1e-6"),

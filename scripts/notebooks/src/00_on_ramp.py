@@ -73,12 +73,15 @@ print(ropelab.format_description())
 # simulator checks every one), a write into an input, and a function that never finishes
 # (stopped after 30 seconds).  A wrong function never stops the notebook: fix it and run
 # both cells again.  Until you write a body, the verdict says "not solved yet"; after a
-# failing one, a last line starting `first kernel?` says what the grader's words mean.
+# failing one, a line starting `first kernel?` says what the grader's words mean.
 #
 # `verdict.show()` draws what the graded function did: which thread wrote each element of
 # `out`, your output beside the expected one with the wrong elements outlined, and each
-# thread's reads and writes.  Call it after any check.  Stuck?  The solutions, and the
-# mistakes the grader recognizes, are in `notebooks/solutions/00_on_ramp.py`.
+# thread's reads and writes.  Call it after any check.  Stuck?  `steps.hint("ramp.1")` gives
+# a hint, one level more each time you call it: a direction, then the structure, then the key
+# line (every failing verdict ends by saying so).  `steps.progress()` lists the puzzles and
+# steps you have passed, kept on your machine, and `steps.reset_progress()` forgets them.  The
+# solutions, and the mistakes the grader recognizes, are in `notebooks/solutions/00_on_ramp.py`.
 #
 # ### Puzzle ramp.1 — Map
 #

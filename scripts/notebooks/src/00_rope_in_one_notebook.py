@@ -507,8 +507,8 @@ print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
 # Time to write kernels.  This section is a ladder of five graded steps, each one a little
 # further than the last: copy an array, guard a partial block, rotate pairs, launch a kernel
 # yourself, and finally a first RoPE kernel.  Each step gives you a cell with the function's
-# signature, a docstring that states its contract, and `pass` (the last step: its first line and
-# a `...`); replace them with your code and run the cell after it, which grades your function:
+# signature, a docstring that states its contract, and `pass`; replace the `pass` with your
+# code and run the cell after it, which grades your function:
 #
 # * `@cuda.jit` compiles the function for the GPU (or hands it to the simulator) and
 #   `fastmath=True` lets the compiler use the GPU's fast approximate `sin`, `cos` and division,
@@ -520,7 +520,10 @@ print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
 # * it never stops the notebook: a kernel that never finishes is stopped after 30 seconds.
 #   Until you write the body, it says "not solved yet".
 #
-# Stuck?  Each step's solution, and the mistakes the grader recognizes, are in
+# Stuck?  `steps.hint("00.1")` gives a hint, one level more each time you call it: a
+# direction, then the structure, then the key line.  `steps.progress()` shows the steps you
+# have passed, in every notebook, and `steps.reset_progress()` forgets them.  Each step's
+# solution, and the mistakes the grader recognizes, are in
 # `notebooks/solutions/00_rope_in_one_notebook.py`.
 #
 # ### Step 00.1: map, one thread per float
@@ -654,8 +657,7 @@ def rotate_elements(x, out, cos_t, sin_t, n):
     x, out: float32[n], n = tokens * hidden; cos_t, sin_t: float32[n / 2]; n: int64.
     Launched with ceil(n / 64) blocks of 64 threads.
     """
-    i = cuda.grid(1)  # blockIdx.x * blockDim.x + threadIdx.x: this thread's float
-    ...  # write the rest: the guard, then c and s, then out[i]
+    pass
 
 # %%
 verdict = steps.check(rotate_elements, "00.5")

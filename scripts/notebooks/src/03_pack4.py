@@ -445,10 +445,11 @@ verdict = steps.check(launch_quads, "03.3")
 # time.
 #
 # Reorder the body so that **all four floats are loaded before the first store** (the second
-# pair only when `pair + 1 < n_pairs`, as in step 03.2).  Nothing is blank: this starter runs,
-# and the grader's census shows the problem as "global loads after the first store".  Your
-# version must bring that count to 0 and keep every value right on rows with odd and even pair
-# counts.
+# pair only when `pair + 1 < n_pairs`, as in step 03.2).  *Why a skeleton:* this step teaches
+# the order of the loads, not the arithmetic, so the starter is the whole kernel with its loads
+# in the wrong place; nothing is blank, it runs, and the grader's census shows the problem as
+# "global loads after the first store".  Your version must bring that count to 0 and keep
+# every value right on rows with odd and even pair counts.
 
 # %%
 import math

@@ -368,9 +368,12 @@ plt.show()
 # grader watches every shared-memory access and reports a read of an element that another
 # thread wrote with no barrier in between.
 #
-# Write the copy (the block's threads share it: thread `t` copies entries `t`, `t + 64`, ...
-# while they are below `n_pairs`; a row of 130 floats has 65 pairs, more than the block has
-# threads) and the wait.
+# Write the whole kernel: the table, the copy (the block's threads share it: thread `t` copies
+# entries `t`, `t + 64`, ... while they are below `n_pairs`; a row of 130 floats has 65 pairs,
+# more than the block has threads), the wait, and then step 04.1's rotation with the frequency
+# read from the shared table.  Put the guard `if idx < total_pairs` after the barrier: every
+# thread of the block, including those past the last pair, takes part in the copy and reaches
+# `cuda.syncthreads()`.
 
 # %%
 import math
@@ -382,22 +385,15 @@ TABLE_CAPACITY = 128  # pairs the shared table holds (the step's rows have at mo
 
 @cuda.jit(fastmath=True)
 def rope_shared_table(x, out, positions, inv_freq, n_pairs, total_pairs):
-    table = cuda.shared.array(TABLE_CAPACITY, float32)  # one copy per block
-    ...  # write: copy inv_freq[0 .. n_pairs) into table, every thread of the block helping
-    ...  # write: wait until the whole block has copied
-    idx = cuda.grid(1)
-    if idx < total_pairs:
-        i = uint64(idx)
-        token = i // n_pairs
-        pair = i - token * n_pairs
-        e = i + i
-        angle = float32(positions[token]) * table[pair]
-        c = math.cos(angle)
-        s = math.sin(angle)
-        x0 = x[e]
-        x1 = x[e + uint64(1)]
-        out[e] = x0 * c - x1 * s
-        out[e + uint64(1)] = x0 * s + x1 * c
+    """Step 04.1's rotation, its frequency read from a shared copy of inv_freq.
+
+    x, out: float32[tokens * hidden]; positions: int32[tokens]; inv_freq: float32[n_pairs];
+    n_pairs: uint64 = hidden / 2, at most TABLE_CAPACITY; total_pairs: int64 = tokens *
+    n_pairs.  Launched with ceil(total_pairs / 64) blocks of 64 threads.  The block copies
+    inv_freq into table = cuda.shared.array(TABLE_CAPACITY, float32), every thread helping,
+    waits at cuda.syncthreads(), then reads table[pair].
+    """
+    pass
 
 # %%
 verdict = steps.check(rope_shared_table, "04.2")
@@ -414,9 +410,9 @@ verdict = steps.check(rope_shared_table, "04.2")
 #
 # With a cache, a thread does no transcendental math at all: it reads its pair's cosine and
 # sine from two float32 tables of shape `[max_positions, n_pairs]` built in float64 on the
-# host (here `freq_table.cos_sin_cache`, 1024 positions).  Write the two lookups below: row =
-# the token's *position* (not its row number), column = the pair.  The census must show no
-# `sin`, `cos` or `pow`.
+# host (here `freq_table.cos_sin_cache`, 1024 positions).  Write step 04.1's kernel with the
+# two lookups in place of the angle: row = the token's *position* (not its row number), column
+# = the pair.  The census must show no `sin`, `cos` or `pow`.
 
 # %%
 from numba import cuda, uint64
@@ -424,19 +420,15 @@ from numba import cuda, uint64
 
 @cuda.jit(fastmath=True)
 def my_rope_cache(x, out, positions, cos_cache, sin_cache, n_pairs, total_pairs):
-    idx = cuda.grid(1)
-    if idx < total_pairs:
-        i = uint64(idx)
-        token = i // n_pairs
-        pair = i - token * n_pairs
-        e = i + i
-        pos = uint64(positions[token])  # positions are checked non-negative on the host
-        c = ...  # write: this pair's cosine at this position
-        s = ...  # write: this pair's sine at this position
-        x0 = x[e]
-        x1 = x[e + uint64(1)]
-        out[e] = x0 * c - x1 * s
-        out[e + uint64(1)] = x0 * s + x1 * c
+    """Rotate pair i = token * n_pairs + pair of the interleaved rows of x into out, by the
+    cosine and sine read from the caches at [the token's position, pair].
+
+    x, out: float32[tokens * hidden]; positions: int32[tokens], never negative; cos_cache,
+    sin_cache: float32[1024, n_pairs], built in float64; n_pairs: uint64 = hidden / 2;
+    total_pairs: int64 = tokens * n_pairs.  Launched with ceil(total_pairs / 64) blocks of 64
+    threads.  No sin, cos or pow.
+    """
+    pass
 
 # %%
 verdict = steps.check(my_rope_cache, "04.3")

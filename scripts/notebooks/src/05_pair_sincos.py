@@ -306,8 +306,10 @@ plt.show()
 # `n_pairs` pairs, and thread `j` owns slots `j, j + stride, j + 2 stride, ...` (at most four:
 # `stride = ceil(n_pairs / 4)`).  The thread computes its first frequency with the one `pow`
 # it is allowed; each later slot's frequency is the previous one times `stride_ratio`
-# ($r^S$, computed on the host in float64).  Write the loop's condition and its two steps.
-# The census must show one `pow` per thread, and none inside the loop.
+# ($r^S$, computed on the host in float64).  Thread `idx` is thread `j = idx - token * stride`
+# of row `token = idx // stride` (one unsigned division), and slot `j` rotates floats
+# `2 token n_pairs + 2j` and the one after.  The census must show one `pow` per thread, and
+# none inside the loop.
 
 # %%
 import math
@@ -318,25 +320,17 @@ from numba import cuda, float32, uint64
 @cuda.jit(fastmath=True)
 def my_rope_strided(x, out, positions, n_pairs, stride, total_threads, base, exponent_step,
                     stride_ratio):
-    idx = cuda.grid(1)
-    if idx < total_threads:
-        i = uint64(idx)
-        token = i // stride  # stride threads share a row
-        j = i - token * stride  # this thread's first slot
-        first = token * (n_pairs + n_pairs)  # the row's first float
-        pos = float32(positions[token])
-        f = math.pow(base, exponent_step * float32(j))  # the thread's one pow: slot j's frequency
-        while ...:  # write: while slot j is inside the row
-            a = first + j + j
-            angle = pos * f
-            c = math.cos(angle)
-            s = math.sin(angle)
-            x0 = x[a]
-            x1 = x[a + uint64(1)]
-            out[a] = x0 * c - x1 * s
-            out[a + uint64(1)] = x0 * s + x1 * c
-            f = ...  # write: the frequency of slot j + stride, without a pow
-            j += ...  # write: this thread's next slot
+    """Thread j of row token (idx = token * stride + j) rotates the row's interleaved slots j,
+    j + stride, j + 2 stride, ... below n_pairs; slot j's frequency is
+    base ** (exponent_step * j), the next slot's that times stride_ratio.
+
+    x, out: float32[tokens * 2 n_pairs]; positions: int32[tokens]; n_pairs, stride
+    (= ceil(n_pairs / 4)): uint64; total_threads: int64 = tokens * stride; base: float32 =
+    10000; exponent_step: float32 = -2 / hidden; stride_ratio: float32 = base **
+    (exponent_step * stride).  Launched with ceil(total_threads / 64) blocks of 64 threads.
+    One pow per thread, none in the loop.
+    """
+    pass
 
 # %%
 verdict = steps.check(my_rope_strided, "05.2")

@@ -675,13 +675,16 @@ else:
 #
 # ### Step 06.1: the shuffle butterfly
 #
-# The kernel below RMS-normalizes rows of 64 floats with one warp per row: lane `l` holds
-# floats `2l` and `2l + 1` and adds their squares into `ss`.  Before the scale can be
-# computed, **every** lane needs the sum of the whole row.  Replace the `...` line with the
-# butterfly: `cuda.shfl_xor_sync(FULL_MASK, value, m)` returns `value` as held by lane
-# `lane ^ m`, so five steps with `m = 16, 8, 4, 2, 1`, each adding the partner's partial sum,
-# leave the total in all 32 lanes.  The grader runs 1 and 6 rows with 4 warps per block (so
-# some warps have no row and must not touch memory).
+# Write a kernel that RMS-normalizes rows of 64 floats with one warp per row: lane `l` (the
+# thread's number modulo 32) of warp `w` (the warp's number in the grid) holds floats `2l` and
+# `2l + 1` of row `w` and adds their squares into `ss`.  Before the scale
+# `1 / sqrt(ss / 64 + eps)` can be computed, **every** lane needs the sum of the whole row:
+# that is the butterfly.  `cuda.shfl_xor_sync(FULL_MASK, value, m)` returns `value` as held by
+# lane `lane ^ m`, so five steps with `m = 16, 8, 4, 2, 1`, each adding the partner's partial
+# sum, leave the total in all 32 lanes.  Then each lane writes its two floats times the scale
+# times their weights.  The grader runs 1 and 6 rows with 4 warps per block (so some warps
+# have no row and must not touch memory: skip them with an `if` that is the same for all 32
+# lanes of a warp, so that every lane still reaches every shuffle).
 
 # %%
 import math
@@ -695,17 +698,14 @@ FULL_MASK = 0xFFFFFFFF  # every lane of the warp takes part
 
 @cuda.jit(fastmath=True)
 def my_rms_norm_warp(x, out, weight, rows, eps):
-    lane = cuda.threadIdx.x % 32
-    row = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32  # one warp, one row
-    if row < rows:  # the same for all 32 lanes of a warp, so the shuffles stay warp-uniform
-        first = row * 64 + lane * 2
-        a = x[first]
-        b = x[first + 1]
-        ss = a * a + b * b  # this lane's part of the row's sum of squares
-        ...  # write the butterfly: afterwards every lane's ss is the whole row's sum
-        scale = float32(1.0) / math.sqrt(ss / float32(64.0) + eps)
-        out[first] = a * scale * weight[lane * 2]
-        out[first + 1] = b * scale * weight[lane * 2 + 1]
+    """RMSNorm of rows of 64 floats, one warp per row: lane l of warp w holds floats 2l and
+    2l + 1 of row w, and out = x / sqrt(mean(x**2) + eps) * weight.
+
+    x, out: float32[rows * 64]; weight: float32[64]; rows: int64; eps: float32 = 1e-6.
+    Launched with ceil(rows / 4) blocks of 4 warps (128 threads).  The row's sum of squares
+    reaches every lane through the shuffle butterfly.
+    """
+    pass
 
 # %%
 verdict = steps.check(my_rms_norm_warp, "06.1")
