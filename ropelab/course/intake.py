@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 
 from . import kernel_census
+from .grade_types import verdict_of
 
 
 def blanks(source: str) -> list[str]:
@@ -114,3 +115,35 @@ def numpy_calls(source: str) -> list[str]:
             if name not in found:
                 found.append(name)
     return found
+
+
+def intake(ex, kernel):
+    """Steps 1-2 before anything runs: the verdict that refuses ``kernel``, or
+    ``(python function, name, source)``."""
+    fn, refused = identify(ex, kernel)
+    if refused is not None:
+        return verdict_of(ex.id, "error", refused)
+    name = fn.__name__
+    source, unreadable = read_source(fn)
+    if source is None:
+        return verdict_of(ex.id, "error", f"cannot grade {name}: {unreadable}")
+    left = blanks(source)
+    if left:
+        shown = "; ".join(f"`{line}`" for line in left[:4]) + (" ..." if len(left) > 4 else "")
+        return verdict_of(ex.id, "not solved yet", f"{name} still has {len(left)} blank"
+                          f"{'s' if len(left) > 1 else ''} (...) to fill in: {shown}",
+                          f"task: {ex.task}")
+    if empty_body(source):
+        return verdict_of(ex.id, "not solved yet", f"{name} has an empty body (pass): write it",
+                          f"task: {ex.task}")
+    for rule in ex.forbid:
+        rows = rule.found_in(source)
+        if rows:
+            return verdict_of(ex.id, "not solved yet", f"`{rule.what}` is not allowed in this "
+                              f"step: {rule.message}",
+                              f"  line {rows[0]}: `{source.splitlines()[rows[0] - 1].strip()}`")
+    params = _parameters(fn)
+    if len(params) != len(ex.arguments):
+        return verdict_of(ex.id, "error", f"{name} takes ({', '.join(params)}), but the step "
+                          f"calls it with ({', '.join(ex.arguments)})")
+    return fn, name, source

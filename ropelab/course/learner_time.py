@@ -99,9 +99,11 @@ def time_on_gpu(step, fn, repeats: int) -> str:
     """Median (p20-p80) of the learner's kernel, ropelab's and a device copy, cold."""
     from numba import cuda
 
+    from .timed import implausible, last_run_problem, resetting_out, sentinel_like, timing_inputs
+
     timer = _timer_class()(repeats=repeats)
-    case = step.timing_case()
-    out = cuda.device_array(case.expected.size, dtype=np.float32)
+    case = timing_inputs(step)  # inputs only: the answer is built after the timing
+    out = cuda.device_array(case.out_size, dtype=np.float32)
     args = _device_args(step, case, out)
     src = cuda.to_device(np.zeros(case.bytes_moved // 8, dtype=np.float32))
     dst = cuda.device_array_like(src)
@@ -118,8 +120,16 @@ def time_on_gpu(step, fn, repeats: int) -> str:
         q = np.percentile(samples, [20, 50, 80])
         return q[1], f"{q[1]:.1f} us median (p20-p80 {q[0]:.1f}-{q[2]:.1f})"
 
-    mine, mine_text = spread(timer.time(launch(fn)))
+    with resetting_out(timer, out, cuda.to_device(sentinel_like(case.out_size))):
+        mine, mine_text = spread(timer.time(launch(fn)))
+    cuda.synchronize()
+    problem = last_run_problem(step, out.copy_to_host())
+    if problem is not None:
+        return f"not timed: {problem}"
     base, base_text = spread(timer.time(copy))
+    problem = implausible(mine, base)
+    if problem is not None:
+        return f"not timed: {problem}"
     lines = [f"{case.label}: your kernel {mine_text}",
              f"  a device copy moving the same {case.bytes_moved / 1e6:.0f} MB: {base_text}"]
     ref = _reference_kernel(step)

@@ -59,7 +59,7 @@ def _run_simulated(step, case, fn) -> Trial:
     from ..sim import shared_race
     from .recording import WatchedArray, intercepted_launches
 
-    size = case.expected.size
+    size = case.out_size  # a Case or the CaseInputs the learner gets (no expected there)
     watched, args = {}, []
     for name in step.arguments:
         if name == "out":
@@ -85,7 +85,7 @@ def _run_simulated(step, case, fn) -> Trial:
 def _run_on_gpu(step, case, fn) -> Trial:
     from numba import cuda
 
-    size = case.expected.size
+    size = case.out_size  # a Case or the CaseInputs the learner gets (no expected there)
     out_buf = cuda.to_device(np.full(size + SLACK, SENTINEL, dtype=np.float32))
     device, args = {}, []
     for name in step.arguments:

@@ -1,0 +1,103 @@
+"""What crosses the grader's process boundary, and the parent's check of what comes back.
+
+The grading parent sends the child one :class:`~.grade_types.CaseInputs` at a time; the child
+runs the learner's function on it and answers with data, never a verdict that could pass:
+
+* ``("ran", k, trial)``: the :class:`~.trial.Trial` of case ``k`` (``out`` and the inputs as
+  the run left them, the launches, every access recorded), which the parent judges;
+* ``("failed", k, status, lines)``: the run raised and the child worded it (out of bounds, a
+  race, an illegal launch...); any status but PASS is taken as it comes, since a forged
+  failure fails only its forger;
+* ``("crashed", text)``: the child itself could not go on.
+
+:func:`.runner.reply` turns an answer into ``(trial, None)`` or ``(None, verdict)``; a trial
+is used only after :func:`trial_problem` found it shaped as the parent's own case says it must
+be (an ``out`` of the case's size, every input array back with its dtype and shape).  In one process
+(no fork) :func:`sanitized` passes a trial through the same encoding, so that what the judging
+reads is plain NumPy arrays either way: no subclass with rigged comparisons, no lazy value, no
+alias of an input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import wire
+from .recording import Access, Launch, WatchedArray
+from .trial import Trial
+
+MESSAGE_LIMIT = 32 << 20  # bytes of one answer; the graded cases need well under 1 MB
+_DERIVED = ("shape", "size", "ndim", "dtype")  # a WatchedArray's, recomputed from its data
+LINES, LINE_CHARS, STATUS_CHARS = 60, 5000, 40  # what a child's worded failure may hold
+
+
+def _watched_fields() -> list[str]:
+    sample = WatchedArray("x", np.zeros(1, np.float32))
+    return [k for k in vars(sample) if k not in _DERIVED]
+
+
+for _cls in (Trial, Launch, Access):
+    wire.register(_cls)
+wire.register(WatchedArray, _watched_fields())
+
+
+def _rebuilt(watched: dict) -> None:
+    """A decoded WatchedArray's derived attributes, from its data."""
+    for w in watched.values():
+        data = w.__dict__["data"]
+        w.__dict__.update(shape=data.shape, size=data.size, ndim=data.ndim, dtype=data.dtype)
+
+
+def _ints(value, n: int | None = None) -> bool:
+    return (type(value) is tuple and (n is None or len(value) == n)
+            and all(type(v) is int and v >= 0 for v in value))
+
+
+def trial_problem(step, case, trial, slack: int = 0) -> str | None:
+    """What is wrong with the shape of ``trial`` for the parent's ``case``, or None."""
+    if type(trial) is not Trial:
+        return f"a {type(trial).__name__} where a trial was due"
+    out = trial.out
+    if type(out) is not np.ndarray or out.dtype != np.float32 or out.ndim != 1 \
+            or out.size != case.out_size + slack:
+        what = (f"{out.dtype}[{out.size}]" if type(out) is np.ndarray
+                else type(out).__name__)
+        return f"out came back as {what}, not float32[{case.out_size + slack}]"
+    arrays = {n for n in step.arguments if n != "out"
+              and isinstance(case.inputs.get(n), np.ndarray)}
+    after = trial.inputs_after
+    if type(after) is not dict or set(after) != arrays:
+        return (f"the inputs came back as {sorted(after) if type(after) is dict else after!r}, "
+                f"not {sorted(arrays)}")
+    for name in arrays:
+        got, mine = after[name], case.inputs[name]
+        if type(got) is not np.ndarray or got.dtype != mine.dtype or got.shape != mine.shape:
+            return f"input {name} came back with another type or shape"
+    if type(trial.launches) is not list or not all(
+            type(x) is Launch and type(x.kernel) is str and _ints(x.grid, 3)
+            and _ints(x.block, 3) and type(x.shared_bytes) is int for x in trial.launches):
+        return "the launches came back malformed"
+    watched = trial.watched
+    if type(watched) is not dict:
+        return "the recorded accesses came back malformed"
+    if watched and set(watched) != arrays | {"out"}:
+        return f"accesses came back for {sorted(watched)}, not {sorted(arrays | {'out'})}"
+    for name, w in watched.items():
+        data = w.__dict__.get("data") if type(w) is WatchedArray else None
+        access = w.__dict__.get("access") if type(w) is WatchedArray else None
+        if type(data) is not np.ndarray or type(access) is not Access:
+            return f"the accesses of {name} came back malformed"
+        for field in ("writer_block", "writer_thread", "reader_block", "reader_thread"):
+            a = getattr(access, field)
+            if type(a) is not np.ndarray or a.dtype != np.int64 or a.shape != data.shape:
+                return f"the accesses of {name} came back malformed ({field})"
+        if type(access.per_thread) is not dict:
+            return f"the accesses of {name} came back malformed (per thread)"
+    _rebuilt(watched)
+    return None
+
+
+def sanitized(trial):
+    """``trial`` encoded and decoded: plain arrays only (WireError if it holds anything
+    else)."""
+    return wire.decode(wire.encode(trial), MESSAGE_LIMIT)
