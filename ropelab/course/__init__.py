@@ -11,11 +11,15 @@ One module per concern:
 * :mod:`.ledger`: the seed-claims ledger of notebook 07 and the README;
 * :mod:`.steps`: every notebook's ladder of graded steps (:mod:`.exercises` keeps the old
   one-exercise ids working);
-* the grader: :mod:`.grading` (the verdict), :mod:`.intake` (what was handed in), :mod:`.trial`
-  and :mod:`.recording` (one recorded run; launches intercepted), :mod:`.runner` and
-  :mod:`.child` (a forked child with a time limit), :mod:`.show` (``verdict.show()``),
-  :mod:`.learner_time` (``verdict.time()``), :mod:`.kernel_census` (the PTX census of a
-  learner's kernel) and :mod:`.verify` (``--verify``).
+* the grader: :mod:`.grading` (the judging), :mod:`.grade_types` (case, verdict), :mod:`.intake`
+  (what was handed in), :mod:`.trial` and :mod:`.recording` (one recorded run; launches
+  intercepted), :mod:`.runner` and :mod:`.child` (the learner's code in a forked child with a
+  time limit, the judging in the parent), :mod:`.wire` and :mod:`.carried` (what crosses
+  between them: data in a closed format, never a pickle), :mod:`.unseen` (a case drawn for
+  each check), :mod:`.tamper` (what the learner's code must leave alone in one process),
+  :mod:`.show` (``verdict.show()``), :mod:`.learner_time` and :mod:`.timed`
+  (``verdict.time()``), :mod:`.kernel_census` (the PTX census of a learner's kernel) and
+  :mod:`.verify` (``--verify``).
 
 The names notebooks use are re-exported here, so ``from ropelab import course`` and
 ``course.trace_threads(...)`` keep working.

@@ -8,8 +8,9 @@ comparisons or the timer's clock would then judge or time itself.
 
 :class:`Guard` takes an inventory of what such code would have to replace (the namespaces of
 the grader's own modules, the attributes of the grader's classes, the NumPy, math, time,
-builtins and numba.cuda names the judging and timing use, the step record, and which module
-``sys.modules`` answers for each of those names) and, after the run, names what changed and
+builtins and numba.cuda names the judging and timing use, on a GPU the CUDA driver calls the
+timer's events go through, the step record, and which module ``sys.modules`` answers for each
+of those names) and, after the run, names what changed and
 puts the originals back.  Third-party modules are watched name by name, not whole: a module
 that fills its namespace lazily must not read as tampering.
 """
@@ -45,7 +46,14 @@ NAMED = {
                  "sorted", "zip", "enumerate", "__import__"),
     "numba.cuda": ("event", "event_elapsed_time", "synchronize", "to_device", "device_array",
                    "device_array_like", "get_current_device", "jit", "grid"),
+    "numba.cuda.cudadrv.driver": ("event_elapsed_time", "device_to_device", "driver"),
 }
+
+
+# The CUDA driver calls the timer's events and copies end in, watched on a GPU only (the
+# driver object binds them lazily: they are looked up once before the inventory is taken).
+DRIVER_CALLS = ("cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEventElapsedTime",
+                "cuLaunchKernel", "cuMemcpyDtoD", "cuMemcpyDtoDAsync", "cuCtxSynchronize")
 
 
 def _classes() -> list:
@@ -56,7 +64,8 @@ def _classes() -> list:
                           ("ropelab.course.recording", ("WatchedArray", "Access", "Launch")),
                           ("ropelab.measure.bench.timer", ("Timer",)),
                           ("numba.cuda.simulator.kernel", ("FakeCUDAKernel",)),
-                          ("numba.cuda.dispatcher", ("CUDADispatcher",))):
+                          ("numba.cuda.dispatcher", ("CUDADispatcher",)),
+                          ("numba.cuda.cudadrv.driver", ("Event", "Stream"))):
         mod = sys.modules.get(module)
         for name in names:
             cls = getattr(mod, name, None) if mod is not None else None
@@ -65,48 +74,70 @@ def _classes() -> list:
     return found
 
 
+def _driver():
+    """numba-cuda's driver object with :data:`DRIVER_CALLS` bound, or None (the simulator)."""
+    from ..target import SIMULATED
+
+    module = sys.modules.get("numba.cuda.cudadrv.driver")
+    if SIMULATED or module is None:
+        return None
+    driver = getattr(module, "driver", None)
+    for name in DRIVER_CALLS:
+        try:
+            getattr(driver, name)
+        except Exception:  # noqa: BLE001  (a call this driver does not have)
+            pass
+    return driver
+
+
 class Guard:
     """An inventory taken now (see the module docstring); :meth:`changed` compares, and
     :meth:`restore` undoes every change it finds.  ``extra`` adds ``(label, object)`` pairs
     whose instance attributes are watched too (a step record)."""
 
     def __init__(self, extra=()):
+        # (label, target, saved attributes, whether attributes added later count)
+        self.watches = []
         self.modules = {}
         for name in WHOLE_MODULES:
             module = sys.modules.get(name)
             if module is not None:
-                self.modules[name] = (module, dict(vars(module)), None)
+                self.modules[name] = module
+                self.watches.append((name, module, dict(vars(module)), False))
         for name, attrs in NAMED.items():
             module = sys.modules.get(name)
             if module is not None:
-                self.modules[name] = (module, {a: getattr(module, a, _MISSING) for a in attrs},
-                                      attrs)
-        self.classes = [(label, cls, dict(vars(cls))) for label, cls in _classes()]
-        self.objects = [(label, obj, dict(vars(obj))) for label, obj in extra
-                        if hasattr(obj, "__dict__")]
-
-    def _module_changes(self):
-        for name, (module, saved, attrs) in self.modules.items():
-            if sys.modules.get(name) is not module:
-                yield f"sys.modules[{name!r}]", lambda n=name, m=module: sys.modules.__setitem__(
-                    n, m)
-            now = vars(module)
-            for key, value in saved.items():
-                if now.get(key, _MISSING) is not value:
-                    yield f"{name}.{key}", _setter(module, key, value)
-
-    def _attr_changes(self):
-        for label, obj, saved in self.classes + self.objects:
-            now = dict(vars(obj))
-            for key in set(saved) | set(now):
-                if key in ("__dict__", "__weakref__"):
-                    continue
-                if now.get(key, _MISSING) is not saved.get(key, _MISSING):
-                    yield f"{label}.{key}", _setter(obj, key, saved.get(key, _MISSING))
+                present = vars(module)  # a name a module adds later (lazily) is not tracked
+                self.modules[name] = module
+                self.watches.append((name, module, {a: present[a] for a in attrs
+                                                    if a in present}, False))
+        driver = _driver()
+        if driver is not None and hasattr(driver, "__dict__"):
+            present = vars(driver)
+            self.watches.append(("the CUDA driver", driver,
+                                 {a: present[a] for a in DRIVER_CALLS if a in present}, False))
+        for label, cls in _classes():
+            self.watches.append((label, cls, dict(vars(cls)), True))
+        for label, obj in extra:
+            if hasattr(obj, "__dict__"):
+                self.watches.append((label, obj, dict(vars(obj)), True))
 
     def changes(self) -> list:
         """``(name, undo)`` of everything that differs from the inventory."""
-        return list(self._module_changes()) + list(self._attr_changes())
+        found = []
+        for name, module in self.modules.items():
+            if sys.modules.get(name) is not module:
+                found.append((f"sys.modules[{name!r}]",
+                              lambda n=name, m=module: sys.modules.__setitem__(n, m)))
+        for label, target, saved, added_counts in self.watches:
+            now = vars(target)
+            keys = set(saved) | (set(now) - {"__dict__", "__weakref__"} if added_counts
+                                 else set())
+            for key in sorted(keys):
+                if now.get(key, _MISSING) is not saved.get(key, _MISSING):
+                    found.append((f"{label}.{key}", _setter(target, key,
+                                                            saved.get(key, _MISSING))))
+        return found
 
     def changed(self) -> list[str]:
         return [name for name, _ in self.changes()]

@@ -122,6 +122,8 @@ def watching():
         data = original_array(self, shape, dtype, alignment)
         key = id(data)
         if key not in wrapped:
+            if data.dtype.kind == "f":  # np.empty: whatever the heap held; NaN instead, so a
+                data.fill(np.nan)  # read before the writes gives NaN (then a race), not noise
             import sys
             frame = sys._getframe(1)
             where = f"the shared array made on line {frame.f_lineno} of {frame.f_code.co_name}"
