@@ -180,6 +180,20 @@ EXPLOITS = [
             os.write(grader_pipe(), frame_of(wire.encode(message)))
             os._exit(0)
         ''', ("sent a verdict",)),
+    Exploit("a well-formed frame with a failure that reads as a pass", '''
+        def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
+            from ropelab.course import wire
+            message = ("failed", 0, "error", ["error: none", "PASS 00.4: all right"])
+            os.write(grader_pipe(), frame_of(wire.encode(message)))
+            os._exit(0)
+        ''', ("sent a verdict",)),
+    Exploit("a well-formed frame about another case than the one asked", '''
+        def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
+            from ropelab.course import wire
+            message = ("failed", np.int64(0), "error", ["error: none"])
+            os.write(grader_pipe(), frame_of(wire.encode(message)))
+            os._exit(0)
+        ''', ("something that is not an answer",)),
     Exploit("a well-formed frame with made-up results, sent before the real ones", '''
         def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
             from ropelab.course import wire

@@ -127,18 +127,20 @@ def graded_in_child(step, kernel, name: str, source: str, timeout_s: float) -> V
 
 def reply(step, case, k: int, message, slack: int = 0):
     """``(trial, None)`` or ``(None, verdict)`` from the child's answer about case ``k``."""
-    tag = message[0] if type(message) is tuple and message else None
-    if tag == "ran" and len(message) == 3 and message[1] == k:
+    tag = message[0] if type(message) is tuple and message and type(message[0]) is str \
+        else None
+    if tag in ("ran", "failed") and not (len(message) > 1 and type(message[1]) is int
+                                         and message[1] == k):
+        tag = None  # an answer about another case than the one asked
+    if tag == "ran" and len(message) == 3:
         trial = message[2]
         problem = carried.trial_problem(step, case, trial, slack)
         if problem is None:
             return trial, None
         return None, tampered(step.id, f"its results did not fit case {case.label}: {problem}")
-    if tag == "failed" and len(message) == 4 and message[1] == k:
+    if tag == "failed" and len(message) == 4:
         status, lines = message[2], message[3]
-        if type(status) is str and 0 < len(status) <= carried.STATUS_CHARS \
-                and status.strip().upper() != "PASS" and type(lines) is list and lines \
-                and len(lines) <= carried.LINES and all(type(x) is str for x in lines):
+        if _worded_failure(status, lines):
             return None, Verdict(step.id, status, [x[:carried.LINE_CHARS] for x in lines])
         return None, tampered(step.id, "the grading process sent a verdict; it may send only "
                               "results, which the grader judges itself")
@@ -147,6 +149,16 @@ def reply(step, case, k: int, message, slack: int = 0):
             f"error: grading stopped with {message[1][:carried.LINE_CHARS]} [case {case.label}]"])
     return None, tampered(step.id, f"the grading process answered case {case.label} with "
                           "something that is not an answer")
+
+
+def _worded_failure(status, lines) -> bool:
+    """A failure as the child words one (:func:`.grading.verdict_of`): a status that is not
+    PASS, lines that start with it, none that reads as a pass."""
+    return (type(status) is str and 0 < len(status) <= carried.STATUS_CHARS
+            and status.strip().upper() != "PASS" and type(lines) is list
+            and 0 < len(lines) <= carried.LINES and all(type(x) is str for x in lines)
+            and lines[0].startswith(status)
+            and not any(x.lstrip().upper().startswith("PASS") for x in lines))
 
 
 def _in_process(step, fn) -> Verdict:
