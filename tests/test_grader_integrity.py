@@ -552,6 +552,30 @@ def test_a_non_callable_is_refused_before_anything_runs(fn, monkeypatch):
         steps.check(fn, LAUNCH)
 
 
+def test_what_was_handed_in_is_read_without_running_any_of_its_code(monkeypatch):
+    ran = []
+
+    class Sneaky:  # a callable whose attribute reads, repr and truth would all run code
+        def __call__(self, *args):
+            ran.append("call")
+
+        def __getattr__(self, name):
+            ran.append(name)
+            raise AttributeError(name)
+
+        def __repr__(self):
+            ran.append("repr")
+            return "sneaky"
+
+        py_func = property(lambda self: ran.append("py_func"))
+
+    monkeypatch.setattr(os, "fork", lambda: pytest.fail("a child was forked"))
+    for step in (LAUNCH, KERNEL):
+        verdict = steps.check(Sneaky(), step)
+        assert verdict.status == "error" and "a Sneaky object" in str(verdict), str(verdict)
+    assert ran == []
+
+
 def test_an_unknown_step_is_a_clear_error(honest):
     with pytest.raises(ValueError, match="no step '99.9'") as raised:
         steps.check(honest, "99.9")

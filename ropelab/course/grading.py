@@ -325,13 +325,6 @@ def judge_case(ex, name: str, case: Case, trial) -> Verdict | None:
     return found
 
 
-def _scrub(cases: list) -> None:
-    """Drop the answers of built cases (a ``diagnose`` closure may hold its case in a cycle
-    that outlives the list)."""
-    for case in cases:
-        case.expected = case.alternatives = case.diagnose = None
-
-
 def _run_and_judge(ex, kernel, name: str, salt, k: int, inputs: CaseInputs) -> Verdict | None:
     """Case ``k`` in this process: the run, the inventory around it, then its answer built
     and judged.  A function of its own so that no answer outlives it in a frame the next
@@ -346,7 +339,7 @@ def _run_and_judge(ex, kernel, name: str, salt, k: int, inputs: CaseInputs) -> V
         return failed
     built = unseen.cases(ex, salt)  # the answers, built after the learner's code ran
     case = built[k]
-    _scrub(built[:k] + built[k + 1:])
+    unseen.scrub(built[:k] + built[k + 1:])
     try:
         trial = carried.sanitized(trial)
         problem = carried.trial_problem(ex, case, trial, 0 if SIMULATED else SLACK)
@@ -354,7 +347,7 @@ def _run_and_judge(ex, kernel, name: str, salt, k: int, inputs: CaseInputs) -> V
         problem = f"its results are not plain arrays ({exc})"
     found = (tampered(ex.id, f"case {case.label}: {problem}") if problem is not None
              else judge_case(ex, name, case, trial))
-    _scrub([case])
+    unseen.scrub([case])
     return found
 
 
@@ -370,7 +363,7 @@ def grade(exercise, kernel, *, fresh: bool = True) -> Verdict:
     built = unseen.cases(ex, salt)
     labels = [c.label for c in built if not unseen.is_fresh(c)]
     runnable = [c.runnable() for c in built]
-    _scrub(built)
+    unseen.scrub(built)
     del built
     for k, inputs in enumerate(runnable):
         found = _run_and_judge(ex, kernel, name, salt, k, inputs)

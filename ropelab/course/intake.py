@@ -6,6 +6,7 @@ parameters does it take.  Every answer is a value, never an exception, whatever 
 from __future__ import annotations
 
 import ast
+import inspect
 
 from . import kernel_census
 from .grade_types import verdict_of
@@ -40,15 +41,41 @@ def _parameters(fn) -> list[str]:
 
 
 
+def _static(obj, attr: str, default=None):
+    """``obj.attr`` looked up without running any of ``obj``'s code (no property, no
+    ``__getattr__``): the grader reads what it was handed before anything of it runs."""
+    try:
+        return inspect.getattr_static(obj, attr, default)
+    except Exception:  # noqa: BLE001
+        return default
+
+
+def _function_behind(obj):
+    """The plain Python function behind a ``@cuda.jit`` kernel, or ``obj`` if it is one, or
+    None (as :func:`.kernel_census.python_function`, statically)."""
+    for attr in ("py_func", "fn"):  # a CUDADispatcher / the simulator's FakeCUDAKernel
+        fn = _static(obj, attr)
+        if inspect.isfunction(fn):
+            return fn
+    return obj if inspect.isfunction(obj) else None
+
+
 def _what_is(obj) -> str:
-    text = repr(obj)
+    # repr of a plain function, a kernel or a built-in value runs nothing of the learner's
+    safe = inspect.isfunction(obj) or _function_behind(obj) is not None \
+        or type(obj).__module__ == "builtins" or isinstance(obj, type) \
+        and type(obj).__repr__ is type.__repr__
+    try:
+        text = repr(obj) if safe else f"a {type(obj).__name__} object"
+    except Exception:  # noqa: BLE001
+        text = f"a {type(obj).__name__} object"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _is_device_function(obj) -> bool:
-    if getattr(obj, "_device", False):  # the simulator's FakeCUDAKernel
+    if _static(obj, "_device", False) is True:  # the simulator's FakeCUDAKernel
         return True
-    options = getattr(obj, "targetoptions", None)  # a CUDADispatcher
+    options = _static(obj, "targetoptions", None)  # a CUDADispatcher
     return bool(isinstance(options, dict) and options.get("device"))
 
 
@@ -56,11 +83,8 @@ def identify(ex, obj):
     """``(python function, None)`` when ``obj`` is what the step's kind needs, else
     ``(None, why)``: a kernel step wants a ``@cuda.jit`` kernel, a launch step a plain
     function."""
-    try:
-        fn = kernel_census.python_function(obj)
-    except Exception:  # noqa: BLE001  (an object whose attributes raise)
-        fn = None
-    name = getattr(fn, "__name__", "")
+    fn = _function_behind(obj)
+    name = fn.__name__ if fn is not None else ""
     if ex.kind == "launch":
         if fn is not None and fn is obj and name != "<lambda>":
             return fn, None

@@ -123,9 +123,12 @@ def trace_of(step, case, trial, error: str | None, name: str) -> Trace:
 def record(step, fn) -> Trace:
     """Run ``fn`` on :func:`pick_case` of ``step`` with every access recorded, in this process
     (the simulator); the case's answer is built after the run."""
+    from .unseen import scrub
+
     cases = step.cases()
     k = _pick(cases)
     inputs = cases[k].runnable()
+    scrub(cases)
     del cases
     trial, error = recorded_run(step, inputs, fn)
     return trace_of(step, step.cases()[k], trial, error, _name(fn))

@@ -27,6 +27,7 @@ WHOLE_MODULES = (
     "ropelab.course.grade_types", "ropelab.course.trial", "ropelab.course.recording",
     "ropelab.course.intake", "ropelab.course.kernel_census", "ropelab.course.carried",
     "ropelab.course.wire", "ropelab.course.unseen", "ropelab.course.learner_time",
+    "ropelab.course.timed",
     "ropelab.course.tamper", "ropelab.course.runner", "ropelab.course.child",
     "ropelab.course.steps", "ropelab.course.steps.base", "ropelab.course.steps.cases",
     "ropelab.measure.bench.timer", "ropelab.measure.bench.stats",

@@ -23,13 +23,17 @@ import contextlib
 
 import numpy as np
 
+from . import unseen
 from .trial import SENTINEL, unwritten
 
 
 def timing_inputs(step):
     """The step's timing case as the learner's function may see it: inputs, launch, size of
     out (a :class:`~.grade_types.CaseInputs`)."""
-    return step.timing_case().runnable()
+    case = step.timing_case()
+    inputs = case.runnable()
+    unseen.scrub([case])
+    return inputs
 
 
 @contextlib.contextmanager

@@ -70,10 +70,19 @@ def fresh_case(step, salt: int, fixed: list | None = None):
         drawn = step.cases()
     k = min(range(len(fixed)), key=lambda i: fixed[i].expected.size)
     if len(drawn) != len(fixed) or _same_inputs(fixed[k], drawn[k]):
+        scrub(drawn)
         return None
     case = drawn[k]
+    scrub(drawn[:k] + drawn[k + 1:])
     case.label = f"{case.label}, {FRESH}"
     return case
+
+
+def scrub(cases: list) -> None:
+    """Drop the answers of built cases no longer needed (a ``diagnose`` closure may hold its
+    case in a cycle that outlives the list, answer and all, until the collector runs)."""
+    for case in cases:
+        case.expected = case.alternatives = case.diagnose = None
 
 
 def cases(step, salt: int | None) -> list:
