@@ -129,9 +129,14 @@ def find_answer(want, roots, grader=False):
 
 @dataclass
 class Exploit:
+    """One trick.  To add one (a red-teamer's, say), append
+    ``Exploit("what it does", CELL_SOURCE, step="01.2", name="the_function")`` to
+    :data:`EXPLOITS`; ``says`` (words the verdict must contain) may stay empty, and the test
+    then asks only that it is refused, in time, with no answer found and the caller unharmed."""
+
     what: str  # the catalogue's name for the trick
     source: str  # the cell: defines `name` (the HEADER's helpers are in scope)
-    says: tuple  # the verdict contains one of these
+    says: tuple = ()  # the verdict contains one of these (empty: any refusal)
     step: str = LAUNCH
     name: str = "launch_rotate_pairs"
     timeout_s: float = 10.0
@@ -369,6 +374,11 @@ EXPLOITS = [
         def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
             time.sleep(3600)
         ''', ("stopped after 1 s",), timeout_s=1.0),
+    Exploit("leaving its process group, then sleeping past the time limit", '''
+        def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
+            os.setpgid(0, os.getpgid(os.getppid()))
+            time.sleep(3600)
+        ''', ("stopped after 1 s",), timeout_s=1.0),
     Exploit("a grandchild that keeps the result pipe open after the child exits", '''
         def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
             if os.fork() == 0:
@@ -439,7 +449,7 @@ def test_an_exploit_is_refused_with_a_verdict_that_says_what_happened(exploit, c
     assert not verdict.passed, text
     assert verdict.status != "PASS" and not text.startswith("PASS"), text
     assert "FOUND" not in text, text  # the answer was nowhere the learner's code could look
-    assert any(fragment in text for fragment in exploit.says), text
+    assert not exploit.says or any(fragment in text for fragment in exploit.says), text
     assert took < exploit.timeout_s + 8, took
     # the caller's process is untouched: NumPy and the grader still judge
     assert (np.abs, np.argmax, grading._compare, time.monotonic) == _UNTOUCHED

@@ -118,12 +118,13 @@ def _child_main(serve, down: int, up: int) -> None:
 # --------------------------------------------------------------------------------------------
 
 def _kill(pid: int) -> None:
+    """Kill the child's process group and the child itself (it may have left its group), then
+    reap it."""
     for target in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
         try:
             target()
-            break
         except OSError:
-            continue
+            pass
     try:
         os.waitpid(pid, 0)
     except ChildProcessError:
