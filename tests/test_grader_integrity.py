@@ -162,15 +162,12 @@ EXPLOITS = [
             if is_public(x):  # a fixed case: pass it, to reach the fresh one
                 return honest_launch(x, out, cos_t, sin_t, n_pairs)
             want = answer(x, cos_t, sin_t)
-            for obj in gc.get_objects():
-                if isinstance(obj, types.CellType):
-                    try:
-                        obj = obj.cell_contents
-                    except ValueError:
-                        continue
-                find_answer(want, [obj])
+            for obj in gc.get_objects():  # every array any tracked object refers to
+                for value in gc.get_referents(obj):
+                    if is_the_answer(value, want):
+                        raise RuntimeError(f"FOUND the answer in a {type(obj).__name__}")
             launch_empty(x, out, cos_t, sin_t, n_pairs)
-        ''', ("never written",)),
+        ''', ("never written",), timeout_s=60.0),  # a test runner's heap takes a while
     Exploit("a pickled PASS verdict written to the result pipe, then os._exit(0)", '''
         def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
             from ropelab.course.grade_types import Verdict

@@ -167,6 +167,7 @@ class Child:
         self.left, self.limit = float(timeout_s), int(limit)
         self.buffer = bytearray()
         self.closed = False
+        self.reaped = None  # the wait status, where it had to be reaped to be seen
 
     def __enter__(self):
         return self
@@ -178,7 +179,8 @@ class Child:
         if self.closed:
             return
         self.closed = True
-        _kill(self.pid)
+        if self.reaped is None:  # a reaped pid may already be another process's
+            _kill(self.pid)
         for fd in (self.down, self.up):
             try:
                 os.close(fd)
@@ -206,12 +208,12 @@ class Child:
                         if info.si_code == os.CLD_EXITED:
                             return code << 8
                         return code  # killed or dumped: the signal number
-                else:
+                elif self.reaped is not None:
+                    return self.reaped
+                else:  # no waitid (macOS): reaped here, and remembered
                     pid, status = os.waitpid(self.pid, os.WNOHANG)
                     if pid:
-                        self.closed = True  # reaped here; nothing left to kill
-                        for fd in (self.down, self.up):
-                            os.close(fd)
+                        self.reaped = status
                         return status
             except ChildProcessError:
                 return None
