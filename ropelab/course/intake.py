@@ -6,8 +6,11 @@ parameters does it take.  Every answer is a value, never an exception, whatever 
 from __future__ import annotations
 
 import ast
+import inspect
+import sys
 
 from . import kernel_census
+from .grade_types import verdict_of
 
 
 def blanks(source: str) -> list[str]:
@@ -39,15 +42,53 @@ def _parameters(fn) -> list[str]:
 
 
 
+def _static(obj, attr: str, default=None):
+    """``obj.attr`` looked up without running any of ``obj``'s code (no property, no
+    ``__getattr__``): the grader reads what it was handed before anything of it runs."""
+    try:
+        return inspect.getattr_static(obj, attr, default)
+    except Exception:  # noqa: BLE001
+        return default
+
+
+def _function_behind(obj):
+    """The plain Python function behind a ``@cuda.jit`` kernel, or ``obj`` if it is one, or
+    None (as :func:`.kernel_census.python_function`, statically)."""
+    for attr in ("py_func", "fn"):  # a CUDADispatcher / the simulator's FakeCUDAKernel
+        fn = _static(obj, attr)
+        if inspect.isfunction(fn):
+            return fn
+    return obj if inspect.isfunction(obj) else None
+
+
 def _what_is(obj) -> str:
-    text = repr(obj)
+    # repr of a plain function, a kernel or a built-in value runs nothing of the learner's
+    safe = inspect.isfunction(obj) or _function_behind(obj) is not None \
+        or type(obj).__module__ == "builtins" or isinstance(obj, type) \
+        and type(obj).__repr__ is type.__repr__
+    try:
+        text = repr(obj) if safe else f"a {type(obj).__name__} object"
+    except Exception:  # noqa: BLE001
+        text = f"a {type(obj).__name__} object"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _kernel_types() -> tuple:
+    """The classes ``@cuda.jit`` makes: the simulator's FakeCUDAKernel, numba-cuda's
+    CUDADispatcher (whichever of them is loaded)."""
+    found = []
+    for module, name in (("numba.cuda.simulator.kernel", "FakeCUDAKernel"),
+                         ("numba.cuda.dispatcher", "CUDADispatcher")):
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type):
+            found.append(cls)
+    return tuple(found)
+
+
 def _is_device_function(obj) -> bool:
-    if getattr(obj, "_device", False):  # the simulator's FakeCUDAKernel
+    if _static(obj, "_device", False) is True:  # the simulator's FakeCUDAKernel
         return True
-    options = getattr(obj, "targetoptions", None)  # a CUDADispatcher
+    options = _static(obj, "targetoptions", None)  # a CUDADispatcher
     return bool(isinstance(options, dict) and options.get("device"))
 
 
@@ -55,11 +96,8 @@ def identify(ex, obj):
     """``(python function, None)`` when ``obj`` is what the step's kind needs, else
     ``(None, why)``: a kernel step wants a ``@cuda.jit`` kernel, a launch step a plain
     function."""
-    try:
-        fn = kernel_census.python_function(obj)
-    except Exception:  # noqa: BLE001  (an object whose attributes raise)
-        fn = None
-    name = getattr(fn, "__name__", "")
+    fn = _function_behind(obj)
+    name = fn.__name__ if fn is not None else ""
     if ex.kind == "launch":
         if fn is not None and fn is obj and name != "<lambda>":
             return fn, None
@@ -72,6 +110,11 @@ def identify(ex, obj):
     if fn is None or fn is obj:
         return None, (f"not a kernel: {_what_is(obj)} is not a @cuda.jit kernel; write "
                       f"@cuda.jit(fastmath=True) on the line above `def {ex.kernel_name}(...)`")
+    if type(obj) not in _kernel_types():  # one that only looks like a kernel: its launch
+        # could run anything, its py_func name anything else
+        return None, (f"not a kernel: {_what_is(obj)} is a {type(obj).__name__}, not what "
+                      f"@cuda.jit makes; write @cuda.jit(fastmath=True) on the line above "
+                      f"`def {ex.kernel_name}(...)`")
     if _is_device_function(obj):
         return None, (f"not a kernel: {name} is a device function (device=True), which only a "
                       "kernel can call; write @cuda.jit(fastmath=True) without device=True")
@@ -86,6 +129,10 @@ def read_source(fn) -> tuple[str | None, str | None]:
     try:
         source = kernel_census.function_source(fn)
         ast.parse(source)
+        if not kernel_census.source_is_code(fn, source):
+            return None, ("the source Python shows for it is not the code that runs (its cell "
+                          "or file changed after it ran, or its source was rewritten): run the "
+                          "cell that defines it again")
         return source, None
     except (OSError, TypeError):
         return None, ("Python kept no source for it (defined with exec of a string?); define "
@@ -114,3 +161,35 @@ def numpy_calls(source: str) -> list[str]:
             if name not in found:
                 found.append(name)
     return found
+
+
+def intake(ex, kernel):
+    """Steps 1-2 before anything runs: the verdict that refuses ``kernel``, or
+    ``(python function, name, source)``."""
+    fn, refused = identify(ex, kernel)
+    if refused is not None:
+        return verdict_of(ex.id, "error", refused)
+    name = fn.__name__
+    source, unreadable = read_source(fn)
+    if source is None:
+        return verdict_of(ex.id, "error", f"cannot grade {name}: {unreadable}")
+    left = blanks(source)
+    if left:
+        shown = "; ".join(f"`{line}`" for line in left[:4]) + (" ..." if len(left) > 4 else "")
+        return verdict_of(ex.id, "not solved yet", f"{name} still has {len(left)} blank"
+                          f"{'s' if len(left) > 1 else ''} (...) to fill in: {shown}",
+                          f"task: {ex.task}")
+    if empty_body(source):
+        return verdict_of(ex.id, "not solved yet", f"{name} has an empty body (pass): write it",
+                          f"task: {ex.task}")
+    for rule in ex.forbid:
+        rows = rule.found_in(source)
+        if rows:
+            return verdict_of(ex.id, "not solved yet", f"`{rule.what}` is not allowed in this "
+                              f"step: {rule.message}",
+                              f"  line {rows[0]}: `{source.splitlines()[rows[0] - 1].strip()}`")
+    params = _parameters(fn)
+    if len(params) != len(ex.arguments):
+        return verdict_of(ex.id, "error", f"{name} takes ({', '.join(params)}), but the step "
+                          f"calls it with ({', '.join(ex.arguments)})")
+    return fn, name, source

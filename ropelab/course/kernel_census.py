@@ -20,6 +20,7 @@ import ast
 import importlib
 import inspect
 import json
+import linecache
 import math
 import numbers
 import sys
@@ -55,6 +56,59 @@ def function_source(fn) -> str:
     """``fn``'s source, dedented; OSError/TypeError when Python kept none (``exec`` of a
     string)."""
     return textwrap.dedent(inspect.getsource(fn))
+
+
+def _fingerprint(code) -> tuple:
+    """What a code object does, without where it was written (file, lines)."""
+    return (code.co_code, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+            code.co_argcount, code.co_kwonlyargcount, tuple(
+                _fingerprint(c) if inspect.iscode(c) else (type(c).__name__, repr(c))
+                for c in code.co_consts))
+
+
+def _codes(code):
+    yield code
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            yield from _codes(const)
+
+
+def _loose(code) -> tuple:
+    """A code object's names, constants and arguments, without its bytecode."""
+    return (code.co_names, code.co_varnames, code.co_freevars, code.co_argcount, tuple(
+        _loose(c) if inspect.iscode(c) else (type(c).__name__, repr(c)) for c in code.co_consts))
+
+
+def source_is_code(fn, source: str) -> bool:
+    """Whether the source text Python shows for ``fn`` (``source``, as :func:`function_source`
+    read it) is the code ``fn`` runs.  The census compiles the text and the simulator runs the
+    code object: a file edited after it was imported, or a source cache rewritten, would let
+    the one be judged for the other.
+
+    The whole file (or notebook cell) the text comes from is compiled again, as it was the
+    first time (the compiler's output depends on the module around a function: a name bound by
+    ``import`` is called differently), and the function defined on ``fn``'s first line must
+    have ``fn``'s bytecode, names and constants.  A file that no longer compiles as a whole is
+    compared by the function's own text, names and constants only."""
+    code = fn.__code__
+    lines = linecache.getlines(code.co_filename)
+    try:
+        whole = compile("".join(lines), code.co_filename, "exec", dont_inherit=True)
+        want = _fingerprint(code)
+        return any(c.co_name == code.co_name and c.co_firstlineno == code.co_firstlineno
+                   and _fingerprint(c) == want for c in _codes(whole))
+    except (SyntaxError, ValueError):
+        pass
+    text = textwrap.dedent(source)
+    if code.co_freevars:  # compiled inside a function that binds its free variables, as it was
+        bound = "".join(f"    {name} = None\n" for name in code.co_freevars)
+        text = "def _enclosing():\n" + bound + textwrap.indent(text, "    ")
+    try:
+        alone = compile(text, code.co_filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    want = _loose(code)
+    return any(c.co_name == code.co_name and _loose(c) == want for c in _codes(alone))
 
 
 def _names_used(code) -> set[str]:
@@ -121,6 +175,9 @@ def _ship_function(fn, depth: int = 0, *, keep_decorator: bool = False) -> dict:
         source = function_source(fn)
     except (OSError, TypeError) as exc:
         raise CensusError(f"the source of {fn.__name__} is not available ({exc})") from None
+    if not source_is_code(fn, source):
+        raise CensusError(f"the source Python shows for {fn.__name__} is not the code that "
+                          "runs (its cell or file changed after it ran): run it again")
     names = _names_used(fn.__code__)
     if keep_decorator:  # a helper's @cuda.jit(...) runs in the child: ship what it names too
         tree = ast.parse(source)

@@ -10,11 +10,15 @@ negative one included, which NumPy would wrap around) raises ``IndexError`` nami
 Two more records on ``out``: the first read of an element no thread had written yet (``out[i]
 += ...`` on an output that starts uninitialised), and, when the step says which thread writes
 which element (``owner``: a global thread index per element), the first write by another
-thread.
+thread.  And on every array, the first access from outside a kernel (``host_access``): a
+launch function that reads ``x`` or writes ``out`` on the host did the work in NumPy.
 
-:func:`intercepted_launches` records ``kernel[grid, block, stream, shared]`` of every launch and
-the arguments it is called with, and refuses an illegal configuration, or arguments of other
-types than the step's contract, before a thread runs (:class:`LaunchRejected`).
+:func:`intercepted_launches` records ``kernel[grid, block, stream, shared]`` of every launch,
+the arguments it is called with and the blocks that touched no watched array, and refuses an
+illegal configuration, or arguments of other types than the step's contract, before a thread
+runs (:class:`LaunchRejected`).  A kernel object cannot leave the grading child, so what
+crosses to the parent is :meth:`Launch.portable`: the kernel as a :class:`KernelRef` (where its
+code was defined) and each argument as an :class:`ArgRef` (which object, how many elements).
 """
 
 from __future__ import annotations
@@ -45,6 +49,12 @@ def _who() -> tuple[int, int] | None:
     gx, gy, _ = manager._grid_dim
     bx, by, _ = manager._block_dim
     return b.x + gx * (b.y + gy * b.z), th.x + bx * (th.y + by * th.z)
+
+
+class _Running:
+    """The launch whose threads are running now (launches run one at a time)."""
+
+    launch = None
 
 
 def _threads_per_block() -> int:
@@ -82,6 +92,7 @@ class WatchedArray:
         # and (index, (block, thread), owner) of the lowest one written by a thread not its owner
         self.read_unwritten = None
         self.foreign_write = None
+        self.host_access = None  # "read x[...]" / "wrote out[...]": the first from the host
 
     def __getattr__(self, attr):  # strides, nbytes, ...: what NumPy says
         return getattr(self.data, attr)
@@ -94,7 +105,12 @@ class WatchedArray:
         return len(self.data)
 
     def copy_to_host(self, *args, **kwargs):  # what a device array offers a launch function
+        self._note_host(f"read {self.name} ({self.name}.copy_to_host())")
         return self.data.copy()
+
+    def _note_host(self, what: str) -> None:
+        if self.host_access is None:
+            self.host_access = what
 
     def _checked(self, index):
         """The index, after checking it is inside the array (IndexError naming the array)."""
@@ -111,7 +127,12 @@ class WatchedArray:
     def _note(self, index, write: bool):
         who = _who()
         if who is None:
+            shown = "..." if not isinstance(index, tuple) else ", ".join(map(str, index))
+            self._note_host(f"{'wrote' if write else 'read'} {self.name}[{shown}]")
             return
+        running = _Running.launch
+        if running is not None:
+            running.touched.add(who[0])
         a = self.access
         counts = a.per_thread.setdefault(who, [0, 0])
         counts[1 if write else 0] += 1
@@ -180,22 +201,87 @@ def launch_problem(grid, block, shared_bytes: int = 0) -> str | None:
     return None
 
 
+def _ropelabs(module) -> bool:
+    return isinstance(module, str) and (module == "ropelab" or module.startswith("ropelab."))
+
+
+@dataclass
+class KernelRef:
+    """A launched kernel as data: its name, and the module, file and first line of its Python
+    function's code (what :mod:`.launched` finds it by in the parent); ``learners``: not one of
+    ropelab's."""
+
+    name: str
+    module: str
+    filename: str
+    line: int
+    learners: bool
+
+    @classmethod
+    def of(cls, kernel) -> KernelRef:
+        from .kernel_census import python_function
+
+        fn = python_function(kernel)
+        code = getattr(fn, "__code__", None)
+        module = getattr(fn or kernel, "__module__", "") or ""
+        module = module if isinstance(module, str) else ""
+        return cls(str(getattr(fn, "__name__", "kernel")), module,
+                   str(getattr(code, "co_filename", "?")),
+                   int(getattr(code, "co_firstlineno", 0)), not _ropelabs(module))
+
+    def same_code(self, code) -> bool:
+        """Whether ``code`` (a code object) is the one this kernel's function was made from."""
+        return (code.co_filename, code.co_firstlineno, code.co_name) == (
+            self.filename, self.line, self.name)
+
+
+@dataclass
+class ArgRef:
+    """One argument of a launch as data: ``token`` is the same for the same object within one
+    run (the buffer one launch writes and the next reads), ``size`` its elements (-1: not an
+    array)."""
+
+    token: int
+    size: int
+
+
 @dataclass
 class Launch:
     kernel: str
     grid: tuple
     block: tuple
     shared_bytes: int
-    fn: object = None  # the launched kernel object
+    fn: object = None  # the launched kernel object (a KernelRef once portable)
     arguments: tuple | None = None  # what it was called with (None: configured, never called)
+    # blocks none of whose threads touched a watched array (an argument of the step), and the
+    # first of them (-1: none); counted when the launch returns
+    idle_blocks: int = 0
+    first_idle: int = -1
 
     @property
     def learners(self) -> bool:
         """Whether the kernel is the learner's (not one of ropelab's, which a step may give)."""
+        if isinstance(self.fn, KernelRef):
+            return self.fn.learners
         from .kernel_census import python_function
 
-        module = getattr(python_function(self.fn) or self.fn, "__module__", "") or ""
-        return not (module == "ropelab" or module.startswith("ropelab."))
+        return not _ropelabs(getattr(python_function(self.fn) or self.fn, "__module__", ""))
+
+    def portable(self, tokens: dict) -> Launch:
+        """This launch as data (see the module docstring); ``tokens`` numbers the argument
+        objects of one run, and is filled as new ones are met."""
+        def ref(value):
+            key = id(value)
+            if key not in tokens:
+                tokens[key] = (len(tokens), value)  # the value kept: ids stay unique
+            size = getattr(value, "size", None) if hasattr(value, "shape") else None
+            return ArgRef(tokens[key][0], int(size) if isinstance(size, (int, np.integer))
+                          else -1)
+        arguments = None if self.arguments is None else tuple(ref(a) for a in self.arguments)
+        fn = self.fn if isinstance(self.fn, KernelRef) else KernelRef.of(self.fn)
+        return Launch(str(self.kernel), tuple(int(v) for v in self.grid),
+                      tuple(int(v) for v in self.block), int(self.shared_bytes), fn, arguments,
+                      int(self.idle_blocks), int(self.first_idle))
 
     @property
     def blocks(self) -> int:
@@ -274,12 +360,20 @@ class _Configured:
         self._kernel, self._launch, self._signature = kernel, launch, signature
 
     def __call__(self, *args):
-        self._launch.arguments = args
-        if self._signature is not None and self._launch.learners:
+        launch = self._launch
+        launch.arguments = args
+        if self._signature is not None and launch.learners:
             problem = argument_problem(self._kernel, args, self._signature)
             if problem is not None:
-                raise LaunchRejected(f"{self._launch.kernel}: {problem}")
-        return self._kernel(*args)
+                raise LaunchRejected(f"{launch.kernel}: {problem}")
+        launch.touched = set()
+        _Running.launch = launch
+        try:
+            return self._kernel(*args)
+        finally:
+            _Running.launch = None
+            idle = [b for b in range(launch.blocks) if b not in launch.touched]
+            launch.idle_blocks, launch.first_idle = len(idle), (idle[0] if idle else -1)
 
     def __getattr__(self, attr):
         return getattr(self._kernel, attr)

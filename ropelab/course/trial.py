@@ -37,6 +37,8 @@ class Trial:
     inputs_after: dict  # name -> host array after the run
     launches: list = field(default_factory=list)  # recording.Launch, simulator only
     watched: dict = field(default_factory=dict)  # name -> WatchedArray, simulator only
+    # reads of a shared element another thread of the block wrote (simulator, shared steps)
+    shared_meetings: int = 0
 
 
 def run(step, case, fn) -> Trial:
@@ -59,7 +61,7 @@ def _run_simulated(step, case, fn) -> Trial:
     from ..sim import shared_race
     from .recording import WatchedArray, intercepted_launches
 
-    size = case.expected.size
+    size = case.out_size  # a Case or the CaseInputs the learner gets (no expected there)
     watched, args = {}, []
     for name in step.arguments:
         if name == "out":
@@ -74,19 +76,20 @@ def _run_simulated(step, case, fn) -> Trial:
         watched[name] = arr
         args.append(arr)
     races = shared_race.watching() if step.shared else contextlib.nullcontext()
-    with intercepted_launches(step.launches_signature) as launches, races:
+    with intercepted_launches(step.launches_signature) as launches, races as shared:
         if step.kind == "launch":
             fn(*args)
         else:
             fn[case.grid, case.block](*args)
     inputs_after = {n: w.data for n, w in watched.items() if n != "out"}
-    return Trial(watched["out"].data, inputs_after, launches, watched)
+    return Trial(watched["out"].data, inputs_after, launches, watched,
+                 int(shared.meetings) if shared is not None else 0)
 
 
 def _run_on_gpu(step, case, fn) -> Trial:
     from numba import cuda
 
-    size = case.expected.size
+    size = case.out_size  # a Case or the CaseInputs the learner gets (no expected there)
     out_buf = cuda.to_device(np.full(size + SLACK, SENTINEL, dtype=np.float32))
     device, args = {}, []
     for name in step.arguments:

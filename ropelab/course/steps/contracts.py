@@ -35,6 +35,13 @@ class LaunchRule:
         return self.check(case, launches)
 
 
+def _same(a, b) -> bool:
+    """Whether two launch arguments are one object: the same token once they crossed from the
+    grading child (:class:`~ropelab.course.recording.ArgRef`), else the same object."""
+    token = getattr(a, "token", None)
+    return a is b or token is not None and token == getattr(b, "token", None)
+
+
 def _learners(launches: list) -> list:
     return [launch for launch in launches if launch.learners]
 
@@ -116,12 +123,12 @@ def reads_what_was_written(kernel: str, position: int, per_block: int,
         if not given or given[-1].arguments is None:
             return None  # given_launch reports it
         buffer = given[-1].arguments[position]
-        writer = [launch for launch in mine if any(a is buffer for a in launch.arguments)]
+        writer = [launch for launch in mine if any(_same(a, buffer) for a in launch.arguments)]
         if not writer:
             return (f"the {what} {kernel} summed were never written: no launch of your kernel "
                     f"had that buffer as an argument (is the first stage missing, or given "
                     f"another buffer?)")
-        size = int(getattr(buffer, "size", 0))
+        size = max(int(getattr(buffer, "size", 0)), 0)
         want = writer[-1].blocks * per_block
         if size != want:
             return (f"the {what} buffer holds {size} floats, but {writer[-1].kernel}'s "
