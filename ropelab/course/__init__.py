@@ -14,8 +14,8 @@ One module per concern:
   per step) and :mod:`.progress` (the learner's passes), and :mod:`.starters` (empty body or
   skeleton);
 * the grader: :mod:`.grading` (the judging), :mod:`.grade_types` (case, verdict), :mod:`.intake`
-  (what was handed in), :mod:`.trial` and :mod:`.recording` (one recorded run; launches
-  intercepted), :mod:`.judging` (what a run's records say beyond its values: ownership,
+  (what was handed in), :mod:`.trial`, :mod:`.recording` and :mod:`.launch_records` (one
+  recorded run; launches intercepted), :mod:`.judging` (what a run's records say beyond its values: ownership,
   launch rules, host-side work), :mod:`.runner` and :mod:`.child` (the learner's code in a
   forked child with a time limit, the judging in the parent), :mod:`.wire` and :mod:`.carried`
   (what crosses between them: data in a closed format, never a pickle), :mod:`.unseen` (a case

@@ -54,6 +54,7 @@ from .trial import SENTINEL, run, unwritten  # noqa: F401  (SENTINEL re-exported
 
 # Floats after ``out`` on a GPU, and the never-written sentinel: see :mod:`.trial`.
 SLACK = 64
+MESSAGE_CHARS = 20_000  # of an exception's message, the most a verdict reads
 
 
 def tolerance(max_abs: float, max_angle: float) -> float:
@@ -153,7 +154,7 @@ def _run_error(ex, name: str, case: Case, exc: Exception) -> Verdict:
     from ..sim.barrier import BarrierDivergence
     from ..sim.shared_race import SharedMemoryRace
 
-    text = str(exc)
+    text = str(exc)[:MESSAGE_CHARS]  # a message of megabytes is read no further
     if isinstance(exc, LaunchRejected):
         return _verdict(ex.id, "error", f"illegal launch [case {case.label}]: {text}")
     if isinstance(exc, BarrierDivergence):

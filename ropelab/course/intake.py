@@ -63,7 +63,8 @@ def _function_behind(obj):
 
 def _what_is(obj) -> str:
     # repr of a plain function, a kernel or a built-in value runs nothing of the learner's
-    safe = inspect.isfunction(obj) or _function_behind(obj) is not None \
+    # (an object that only has a py_func may have a __repr__ of its own)
+    safe = inspect.isfunction(obj) or type(obj) in _kernel_types() \
         or type(obj).__module__ == "builtins" or isinstance(obj, type) \
         and type(obj).__repr__ is type.__repr__
     try:
@@ -112,9 +113,8 @@ def identify(ex, obj):
                       f"@cuda.jit(fastmath=True) on the line above `def {ex.kernel_name}(...)`")
     if type(obj) not in _kernel_types():  # one that only looks like a kernel: its launch
         # could run anything, its py_func name anything else
-        return None, (f"not a kernel: {_what_is(obj)} is a {type(obj).__name__}, not what "
-                      f"@cuda.jit makes; write @cuda.jit(fastmath=True) on the line above "
-                      f"`def {ex.kernel_name}(...)`")
+        return None, (f"not a kernel: {_what_is(obj)}, not what @cuda.jit makes; write "
+                      f"@cuda.jit(fastmath=True) on the line above `def {ex.kernel_name}(...)`")
     if _is_device_function(obj):
         return None, (f"not a kernel: {name} is a device function (device=True), which only a "
                       "kernel can call; write @cuda.jit(fastmath=True) without device=True")

@@ -18,7 +18,7 @@ None when all is well) from a :class:`~.trial.Trial`'s records (:mod:`.recording
 * :func:`whole_check_problem`: rules read from every case's records at once (a shared step
   whose threads never met in shared memory);
 * :func:`launched_kernels`: the learner's kernels a launch step launched (as
-  :class:`~.recording.KernelRef`), for their census (:mod:`.launched` finds them).
+  :class:`~.launch_records.KernelRef`), for their census (:mod:`.launched` finds them).
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def whole_check_problem(step, trials: list) -> tuple[str, str] | None:
 
 
 def launched_kernels(trial) -> list:
-    """The learner's distinct kernels among the launches (:class:`~.recording.KernelRef`), in
+    """The learner's distinct kernels among the launches (:class:`~.launch_records.KernelRef`), in
     launch order."""
     found, seen = [], set()
     for launch in trial.launches if trial is not None else ():

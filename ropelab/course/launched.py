@@ -3,7 +3,7 @@ running any of the learner's code.
 
 A launch step's census judges the kernel the learner's function launched.  That launch
 happened in the grading child, and a kernel object cannot cross back as data, so the child
-names it (:class:`~.recording.KernelRef`: the file, first line and name of its Python
+names it (:class:`~.launch_records.KernelRef`: the file, first line and name of its Python
 function's code).  The parent holds its own copy of the launch function (the child is a
 fork of it) and finds the kernel there by looking, statically, at what the function's code can
 reach: the names it uses, looked up in its globals, its closure and its defaults; the plain

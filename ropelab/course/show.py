@@ -79,7 +79,7 @@ def recorded_run(step, inputs, fn):
         return trials.run(step, inputs, fn), None
     except BaseException as exc:  # noqa: BLE001  (a failing kernel is drawn as far as it got)
         try:
-            error = re.sub(r"\s*\[array=\w+\]", "", f"{type(exc).__name__}: {exc}")
+            error = re.sub(r"\s*\[array=\w+\]", "", f"{type(exc).__name__}: {str(exc)[:2000]}")
         except Exception:  # noqa: BLE001  (a message that raises)
             error = type(exc).__name__
         return _partial(step, inputs, fn), error

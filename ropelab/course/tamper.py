@@ -25,6 +25,7 @@ _MISSING = object()
 WHOLE_MODULES = (
     "ropelab.reference", "ropelab.tolerance", "ropelab.course.grading",
     "ropelab.course.grade_types", "ropelab.course.trial", "ropelab.course.recording",
+    "ropelab.course.launch_records",
     "ropelab.course.intake", "ropelab.course.kernel_census", "ropelab.course.carried",
     "ropelab.course.census_gates", "ropelab.course.judging", "ropelab.course.launched",
     "ropelab.course.widening", "ropelab.course.steps.contracts",
@@ -64,7 +65,8 @@ def _classes() -> list:
     found = []
     for module, names in (("ropelab.course.grade_types", ("Case", "CaseInputs", "Verdict")),
                           ("ropelab.course.trial", ("Trial",)),
-                          ("ropelab.course.recording", ("WatchedArray", "Access", "Launch")),
+                          ("ropelab.course.recording", ("WatchedArray", "Access")),
+                          ("ropelab.course.launch_records", ("Launch", "KernelRef", "ArgRef")),
                           ("ropelab.measure.bench.timer", ("Timer",)),
                           ("numba.cuda.simulator.kernel", ("FakeCUDAKernel",)),
                           ("numba.cuda.dispatcher", ("CUDADispatcher",)),

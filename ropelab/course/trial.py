@@ -2,7 +2,7 @@
 
 On the simulator every array argument is a :class:`.recording.WatchedArray` over a copy of the
 case's input (so out-of-bounds indices name their array, and :mod:`.show` can draw who touched
-what), launches are intercepted (:func:`.recording.intercepted_launches`) and, for a step with
+what), launches are intercepted (:func:`.launch_records.intercepted_launches`) and, for a step with
 ``shared=True``, shared arrays report races (:mod:`ropelab.sim.shared_race`).  On a GPU the
 arrays are device arrays and ``out`` is followed by :data:`SLACK` sentinel floats, since a GPU
 checks no index.
@@ -35,7 +35,7 @@ def unwritten(values: np.ndarray) -> np.ndarray:
 class Trial:
     out: np.ndarray  # float32, the expected size (plus SLACK on a GPU)
     inputs_after: dict  # name -> host array after the run
-    launches: list = field(default_factory=list)  # recording.Launch, simulator only
+    launches: list = field(default_factory=list)  # launch_records.Launch, simulator only
     watched: dict = field(default_factory=dict)  # name -> WatchedArray, simulator only
     # reads of a shared element another thread of the block wrote (simulator, shared steps)
     shared_meetings: int = 0
