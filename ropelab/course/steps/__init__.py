@@ -115,8 +115,12 @@ def checked(step: Step) -> list[str]:
     rules += [f"no `{f.what}` in the kernel" for f in forbid]
     rules += [f"census: {COUNTER_LABELS[g.counter]} {g.op} {g.limit}" for g in step.gates]
     if step.shared:
-        rules.append("shared memory: no race (a barrier between one thread's write and "
+        rules.append("shared memory: used (some thread reads an element another thread of "
+                     "its block wrote), and no race (a barrier between one thread's write and "
                      "another's access)")
+    if step.kind == "launch":
+        rules.append("the work is the kernel's: the launch function reads no input and writes "
+                     "no out on the host, and no launch has a wholly idle block")
     return rules
 
 
