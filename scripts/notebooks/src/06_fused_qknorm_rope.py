@@ -62,48 +62,61 @@ print(ropelab.format_description())
 #
 # ## The kernel
 #
-# One kernel is generated per head size, layout and storage dtype, because the number of
-# elements a lane keeps in registers must be a compile-time constant.  The factory
+# One kernel is generated per head size, layout, storage dtype and mapping, because the number
+# of elements a lane keeps in registers must be a compile-time constant.  The factory
 # `make_kernel` fixes those constants (`E` elements per lane, `SLOTS`, `INTERLEAVE`, `PACKED`,
 # `VEC4`, `CACHE`, ...) in Python, and the code it returns reads them as plain names: Numba
-# compiles them in as constants, and a branch on one of them disappears from the builds where
-# it is false.  The kernel's body, which the two entry points (with and without a cos/sin
-# cache) call:
+# compiles them in, and a branch on one of them disappears from the builds where it is false.
+# The source file therefore holds the branches of every build, several hundred lines of them;
+# `course.excerpt(fused_kernel, "fused_kernel")` prints it all.
+#
+# This notebook starts with one build: heads of 128 bfloat16 values, GPT-J pairs, every dim
+# rotated, one head per warp, `qkv` read as 32-bit words of two bfloat16 each.
+# `course.specialised` prints the kernel's body as that build compiles it, read from the same
+# file: the branches the build does not take removed, and the constants it reads listed with
+# their values (`tests/test_specialise.py` compiles this text and checks that it gives the
+# package kernel's PTX, instruction for instruction).  The body is what the two entry points
+# (with and without a cos/sin cache) call:
 
 # %%
-print(course.excerpt(fused_kernel, "fused_kernel"))
+one_head = fused_kernel.make_kernel(128, True, "bfloat16", heads_per_warp=1, full_rotary=True)
+print(course.specialised(one_head, "fused_kernel"))
 
 # %% [markdown]
 # Reading it top to bottom:
 #
 # 1. **Which head.**  The grid is two-dimensional: `blockIdx.x` (with `threadIdx.y`, when a
 #    block holds several tokens) is the token, and `blockIdx.y` with the warp number inside
-#    the block selects the warp.  A warp owns `HPW` (heads per warp) consecutive heads
-#    starting at `head0 = warp * HPW`; with `HPW = 1`, the mapping this notebook starts with,
-#    the warp number *is* the head.  No division.  Index arithmetic is 32-bit: Numba widens
-#    `uint32 + uint32` to 64 bits, so every step is cast back with `uint32(...)`.
-# 2. **Load.**  Lane `l` reads elements `l*E .. l*E + E-1` of its head (`E = head_dim / 32`)
-#    into a small local array that the compiler keeps in registers, summing their squares.
-#    With `HPW > 1` it issues the loads of all its heads first (phase 1), then does steps 3 to
-#    6 for each head in turn.  A head past the end (an odd head count) reads the last head
-#    instead and never stores: a select, not a branch.
+#    the block selects the warp.  A warp owns `heads_per_warp` consecutive heads starting at
+#    `head0 = warp * heads_per_warp`; with one head per warp, the mapping this notebook starts
+#    with, the warp number *is* the head.  No division.  Index arithmetic is 32-bit: Numba
+#    widens `uint32 + uint32` to 64 bits, so every step is cast back with `uint32(...)`.
+# 2. **Load.**  Lane `l` reads elements `l*E .. l*E + E-1` of its head (`E = head_dim / 32 =
+#    4`): `WORDS = 2` words of two bfloat16 each, unpacked to float32 into a small local array
+#    that the compiler keeps in registers, summing their squares.  The loop over `ROUNDS`
+#    (here 1) is for builds with several heads per warp: a lane issues the loads of all its
+#    heads first (phase 1), then does steps 3 to 6 for each head in turn.
 # 3. **Reduce.**  Five `shfl_xor_sync` steps (16, 8, 4, 2, 1): at each one, every lane adds
 #    the running sum of the lane whose number differs in one bit.  After five steps every
 #    lane holds the sum over all 32 lanes.
 # 4. **Normalize**: one reciprocal square root; the weight multiplies each element.
 # 5. **Rotate.**  Interleaved pairs `(2k, 2k+1)` never straddle two lanes (`E` is even), so a
 #    lane rotates its own pairs, one sine and cosine per pair, computed once per lane and
-#    shared by all its heads.  When every dim rotates, the norm's scale rides on cos and sin
-#    (`c * scale`), two multiplies per pair instead of one per element.  Half-split (NeoX)
-#    pairs `(i, i + d/2)` are held whole too, in 16-bit storage with every dim rotated: the
-#    lane takes `E/2` elements of each half (*split*).  Otherwise (partial rotary, float32)
-#    one `shfl_sync` per element fetches the partner from another lane.
-# 6. **Store** back where the values came from.
+#    shared by all its heads.  Every dim rotates in this build, so the norm's scale rides on
+#    cos and sin (`c = cs[j] * rot`): two multiplies per pair instead of one per element.
+# 6. **Store** back where the values came from, two floats rounded and packed into each word
+#    (`pack2`).
+#
+# Other builds take other branches of the same file: half-split (NeoX) pairs held whole by one
+# lane in 16-bit storage (the lane takes `E/2` elements of each half, *split*); partial rotary
+# and float32 NeoX, where one `shfl_sync` per element fetches the partner from another lane
+# and every pair is tested against `n_pairs`; float32 in 128-bit `float4` accesses; the cos/sin
+# cache.  Half a warp per head, the 16-bit default, is shown as built further down.
 #
 # Step 3 in the kernel:
 
 # %%
-print(course.excerpt(fused_kernel, "fused_butterfly"))
+print(course.specialised(one_head, "fused_butterfly"))
 
 # %% [markdown]
 # The same butterfly acted out by NumPy on 32 integers (exact, so the check is exact):
@@ -118,8 +131,8 @@ for offset in (16, 8, 4, 2, 1):
 print("every lane holds the total:", bool((state == partial.sum()).all()))
 
 # %% [markdown]
-# The simulator has no warp shuffles; `ropelab.warp` emulates them with one barrier per warp,
-# so the same kernel runs here.
+# The simulator has no warp shuffles; `ropelab.sim.warp` emulates them with one barrier per
+# warp, so the same kernel runs here.
 #
 # ## The thread map
 #
@@ -140,7 +153,7 @@ plt.show()
 #
 # ## Correctness
 #
-# `ropelab.ropelab_check.check_case` draws random heads with very different magnitudes, runs the
+# `ropelab.check.check_case` draws random heads with very different magnitudes, runs the
 # kernel in place, and compares with the float64 reference under a tolerance that adds the
 # norm's rounding, the rotation's (notebook 04) and the final rounding to the storage dtype.
 # It also checks that the V columns are bit-identical afterwards.
@@ -332,6 +345,20 @@ fmap2 = course.trace_fused(tokens=1, heads=(2, 2, 1), head_dim=128, heads_per_wa
 print(fmap2.summary())
 course.plot_fused_map(fmap2, token=0)
 plt.show()
+
+# %% [markdown]
+# The same kernel, as the 16-bit default builds it (bfloat16, GPT-J, every dim rotated, two
+# heads per warp on 16-lane groups, 128-bit accesses): its load phase and its butterfly.  Each
+# lane now moves its 8 elements with one `load_u32x4` (four 32-bit words, `ld.global.v4.u32`),
+# and the butterfly stops one step early: an xor below 16 never leaves the half warp, so four
+# steps (8, 4, 2, 1) sum a head's 16 lanes.
+
+# %%
+half_warp = fused_kernel.make_kernel(128, True, "bfloat16", vector_bytes=16, heads_per_warp=2,
+                                     lanes_per_head=16, full_rotary=True)
+print(course.specialised(half_warp, "fused_loads"))
+print()
+print(course.specialised(half_warp, "fused_butterfly"))
 
 # %% [markdown]
 # The sweep times every setting:

@@ -209,9 +209,16 @@ for name in bench_backward.SHAPES:
 # neighbours: one 64-bit access of two words).  Because a
 # lane holds the same dims of every head it visits, its share of `dq_weight` and `dk_weight`
 # stays in a few registers for the whole loop.
+#
+# Like the forward, the kernel comes from a factory whose constants remove branches at build
+# time.  Printed as the default bfloat16 build compiles it (heads of 128, vector accesses, the
+# two-stage weight gradient, no cos/sin cache), with its layout test `INTERLEAVE` left as
+# written, since both layouts are read here; `course.excerpt(backward_kernel,
+# "backward_kernel")` prints every build's branches:
 
 # %%
-print(course.excerpt(backward_kernel, "backward_kernel"))
+backward_build = backward_kernel.make_kernel(128, True, "bfloat16", vector=True)
+print(course.specialised(backward_build, "backward_kernel", keep=("INTERLEAVE",)))
 
 # %% [markdown]
 # Reading the loop body: load `x`, `dy` and the weight of the head's kind; reduce the sum of
