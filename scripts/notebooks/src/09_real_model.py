@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 09 — ropelab inside a real model
 #
-# Notebook 06 built a fused QK-RMSNorm + RoPE kernel and checked it against a float64 formula.
+# Notebook 06 built a fused QK-[RMSNorm](00_rope_in_one_notebook.ipynb#9-glossary) + RoPE kernel and checked it against a float64 formula.
 # A model author asks a different question: if I put it into my model, does the model still
 # compute the same thing?  This notebook answers it for two attentions:
 #
@@ -57,7 +57,7 @@ from ropelab.models import compare, flux, qwen3, training
 #
 # Steps 2 and 3 read and write every q and k element twice in PyTorch; the fused op does both
 # in one pass over a packed `[tokens, (Hq + 2 Hk) * head_dim]` buffer.  A tiny Qwen3 with the
-# real structure (GQA, per-head norms) but small sizes, so the simulator can run it:
+# real structure ([GQA](00_rope_in_one_notebook.ipynb#9-glossary), per-head norms) but small sizes, so the simulator can run it:
 
 # %%
 config = Qwen3Config(vocab_size=96, hidden_size=128, intermediate_size=192, num_hidden_layers=2,
@@ -112,7 +112,7 @@ print("same parameter count:", sum(p.numel() for p in patched.parameters())
 # **One layer's q and k.**  Both implementations start from the same float32 packed qkv.
 # Each is compared with the float64 formula (`ropelab.reference.fused_qknorm_rope`, NeoX
 # layout).  ropelab's bound is `ropelab.tolerance.fused_atol`: the norm's float32 rounding plus
-# the rotation's budget at the largest angle, fast-math included.  transformers' own float32
+# the rotation's budget at the largest angle, [fast-math](00_rope_in_one_notebook.ipynb#9-glossary) included.  transformers' own float32
 # path is measured against the same truth.
 
 # %%
@@ -171,7 +171,7 @@ print(f"off by more than 1000x the tolerance: {far_off}")
 # tensor comes back, and its backward runs ropelab's backward kernel from the saved input.
 # That is why the patched forward keeps what the op returns (`qkv = rt.fused_qknorm_rope(...)`).
 #
-# The check: a few plain SGD steps of the patched model and of the original, from the same
+# The check: a few plain [SGD](00_rope_in_one_notebook.ipynb#9-glossary) steps of the patched model and of the original, from the same
 # weights on the same tokens, must give the same loss curve, within `training.CURVE_RTOL` of
 # the loss (`ropelab.models.training`).  One sequence of 4 tokens and two steps: the backward
 # kernel runs on the simulator too.
@@ -230,12 +230,12 @@ print(("PASS" if within else "FAIL") + ": FLUX q/k within the cache mode's bound
 # ## 6. On a GPU: one Qwen3-8B decoder layer
 #
 # `python -m ropelab.models.bench --record` times one `Qwen3DecoderLayer` at Qwen3-8B's shape
-# (hidden 4096, 32 q heads, 8 kv heads, head_dim 128, bfloat16) on one sequence of 4096 tokens.
+# (hidden 4096, 32 q heads, 8 kv heads, head_dim 128, [bfloat16](00_rope_in_one_notebook.ipynb#9-glossary)) on one sequence of 4096 tokens.
 # It runs the layer as transformers ships it and after `patch_qwen3`, eager and under
 # `torch.compile(fullgraph=True)`, forward alone and forward + backward, with the course's
-# timer (cold L2, CUDA events, medians; notebook 07).
+# timer (cold [L2](00_rope_in_one_notebook.ipynb#9-glossary), [CUDA events](00_rope_in_one_notebook.ipynb#9-glossary), medians; notebook 07).
 #
-# | pass | mode | transformers | one qkv GEMM (control) | ropelab | ropelab / transformers |
+# | pass | mode | transformers | one qkv [GEMM](00_rope_in_one_notebook.ipynb#9-glossary) (control) | ropelab | ropelab / transformers |
 # |---|---|---|---|---|---|
 # | forward | eager | {{ real_model.transformers_eager_forward_ms }} | {{ real_model.qkv_gemm_eager_forward_ms }} | {{ real_model.ropelab_eager_forward_ms }} | {{ real_model.ratio_eager_forward }} |
 # | forward | compiled | {{ real_model.transformers_compiled_forward_ms }} | {{ real_model.qkv_gemm_compiled_forward_ms }} | {{ real_model.ropelab_compiled_forward_ms }} | {{ real_model.ratio_compiled_forward }} |
