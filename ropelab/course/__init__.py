@@ -3,7 +3,8 @@
 One module per concern:
 
 * :mod:`.tracing`: thread maps read off the real kernels under the simulator;
-* :mod:`.plots`: charts of thread maps and of recorded GPU data;
+* :mod:`.plots`: charts of thread maps and of recorded GPU data (:mod:`.model_plots`: notebook
+  09's);
 * :mod:`.tables`: tables and quoted numbers from the records under ``data/``;
 * :mod:`.checks`: the notebooks' PASS/FAIL line against the float64 reference;
 * :mod:`.display`: kernel source read from the package, whole or by marked region;
@@ -25,6 +26,7 @@ The names notebooks use are re-exported here, so ``from ropelab import course`` 
 from . import exercises
 from .checks import Check, check
 from .display import excerpt, source
+from .model_plots import plot_layer_times, plot_loss_curves
 from .specialise import specialised
 from .primer import (paper_budget, plot_compile_pipeline, plot_execution_model,
                      sectors_touched)
@@ -43,7 +45,8 @@ __all__ = [
     "bench_row", "bench_table", "case_label", "check", "Check", "COPY_ROWS", "copy_table",
     "drift_table", "excerpt", "exercises", "FusedMap", "live_bench", "noise_table",
     "paper_budget", "plot_all_variants", "plot_compile_pipeline", "plot_execution_model",
-    "plot_freq_drift", "plot_fused_map", "plot_launch_overhead", "plot_precision", "plot_roof",
+    "plot_freq_drift", "plot_fused_map", "plot_launch_overhead", "plot_layer_times",
+    "plot_loss_curves", "plot_precision", "plot_roof",
     "plot_sincos_error", "plot_thread_map", "precision_table", "provenance", "recorded",
     "recorded_runs", "relative_times", "repeat_gaps", "roof_gbps", "run_to_run",
     "sectors_touched", "share_of_roof", "sincos_table", "source", "specialised", "spread",

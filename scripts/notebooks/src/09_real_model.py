@@ -24,6 +24,7 @@ os.environ["ROPELAB_QUIET"] = "1"
 import copy
 import warnings
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 import ropelab
@@ -173,13 +174,13 @@ print(f"off by more than 1000x the tolerance: {far_off}")
 #
 # The check: a few plain [SGD](00_rope_in_one_notebook.ipynb#9-glossary) steps of the patched model and of the original, from the same
 # weights on the same tokens, must give the same loss curve, within `training.CURVE_RTOL` of
-# the loss (`ropelab.models.training`).  One sequence of 4 tokens and two steps: the backward
+# the loss (`ropelab.models.training`).  One sequence of 4 tokens and four steps: the backward
 # kernel runs on the simulator too.
 
 # %%
 ids_train = input_ids[:1]
-ours = training.loss_curve(qwen3.patch_qwen3(copy.deepcopy(original)), ids_train, steps=2)
-theirs = training.loss_curve(copy.deepcopy(original), ids_train, steps=2)
+ours = training.loss_curve(qwen3.patch_qwen3(copy.deepcopy(original)), ids_train, steps=4)
+theirs = training.loss_curve(copy.deepcopy(original), ids_train, steps=4)
 print(("PASS" if training.curves_agree(ours, theirs) else "FAIL")
       + f": {len(ours)} SGD steps, the original's loss curve within "
       f"{training.CURVE_RTOL:g} relative")
@@ -188,6 +189,14 @@ print(("PASS" if training.curves_agree(ours, theirs) else "FAIL")
 # NBVAL_IGNORE_OUTPUT
 print("ropelab: ", [f"{v:.6f}" for v in ours])
 print("original:", [f"{v:.6f}" for v in theirs])
+
+# %% [markdown]
+# The two curves, drawn (left), and at each step their difference relative to the original's
+# loss, against the bound `training.CURVE_RTOL` (right, a linear axis from zero):
+
+# %%
+course.plot_loss_curves(ours, theirs, training.CURVE_RTOL)
+plt.show()
 
 # %% [markdown]
 # ## 5. FLUX: three position ids per token
@@ -249,6 +258,20 @@ print(("PASS" if within else "FAIL") + ": FLUX q/k within the cache mode's bound
 # The norm and rotation are a small share of a decoder layer: the GEMMs and
 # the attention dominate.  So the layer-level gain is bounded by what those two steps cost in
 # the original, whatever the kernel's own speed-up.
+#
+# The same record, drawn: one panel per pass and mode, each bar the median time of one call
+# with its [p20-p80](00_rope_in_one_notebook.ipynb#9-glossary) range (from the 20th to the 80th percentile of the timed calls), labelled
+# with its ratio to transformers.  A hatched bar is a [host_bound](00_rope_in_one_notebook.ipynb#9-glossary) row: the host took about as
+# long to enqueue the timed call as the fill kept the GPU busy, so its events may include time
+# the GPU spent waiting for the host (notebook 07).  The three models of a panel were timed the
+# same way in the same run.
+
+# %%
+layer_record = course.recorded("real_model")
+if layer_record is not None:
+    print(course.provenance(layer_record))
+    course.plot_layer_times(layer_record)
+    plt.show()
 
 # %% [markdown]
 # ## 7. Check yourself
