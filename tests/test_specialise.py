@@ -79,12 +79,13 @@ def child() -> int:
 
 
 def _key() -> str:
-    from ropelab.course import specialise
+    from ropelab.course import branches, specialise
     from ropelab.measure.census import engine
 
     plans = [_plan(o, a) for _, o, a in BUILDS]
     texts = [specialise.specialise(p.kernel, REGION).text for p in plans]
-    own = hashlib.sha256(Path(__file__).read_bytes() + Path(specialise.__file__).read_bytes())
+    own = hashlib.sha256(b"".join(Path(f).read_bytes() for f in
+                                  (__file__, specialise.__file__, branches.__file__)))
     return engine.cache_key("specialise-ptx", [p.kernel for p in plans], texts=texts,
                             signatures=[str(p.argtypes()) for p in plans], own=own.hexdigest())
 
@@ -162,7 +163,7 @@ def body(x, n):
 
 
 def _text(**constants):
-    from ropelab.course.specialise import specialise_text
+    from ropelab.course.branches import specialise_text
 
     return specialise_text(SAMPLE, constants)
 
@@ -193,7 +194,7 @@ def test_an_if_line_comment_stays_and_undecided_operands_stay():
 
 
 def test_unknown_names_and_kept_constants_leave_the_text_as_written():
-    from ropelab.course.specialise import specialise_text
+    from ropelab.course.branches import specialise_text
 
     text, deciding = specialise_text(SAMPLE, {})
     assert text == SAMPLE.rstrip("\n") and deciding == []
@@ -202,7 +203,7 @@ def test_unknown_names_and_kept_constants_leave_the_text_as_written():
 
 
 def test_a_block_left_empty_gets_a_pass():
-    from ropelab.course.specialise import specialise_text
+    from ropelab.course.branches import specialise_text
 
     text, _ = specialise_text("for i in r:\n    if C:\n        x = 1\ny = 2\n", {"C": False})
     assert text == "for i in r:\n    pass\ny = 2"

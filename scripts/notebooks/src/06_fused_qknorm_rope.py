@@ -83,6 +83,15 @@ one_head = fused_kernel.make_kernel(128, True, "bfloat16", heads_per_warp=1, ful
 print(course.specialised(one_head, "fused_kernel"))
 
 # %% [markdown]
+# Against the full source, every build's branches in one text (`print(full)` shows it):
+
+# %%
+full = course.excerpt(fused_kernel, "fused_kernel")
+shown = course.specialised(one_head, "fused_kernel")
+print(f"every build's source: {len(full.splitlines())} lines; this build's: "
+      f"{len(shown.splitlines())}, its header included")
+
+# %% [markdown]
 # Reading it top to bottom:
 #
 # 1. **Which head.**  The grid is two-dimensional: `blockIdx.x` (with `threadIdx.y`, when a
