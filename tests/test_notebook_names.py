@@ -50,3 +50,21 @@ def test_a_planted_bad_name_fails_the_build(tmp_path):
     assert "ropelab has no 'warp'" in problems[0] and "ropelab has no 'ropelab_check'" in problems[1]
     with pytest.raises(ValueError, match="names that do not resolve"):
         build.make_notebook(src)
+
+
+def test_a_module_whose_optional_dependency_is_missing_is_read_from_its_file(monkeypatch):
+    """Without torch, ``ropelab.models.training`` cannot be imported; its names are still
+    checked, from its source."""
+    import importlib
+
+    real = importlib.import_module
+
+    def no_torch(name, *args):
+        if name == "ropelab.models.training":
+            raise ModuleNotFoundError("No module named 'torch'", name="torch")
+        return real(name, *args)
+
+    monkeypatch.setattr(build.importlib, "import_module", no_torch)
+    assert build.resolve("ropelab.models.training.loss_curve") == "ropelab.models.training.loss_curve"
+    with pytest.raises(LookupError, match="ropelab.models.training has no 'loss_curves'"):
+        build.resolve("ropelab.models.training.loss_curves")

@@ -125,13 +125,42 @@ def resolve(name: str):
             found = False
         if not found:
             continue
-        obj = importlib.import_module(module_name)
+        try:
+            obj = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] == parts[0]:
+                raise
+            # An optional dependency (torch for ropelab.models) is missing here: the module's
+            # own top-level names, read from its file, still say whether the next part exists.
+            return _defined_in_file(name, module_name, parts[cut:])
         for k in range(cut, len(parts)):
             if not hasattr(obj, parts[k]):
                 raise LookupError(f"{name}: {'.'.join(parts[:k])} has no {parts[k]!r}")
             obj = getattr(obj, parts[k])
         return obj
     raise LookupError(f"{name}: no module {parts[0]!r}")
+
+
+def _defined_in_file(name: str, module_name: str, rest: list[str]):
+    """``name``'s first part after the module, checked in the module's source (its top-level
+    definitions, assignments and imports); what follows it is taken on trust."""
+    import ast
+
+    if not rest:
+        return module_name
+    tree = ast.parse(Path(importlib.util.find_spec(module_name).origin).read_text())
+    defined = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    if rest[0] not in defined:
+        raise LookupError(f"{name}: {module_name} has no {rest[0]!r}")
+    return name
 
 
 def unresolved_names(cells) -> list[str]:
