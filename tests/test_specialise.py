@@ -5,7 +5,7 @@ kernel for that build.
 The PTX half compiles in a child process with the simulator off (``cuda.compile_ptx`` for
 compute capability 9.0 needs no GPU, as the census does), and keeps its verdict under a key of
 everything it depends on (the kernels' code, the specialised texts, the compiler versions, this
-file and the specialiser's): committed in ``data/census/specialise-ptx.json`` (``python
+file and the specialiser's): committed in ``tests/specialise_ptx.json`` (``python
 tests/test_specialise.py --save``), else in the user cache.  Any change compiles again.
 """
 
@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # The verdict of the last compile, keyed like the census (tests/test_specialise.py --save).
-COMMITTED = ROOT / "data" / "census" / "specialise-ptx.json"
+COMMITTED = ROOT / "tests" / "specialise_ptx.json"  # test data: not shipped in the wheel
 
 # (problem, options, aligned) of FusedProblem / kernels.fused_qknorm_rope.plan: the builds
 # notebook 06 shows (one head per warp on 32-bit words; the 16-bit default, half a warp per
@@ -121,9 +121,9 @@ def _compiled() -> dict:
 
 
 def save() -> int:
-    """``python tests/test_specialise.py --save``: compile (unless cached) and commit the verdict
-    to ``data/census/``, so that CI and a fresh clone compile nothing until a kernel, the
-    specialiser, this file or a compiler version changes."""
+    """``python tests/test_specialise.py --save``: compile (unless cached) and keep the verdict
+    in ``tests/specialise_ptx.json``, so that CI and a fresh clone compile nothing until a
+    kernel, the specialiser, this file or a compiler version changes."""
     from ropelab.measure.census import engine
 
     builds = _compiled()
