@@ -2,15 +2,16 @@
 
 The real census compiles every registered kernel twice in a child process (simulator off, no
 driver needed).  The tests of the kernels' counts read the census as users get it (the committed
-data/census/census.json when current); the determinism test compiles the shipped builds once
-more, fresh, in another interpreter (conftest.fresh_census), and compares.
+data/census/census.json when current).  The determinism guard compiles, fresh, the builds whose
+input digest changed and a fixed sample (one build per registry), and compares them with the
+committed census (test_census_guard.py plants stale entries to see it fail).
 """
 
 import pytest
 
 from ropelab import kernels
 from ropelab.measure import census as ptx
-from ropelab.measure.census import engine
+from ropelab.measure.census import engine, guard, registered
 
 SYNTHETIC = """
 .visible .entry k(
@@ -142,20 +143,32 @@ def test_precise_sinf_pulls_float64_and_is_labelled(doc):
     assert r["f64_note"] == ptx.LIBDEVICE_F64_NOTE
 
 
-def test_census_is_deterministic(doc, fresh_census):
-    # fresh: the shipped builds compiled again in another interpreter, no cache read (conftest)
-    if fresh_census["key"] != doc["key"]:
-        pytest.skip("a kernel source changed between the two compiles (someone is editing)")
-    shipped = [{k: v for k, v in r.items() if k != "f64_note"} for r in doc["rows"]
-               if r["fastmath"]]
-    assert len(shipped) == len(ptx.registered.targets())
-    assert fresh_census["rows"] == shipped
+@pytest.fixture(scope="module")
+def fresh():
+    """The builds the guard compiles (stale ones and the sample), fresh, in the census child:
+    with SASS counts where nvdisasm is installed, so both committed files are checked."""
+    sass = ptx.sass_tools_missing() is None
+    inputs = registered.row_inputs(sass)
+    committed = engine.read_json(registered.committed_file(sass))
+    todo = guard.to_compile(committed, inputs, guard.sample())
+    return sass, registered.compile_fresh(todo, sass)
+
+
+def test_the_committed_census_is_what_the_compiler_makes_of_the_code(fresh):
+    sass, rows = fresh
+    assert len(rows) >= len(guard.sample())
+    for with_sass in sorted({False, sass}):
+        committed = engine.read_json(registered.committed_file(with_sass))
+        problems = guard.verify(committed, registered.row_inputs(with_sass), rows)
+        assert problems == [], (f"{registered.committed_file(with_sass).name} is stale: "
+                                "python -m ropelab census --save (and --sass --save "
+                                "data/census/census-sass.json)\n" + "\n".join(problems))
 
 
 def test_census_is_written_to_the_user_cache_and_served_from_it(doc, tmp_path, monkeypatch):
     monkeypatch.setenv("ROPELAB_CACHE", str(tmp_path))
     monkeypatch.setattr(ptx.registered, "DATA_FILE", tmp_path / "no-committed-file.json")
-    rows = [{k: v for k, v in r.items() if k != "f64_note"} for r in doc["rows"]]
+    rows = [{k: v for k, v in r.items() if k not in ("f64_note", "input")} for r in doc["rows"]]
     monkeypatch.setattr(engine, "run_child", lambda *a, **k: [dict(r) for r in rows])
     again = ptx.census(use_cache=False)  # "compiled" (the child's rows, as it would print them)
     assert again["rows"] == doc["rows"] and again["key"] == doc["key"] == ptx.cache_key()
@@ -198,14 +211,7 @@ def test_format_table_lists_every_row(doc):
     assert ptx.LIBDEVICE_F64_NOTE in text
 
 
-def test_engine_lookup_takes_the_first_file_with_the_key_and_attempt_keeps_errors(tmp_path):
-    stale, current, other = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
-    engine.write_json(stale, {"key": "old", "rows": [1]})
-    engine.write_json(current, {"key": "new", "rows": [2]})
-    engine.write_json(other, {"key": "new", "rows": [3]})
-    assert engine.lookup("new", tmp_path / "missing.json", stale, current, other)["rows"] == [2]
-    assert engine.lookup("none", stale, current) is None
-
+def test_attempt_keeps_the_error_of_one_kernel():
     def broken():
         raise ValueError("no such kernel\nsecond line")
 
