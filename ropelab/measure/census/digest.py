@@ -81,8 +81,16 @@ _LIBRARIES = {"numba", "numpy", "llvmlite", "cuda", "math", "cmath", "operator",
               "builtins"}
 
 
+# The census's own machinery (keys, caches, the child) runs around the compiler and changes
+# nothing it makes: reached from counted code (``engine.CC`` in an NVRTC call), it counts by
+# name, so an edit to the engine keeps every committed census.  The counting rules are keyed
+# by their code on their own (:func:`.engine.cache_key`).
+_MACHINERY = {"ropelab.measure.census.engine", "ropelab.measure.census.digest"}
+
+
 def _is_ours(module_name) -> bool:
-    return isinstance(module_name, str) and module_name.split(".")[0] == "ropelab"
+    return (isinstance(module_name, str) and module_name.split(".")[0] == "ropelab"
+            and module_name not in _MACHINERY)
 
 
 def _is_kernel_module(module_name) -> bool:
@@ -93,7 +101,8 @@ def _is_kernel_module(module_name) -> bool:
 
 def _is_library(module_name) -> bool:
     """Code whose version is in the key already (or the standard library): counted by name."""
-    return not isinstance(module_name, str) or module_name.split(".")[0] in _LIBRARIES
+    return (not isinstance(module_name, str) or module_name.split(".")[0] in _LIBRARIES
+            or module_name in _MACHINERY)
 
 
 def _plain_value(value) -> str | None:

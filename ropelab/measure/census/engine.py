@@ -250,7 +250,7 @@ def cached(name: str, tasks: dict, build, *, committed: Path | None = None,
                 require(*needs, what=label or f"the {name} census")
                 if label is not None:
                     reason = why_missed(committed) if use_cache else "--no-cache"
-                    say(f"{label}: compiling in a child process, no GPU needed ({reason})")
+                    say(f"{label}: compiling, no GPU needed ({reason})")
                 fresh = build(todo)
                 lost = set(todo) - set(fresh)
                 if lost:
