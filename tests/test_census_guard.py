@@ -30,7 +30,7 @@ def _as_compiled(doc, idents):
 
 def test_the_committed_census_passes_when_the_compiler_agrees(committed):
     doc, inputs = committed
-    sample = guard.sample()
+    sample = guard.sample(doc)
     assert guard.to_compile(doc, inputs, sample) == sample  # nothing stale: the sample alone
     assert {s[0] for s in sample} == {"VARIANTS", "FUSED", "ROWS", "BACKWARD"}
     assert guard.verify(doc, inputs, _as_compiled(doc, sample)) == []
@@ -38,7 +38,7 @@ def test_the_committed_census_passes_when_the_compiler_agrees(committed):
 
 def test_planted_counts_are_caught_by_the_sample(committed):
     doc, inputs = committed
-    sample = guard.sample()
+    sample = guard.sample(doc)
     stale = copy.deepcopy(doc)
     row = next(r for r in stale["rows"] if registered.build_id(r) == sample[1])
     row["instructions"] += 10  # saved counts the compiler does not give
@@ -48,7 +48,7 @@ def test_planted_counts_are_caught_by_the_sample(committed):
 
 def test_a_planted_stale_input_is_compiled_and_reported(committed):
     doc, inputs = committed
-    sample = guard.sample()
+    sample = guard.sample(doc)
     stale = copy.deepcopy(doc)
     row = next(r for r in stale["rows"] if registered.build_id(r) not in sample)
     row["input"] = "0" * 16  # saved from other code (or another compiler)
@@ -69,7 +69,7 @@ def test_a_planted_stale_input_is_compiled_and_reported(committed):
 
 def test_missing_and_vanished_builds_are_reported(committed):
     doc, inputs = committed
-    sample = guard.sample()
+    sample = guard.sample(doc)
     stale = copy.deepcopy(doc)
     dropped = stale["rows"].pop(-1)
     extra = dict(stale["rows"][0], kernel="rope_that_was_deleted")

@@ -15,15 +15,16 @@ from . import registered
 _DERIVED = ("input", "f64_note")
 
 
-def sample(found: list | None = None) -> list[tuple]:
-    """The shipped build of the first kernel of each registry: one per way a kernel is built
-    (a variant's module, a factory's closure, 16-bit rows, the backward)."""
-    out, seen = [], set()
-    for t in registered.targets() if found is None else found:
-        if t["registry"] not in seen:
-            seen.add(t["registry"])
-            out.append((t["registry"], t["variant"], t["kernel"], t["default_fastmath"]))
-    return out
+def sample(doc: dict) -> list[tuple]:
+    """One shipped build per registry, one per way a kernel is built (a variant's module, a
+    factory's closure, 16-bit rows, the backward): the one with the fewest instructions in
+    ``doc``, the quickest to compile."""
+    best = {}
+    for r in doc.get("rows", ()):
+        if r.get("shipped") and not r.get("error"):
+            if r["registry"] not in best or r["instructions"] < best[r["registry"]]["instructions"]:
+                best[r["registry"]] = r
+    return [registered.build_id(r) for r in best.values()]
 
 
 def stale(doc: dict, inputs: dict) -> list[tuple]:
