@@ -7,6 +7,8 @@ input digest changed and a fixed sample (one build per registry), and compares t
 committed census (test_census_guard.py plants stale entries to see it fail).
 """
 
+import io
+
 import pytest
 
 from ropelab import kernels
@@ -167,6 +169,7 @@ def test_the_committed_census_is_what_the_compiler_makes_of_the_code(fresh):
 
 def test_census_is_written_to_the_user_cache_and_served_from_it(doc, tmp_path, monkeypatch):
     monkeypatch.setenv("ROPELAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(engine, "PROGRESS_STREAM", io.StringIO())
     monkeypatch.setattr(ptx.registered, "DATA_FILE", tmp_path / "no-committed-file.json")
     rows = [{k: v for k, v in r.items() if k not in ("f64_note", "input")} for r in doc["rows"]]
     monkeypatch.setattr(engine, "run_child", lambda *a, **k: [dict(r) for r in rows])
@@ -175,6 +178,28 @@ def test_census_is_written_to_the_user_cache_and_served_from_it(doc, tmp_path, m
     assert [p.name for p in tmp_path.glob("census-*.json")] == [f"census-{doc['key']}.json"]
     monkeypatch.setattr(engine, "run_child", lambda *a, **k: pytest.fail("recompiled"))
     assert ptx.census()["rows"] == doc["rows"]  # served from the user cache file
+
+
+def test_a_rebuild_compiles_only_the_builds_whose_input_changed(doc, tmp_path, monkeypatch):
+    monkeypatch.setenv("ROPELAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(engine, "PROGRESS_STREAM", io.StringIO())  # the build's line, kept
+    stale = {**doc, "key": "from-older-code", "rows": [dict(r) for r in doc["rows"]]}
+    changed = stale["rows"][3]
+    changed["input"], changed["instructions"] = "0" * 16, -1  # as if its kernel had been edited
+    monkeypatch.setattr(ptx.registered, "DATA_FILE", engine.write_json(tmp_path / "c.json", stale))
+    asked = []
+
+    def child(client, payload, **kwargs):
+        asked.append(payload["only"])
+        fresh = {registered.build_id(r): r for r in doc["rows"]}
+        return [{k: v for k, v in fresh[tuple(i)].items() if k not in ("input", "f64_note")}
+                for i in payload["only"]]
+
+    monkeypatch.setattr(engine, "run_child", child)
+    again = ptx.census()
+    assert asked == [[list(registered.build_id(changed))]]  # one build of 80
+    assert "the code changed since c.json was saved" in engine.PROGRESS_STREAM.getvalue()
+    assert again["key"] == doc["key"] and again["rows"] == doc["rows"]
 
 
 def test_committed_census_is_current():

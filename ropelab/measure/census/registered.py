@@ -81,8 +81,8 @@ def build_id(row: dict) -> tuple:
 def row_inputs(sass: bool = False, found: list | None = None) -> dict:
     """``{(registry, variant, kernel, fastmath): input digest}`` of every build: what its row
     depends on (the kernel's code and signature, the build, the producers, the rules).  A row
-    whose digest is unchanged is not compiled again; :func:`verify` checks that the digest
-    still predicts the counts."""
+    whose digest is unchanged is not compiled again; :func:`.guard.verify` checks that the
+    digest still predicts the counts."""
     recorded = _recorded(sass)
     out = {}
     for t in targets() if found is None else found:
@@ -107,7 +107,7 @@ def compile_rows(payload):
 
     ``payload``: ``{"sass": bool}``, and optionally ``"only": [[registry, variant, kernel,
     fastmath], ...]`` to compile those builds alone (a rebuild keeps the rows whose input is
-    unchanged; :func:`verify` compiles a sample).
+    unchanged; the guard, :mod:`.guard`, compiles a sample).
     """
     from numba import cuda
 
