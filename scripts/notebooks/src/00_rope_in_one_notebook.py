@@ -28,7 +28,6 @@ import os
 os.environ["ROPELAB_QUIET"] = "1"
 
 import inspect
-import json
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -323,7 +322,7 @@ print(f"in that time: about {budget['fp32_per_pair']:.0f} FP32 instructions per 
 
 # %%
 flat_ptx = ptx.row(ptx.census(), "flat", fastmath=True)
-sass_record = json.loads((ptx.PACKAGE_DIR.parent / "data" / "census" / "census-sass.json").read_text())
+sass_record = ptx.census(sass=True)  # the recorded SASS counts, read without nvdisasm
 flat_sass = ptx.row(sass_record, "flat", fastmath=True)
 course.plot_compile_pipeline({"PTX": f"rope_flat: {flat_ptx['instructions']} instructions",
                               "SASS": f"rope_flat: {flat_sass['sass_instructions']} instructions"})

@@ -145,9 +145,7 @@ for name in ("flat", "block2d"):
 # static counts, not executed ones):
 
 # %%
-import json
-
-sass_census = json.loads((ptx.PACKAGE_DIR.parent / "data" / "census" / "census-sass.json").read_text())
+sass_census = ptx.census(sass=True)  # the recorded SASS counts, read without nvdisasm
 for name in ("flat", "block2d"):
     r = ptx.row(sass_census, name, fastmath=True)
     print(f"{name:<9} PTX {r['instructions']:>4}  SASS {r['sass_instructions']:>4}")

@@ -530,12 +530,16 @@ PAIRS_OF_BUILDS = [  # (ropelab's build, the twin's instantiation)
     ("fused_qknorm_rope_d128_gptj_float16_v128_h2_g16_full", baselines.fused_twin_name("float16", 128, True)),
     ("fused_qknorm_rope_d128_gptj_float32_v128_full", baselines.fused_twin_name("float32", 128, True)),
 ]
-try:
-    sass = ptx.census(sass=True)
-    twin_counts = baselines.twin_sass_counts([t for _, t in PAIRS_OF_BUILDS])
-except Exception as exc:  # no nvdisasm (pip install -e ".[sass]"), or no NVRTC
-    sass = None
-    print(f"SASS counts need nvdisasm and NVRTC (pip install -e '.[sass]'): {type(exc).__name__}")
+sass = None
+missing = ptx.sass_tools_missing()  # asked first: without nvdisasm nothing is compiled
+if missing:
+    print(f"The twin's SASS counts need {missing}")
+else:
+    try:
+        twin_counts = baselines.twin_sass_counts([t for _, t in PAIRS_OF_BUILDS])
+        sass = ptx.census(sass=True)
+    except ptx.CensusError as exc:
+        print(f"no SASS counts: {exc}")
 if sass is not None:
     ours = {r["kernel"]: r for r in sass["rows"] if r["variant"] == "fused_qknorm_rope" and r["fastmath"]}
     print(f"{'ropelab build':<58} {'ropelab':>8} {'twin':>5}")
