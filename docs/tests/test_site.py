@@ -2,7 +2,7 @@
 
 Run after the build (``docs/ci.sh check`` does both), from the docs venv::
 
-    python -m pytest -o addopts="-ra" -p no:cacheprovider docs/tests
+    python -m pytest -o addopts="-ra" -p no:cacheprovider --noconftest docs/tests
 
 * every notebook under ``notebooks/`` is a page, in the course's order, with every chart it
   stores;
@@ -285,21 +285,35 @@ def _assert_rendered(seen: dict, *, charts: int, code_cells: int = 0, blocks: in
     assert sum(b["code_cell"] for b in highlighted) >= code_cells
 
 
-def test_landing_page_renders(server):
-    seen = _look(server, "index.html")
-    assert seen["title"].startswith("ropelab")
-    _assert_rendered(seen, charts=0, blocks=1)  # the setup command, as a bash block
+NOTEBOOK_PAGE = next(nb for nb in NOTEBOOKS if _stored_pngs(nb))  # the first with a chart
+PAGES = ("index.html", f"course/{NOTEBOOK_PAGE.stem}.html", "api/ropelab.html")
 
 
-def test_a_notebook_page_renders_its_charts_and_code(server):
-    notebook = next(nb for nb in NOTEBOOKS if _stored_pngs(nb))  # the first with a chart
-    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+@pytest.fixture(scope="module")
+def seen(server) -> dict:
+    """What Chromium showed of each of the three pages (opened side by side: each launch mostly
+    waits)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(PAGES)) as pool:
+        return dict(zip(PAGES, pool.map(lambda page: _look(server, page), PAGES)))
+
+
+def test_landing_page_renders(seen):
+    page = seen["index.html"]
+    assert page["title"].startswith("ropelab")
+    _assert_rendered(page, charts=0, blocks=1)  # the setup command, as a bash block
+
+
+def test_a_notebook_page_renders_its_charts_and_code(seen):
+    cells = json.loads(NOTEBOOK_PAGE.read_text(encoding="utf-8"))["cells"]
     code_cells = sum(c["cell_type"] == "code" and "".join(c["source"]).strip() != "" for c in cells)
-    seen = _look(server, f"course/{notebook.stem}.html")
-    _assert_rendered(seen, charts=_stored_pngs(notebook), code_cells=code_cells, blocks=code_cells)
+    page = seen[f"course/{NOTEBOOK_PAGE.stem}.html"]
+    _assert_rendered(page, charts=_stored_pngs(NOTEBOOK_PAGE), code_cells=code_cells,
+                     blocks=code_cells)
 
 
-def test_the_api_page_renders_its_examples(server):
-    seen = _look(server, "api/ropelab.html")
-    assert seen["title"].startswith("ropelab")
-    _assert_rendered(seen, charts=0, blocks=1)  # the docstrings' >>> examples
+def test_the_api_page_renders_its_examples(seen):
+    page = seen["api/ropelab.html"]
+    assert page["title"].startswith("ropelab")
+    _assert_rendered(page, charts=0, blocks=1)  # the docstrings' >>> examples
