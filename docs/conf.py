@@ -66,5 +66,5 @@ numpydoc_validation_exclude = {r"^ropelab\.rope$", r"^ropelab\.rope_qk$"}
 # ---- HTML --------------------------------------------------------------------------------------
 html_theme = "furo"
 html_title = f"ropelab {release}"
-html_static_path = []
 html_show_sourcelink = False
+html_copy_source = False  # the notebooks are in the repository; the site does not carry copies
