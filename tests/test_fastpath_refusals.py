@@ -112,7 +112,7 @@ def test_a_misaligned_x_never_replays_the_aligned_call(route):
     assert len(route) == 1
     ropelab.rope(misaligned, variant="flat", out=out, positions=pos)
     assert len(route) == 2  # validated again (and planned for its alignment), not replayed
-    assert len(call._entries) == 2
+    assert len(call.remembered()) == 2
 
 
 def test_requires_grad_is_refused_after_a_hit_and_after_a_no_grad_call(route):
@@ -141,4 +141,4 @@ def test_the_harness_times_hits_of_both_engines():
     names = [name for name, _ in rows]
     assert any("new engine" in n for n in names) and any("old engine" in n for n in names)
     assert all(np.isfinite(us) and us > 0 for _, us in rows)
-    assert not call._entries  # the route cleans up after itself
+    assert not call.remembered()  # the route cleans up after itself

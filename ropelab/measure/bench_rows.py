@@ -159,10 +159,10 @@ def _qk_kernel_maker(buf):
     q, k = _split(qkv, s)
     engine.clear()
     ropelab.rope_qk(q, k, positions=pos, head_dim=s.head_dim)  # validates, remembers the call
-    entry = next(iter(engine._entries.values()))  # the only call shape remembered
+    entry = engine.remembered()[0][1]  # the only call shape remembered
     ptrs = tuple(int(a.data_ptr()) if hasattr(a, "data_ptr") else
                  int(a.__cuda_array_interface__["data"][0]) for a in (q, k, pos))
-    return lambda: entry.bound.fire(ptrs, 0)
+    return lambda: entry.bounds[0].fire(ptrs, 0)
 
 
 def entries(names=None) -> list[Entry]:

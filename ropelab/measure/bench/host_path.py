@@ -3,7 +3,7 @@
 ``python -m ropelab.measure.bench.host_path`` times a repeated call on torch tensors (the
 launch-overhead bench's case: 64x512 float32, ``x``, ``out`` and ``positions``) with only the
 launch itself taken out.  The tensors are real CPU tensors read by the real metadata reader
-(``ops.arrays._torch_meta``), so the key, the lookup, the overlap checks and the stream choice
+(``ops.arrays.torch_meta``), so the key, the lookup, the overlap checks and the stream choice
 cost what they cost on a GPU machine; only these are stood in for:
 
 * validation sees the CPU tensors as CUDA tensors (the first call of a shape);
@@ -64,7 +64,7 @@ def _as_device(obj, name):
     import torch
 
     if isinstance(obj, torch.Tensor) and not (obj.requires_grad and torch.is_grad_enabled()):
-        dt, storage = arrays._TORCH_DTYPES[str(obj.dtype).rsplit(".", 1)[-1]]
+        dt, storage = arrays.TORCH_DTYPES[str(obj.dtype).rsplit(".", 1)[-1]]
         dt = np.dtype(dt)
         return arrays.ArrayInfo(tuple(obj.shape), dt, tuple(s * dt.itemsize for s in obj.stride()),
                                 obj.data_ptr(), True, False, "torch", storage)
@@ -89,15 +89,15 @@ def host_route(binder=NullBound):
     import torch
 
     saved = [(call, "bind", call.bind), (call, "register_fast_types", call.register_fast_types),
-             (rope_module, "SIMULATED", rope_module.SIMULATED),
+             (call, "SIMULATED", call.SIMULATED),
              (rope_module, "inspect_array", rope_module.inspect_array),
              (streams, "current_for", streams.current_for),
              (call, "arange_positions", call.arange_positions)]
     had = {t: arrays.FAST_META.get(t) for t in (torch.Tensor,)}
     call.bind, call.register_fast_types = binder, lambda: None
-    rope_module.SIMULATED, rope_module.inspect_array = False, _as_device
+    call.SIMULATED, rope_module.inspect_array = False, _as_device
     streams.current_for, call.arange_positions = _current_for, _arange_positions
-    arrays.FAST_META[torch.Tensor] = arrays._torch_meta
+    arrays.FAST_META[torch.Tensor] = arrays.torch_meta
     call.clear()
     try:
         yield
@@ -142,14 +142,19 @@ class OldCall:
         return out
 
 
-def old_from(entry) -> OldCall:
-    """The old engine's entry for what a new :class:`~ropelab.ops.call.DeviceCall` holds."""
+def old_from(entry, x, out) -> OldCall:
+    """The old engine's entry for the call a new :class:`~ropelab.ops.call.DeviceCall` holds
+    (``ropelab.rope(x, out=out, positions=...)``, out a separate tensor like x)."""
+    from ...ops import memory
+
+    bound = entry.bounds[0]
     old = OldCall()
-    old.bound, old.nbytes, old.pos_nbytes = entry.bound, entry.extents[0], entry.extents[2]
-    old.same_layout = entry.pairs[0][2]
-    old.alloc, old.ptr_of = entry.alloc[1], entry.alloc[2]
+    old.bound, old.nbytes, old.pos_nbytes = bound, x.nbytes, 4 * x.shape[0]
+    old.same_layout = tuple(out.shape) == tuple(x.shape) and out.stride() == x.stride()
+    old.alloc, old.ptr_of = memory.maker(arrays.ArrayInfo(tuple(x.shape), np.dtype(np.float32),
+                                                          (), 0, True, kind="torch"))
     old.arange = entry.defaults[0][1] if entry.defaults else 0
-    old.current, old.check, old.plan = entry.current, False, entry.bound.plan
+    old.current, old.check, old.plan = entry.current, False, bound.plan
     return old
 
 
@@ -203,14 +208,14 @@ def cases():
     pos = torch.arange(SHAPE[0], dtype=torch.int32)
     new = lambda: ropelab.rope(x, variant="flat", positions=pos, out=out)  # noqa: E731
     new()  # validates and remembers the call shape
-    entry = next(iter(call._entries.values()))
+    key, entry = call.remembered()[0]
     old_entries: dict = {}
     try:
         old_rope(old_entries, x, variant="flat", positions=pos, out=out)
     except LookupError:
-        old_entries[old_entries.pop("pending")] = old_from(entry)
+        old_entries[old_entries.pop("pending")] = old_from(entry, x, out)
     old = lambda: old_rope(old_entries, x, variant="flat", positions=pos, out=out)  # noqa: E731
-    scalars = next(iter(call._entries))[0]  # the scalar part of the key rope() built
+    scalars = key[0]  # the scalar part of the key rope() built
     trio = (x, out, pos)
     ptrs = [x.data_ptr(), out.data_ptr(), pos.data_ptr()]
     meta = arrays.FAST_META[torch.Tensor]
@@ -219,7 +224,7 @@ def cases():
         ("rope() hit, same call on cf71f61's fast path (old engine)", old),
         ("  part: call.typed(10 scalars) (the other ops' scalar keys)",
          lambda: call.typed(("rope", "flat", 10000.0, None, True, False, None, True, None, False))),
-        ("  part: 3 metadata reads (_torch_meta)", lambda: (meta(x), meta(out), meta(pos))),
+        ("  part: 3 metadata reads (torch_meta)", lambda: (meta(x), meta(out), meta(pos))),
         ("  part: call.fast() (metadata, key, lookup, run)",
          lambda: call.fast(scalars, trio, None)),
         ("  part: DeviceCall.run() (overlaps, stream, fire)", lambda: entry.run(trio, ptrs, None)),
