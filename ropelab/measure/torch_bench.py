@@ -51,7 +51,7 @@ def _public(public, tensors: dict, options: dict):
 
     if next(iter(tensors.values())).is_cuda:
         return lambda: public(**tensors, **options)
-    return lambda: rt._call(public, tensors, options)
+    return lambda: rt.call_public(public, tensors, options)
 
 
 def rope_case(dtype_name: str, shape=ROPE_SHAPE, device: str = "cuda"):

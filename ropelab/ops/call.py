@@ -216,7 +216,7 @@ class DeviceCall:
     the overlap rules, which outputs and buffers to make (and how), the default positions'
     pointer.  :meth:`run` touches only the new pointers."""
 
-    __slots__ = ("launches", "bounds", "rules", "made", "extra", "derived", "zeros",
+    __slots__ = ("launches", "single", "bounds", "rules", "made", "extra", "derived", "zeros",
                  "defaults", "check", "current", "result")
 
     def __init__(self, call: Call, views: list, rules: tuple):
@@ -230,6 +230,8 @@ class DeviceCall:
                                None if tuple(indices) == identity else tuple(indices))
                               for plan, indices in call.launches)
         self.bounds = tuple(b for b, _ in self.launches)  # what the table-eviction listener reads
+        self.single = self.bounds[0] if len(self.launches) == 1 and \
+            self.launches[0][1] is None else None
         self.rules = rules
         # The caller's arrays come first (call.callers of them); what the engine alone makes
         # follows, with pointers appended on every call.
@@ -264,30 +266,37 @@ class DeviceCall:
         handle = self.current() if stream is None else streams.resolve(stream)
         if self.rules:
             refuse_overlaps(self.rules, ptrs)
-        values = arrays
-        if self.made:
-            values = [*arrays, *self.extra]
-            if self.extra:
-                ptrs.extend(self.extra)
-            for slot, source, make, ptr_of, align, misaligned in self.made:
-                obj = make(values[source])
-                p = ptr_of(obj)
-                if align and p % align:
-                    fail(misaligned)
-                values[slot], ptrs[slot] = obj, p
-            for slot, base, start, stop in self.derived:  # a part of a buffer made above
-                values[slot] = values[base][start:stop]
-                ptrs[slot] = ptrs[base] + 4 * start
-        for slot, pointer in self.defaults:
-            ptrs[slot] = pointer
+        values = self._made(arrays, ptrs, handle) if self.made else arrays
+        if self.defaults:
+            for slot, pointer in self.defaults:
+                ptrs[slot] = pointer
         if self.check is not None:
             slot, limit, reason = self.check
             check_device_positions(arrays[slot], limit, reason)
-        for slot, words in self.zeros:
-            memory.zero_fill(ptrs[slot], words, handle)
-        for bound, indices in self.launches:
-            bound.fire(ptrs if indices is None else [ptrs[i] for i in indices], handle)
+        if self.single is not None:  # one launch of the slots in order: the common case
+            self.single.fire(ptrs, handle)
+        else:
+            for bound, indices in self.launches:
+                bound.fire(ptrs if indices is None else [ptrs[i] for i in indices], handle)
         return self.result(values)
+
+    def _made(self, arrays, ptrs, handle) -> list:
+        """Make this call's outputs and buffers; ``ptrs`` gets their pointers."""
+        values = [*arrays, *self.extra]
+        if self.extra:
+            ptrs.extend(self.extra)
+        for slot, source, make, ptr_of, align, misaligned in self.made:
+            obj = make(values[source])
+            p = ptr_of(obj)
+            if align and p % align:
+                fail(misaligned)
+            values[slot], ptrs[slot] = obj, p
+        for slot, base, start, stop in self.derived:  # a part of a buffer made above
+            values[slot] = values[base][start:stop]
+            ptrs[slot] = ptrs[base] + 4 * start
+        for slot, words in self.zeros:  # queued on the launch stream: no host sync
+            memory.zero_fill(ptrs[slot], words, handle)
+        return values
 
 
 def check_errors() -> None:
