@@ -159,8 +159,10 @@ def test_check_errors_and_check_positions_synchronize_the_whole_context(monkeypa
     ropelab.check_errors()
     assert synced == [1]
     if not ropelab.SIMULATED:
+        plan = kernels.get("freq_table").plan(ropelab.RopeProblem(3, 1, 8, 8),
+                                              dict(cache=True, max_positions=4))
         call.check_device_positions(cuda.to_device(np.arange(3, dtype=np.int32)),
-                                    kernels.get("flat").plan(ropelab.RopeProblem(3, 1, 8, 8)))
+                                    plan.position_limit, plan.limit_reason)
         assert synced == [1, 1]
 
 

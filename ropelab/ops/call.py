@@ -24,7 +24,8 @@ that is here, written once:
 
 Adding an option to an op is a local change in the op: check it where the op checks its
 arguments and add it to the scalar tuple it passes to :func:`fast`; nothing here changes.
-Adding an array argument: one more entry in the op's array tuple and its :class:`Slot`.
+Adding an array argument: one more entry in the op's array tuple and its
+:class:`~ropelab.ops.slots.Slot` (with its role: nothing here changes either).
 """
 
 from __future__ import annotations
@@ -165,12 +166,12 @@ def run(call: Call, key):
     values = [s.obj for s in call.slots]
     if here:
         if call.tokens == 0:  # checked like any call; nothing to launch
-            return call.result(made_here(call, values, first.kind == "simulator"))
+            return call.returned(made_here(call, values, first.kind == "simulator"))
         starts = [s.info.byte_range()[0] if s.info is not None else 0 for s in call.slots]
         refuse_overlaps(overlap_rules(call, range(len(call.slots))), starts)
         return run_here(call, kernel_views(call))
     if call.tokens == 0:
-        return call.result(_made_on_device(call, values))
+        return call.returned(_made_on_device(call, values))
     return _first_device_call(call, key)
 
 
@@ -214,10 +215,10 @@ def _first_device_call(call: Call, key):
 class DeviceCall:
     """A validated call shape on device arrays, everything decided once: the bound launches,
     the overlap rules, which outputs and buffers to make (and how), the default positions'
-    pointer.  :meth:`run` touches only the new pointers."""
+    pointer.  ``run(arrays, pointers, stream)`` touches only the new pointers."""
 
     __slots__ = ("launches", "single", "bounds", "rules", "made", "extra", "derived", "zeros",
-                 "defaults", "check", "current", "result")
+                 "defaults", "check", "current", "result", "returns_slot", "made_out", "run")
 
     def __init__(self, call: Call, views: list, rules: tuple):
         register_fast_types()
@@ -261,8 +262,19 @@ class DeviceCall:
             is not None else None
         self.current = streams.current_for(like.info.kind, like.obj)
         self.result = call.result
+        self.returns_slot = isinstance(call.result, int)
+        # What a cached call does, chosen once: the two common shapes (every array given, or
+        # only the returned output made) take short paths with the same steps.
+        simple = self.single is not None and self.returns_slot and self.check is None
+        one_out = (simple and len(made) == 1 and not self.extra and not made[0][4]
+                   and call.result == made[0][0])
+        self.made_out = made[0][:4] if one_out else None
+        self.run = (self._run_given if simple and not made and not self.defaults else
+                    self._run_made_out if one_out else self._run_any)
 
-    def run(self, arrays, ptrs, stream):
+    def _run_any(self, arrays, ptrs, stream):
+        """Every step a cached call may take, in order: stream, overlaps, outputs and buffers
+        (zero fills queued), default positions, the opt-in position check, the launches."""
         handle = self.current() if stream is None else streams.resolve(stream)
         if self.rules:
             refuse_overlaps(self.rules, ptrs)
@@ -278,7 +290,28 @@ class DeviceCall:
         else:
             for bound, indices in self.launches:
                 bound.fire(ptrs if indices is None else [ptrs[i] for i in indices], handle)
-        return self.result(values)
+        return values[self.result] if self.returns_slot else self.result(values)
+
+    def _run_given(self, arrays, ptrs, stream):
+        """The common call on the caller's arrays only: check, launch once, return one of them."""
+        handle = self.current() if stream is None else streams.resolve(stream)
+        if self.rules:
+            refuse_overlaps(self.rules, ptrs)
+        self.single.fire(ptrs, handle)
+        return arrays[self.result]
+
+    def _run_made_out(self, arrays, ptrs, stream):
+        """The common ``out=None`` call: make the one output, launch once, return it."""
+        handle = self.current() if stream is None else streams.resolve(stream)
+        if self.rules:
+            refuse_overlaps(self.rules, ptrs)
+        slot, source, make, ptr_of = self.made_out
+        out = make(arrays[source])
+        ptrs[slot] = ptr_of(out)
+        for slot, pointer in self.defaults:  # positions=None: 0 .. tokens-1
+            ptrs[slot] = pointer
+        self.single.fire(ptrs, handle)
+        return out
 
     def _made(self, arrays, ptrs, handle) -> list:
         """Make this call's outputs and buffers; ``ptrs`` gets their pointers."""

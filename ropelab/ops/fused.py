@@ -10,7 +10,6 @@ validated call shapes and the stream are the shared engine's (:mod:`ropelab.ops.
 from __future__ import annotations
 
 from dataclasses import replace
-from operator import itemgetter
 
 import numpy as np
 
@@ -277,4 +276,4 @@ def describe(qkv, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_w
                 len(slots), stream, plan.position_limit, plan.limit_reason)
 
 
-QKV = itemgetter(0)  # what ropelab.fused_qknorm_rope returns: qkv, modified in place
+QKV = 0  # what ropelab.fused_qknorm_rope returns: slot 0, qkv, modified in place

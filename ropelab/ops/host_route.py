@@ -84,7 +84,7 @@ def run_here(call: Call, views: list):
             devices[i] = devices[base][offset:offset + s.size]
     for plan, indices in call.launches:
         launch(plan, [devices[i] for i in indices])
-    return call.result(_copied_back(call, devices))
+    return call.returned(_copied_back(call, devices))
 
 
 def _copied_back(call: Call, devices: list) -> list:

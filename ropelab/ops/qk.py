@@ -32,8 +32,6 @@ device positions write NaN into the token's rotated pairs and set the error word
 
 from __future__ import annotations
 
-from operator import itemgetter
-
 from ..kernels import rope_rows_host as _kernel
 from ..validate import check_bool, check_int, check_rotary_dim, fail
 from . import call
@@ -77,11 +75,11 @@ def rope_qk(q, k, *, positions, head_dim, rotary_dim=None, interleave=True, inve
                           cache, max_positions, fastmath, heads_per_thread, run))
     arrays = (q, k, positions) if cos_sin_cache is None else (q, k, positions, cos_sin_cache)
     result, key = call.fast(scalars, arrays, stream)
-    if result is not call.MISS:
-        return q, k
-    return call.run(describe(q, k, positions, head_dim, rotary_dim, interleave, inverse, base,
-                             scaling, cos_sin_cache, cache, max_positions, fastmath,
-                             heads_per_thread, run, stream), key)
+    if result is call.MISS:
+        call.run(describe(q, k, positions, head_dim, rotary_dim, interleave, inverse, base,
+                          scaling, cos_sin_cache, cache, max_positions, fastmath,
+                          heads_per_thread, run, stream), key)
+    return q, k  # rotated in place
 
 
 def describe(q, k, positions, head_dim, rotary_dim, interleave, inverse, base, scaling,
@@ -117,11 +115,9 @@ def describe(q, k, positions, head_dim, rotary_dim, interleave, inverse, base, s
              Slot("positions", POSITIONS, positions, inspect_array(positions, "positions"))]
     if ci is not None:
         slots.append(Slot("cos_sin_cache", TABLE, cos_sin_cache, ci))
-    return Call(tuple(slots), ((plan, tuple(range(len(slots)))),), tq, QK_RESULT, len(slots),
+    # The engine's result is q (slot 0); rope_qk returns (q, k) itself.
+    return Call(tuple(slots), ((plan, tuple(range(len(slots)))),), tq, 0, len(slots),
                 stream, plan.position_limit, plan.limit_reason)
-
-
-QK_RESULT = itemgetter(0, 1)  # what ropelab.rope_qk returns: (q, k), rotated in place
 
 
 __all__ = ["describe", "rope_qk"]

@@ -6,8 +6,6 @@ See :mod:`ropelab.ops.qk` for the layouts and the cache convention.
 
 from __future__ import annotations
 
-from operator import itemgetter
-
 from ..kernels import rope_rows_host as _kernel
 from ..validate import check_bool, check_rotary_dim, fail
 from .arrays import ArrayInfo, inspect_array
@@ -16,7 +14,7 @@ from .rows_checks import (ROWS_VARIANTS, check_cache, frequencies, options_of, r
 from .slots import OUT, POSITIONS, READ, TABLE, Call, Slot
 
 OPTIONS = ("cache", "max_positions", "heads_per_thread", "run")
-ROPE_RESULT = itemgetter(1)  # what ropelab.rope returns, on either kernel: out, given or made
+ROPE_RESULT = 1  # what ropelab.rope returns, on either kernel: slot 1, out (given or made)
 
 
 def check_variant(variant, options) -> None:

@@ -66,8 +66,9 @@ class Slot:
 @dataclass(frozen=True)
 class Call:
     """A validated call: its slots, its launches (each plan with its kernel arrays as slot
-    indices, in kernel order), ``tokens``, ``result(values) -> what the op returns`` (``values``:
-    one object per slot, the caller's or the one the engine made), ``callers`` (the slots the
+    indices, in kernel order), ``tokens``, ``result``: the slot whose value the op returns, or
+    ``result(values) -> what the op returns`` (``values``: one object per slot, the caller's or
+    the one the engine made), ``callers`` (the slots the
     caller passes come first, then what only the engine makes), the ``stream`` argument, and
     the position policy's bound: ``limit`` (None: any int32) and why (``reason``), with the
     opt-in synchronous check of device positions (``check_positions``)."""
@@ -75,12 +76,16 @@ class Call:
     slots: tuple
     launches: tuple
     tokens: int
-    result: object
+    result: object  # an int (a slot) or a function of the values
     callers: int  # how many slots the caller passes (the op's fast-path array tuple)
     stream: object = None
     limit: int | None = None
     reason: str = ""
     check_positions: bool = False
+
+    def returned(self, values):
+        """What the op returns, from one value per slot."""
+        return values[self.result] if isinstance(self.result, int) else self.result(values)
 
     def index(self, role: str) -> int | None:
         """The first slot with ``role``, or None."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...problem import FusedProblem
+from ...problem import MAX_THREADS_PER_BLOCK, FusedProblem
 from ...validate import check_bool, check_int, fail
 from ..freq_table import MAX_CACHE_ENTRIES, tables
 from ..plan import Plan, Variant
@@ -73,8 +73,8 @@ def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan
     if tpb is not None:
         tpb = check_int("tokens_per_block", tpb, minimum=1, maximum=32)
     grid, block = launch_config(problem, options.get("warps_per_block"), hpw, tpb)
-    if block[0] * block[1] > 1024:
-        fail(f"a block of {block[0]} x {block[1]} threads exceeds CUDA's 1024")
+    if block[0] * block[1] > MAX_THREADS_PER_BLOCK:
+        fail(f"a block of {block[0]} x {block[1]} threads exceeds CUDA's {MAX_THREADS_PER_BLOCK}")
     run = problem.head_dim // lanes // (2 if split else 1)  # contiguous elements a lane moves
     width = vector_bytes_for(problem.storage, run) if aligned else 0
     fn = make_kernel(problem.head_dim, problem.interleave, problem.storage, width, hpw, lanes,
