@@ -251,7 +251,7 @@ class DeviceCall:
                          f"aligned, which this call shape's vector accesses need; call "
                          f"ropelab.ops.call.clear()"))
         self.made = tuple(made)
-        self.derived = tuple((i, s.within[0], s.within[1], s.within[1] + s.size)
+        self.derived = tuple((i, s.within[0], 4 * s.within[1])
                              for i, s in enumerate(slots) if s.within is not None)
         self.zeros = tuple((i, s.size) for i, s in enumerate(slots) if s.role == SCRATCH
                            and s.zero and s.within is None)
@@ -324,9 +324,8 @@ class DeviceCall:
             if align and p % align:
                 fail(misaligned)
             values[slot], ptrs[slot] = obj, p
-        for slot, base, start, stop in self.derived:  # a part of a buffer made above
-            values[slot] = values[base][start:stop]
-            ptrs[slot] = ptrs[base] + 4 * start
+        for slot, base, offset in self.derived:  # a part of a buffer made above: its pointer
+            ptrs[slot] = ptrs[base] + offset
         for slot, words in self.zeros:  # queued on the launch stream: no host sync
             memory.zero_fill(ptrs[slot], words, handle)
         return values

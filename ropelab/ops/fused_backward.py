@@ -133,21 +133,21 @@ def describe(qkv, grad, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weigh
     if cache_info is not None:
         slots.append(Slot("cos_sin_cache", TABLE, cos_sin_cache, cache_info))
     callers = len(slots)
-    d, sums, dws = callers, callers + 2, callers + 3
+    d, buffer, sums, dws = callers, callers + 1, callers + 2, callers + 3
     # One float32 buffer: the partial sums (two-stage), then dw; atomic mode adds into dw.
     slots += [Slot("dqkv", OUT, source=0, align=align if aligned else 0),
               Slot("buffer", SCRATCH, size=partial + two,
                    zero=reduce is None or not problem.tokens),
-              Slot("partial", SCRATCH, size=partial or two, within=(callers + 1, 0)),
-              Slot("dw", SCRATCH, size=two, within=(callers + 1, partial))]
+              Slot("partial", SCRATCH, size=partial or two, within=(buffer, 0)),
+              Slot("dw", SCRATCH, size=two, within=(buffer, partial))]
     table = (5,) if cache_info is not None else ()
     launches = [(main, (0, 1, d, 2, 3, 4, sums) + table)]
     if reduce is not None:
         launches.append((reduce, (sums, dws)))
     hd = problem.head_dim
 
-    def result(values):  # dqkv, dq_weight, dk_weight (views of one buffer's tail)
-        return values[d], values[dws][:hd], values[dws][hd:]
+    def result(values):  # dqkv, dq_weight, dk_weight (the buffer's tail: one allocation)
+        return values[d], values[buffer][partial:partial + hd], values[buffer][partial + hd:]
 
     return Call(tuple(slots), tuple(launches), problem.tokens, result, callers, stream, limit,
                 reason)

@@ -46,7 +46,8 @@ class Slot:
     for the column rule of :func:`columns_disjoint`.  ``region`` (``WRITE``): the part the kernels
     write, the only part the host route copies back (default: all).  ``size``, ``zero``
     (``SCRATCH``): float32 elements, zeroed before the launches.  ``within`` (``SCRATCH``):
-    ``(slot, offset)``: this buffer is ``size`` elements of another one from ``offset`` on.
+    ``(slot, offset)``: this buffer is ``size`` elements of another one from ``offset`` on (a
+    kernel array; an op's result slices the whole buffer, which is one allocation).
     ``align``: the byte alignment the plans need of a buffer the engine makes.
     """
 
