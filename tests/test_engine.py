@@ -2,7 +2,6 @@
 bounded tables, the device route driven without a GPU, and the refusals of silent wrong
 results.  The GPU-only halves are in test_gpu_public_path.py."""
 
-import importlib
 import weakref
 
 import numpy as np
@@ -12,13 +11,12 @@ from numba import cuda
 import ropelab
 from ropelab.target import SIMULATED
 from ropelab import RopeInputError, kernels, scaling
+from ropelab.kernels import launch as launch_module
 from ropelab.ops import call, streams
 from ropelab.ops.arrays import FAST_META
 
 import fake_device
 from fake_device import CAI
-
-launch_module = importlib.import_module("ropelab.kernels.launch")
 
 
 def x32(*shape):
