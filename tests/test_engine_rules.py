@@ -209,3 +209,26 @@ def test_host_tables_are_built_once_per_key_and_bounded():
     assert ref() is None, "an evicted host table is still alive"
     np.testing.assert_array_equal(freq_table.tables("inv_freq", freqs.tobytes())[0],
                                   freqs.astype(np.float32))
+
+
+def test_cached_calls_that_make_their_output_or_default_their_positions(device_route,
+                                                                        monkeypatch):
+    """The short paths of a cached call: out made (positions defaulted to 0 .. tokens-1), and
+    out given with defaulted positions: each fires what the first call fired."""
+    from ropelab.ops import memory
+
+    fresh = iter(range(8 << 20, 16 << 20, 1 << 20))
+    monkeypatch.setattr(memory, "maker", lambda info: (
+        lambda like: CAI(next(fresh), info.shape), memory.cai_pointer))
+    monkeypatch.setattr(call, "arange_positions", lambda tokens: CAI(3 << 20, (tokens,), "<i4"))
+    x, out = CAI(1 << 20, (4, 8)), CAI(2 << 20, (4, 8))
+    made = [ropelab.rope(x, variant="pack4") for _ in range(2)]
+    assert made[0] is not made[1] and made[0].__cuda_array_interface__["shape"] == (4, 8)
+    fired = device_route[0].fired
+    assert len(device_route) == 1 and len(fired) == 2
+    ptr = [m.__cuda_array_interface__["data"][0] for m in made]
+    assert [f[0] for f in fired] == [(1 << 20, p, 3 << 20) for p in ptr]
+    for _ in range(2):
+        assert ropelab.rope(x, out=out, variant="pack4") is out
+    assert len(device_route) == 2
+    assert [f[0] for f in device_route[1].fired] == [(1 << 20, 2 << 20, 3 << 20)] * 2
