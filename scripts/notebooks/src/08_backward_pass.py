@@ -37,7 +37,7 @@ import numpy as np
 import ropelab
 from ropelab import bf16, course, reference, shapes
 from ropelab import check as ropelab_check
-from ropelab.kernels.fused_qknorm_rope import backward as backward_kernel
+from ropelab.kernels.fused_qknorm_rope import backward as backward_kernel, backward_host
 from ropelab.measure.bench import backward as bench_backward
 
 try:
@@ -416,15 +416,15 @@ assert abs(answer_2 - np.hypot(*dz_pair)) < 1e-9
 # `MAX_BLOCKS` blocks, how many float32 values does its second kernel read?
 
 # %%
-answer_3 = min(backward_kernel.MAX_BLOCKS, 4096 * 72 // 8) * 2 * 128  # your answer here
+answer_3 = min(backward_host.MAX_BLOCKS, 4096 * 72 // 8) * 2 * 128  # your answer here
 
 # %%
 flux = shapes.FLUX_1024
 flux_problem = ropelab.problem.FusedProblem(flux.tokens, flux.heads_q, flux.heads_k, flux.heads_v,
                                             128, 128, True, "bfloat16", 1e-6, 1e4,
                                             inv_freq=np.ones(64))
-main_plan, _ = backward_kernel.plans(flux_problem, max_blocks=backward_kernel.MAX_BLOCKS)
-assert answer_3 == backward_kernel.partial_rows(main_plan) * 2 * 128
+main_plan, _ = backward_host.plans(flux_problem, max_blocks=backward_host.MAX_BLOCKS)
+assert answer_3 == backward_host.partial_rows(main_plan) * 2 * 128
 
 # %% [markdown]
 # ## Build it yourself
