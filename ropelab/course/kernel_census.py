@@ -6,12 +6,15 @@ off, and the child cannot import a notebook, so this module *ships* the kernel: 
 text, plus a description of every global name it uses (a module, a number, a function
 importable from a package, or another function from the same notebook, shipped the same way).
 
-Counts are :func:`~ropelab.measure.census.counting.count_ptx`'s plus the three the exercises
-grade on (:func:`~ropelab.measure.census.counting.count_extras`).  Every result is cached under
-a key made of the kernel's code (its syntax tree: comments and blank lines do not matter), what
-it was shipped with, the signature, the compiler versions, and the compiled code of any ropelab
-function the job uses.  The cache is read from ``data/census/exercises.json`` (committed, so CI
-and a fresh clone hit it) and then from the user cache; new results go to the user cache.
+Counts are :func:`~ropelab.measure.census.counting.count_ptx`'s plus the ones the exercises
+grade on (:func:`~ropelab.measure.census.counting.count_extras`, and :mod:`.ptx_passes`'
+counts per pass, which a loop body the compiler duplicated does not double).  Every result is
+cached under a key made of the kernel's code (its syntax tree: comments and blank lines do not
+matter), what it was shipped with, the signature, the compiler versions, the counting rules,
+and the compiled code of any ropelab function the job uses.  The cache is read from the
+committed files, ``data/census/exercises.json`` (the course's solutions and recorded attempts)
+and ``data/census/heldout.json`` (the held-out learners' kernels, :mod:`.heldout`), so CI and a
+fresh clone hit it, and then from the user cache; new results go to the user cache.
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ import numpy as np
 from ..measure.census import engine
 from ..measure.census.counting import count_extras, count_ptx
 from ..measure.census.engine import CensusError
+from . import ptx_passes
 
 DATA_FILE = engine.DATA_DIR / "exercises.json"
+HELDOUT_FILE = engine.DATA_DIR / "heldout.json"  # written by `exercises --heldout --save-census`
 # Modules a global may be found in by name when it has no importable home of its own (numba's
 # type objects such as float32 are instances, not classes or functions).
 _NAME_HOMES = ("numba", "numba.cuda", "math", "numpy")
@@ -181,8 +186,9 @@ def job_key(job: dict, signature: str) -> str:
     # ropelab's code counts only for a job that uses it (by its compiled code, see
     # ropelab.measure.census.engine.code_digest): a learner's kernel built from numba alone
     # keeps its cached counts when a ropelab kernel changes.
+    # The per-pass counts (ptx_passes) are computed beside counting's: their rules key the row.
     return engine.cache_key("learner", _ropelab_objects(job), length=20, job=_normalized(job),
-                            signature=signature)
+                            signature=signature, passes=engine.code_digest(ptx_passes))
 
 
 # --------------------------------------------------------------------------------------------
@@ -246,7 +252,7 @@ def compile_rows(tasks: list[dict]):
                 if job.get("factory_args") is not None:
                     fn = fn(*job["factory_args"])
             text, _ = cuda.compile_ptx(fn, signature, cc=engine.CC, fastmath=True)
-            return {**count_ptx(text), **count_extras(text)}
+            return {**count_ptx(text), **count_extras(text), **ptx_passes.count_passes(text)}
 
         yield engine.attempt({"key": task["key"]}, work, describe=useful_lines)
 
@@ -280,6 +286,11 @@ def _write(path: Path, entries: dict) -> None:
         "entries": dict(sorted(entries.items()))})
 
 
+def committed() -> dict:
+    """The committed entries: the course's (``DATA_FILE``) and the held-out sets'."""
+    return {**_read(DATA_FILE), **_read(HELDOUT_FILE)}
+
+
 USED: dict[str, dict] = {}  # every entry this process looked up or computed (for save_used)
 
 
@@ -290,7 +301,7 @@ def census(tasks: list[tuple[dict, str]]) -> list[dict]:
     cached.  Raises :class:`CensusError` only when the child itself cannot run.
     """
     keys = [job_key(job, sig) for job, sig in tasks]
-    found = {**_read(DATA_FILE), **_read(_user_file())}
+    found = {**committed(), **_read(_user_file())}
     missing = {k: {"key": k, "job": job, "signature": sig}
                for k, (job, sig) in zip(keys, tasks) if k not in found}
     if missing:
@@ -307,9 +318,11 @@ def census(tasks: list[tuple[dict, str]]) -> list[dict]:
     return rows
 
 
-def save_used(path: Path | None = None) -> Path:
+def save_used(path: Path | None = None, *, leave_out: Path | None = None) -> Path:
     """Replace the committed cache with the entries used in this process (``python -m ropelab
-    exercises --verify --save-census`` uses every one the notebooks and the check need)."""
+    exercises --verify --save-census`` uses every one the notebooks and the check need), less
+    those already in ``leave_out`` (the held-out file leaves out the course's)."""
     path = path or DATA_FILE
-    _write(path, USED)
+    skip = _read(leave_out) if leave_out is not None else {}
+    _write(path, {k: v for k, v in USED.items() if k not in skip})
     return path

@@ -201,7 +201,7 @@ def lookup(kernel, signature: str) -> list | None:
                + engine.code_digest(sys.modules[__name__])[:8])
     except Exception:  # noqa: BLE001  (a kernel the census cannot ship: nothing to say)
         return None
-    entry = {**_read(kernel_census.DATA_FILE), **_read(_user_file())}.get(key)
+    entry = {**kernel_census.committed(), **_read(_user_file())}.get(key)
     if not isinstance(entry, dict) or "widening" not in entry:
         try:
             rows = engine.run_child("ropelab.course.widening",

@@ -224,6 +224,14 @@ def _cases_partials(big: bool) -> list[Case]:
                  _partials(products, grid, lambda b: np.arange(GROUPS * b, GROUPS * b + GROUPS))),
                 ("summed dz alone: the weight gradient sums dz * n",
                  _partials(dz.astype(np.float64), grid)),
+            ] + [
+                (f"group {g}'s sum is missing (threads {64 * g}-{64 * g + 63}, part[{64 * g} + "
+                 "c]): the partial row adds all four groups, part[c] + part[64 + c] + "
+                 "part[128 + c] + part[192 + c]",
+                 _partials(products, grid, lambda b, g=g: np.array([
+                     r for r in range(rows) if (r // GROUPS) % grid == b and r % GROUPS != g],
+                     dtype=np.int64)))
+                for g in range(GROUPS)
             ]
         cases.append(Case(
             label=f"{tokens} tokens x {heads} heads, {grid} block{'s' if grid > 1 else ''}",
