@@ -1,5 +1,5 @@
 """Numbers of the fused backward (notebook 08, the README), from ``data/bench_backward/`` and the
-Nsight Compute text report under ``data/profile/`` (issue 20)."""
+Nsight Compute text report under ``data/profile/``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Numbers of plain RoPE as models call it (``data/bench_rows/``) and of the PyTorch custom ops
-(``data/torch_ops/``), for the README's "Inside a PyTorch model" part (issue 19)."""
+(``data/torch_ops/``), for the README's "Inside a PyTorch model" part."""
 
 from __future__ import annotations
 
