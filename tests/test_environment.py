@@ -43,8 +43,44 @@ def _pip_section(env):
 def test_core_pins(project):
     deps = {_name(d): d for d in project["dependencies"]}
     assert deps["numba"].endswith("==0.68.*")
-    assert deps["numba-cuda"] == "numba-cuda[cu13]==0.30.*"
+    assert deps["numba-cuda"] == "numba-cuda==0.30.*"
     assert "<2.5" in deps["numpy"], "numba-cuda 0.30.4 breaks on numpy 2.5"
+
+
+def _pins(deps) -> dict:
+    out = {}
+    for dep in deps:
+        req = Requirement(dep)
+        exact = [s.version for s in req.specifier if s.operator == "=="]
+        out[canonicalize_name(req.name)] = (req, exact[0] if exact else None)
+    return out
+
+
+def test_the_cu13_extra_is_spelled_out_without_cuda_toolkits_nvvm(project):
+    # numba-cuda[cu13] asks cuda-toolkit for NVVM, and torch pins cuda-toolkit (2.13.0 from
+    # PyPI: 13.0.3, so NVVM 13.0.88): spelled out, every wheel of the extra is here, NVVM
+    # pinned on its own.
+    deps = _pins(project["dependencies"])
+    for dist in ("cuda-bindings", "nvidia-cuda-cccl", "nvidia-cuda-runtime", "nvidia-cuda-nvrtc"):
+        assert str(deps[dist][0].specifier) == "==13.*", dist
+    assert "cuda-toolkit" not in deps  # asked for by torch too, with other extras: see pyproject
+    assert str(deps["nvidia-nvjitlink"][0].specifier) == "<14,>=13"
+    assert deps["nvidia-nvvm"][1] is not None
+
+
+def test_the_census_producers_are_pinned_at_the_versions_data_census_records(project):
+    """An install whose compilers differ from the record compiles the census again (minutes): the
+    pins and data/census/ must move together (python -m ropelab census --save, and the rest)."""
+    import json
+
+    census = ROOT / "data" / "census"
+    ptx = json.loads((census / "census.json").read_text())["versions"]
+    sass = json.loads((census / "census-sass.json").read_text())["versions"]
+    assert _pins(project["dependencies"])["nvidia-nvvm"][1] == ptx["nvidia-nvvm"]
+    for extra in ("sass", "test"):
+        pins = _pins(project["optional-dependencies"][extra])
+        for dist in ("nvidia-cuda-nvdisasm", "nvidia-nvjitlink"):
+            assert pins[dist][1] == sass[dist], (extra, dist)
 
 
 def test_environment_installs_this_project_with_test_and_course_extras(env, project):

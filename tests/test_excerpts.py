@@ -16,8 +16,9 @@ from ropelab.kernels import flat, freq_table
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_SOURCES = sorted((ROOT / "scripts" / "notebooks" / "src").glob("[0-9][0-9]_*.py"))
-# course.excerpt(<module or object>, "name") as the notebooks write it.
-ASKED = re.compile(r"excerpt\(\s*[\w.]+\s*,\s*[\"']([\w.-]+)[\"']\s*\)")
+# course.excerpt(<module or object>, "name") and course.specialised(<build>, "name"[, keep=...])
+# as the notebooks write them.
+ASKED = re.compile(r"(?:excerpt|specialised)\(\s*[\w.]+\s*,\s*[\"']([\w.-]+)[\"']\s*[,)]")
 
 
 def _asked(path):

@@ -138,3 +138,129 @@ def test_the_stale_sfu_sentence_is_gone():
     assert "four of them on the SFU" in text
     sentence = text[text.index("four of them on the SFU"):][:200]
     assert "lg2" in sentence and "ex2" in sentence
+
+
+# --- Defined before use in every notebook -----------------------------------------------------
+#
+# A notebook after the glossary may be opened on its own (a rendered page, a link), so each
+# of them defines a term where it first uses it, by a link to the glossary (the course's
+# style: `[warp](00_rope_in_one_notebook.ipynb#9-glossary)`, what
+# scripts/notebooks/link_glossary.py writes) or in italics in place, as notebook 00 does.
+# Printed output counts as use: a table whose columns are terms needs a Markdown cell before
+# it that names them.  Printed source code (a kernel shown by `course.excerpt`,
+# `course.specialised` or `inspect.getsource`) does not: its comments are the code's, and the
+# prose around it links the terms it discusses.  Headings do not count either: they name a
+# section, the text under them uses the terms.
+
+GLOSSARY_NOTEBOOK = ROOT / "notebooks" / "00_rope_in_one_notebook.ipynb"
+GLOSSARY_LINK = "00_rope_in_one_notebook.ipynb#9-glossary"
+AFTER_GLOSSARY = NOTEBOOKS[NOTEBOOKS.index(GLOSSARY_NOTEBOOK) + 1:]
+LINK = re.compile(r"\[((?:[^\[\]]|`[^`]*`)+)\]\(" + re.escape(GLOSSARY_LINK) + r"\)")
+
+
+LISTING = re.compile(r"\b(excerpt|specialised|getsource)\(")
+
+
+def kinds_and_texts(path) -> list[tuple[str, str]]:
+    """``(kind, text)`` per cell: ``markdown`` with its headings left out, ``output``, or
+    ``listing`` (the output of a cell that prints source code)."""
+    raw = json.loads(path.read_text())["cells"]
+    out = []
+    for cell, text in zip(raw, cell_texts(path)):
+        if cell["cell_type"] == "markdown":
+            text = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+            out.append(("markdown", text))
+        else:
+            out.append(("listing" if LISTING.search(_text(cell["source"])) else "output", text))
+    return out
+
+
+def linked_at(text: str, at: int) -> bool:
+    return any(m.start(1) <= at < m.end(1) for m in LINK.finditer(text))
+
+
+def first_use_problems(cells) -> list[str]:
+    """Each term whose first use in ``cells`` (``[(kind, text)]``) is printed output, or Markdown
+    that neither links it to the glossary there nor defines it in place."""
+    problems = []
+    for term in TERMS:
+        first = next((i for i, (kind, text) in enumerate(cells)
+                      if kind != "listing" and term.used_in(text)), None)
+        if first is None:
+            continue
+        kind, text = cells[first]
+        if kind == "output":
+            problems.append(f"{term.name}: printed in cell {first} before any Markdown names it")
+        elif not (linked_at(text, term.first_use(text)) or _defined_in_place(term, text)):
+            problems.append(f"{term.name}: cell {first} uses it with no glossary link and no "
+                            "definition in place")
+    return problems
+
+
+@pytest.mark.parametrize("path", AFTER_GLOSSARY, ids=lambda p: p.stem)
+def test_each_notebook_defines_a_term_where_it_first_uses_it(path):
+    problems = first_use_problems(kinds_and_texts(path))
+    assert not problems, (f"{path.stem}: link each term to {GLOSSARY_LINK} at its first use "
+                          "(python scripts/notebooks/link_glossary.py), or define it in italics "
+                          "there:\n  " + "\n  ".join(problems))
+
+
+def test_a_planted_undefined_term_fails():
+    link = f"[warp]({GLOSSARY_LINK})"
+    assert first_use_problems([("markdown", f"one {link} per head, 32 lanes each")]) == [
+        "lane: cell 0 uses it with no glossary link and no definition in place"]
+    # Linked, but not where it is first used.
+    assert first_use_problems([("markdown", f"a warp per head; one {link}")]) == [
+        "warp: cell 0 uses it with no glossary link and no definition in place"]
+    # Printed before the prose names it.
+    assert first_use_problems([("output", "ulp 0.5"), ("markdown", "half an *ulp*")]) == [
+        "ulp: printed in cell 0 before any Markdown names it"]
+    # In place, in italics, is a definition too; a linked code span counts.
+    assert first_use_problems([("markdown", "half an *ulp*, [`shfl_xor_sync`]"
+                                            f"({GLOSSARY_LINK}) then")]) == []
+
+
+# --- Jargon the list does not hold yet -------------------------------------------------------
+#
+# Every capitalized abbreviation in a notebook's prose is either a listed term or one of these
+# words, which a reader of the course is assumed to know or which are names, not jargon.
+COMMON_WORDS = {
+    "CUDA", "GPU", "GPUs", "CPU", "NVIDIA", "IEEE",  # the platform and a standard's name
+    "KB", "MB", "GB", "TB", "KiB", "MiB", "GiB",  # units
+    "H100", "H200", "RTX",  # products
+    "FLUX", "GPT", "QK", "RMS",  # model names, and the parts of "GPT-J", "QK-norm", "RMSNorm"
+    "JSON", "README", "PR", "PASS", "FAIL",  # file formats, a pull request, verdicts
+    "IR", "FP32",  # "intermediate representation" spelled out where used; float32 lanes
+    "DRAM",  # in HBM's entry
+    "PHASES",  # notebook 08's constant, named as the code names it
+}
+ABBREVIATION = re.compile(r"(?<![\w`.$/-])[A-Z][A-Z0-9]+s?(?![\w`])")
+
+
+def _code_spans_removed(text: str) -> str:
+    return re.sub(r"`[^`]*`", "", text)
+
+
+def unknown_abbreviations(markdown: str) -> set[str]:
+    """The abbreviations of ``markdown`` (code spans left out) that no term and no common word
+    covers."""
+    covered = set(COMMON_WORDS)
+    for term in TERMS:
+        covered |= {term.name, *term.aliases}
+    return {word for word in ABBREVIATION.findall(_code_spans_removed(markdown))
+            if word not in covered and not any(t.used_in(word) for t in TERMS)}
+
+
+def test_every_abbreviation_in_the_prose_is_a_term_or_a_common_word():
+    unknown = {}
+    for path in NOTEBOOKS:
+        for kind, text in kinds_and_texts(path):
+            if kind == "markdown":
+                for word in unknown_abbreviations(text):
+                    unknown.setdefault(word, set()).add(path.stem[:2])
+    assert not unknown, ("abbreviations that are neither glossary terms "
+                         f"(ropelab.course.glossary) nor common words: {unknown}")
+
+
+def test_a_planted_abbreviation_is_found():
+    assert unknown_abbreviations("the TLB misses, on the GPU, in `XYZ` code, per SM") == {"TLB"}

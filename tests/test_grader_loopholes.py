@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import ropelab
-from ropelab.course import grading, kernel_census, launched, steps
+from ropelab.course import grading, intake, kernel_census, launched, steps
 from ropelab.course.steps.base import Forbid
 from ropelab.sim import shared_race
 
@@ -260,7 +260,7 @@ def test_a_source_that_is_not_the_code_that_runs_is_refused():
     fn = kernel_census.python_function(kernel)
     filename = fn.__code__.co_filename
     size, mtime, lines, name = linecache.cache[filename]
-    assert kernel_census.source_is_code(fn, kernel_census.function_source(fn))
+    assert intake.source_is_code(fn, kernel_census.function_source(fn))
     edited = [line.replace("cos_t[p] - x", "cos_t[p] + x") for line in lines]
     linecache.cache[filename] = (size, mtime, edited, name)
     verdict = grading.grade(steps.get("00.3"), kernel)

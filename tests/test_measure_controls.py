@@ -6,7 +6,6 @@ import pytest
 from numba import cuda
 
 from ropelab.measure import controls, order
-from ropelab.measure.census import find_nvdisasm
 
 from reference_check import assert_matches_reference
 
@@ -124,7 +123,8 @@ def test_every_control_names_its_reference_and_what_would_confirm_it():
 
 @pytest.fixture(scope="module")
 def census():
-    return controls.census()  # the saved census when its key matches, else a compile (~10 s)
+    # The committed census (with SASS, also where nvdisasm is not installed) when its key matches.
+    return controls.census()
 
 
 def test_census_compiled_every_entry(census):
@@ -141,7 +141,6 @@ def test_census_ptx_shows_the_hoisted_and_the_unhoisted_pack4_scalar(census):
     assert row("pack4_scalar")["ld_global"] == row("pack4_scalar_unhoisted")["ld_global"] == {"32": 5}
 
 
-@pytest.mark.skipif(find_nvdisasm() is None, reason="SASS needs nvdisasm (the 'sass' extra)")
 def test_census_sass_shows_which_kernels_wait_for_the_position_first(census):
     first_wait = {r["name"]: r["sass_schedule"]["loads_before_first_wait"] for r in census["rows"]}
     # block2d, and the controls that keep (or add) its order, wait after the position load.

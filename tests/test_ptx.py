@@ -2,15 +2,18 @@
 
 The real census compiles every registered kernel twice in a child process (simulator off, no
 driver needed).  The tests of the kernels' counts read the census as users get it (the committed
-data/census/census.json when current); the determinism test compiles the shipped builds once
-more, fresh, in another interpreter (conftest.fresh_census), and compares.
+data/census/census.json when current).  The determinism guard compiles, fresh, the builds whose
+input digest changed and a fixed sample (one build per registry), and compares them with the
+committed census (test_census_guard.py plants stale entries to see it fail).
 """
+
+import io
 
 import pytest
 
 from ropelab import kernels
 from ropelab.measure import census as ptx
-from ropelab.measure.census import engine
+from ropelab.measure.census import engine, guard, registered
 
 SYNTHETIC = """
 .visible .entry k(
@@ -142,26 +145,61 @@ def test_precise_sinf_pulls_float64_and_is_labelled(doc):
     assert r["f64_note"] == ptx.LIBDEVICE_F64_NOTE
 
 
-def test_census_is_deterministic(doc, fresh_census):
-    # fresh: the shipped builds compiled again in another interpreter, no cache read (conftest)
-    if fresh_census["key"] != doc["key"]:
-        pytest.skip("a kernel source changed between the two compiles (someone is editing)")
-    shipped = [{k: v for k, v in r.items() if k != "f64_note"} for r in doc["rows"]
-               if r["fastmath"]]
-    assert len(shipped) == len(ptx.registered.targets())
-    assert fresh_census["rows"] == shipped
+@pytest.fixture(scope="module")
+def fresh():
+    """The builds the guard compiles (stale ones and the sample), fresh, in the census child:
+    with SASS counts where nvdisasm is installed, so both committed files are checked."""
+    sass = ptx.sass_tools_missing() is None
+    inputs = registered.row_inputs(sass)
+    committed = engine.read_json(registered.committed_file(sass))
+    todo = guard.to_compile(committed, inputs, guard.sample(committed))
+    return sass, registered.compile_fresh(todo, sass)
+
+
+def test_the_committed_census_is_what_the_compiler_makes_of_the_code(fresh):
+    sass, rows = fresh
+    assert len(rows) >= 4  # the sample: one build per registry
+    for with_sass in sorted({False, sass}):
+        committed = engine.read_json(registered.committed_file(with_sass))
+        problems = guard.verify(committed, registered.row_inputs(with_sass), rows)
+        assert problems == [], (f"{registered.committed_file(with_sass).name} is stale: "
+                                "python -m ropelab census --save (and --sass --save "
+                                "data/census/census-sass.json)\n" + "\n".join(problems))
 
 
 def test_census_is_written_to_the_user_cache_and_served_from_it(doc, tmp_path, monkeypatch):
     monkeypatch.setenv("ROPELAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(engine, "PROGRESS_STREAM", io.StringIO())
     monkeypatch.setattr(ptx.registered, "DATA_FILE", tmp_path / "no-committed-file.json")
-    rows = [{k: v for k, v in r.items() if k != "f64_note"} for r in doc["rows"]]
+    rows = [{k: v for k, v in r.items() if k not in ("f64_note", "input")} for r in doc["rows"]]
     monkeypatch.setattr(engine, "run_child", lambda *a, **k: [dict(r) for r in rows])
     again = ptx.census(use_cache=False)  # "compiled" (the child's rows, as it would print them)
     assert again["rows"] == doc["rows"] and again["key"] == doc["key"] == ptx.cache_key()
     assert [p.name for p in tmp_path.glob("census-*.json")] == [f"census-{doc['key']}.json"]
     monkeypatch.setattr(engine, "run_child", lambda *a, **k: pytest.fail("recompiled"))
     assert ptx.census()["rows"] == doc["rows"]  # served from the user cache file
+
+
+def test_a_rebuild_compiles_only_the_builds_whose_input_changed(doc, tmp_path, monkeypatch):
+    monkeypatch.setenv("ROPELAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(engine, "PROGRESS_STREAM", io.StringIO())  # the build's line, kept
+    stale = {**doc, "key": "from-older-code", "rows": [dict(r) for r in doc["rows"]]}
+    changed = stale["rows"][3]
+    changed["input"], changed["instructions"] = "0" * 16, -1  # as if its kernel had been edited
+    monkeypatch.setattr(ptx.registered, "DATA_FILE", engine.write_json(tmp_path / "c.json", stale))
+    asked = []
+
+    def child(client, payload, **kwargs):
+        asked.append(payload["only"])
+        fresh = {registered.build_id(r): r for r in doc["rows"]}
+        return [{k: v for k, v in fresh[tuple(i)].items() if k not in ("input", "f64_note")}
+                for i in payload["only"]]
+
+    monkeypatch.setattr(engine, "run_child", child)
+    again = ptx.census()
+    assert asked == [[list(registered.build_id(changed))]]  # one build of 80
+    assert "the code changed since c.json was saved" in engine.PROGRESS_STREAM.getvalue()
+    assert again["key"] == doc["key"] and again["rows"] == doc["rows"]
 
 
 def test_committed_census_is_current():
@@ -198,14 +236,7 @@ def test_format_table_lists_every_row(doc):
     assert ptx.LIBDEVICE_F64_NOTE in text
 
 
-def test_engine_lookup_takes_the_first_file_with_the_key_and_attempt_keeps_errors(tmp_path):
-    stale, current, other = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
-    engine.write_json(stale, {"key": "old", "rows": [1]})
-    engine.write_json(current, {"key": "new", "rows": [2]})
-    engine.write_json(other, {"key": "new", "rows": [3]})
-    assert engine.lookup("new", tmp_path / "missing.json", stale, current, other)["rows"] == [2]
-    assert engine.lookup("none", stale, current) is None
-
+def test_attempt_keeps_the_error_of_one_kernel():
     def broken():
         raise ValueError("no such kernel\nsecond line")
 

@@ -31,10 +31,35 @@ def test_each_start_here_command_is_one_line_that_makes_and_uses_its_own_venv():
     assert all(f"{_venv(c)}/" in ignored for c in commands)
 
 
-def test_ci_runs_exactly_the_readme_test_command():
+# `set -e` does not stop a script at a failure before the last `&&` of a list (a failed install
+# in the README's command), so a command that CI runs before more steps (the docs) is followed
+# by this line.
+STOP_ON_FAILURE = 'status=$?; [ "$status" -eq 0 ] || exit "$status"'
+
+
+def _code_after(lines: list[str], line: str) -> list[str]:
+    after = lines[lines.index(line) + 1:]
+    return [a for a in after if a.strip() and not a.lstrip().startswith("#")]
+
+
+def test_ci_runs_exactly_the_readme_test_command_and_stops_when_it_fails():
     test_command = next(c for c in _start_here_commands() if "pytest" in c)
     ci = (REPO / ".ci" / "run").read_text().splitlines()
-    assert ci[-1] == test_command
+    assert test_command in ci
+    after = _code_after(ci, test_command)
+    assert after == [] or after[0] == STOP_ON_FAILURE, after[:1]
+
+
+def test_the_stop_line_stops_a_script_whose_install_failed(tmp_path):
+    import subprocess
+
+    script = tmp_path / "run"
+    script.write_text("set -euo pipefail\nfalse && echo tests\n" + STOP_ON_FAILURE + "\necho docs\n")
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1 and "docs" not in done.stdout
+    script.write_text("set -euo pipefail\ntrue && echo tests\n" + STOP_ON_FAILURE + "\necho docs\n")
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and done.stdout.split() == ["tests", "docs"]
 
 
 # ---- every script and module a document names exists ---------------------------------------------

@@ -1,4 +1,4 @@
-"""The installed wheel works on its own, as a user installs it (issue 18, "first contact").
+"""The installed wheel works on its own, as a user installs it ("first contact").
 
 The wheel is built from a copy of what the build reads (so a stale ``build/`` of the checkout
 cannot leak into it), installed without its dependencies into a fresh venv that borrows this
@@ -153,6 +153,38 @@ def test_census_reads_the_shipped_cache_under_the_checkouts_key(installed):
     assert key == census.cache_key()
     assert Path(shipped).read_bytes() == census.DATA_FILE.read_bytes()
     assert Path(shipped) != census.DATA_FILE
+
+
+# The course venv and the bare wheel do not install nvdisasm (the sass extra): hidden here, every
+# census must still come from the shipped files, nothing compiled, from an empty user cache.
+_WITHOUT_NVDISASM = """
+import sys
+from ropelab.measure.census import engine, sass
+installed = engine._installed
+engine._installed = lambda dist: None if dist == "nvidia-cuda-nvdisasm" else installed(dist)
+sass.find_nvdisasm = lambda: None
+def compiled(*args, **kwargs):
+    sys.exit("a census compiled")
+engine.run_child = compiled
+from ropelab.measure import census, controls, seed_claims
+for doc in (census.census(), census.census(sass=True), controls.census(), seed_claims.census()):
+    print(doc["key"])
+from ropelab.__main__ import main
+sys.exit(main(["census"]))
+"""
+
+
+def test_the_wheel_without_nvdisasm_serves_every_census_from_its_shipped_files(installed):
+    python, cwd, env, tmp = installed
+    env = dict(env, ROPELAB_CACHE=str(tmp / "empty-cache"))
+    r = _run([str(python), "-c", _WITHOUT_NVDISASM], cwd=cwd, env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    from ropelab.measure import census, controls, seed_claims
+
+    keys = r.stdout.splitlines()[:4]
+    assert keys == [census.cache_key(), census.cache_key(sass=True), controls.cache_key(),
+                    seed_claims.census()["key"]]
+    assert "PTX census, cc 9.0" in r.stdout and "compiling" not in r.stderr
 
 
 def test_recording_from_the_wheel_says_it_needs_a_checkout(installed):

@@ -3,10 +3,12 @@
 One module per concern:
 
 * :mod:`.tracing`: thread maps read off the real kernels under the simulator;
-* :mod:`.plots`: charts of thread maps and of recorded GPU data;
+* :mod:`.plots`: charts of thread maps and of recorded GPU data (:mod:`.model_plots`: notebook
+  09's);
 * :mod:`.tables`: tables and quoted numbers from the records under ``data/``;
 * :mod:`.checks`: the notebooks' PASS/FAIL line against the float64 reference;
 * :mod:`.display`: kernel source read from the package, whole or by marked region;
+* :mod:`.specialise`: a marked region as one build of a kernel factory compiles it;
 * :mod:`.primer`: the pictures and numbers of notebook 00's CUDA primer;
 * :mod:`.ledger`: the seed-claims ledger of notebook 07 and the README;
 * :mod:`.steps`: every notebook's ladder of graded steps (:mod:`.exercises` keeps the old
@@ -33,6 +35,8 @@ The names notebooks use are re-exported here, so ``from ropelab import course`` 
 from . import exercises
 from .checks import Check, check
 from .display import excerpt, source
+from .model_plots import plot_layer_times, plot_loss_curves
+from .specialise import specialised
 from .primer import (paper_budget, plot_compile_pipeline, plot_execution_model,
                      sectors_touched)
 from .plots import (plot_all_variants, plot_freq_drift, plot_fused_map, plot_launch_overhead,
@@ -50,9 +54,11 @@ __all__ = [
     "bench_row", "bench_table", "case_label", "check", "Check", "COPY_ROWS", "copy_table",
     "drift_table", "excerpt", "exercises", "FusedMap", "live_bench", "noise_table",
     "paper_budget", "plot_all_variants", "plot_compile_pipeline", "plot_execution_model",
-    "plot_freq_drift", "plot_fused_map", "plot_launch_overhead", "plot_precision", "plot_roof",
+    "plot_freq_drift", "plot_fused_map", "plot_launch_overhead", "plot_layer_times",
+    "plot_loss_curves", "plot_precision", "plot_roof",
     "plot_sincos_error", "plot_thread_map", "precision_table", "provenance", "recorded",
     "recorded_runs", "relative_times", "repeat_gaps", "roof_gbps", "run_to_run",
-    "sectors_touched", "share_of_roof", "sincos_table", "source", "spread", "ThreadMap",
+    "sectors_touched", "share_of_roof", "sincos_table", "source", "specialised", "spread",
+    "ThreadMap",
     "trace_fused", "trace_threads",
 ]

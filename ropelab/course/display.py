@@ -102,14 +102,10 @@ def _file_of(obj) -> Path:
     return Path(inspect.getsourcefile(target)).resolve()
 
 
-def excerpt(obj, name: str) -> str:
-    """The region ``name`` of the file that defines ``obj`` (a module, function, dispatcher or
-    ``Variant``), dedented, without nested marker lines, under a one-line caption naming the
-    file.
-
-    Raises :class:`MarkerError` when the file has no such region: a lesson that asks for a
-    region that was renamed or deleted fails when it is built, not silently.
-    """
+def region_text(obj, name: str) -> tuple[Region, str]:
+    """The region ``name`` of the file that defines ``obj`` and its text: dedented, without
+    nested marker lines (what :func:`excerpt` prints under its caption, and what
+    :mod:`.specialise` specialises)."""
     path = _file_of(obj)
     regions = markers()
     region = regions.get(name)
@@ -120,4 +116,16 @@ def excerpt(obj, name: str) -> str:
         raise MarkerError(f"no region {name!r} in {path.name}; it has: {', '.join(known) or 'none'}")
     lines = path.read_text().splitlines()[region.first:region.last]
     body = textwrap.dedent("\n".join(line for line in lines if not MARKER.match(line)))
-    return f"# {region.where}, region '{name}'\n{body.strip(chr(10))}"
+    return region, body.strip("\n")
+
+
+def excerpt(obj, name: str) -> str:
+    """The region ``name`` of the file that defines ``obj`` (a module, function, dispatcher or
+    ``Variant``), dedented, without nested marker lines, under a one-line caption naming the
+    file.
+
+    Raises :class:`MarkerError` when the file has no such region: a lesson that asks for a
+    region that was renamed or deleted fails when it is built, not silently.
+    """
+    region, body = region_text(obj, name)
+    return f"# {region.where}, region '{name}'\n{body}"

@@ -98,6 +98,25 @@ TERMS: tuple[Term, ...] = (
     Term("noise floor", r"noise floor"),
     Term("cold L2", r"cold L2"),
     Term("host_bound", _word("host_bound")),
+    Term("CUDA events", r"\bCUDA events?\b|\bcuda\.event\b|\bevent_elapsed_time\b", ("CUDA event",)),
+    # the machine, continued
+    Term("warp-uniform", r"\bwarp-uniform\b"),
+    Term("L1TEX", r"\bL1TEX\b|\bl1tex__"),
+    # numbers
+    Term("ulp", r"\bulps?\b|\bULPs?\b", ("unit in the last place",)),
+    Term("float16", r"\bfloat16\b|\bfp16\b|\bFP16\b", ("half precision",)),
+    Term("bfloat16", r"\bbfloat16\b|\bbf16\b|\bBF16\b", ("brain float",)),
+    # models and their RoPE variants
+    Term("RMSNorm", r"\bRMSNorm\b|\bRMS-normaliz\w*", ("RMS norm",)),
+    Term("YaRN", r"\bYaRN\b|(?<![\w.])yarn\b"),
+    Term("Llama 3.1 scaling", r"\bLlama 3\.1\b|\bllama3\.1\b|\bLlama3\b", ("Llama 3.1",)),
+    Term("GQA", _word("GQA"), ("grouped-query attention",)),
+    Term("GEMM", r"\bGEMMs?\b"),
+    Term("SGD", _word("SGD")),
+    # compiling, continued
+    Term("LLVM", _word("LLVM")),
+    # a memory the course compares with HBM
+    Term("GDDR6X", _word("GDDR6X")),
 )
 
 BY_NAME = {t.name: t for t in TERMS}

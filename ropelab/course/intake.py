@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import ast
 import inspect
+import linecache
 import sys
+import textwrap
 
 from . import kernel_census
 from .grade_types import verdict_of
@@ -124,12 +126,65 @@ def identify(ex, obj):
     return fn, None
 
 
+def _fingerprint(code) -> tuple:
+    """What a code object does, without where it was written (file, lines)."""
+    return (code.co_code, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+            code.co_argcount, code.co_kwonlyargcount, tuple(
+                _fingerprint(c) if inspect.iscode(c) else (type(c).__name__, repr(c))
+                for c in code.co_consts))
+
+
+def _loose(code) -> tuple:
+    """A code object's names, constants and arguments, without its bytecode."""
+    return (code.co_names, code.co_varnames, code.co_freevars, code.co_argcount, tuple(
+        _loose(c) if inspect.iscode(c) else (type(c).__name__, repr(c)) for c in code.co_consts))
+
+
+def _codes(code):
+    yield code
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            yield from _codes(const)
+
+
+def source_is_code(fn, source: str) -> bool:
+    """Whether the source text Python shows for ``fn`` (``source``, as
+    :func:`.kernel_census.function_source` read it) is the code ``fn`` runs.  The census
+    compiles the text and the simulator runs the code object: a file edited after it was
+    imported, or a source cache rewritten, would let the one be judged for the other.
+
+    The whole file (or notebook cell) the text comes from is compiled again, as it was the
+    first time (the compiler's output depends on the module around a function: a name bound by
+    ``import`` is called differently), and the function defined on ``fn``'s first line must
+    have ``fn``'s bytecode, names and constants.  A file that no longer compiles as a whole is
+    compared by the function's own text, names and constants only."""
+    code = fn.__code__
+    lines = linecache.getlines(code.co_filename)
+    try:
+        whole = compile("".join(lines), code.co_filename, "exec", dont_inherit=True)
+        want = _fingerprint(code)
+        return any(c.co_name == code.co_name and c.co_firstlineno == code.co_firstlineno
+                   and _fingerprint(c) == want for c in _codes(whole))
+    except (SyntaxError, ValueError):
+        pass
+    text = textwrap.dedent(source)
+    if code.co_freevars:  # compiled inside a function that binds its free variables, as it was
+        bound = "".join(f"    {name} = None\n" for name in code.co_freevars)
+        text = "def _enclosing():\n" + bound + textwrap.indent(text, "    ")
+    try:
+        alone = compile(text, code.co_filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    want = _loose(code)
+    return any(c.co_name == code.co_name and _loose(c) == want for c in _codes(alone))
+
+
 def read_source(fn) -> tuple[str | None, str | None]:
     """``(source, None)``, or ``(None, why)`` when Python kept no readable source."""
     try:
         source = kernel_census.function_source(fn)
         ast.parse(source)
-        if not kernel_census.source_is_code(fn, source):
+        if not source_is_code(fn, source):
             return None, ("the source Python shows for it is not the code that runs (its cell "
                           "or file changed after it ran, or its source was rewritten): run the "
                           "cell that defines it again")

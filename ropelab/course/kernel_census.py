@@ -1,342 +1,36 @@
-"""The PTX census of any kernel (a learner's included): a client of the census engine.
+"""The PTX census of any kernel (a learner's included), as the exercise grader takes it.
 
-The exercise grader needs the counts of a kernel that exists only in a notebook cell.  The
-engine (:mod:`ropelab.measure.census.engine`) compiles in a child process with the simulator
-off, and the child cannot import a notebook, so this module *ships* the kernel: its source
-text, plus a description of every global name it uses (a module, a number, a function
-importable from a package, or another function from the same notebook, shipped the same way).
-
-Counts are :func:`~ropelab.measure.census.counting.count_ptx`'s plus the three the exercises
-grade on (:func:`~ropelab.measure.census.counting.count_extras`).  Every result is cached under
-a key made of the kernel's code (its syntax tree: comments and blank lines do not matter), what
-it was shipped with, the signature, the compiler versions, and the compiled code of any ropelab
-function the job uses.  The cache is read from ``data/census/exercises.json`` (committed, so CI
-and a fresh clone hit it) and then from the user cache; new results go to the user cache.
+The grader needs the counts of a kernel that exists only in a notebook cell.  The census
+engine ships it to its compiler process as source (:mod:`ropelab.measure.census.shipped`: what
+a job is, its key, the child's rebuild); this module is the course's side: which jobs, and
+their cache.  Counts are :func:`~ropelab.measure.census.counting.count_ptx`'s plus the ones the
+exercises grade on (:func:`~ropelab.measure.census.counting.count_extras`, and
+:mod:`ropelab.measure.census.passes`' counts per pass, which a loop body the compiler duplicated
+does not double).  The cache is :func:`ropelab.measure.census.engine.cached`: the committed
+files ``data/census/exercises.json`` (the course's solutions and recorded attempts) and
+``data/census/heldout.json`` (the held-out learners' kernels, :mod:`.heldout`), so CI, a fresh
+clone and a course venv hit it, then the user cache; new results go to the user cache.
 """
 
 from __future__ import annotations
 
-import ast
-import importlib
-import inspect
-import json
-import linecache
-import math
-import numbers
-import sys
-import textwrap
 from pathlib import Path
 
-import numpy as np
-
 from ..measure.census import engine
-from ..measure.census.counting import count_extras, count_ptx
-from ..measure.census.engine import CensusError
+from ..measure.census.counting import count_extras
+from ..measure.census.engine import CensusError, python_function
+from ..measure.census.shipped import (function_source, job_key, ship_kernel, ship_reference,
+                                      useful_lines)
+from ..measure.census.shipped import compile_in_child as _compile_in_child
+from ..measure.census.shipped import ship_global as _ship_global  # noqa: F401  (its tests' name)
+
+__all__ = ["DATA_FILE", "USED", "CensusError", "census", "count_extras", "function_source",
+           "job_key", "python_function", "committed", "save_used", "ship_kernel", "ship_reference",
+           "useful_lines"]
 
 DATA_FILE = engine.DATA_DIR / "exercises.json"
-# Modules a global may be found in by name when it has no importable home of its own (numba's
-# type objects such as float32 are instances, not classes or functions).
-_NAME_HOMES = ("numba", "numba.cuda", "math", "numpy")
-
-
-# --------------------------------------------------------------------------------------------
-# Shipping a kernel: what the child needs to rebuild it
-# --------------------------------------------------------------------------------------------
-
-def python_function(kernel):
-    """The plain Python function behind a ``@cuda.jit`` kernel (GPU or simulator), or None."""
-    for attr in ("py_func", "fn"):  # CUDADispatcher / the simulator's FakeCUDAKernel
-        fn = getattr(kernel, attr, None)
-        if inspect.isfunction(fn):
-            return fn
-    return kernel if inspect.isfunction(kernel) else None
-
-
-def function_source(fn) -> str:
-    """``fn``'s source, dedented; OSError/TypeError when Python kept none (``exec`` of a
-    string)."""
-    return textwrap.dedent(inspect.getsource(fn))
-
-
-def _fingerprint(code) -> tuple:
-    """What a code object does, without where it was written (file, lines)."""
-    return (code.co_code, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
-            code.co_argcount, code.co_kwonlyargcount, tuple(
-                _fingerprint(c) if inspect.iscode(c) else (type(c).__name__, repr(c))
-                for c in code.co_consts))
-
-
-def _codes(code):
-    yield code
-    for const in code.co_consts:
-        if inspect.iscode(const):
-            yield from _codes(const)
-
-
-def _loose(code) -> tuple:
-    """A code object's names, constants and arguments, without its bytecode."""
-    return (code.co_names, code.co_varnames, code.co_freevars, code.co_argcount, tuple(
-        _loose(c) if inspect.iscode(c) else (type(c).__name__, repr(c)) for c in code.co_consts))
-
-
-def source_is_code(fn, source: str) -> bool:
-    """Whether the source text Python shows for ``fn`` (``source``, as :func:`function_source`
-    read it) is the code ``fn`` runs.  The census compiles the text and the simulator runs the
-    code object: a file edited after it was imported, or a source cache rewritten, would let
-    the one be judged for the other.
-
-    The whole file (or notebook cell) the text comes from is compiled again, as it was the
-    first time (the compiler's output depends on the module around a function: a name bound by
-    ``import`` is called differently), and the function defined on ``fn``'s first line must
-    have ``fn``'s bytecode, names and constants.  A file that no longer compiles as a whole is
-    compared by the function's own text, names and constants only."""
-    code = fn.__code__
-    lines = linecache.getlines(code.co_filename)
-    try:
-        whole = compile("".join(lines), code.co_filename, "exec", dont_inherit=True)
-        want = _fingerprint(code)
-        return any(c.co_name == code.co_name and c.co_firstlineno == code.co_firstlineno
-                   and _fingerprint(c) == want for c in _codes(whole))
-    except (SyntaxError, ValueError):
-        pass
-    text = textwrap.dedent(source)
-    if code.co_freevars:  # compiled inside a function that binds its free variables, as it was
-        bound = "".join(f"    {name} = None\n" for name in code.co_freevars)
-        text = "def _enclosing():\n" + bound + textwrap.indent(text, "    ")
-    try:
-        alone = compile(text, code.co_filename, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):
-        return False
-    want = _loose(code)
-    return any(c.co_name == code.co_name and _loose(c) == want for c in _codes(alone))
-
-
-def _names_used(code) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if inspect.iscode(const):
-            names |= _names_used(const)
-    return names
-
-
-# Packages the child process imports exactly as the parent does; a function from anywhere else
-# (a notebook, a solution file) is shipped as source instead.
-_IMPORTABLE_ROOTS = ("ropelab", "numba", "numpy", "math", "cmath", "operator")
-
-
-def _importable_home(name: str, value):
-    """(module, qualname) from which the child can import ``value``, or None."""
-    inner = python_function(value) or value
-    module = getattr(inner, "__module__", None)
-    qualname = getattr(inner, "__qualname__", None)
-    if (isinstance(module, str) and isinstance(qualname, str) and "<" not in qualname
-            and module.split(".")[0] in _IMPORTABLE_ROOTS and module in sys.modules):
-        found = sys.modules[module]
-        for part in qualname.split("."):
-            found = getattr(found, part, None)
-        if found is value:
-            return module, qualname
-    for home in _NAME_HOMES:
-        mod = sys.modules.get(home)
-        if mod is not None and getattr(mod, name, None) is value:
-            return home, name
-    return None
-
-
-def _ship_global(name: str, value, depth: int) -> dict:
-    if inspect.ismodule(value):
-        return {"kind": "module", "name": name, "module": value.__name__}
-    if isinstance(value, (bool, np.bool_)):
-        return {"kind": "value", "name": name, "type": "bool", "value": bool(value)}
-    if isinstance(value, np.generic) and isinstance(value, numbers.Number):
-        return {"kind": "value", "name": name, "type": value.dtype.str, "value": value.item()}
-    if isinstance(value, numbers.Integral):
-        return {"kind": "value", "name": name, "type": "int", "value": int(value)}
-    if isinstance(value, numbers.Real) and math.isfinite(value):
-        return {"kind": "value", "name": name, "type": "float", "value": float(value)}
-    home = _importable_home(name, value)
-    if home is not None:
-        return {"kind": "import", "name": name, "module": home[0], "qualname": home[1]}
-    fn = python_function(value)
-    if fn is not None:  # a helper defined next to the kernel (a notebook cell): ship it too
-        shipped = _ship_function(fn, depth + 1, keep_decorator=True)
-        return {"kind": "source", "name": name, **shipped}
-    raise CensusError(f"the global {name!r} ({type(value).__name__}) cannot be shipped to the "
-                      "compiler process: use modules, numbers and @cuda.jit functions only")
-
-
-def _ship_function(fn, depth: int = 0, *, keep_decorator: bool = False) -> dict:
-    if depth > 8:
-        raise CensusError("helper functions nest too deeply to ship")
-    if fn.__code__.co_freevars:
-        raise CensusError(f"{fn.__name__} is a closure: define the kernel at the top level of a "
-                          "cell or module")
-    try:
-        source = function_source(fn)
-    except (OSError, TypeError) as exc:
-        raise CensusError(f"the source of {fn.__name__} is not available ({exc})") from None
-    if not source_is_code(fn, source):
-        raise CensusError(f"the source Python shows for {fn.__name__} is not the code that "
-                          "runs (its cell or file changed after it ran): run it again")
-    names = _names_used(fn.__code__)
-    if keep_decorator:  # a helper's @cuda.jit(...) runs in the child: ship what it names too
-        tree = ast.parse(source)
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef):
-                for deco in node.decorator_list:
-                    names |= {n.id for n in ast.walk(deco) if isinstance(n, ast.Name)}
-    shipped = [_ship_global(n, fn.__globals__[n], depth)
-               for n in sorted(names) if n in fn.__globals__]
-    return {"source": source, "function": fn.__name__, "globals": shipped,
-            "keep_decorator": keep_decorator}
-
-
-def ship_kernel(kernel) -> dict:
-    """A job that rebuilds ``kernel`` in the child from its source (decorators dropped)."""
-    fn = python_function(kernel)
-    if fn is None:
-        raise CensusError(f"{kernel!r} is not a Python function or a @cuda.jit kernel")
-    return {"kind": "source", **_ship_function(fn)}
-
-
-def ship_reference(module: str, qualname: str, factory_args: list | None = None) -> dict:
-    """A job for one of ropelab's kernels: ``module.qualname``, or ``module.qualname(*args)``
-    when the kernel is built by a factory (``fused_qknorm_rope.make_kernel``)."""
-    return {"kind": "import", "module": module, "qualname": qualname, "factory_args": factory_args}
-
-
-def _normalized(job: dict) -> dict:
-    """``job`` with each source replaced by its syntax tree without decorators: the cache key
-    must not change with comments, blank lines or the ``@cuda.jit`` options."""
-    out = dict(job)
-    if "source" in out:
-        tree = ast.parse(out["source"])
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef) and not out.get("keep_decorator"):
-                node.decorator_list = []
-        out["source"] = ast.dump(tree)
-    if "globals" in out:
-        out["globals"] = [_normalized(g) if g["kind"] == "source" else g for g in out["globals"]]
-    return out
-
-
-def _ropelab_objects(job: dict) -> list:
-    """The ropelab functions and modules a job names (imported here, as the child will)."""
-    found = []
-    if job["kind"] == "import" and job["module"].split(".")[0] == "ropelab":
-        found.append(_rebuild_global({**job, "name": "_"}, [0]))
-    for g in job.get("globals", ()):
-        if g["kind"] in ("import", "module") and g["module"].split(".")[0] == "ropelab":
-            found.append(_rebuild_global(g, [0]))
-        elif g["kind"] == "source":
-            found += _ropelab_objects(g)
-    return found
-
-
-def job_key(job: dict, signature: str) -> str:
-    """The cache key of compiling ``job`` with ``signature`` (fast-math, cc 9.0)."""
-    # ropelab's code counts only for a job that uses it (by its compiled code, see
-    # ropelab.measure.census.engine.code_digest): a learner's kernel built from numba alone
-    # keeps its cached counts when a ropelab kernel changes.
-    return engine.cache_key("learner", _ropelab_objects(job), length=20, job=_normalized(job),
-                            signature=signature)
-
-
-# --------------------------------------------------------------------------------------------
-# The child: rebuild each function, compile it, count
-# --------------------------------------------------------------------------------------------
-
-def _rebuild_source(job: dict, counter: list):
-    namespace = {"__name__": "ropelab_exercise"}
-    for g in job["globals"]:
-        namespace[g["name"]] = _rebuild_global(g, counter)
-    tree = ast.parse(job["source"])
-    if not job.get("keep_decorator"):
-        for node in tree.body:
-            if isinstance(node, ast.FunctionDef) and node.name == job["function"]:
-                node.decorator_list = []
-    counter[0] += 1
-    exec(compile(tree, f"<shipped kernel {counter[0]}>", "exec"), namespace)  # noqa: S102
-    return namespace[job["function"]]
-
-
-def _rebuild_global(g: dict, counter: list):
-    kind = g["kind"]
-    if kind == "module":
-        return importlib.import_module(g["module"])
-    if kind == "value":
-        t, v = g["type"], g["value"]
-        return {"bool": bool, "int": int, "float": float}.get(t, lambda x: np.dtype(t).type(x))(v)
-    if kind == "import":
-        found = importlib.import_module(g["module"])
-        for part in g["qualname"].split("."):
-            found = getattr(found, part)
-        return found
-    return _rebuild_source(g, counter)
-
-
-def useful_lines(message: str, limit: int = 14) -> str:
-    """The lines of a numba error a learner needs: what failed, the source line and its caret;
-    not the blank lines or the compiler's "During: ..." trail (which can be pages long)."""
-    lines = []
-    for line in message.strip().splitlines():
-        if line.startswith("During:") or "Enable logging at debug level" in line:
-            break
-        if line.strip():
-            lines.append(line.rstrip())
-    return "\n".join(lines[:limit])[:2000]
-
-
-def compile_rows(tasks: list[dict]):
-    """(In the child.)  Rebuild and compile each ``{key, job, signature}``; one row each."""
-    from numba import cuda
-
-    counter = [0]
-    for task in tasks:
-        job = task["job"]
-
-        def work(job=job, signature=task["signature"]):
-            if job["kind"] == "source":
-                fn = _rebuild_source(job, counter)
-            else:
-                fn = _rebuild_global({**job, "name": "_"}, counter)
-                if job.get("factory_args") is not None:
-                    fn = fn(*job["factory_args"])
-            text, _ = cuda.compile_ptx(fn, signature, cc=engine.CC, fastmath=True)
-            return {**count_ptx(text), **count_extras(text)}
-
-        yield engine.attempt({"key": task["key"]}, work, describe=useful_lines)
-
-
-def _compile_in_child(tasks: list[dict]) -> dict[str, dict]:
-    rows = {}
-    for row in engine.run_child("ropelab.course.kernel_census", tasks):
-        rows[row.pop("key")] = row
-    if len(rows) != len(tasks):
-        raise CensusError(f"the census child answered {len(rows)} of {len(tasks)} kernels")
-    return rows
-
-
-# --------------------------------------------------------------------------------------------
-# The cache
-# --------------------------------------------------------------------------------------------
-
-def _user_file() -> Path:
-    return engine.user_cache_dir() / "exercise-census.json"
-
-
-def _read(path: Path) -> dict:
-    doc = engine.read_json(path)
-    entries = doc.get("entries") if isinstance(doc, dict) else None
-    return entries if isinstance(entries, dict) else {}
-
-
-def _write(path: Path, entries: dict) -> None:
-    engine.write_json(path, {
-        "rules": "ropelab.measure.census.counting: count_ptx + count_extras, fast-math, cc 9.0",
-        "entries": dict(sorted(entries.items()))})
-
-
+HELDOUT_FILE = engine.DATA_DIR / "heldout.json"  # written by `exercises --heldout --save-census`
+RULES = "ropelab.measure.census.counting: count_ptx + count_extras, fast-math, cc 9.0"
 USED: dict[str, dict] = {}  # every entry this process looked up or computed (for save_used)
 
 
@@ -347,26 +41,24 @@ def census(tasks: list[tuple[dict, str]]) -> list[dict]:
     cached.  Raises :class:`CensusError` only when the child itself cannot run.
     """
     keys = [job_key(job, sig) for job, sig in tasks]
-    found = {**_read(DATA_FILE), **_read(_user_file())}
-    missing = {k: {"key": k, "job": job, "signature": sig}
-               for k, (job, sig) in zip(keys, tasks) if k not in found}
-    if missing:
-        fresh = _compile_in_child(list(missing.values()))
-        found.update(fresh)
-        good = {k: v for k, v in fresh.items() if not v.get("error")}
-        if good:
-            try:
-                _write(_user_file(), {**_read(_user_file()), **good})
-            except OSError:
-                pass  # a read-only home only costs the next check a recompile
+    # _compile_in_child is looked up when called: the tests replace it to prove a cache hit.
+    found = engine.cached("learner", dict(zip(keys, tasks)),
+                          lambda todo: _compile_in_child(todo), committed=(DATA_FILE, HELDOUT_FILE),
+                          keep=lambda row: not row.get("error"))
     rows = [found[k] for k in keys]
     USED.update({k: r for k, r in zip(keys, rows) if not r.get("error")})
     return rows
 
 
-def save_used(path: Path | None = None) -> Path:
+def committed() -> dict:
+    """The committed entries: the course's (``DATA_FILE``) and the held-out sets'."""
+    return engine.committed_entries((DATA_FILE, HELDOUT_FILE))
+
+
+def save_used(path: Path | None = None, *, leave_out: Path | None = None) -> Path:
     """Replace the committed cache with the entries used in this process (``python -m ropelab
-    exercises --verify --save-census`` uses every one the notebooks and the check need)."""
-    path = path or DATA_FILE
-    _write(path, USED)
-    return path
+    exercises --verify --save-census`` uses every one the notebooks and the check need), less
+    those already in ``leave_out`` (the held-out file leaves out the course's)."""
+    skip = engine.committed_entries(leave_out) if leave_out is not None else {}
+    entries = {k: v for k, v in sorted(USED.items()) if k not in skip}
+    return engine.write_json(path or DATA_FILE, {"rules": RULES, "entries": entries})

@@ -15,6 +15,7 @@ holding it was never written, and a kernel that writes NaN is told its value is 
 from __future__ import annotations
 
 import contextlib
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -76,7 +77,8 @@ def _run_simulated(step, case, fn) -> Trial:
         watched[name] = arr
         args.append(arr)
     races = shared_race.watching() if step.shared else contextlib.nullcontext()
-    with intercepted_launches(step.launches_signature) as launches, races as shared:
+    with intercepted_launches(step.launches_signature) as launches, races as shared, \
+            _threads_in_turn():
         if step.kind == "launch":
             fn(*args)
         else:
@@ -84,6 +86,24 @@ def _run_simulated(step, case, fn) -> Trial:
     inputs_after = {n: w.data for n, w in watched.items() if n != "out"}
     return Trial(watched["out"].data, inputs_after, launches, watched,
                  int(shared.meetings) if shared is not None else 0)
+
+
+# How long a simulated thread may hold the interpreter before another is let in.  Python's
+# 5 ms would interrupt a thread in mid-kernel at a moment set by whatever ran before: a kernel
+# whose threads race on one element of out would be judged by the luck of that moment, its
+# verdict naming one element one run and another the next.  Waits (barriers, shuffles, the
+# block's end) hand the interpreter over at once whatever this is.
+TURN_S = 0.25
+
+
+@contextlib.contextmanager
+def _threads_in_turn():
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(max(before, TURN_S))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
 
 
 def _run_on_gpu(step, case, fn) -> Trial:

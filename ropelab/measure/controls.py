@@ -1,7 +1,7 @@
 """Controlled kernels: each differs from a ropelab kernel in one respect, so the time (or the
 profile) of the pair says what that one respect costs.
 
-The course left two gaps unexplained (issue 11):
+The course left two gaps unexplained:
 
 ``block2d`` vs ``flat``
     At hidden = 512 both launch 4096 blocks of 256 threads, one pair per thread, and
@@ -18,7 +18,8 @@ The course left two gaps unexplained (issue 11):
 ``copy_f32x4`` is a roof: a 128-bit copy kernel (no math), what a kernel that only streams the
 same bytes reaches.
 
-Every entry of :data:`KERNELS` launches on flat float32 device arrays of one plain-RoPE shape
+The kernels themselves are in :mod:`ropelab.measure.control_kernels`.  Every entry of
+:data:`KERNELS` launches on flat float32 device arrays of one plain-RoPE shape
 (``tokens x hidden``, one head, interleaved pairs, base 10000): ``make_launch(name, tokens,
 hidden, x, out, positions)`` returns a no-argument callable that launches the kernel once, with
 its arguments built in advance (a timing loop then pays only the dispatch).  References
@@ -33,150 +34,27 @@ of loads and stores in PTX and SASS, see :mod:`ropelab.measure.order`); ``--save
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass
 
 import numpy as np
-from numba import cuda, float32, uint64
+from numba import cuda
 
+from . import order
 from .census import engine
 from .census.counting import count_ptx, count_sass
+from .control_kernels import (copy_f32x4, rope_block2d_loads_first, rope_block2d_no_loop,
+                              rope_block2d_pos_in_loop, rope_flat_block2d_exponent,
+                              rope_flat_serial_pos, rope_pack4_scalar_unhoisted)
 from ..kernels import block2d, flat, pack4
-from ..kernels.launch import launch
-from ..kernels.plan import Plan, blocks_for
-from ..kernels.plan import census_problem
-from ..kernels._device import rotate
-from ..kernels.vec import load_f32x4, store_f32x4
 from ..kernels._device import WARP
+from ..kernels.launch import launch
+from ..kernels.plan import Plan, blocks_for, census_problem
 from ..problem import MAX_THREADS_PER_BLOCK
-from . import order
 
 BASE = 10000.0
 THREADS = 256
 CENSUS_FILE = engine.DATA_DIR / "controls.json"
-
-
-# --------------------------------------------------------------------------------------------
-# The controlled kernels
-# --------------------------------------------------------------------------------------------
-
-def rope_block2d_loads_first(x, out, positions, n_pairs, base):
-    """block2d with each pair's loads written before its pow/sin/cos (flat's source order)."""
-    token = cuda.blockIdx.x
-    row = uint64(token) * (n_pairs + n_pairs)
-    pos = float32(positions[token])
-    exponent_step = float32(2.0) / float32(n_pairs + n_pairs)
-    pair = uint64(cuda.threadIdx.x)
-    while pair < n_pairs:
-        i = row + pair + pair
-        x0 = x[i]
-        x1 = x[i + uint64(1)]
-        inv_freq = float32(1.0) / math.pow(base, float32(pair) * exponent_step)
-        angle = pos * inv_freq
-        out[i], out[i + uint64(1)] = rotate(x0, x1, math.cos(angle), math.sin(angle))
-        pair += uint64(cuda.blockDim.x)
-
-
-def rope_block2d_pos_in_loop(x, out, positions, n_pairs, base):
-    """block2d with the position read inside the loop, after the pair's loads.
-
-    In ``block2d`` the position is read before the loop and converted to float32 there, so the
-    pair's loads, inside the loop, can only be issued once the position has arrived: two memory
-    latencies in a row per thread.  Here all three loads sit in one block of code.  (The loop
-    also stores to ``out``, which may alias ``positions`` as far as the compiler knows, so it
-    cannot hoist the read out of the loop again.)
-    """
-    token = cuda.blockIdx.x
-    row = uint64(token) * (n_pairs + n_pairs)
-    exponent_step = float32(2.0) / float32(n_pairs + n_pairs)
-    pair = uint64(cuda.threadIdx.x)
-    while pair < n_pairs:
-        i = row + pair + pair
-        x0 = x[i]
-        x1 = x[i + uint64(1)]
-        pos = float32(positions[token])
-        inv_freq = float32(1.0) / math.pow(base, float32(pair) * exponent_step)
-        angle = pos * inv_freq
-        out[i], out[i + uint64(1)] = rotate(x0, x1, math.cos(angle), math.sin(angle))
-        pair += uint64(cuda.blockDim.x)
-
-
-def rope_block2d_no_loop(x, out, positions, n_pairs, base):
-    """block2d without the stride loop: grid y covers the pairs past one block's threads."""
-    token = cuda.blockIdx.x
-    pair = uint64(cuda.blockIdx.y) * uint64(cuda.blockDim.x) + uint64(cuda.threadIdx.x)
-    if pair < n_pairs:
-        i = uint64(token) * (n_pairs + n_pairs) + pair + pair
-        pos = float32(positions[token])
-        exponent_step = float32(2.0) / float32(n_pairs + n_pairs)
-        inv_freq = float32(1.0) / math.pow(base, float32(pair) * exponent_step)
-        angle = pos * inv_freq
-        out[i], out[i + uint64(1)] = rotate(x[i], x[i + uint64(1)], math.cos(angle), math.sin(angle))
-
-
-def rope_flat_block2d_exponent(x, out, positions, n_pairs, total_pairs, base):
-    """flat with block2d's exponent: ``pair * (2 / hidden)`` instead of ``2 * pair / hidden``."""
-    idx = cuda.grid(1)
-    if idx < total_pairs:
-        i = uint64(idx)
-        token = i // n_pairs
-        pair = i - token * n_pairs
-        e = i + i
-        x0 = x[e]
-        x1 = x[e + uint64(1)]
-        exponent_step = float32(2.0) / float32(n_pairs + n_pairs)
-        inv_freq = float32(1.0) / math.pow(base, float32(pair) * exponent_step)
-        angle = float32(positions[token]) * inv_freq
-        out[e], out[e + uint64(1)] = rotate(x0, x1, math.cos(angle), math.sin(angle))
-
-
-def rope_flat_serial_pos(x, out, positions, n_pairs, total_pairs, base, zero):
-    """flat whose pair loads wait for the position, as block2d's do (``zero`` is 0 at run time).
-
-    The pair's address gets ``position * zero`` added: always 0, but the compiler cannot know
-    that, so the two loads cannot be issued before the position has arrived.
-    """
-    idx = cuda.grid(1)
-    if idx < total_pairs:
-        i = uint64(idx)
-        token = i // n_pairs
-        pair = i - token * n_pairs
-        p = positions[token]
-        e = i + i + uint64(p) * zero
-        x0 = x[e]
-        x1 = x[e + uint64(1)]
-        exponent = float32(pair + pair) / float32(n_pairs + n_pairs)
-        inv_freq = float32(1.0) / math.pow(base, exponent)
-        angle = float32(p) * inv_freq
-        out[e], out[e + uint64(1)] = rotate(x0, x1, math.cos(angle), math.sin(angle))
-
-
-def rope_pack4_scalar_unhoisted(x, out, positions, n_pairs, quads_per_row, total_quads, base):
-    """ropelab's pack4_scalar before its loads were hoisted: pair 2 is loaded after pair 1 is stored."""
-    idx = cuda.grid(1)
-    if idx < total_quads:
-        q = uint64(idx)
-        token = q // quads_per_row
-        pair = uint64(2) * (q - token * quads_per_row)
-        i = uint64(2) * (token * n_pairs + pair)
-        pos = float32(positions[token])
-        inv_hidden = float32(1.0) / float32(n_pairs + n_pairs)
-        angle = pos / math.pow(base, float32(pair + pair) * inv_hidden)
-        out[i], out[i + uint64(1)] = rotate(x[i], x[i + uint64(1)], math.cos(angle), math.sin(angle))
-        if pair + uint64(1) < n_pairs:
-            angle = pos / math.pow(base, float32(pair + pair + uint64(2)) * inv_hidden)
-            j = i + uint64(2)
-            out[j], out[j + uint64(1)] = rotate(x[j], x[j + uint64(1)], math.cos(angle), math.sin(angle))
-
-
-def copy_f32x4(x, out, total_quads):
-    """The roof: one 128-bit load and one 128-bit store per thread, nothing else."""
-    idx = cuda.grid(1)
-    if idx < total_quads:
-        i = uint64(4) * uint64(idx)
-        a, b, c, d = load_f32x4(x, i)
-        store_f32x4(out, i, a, b, c, d)
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,18 +219,24 @@ def make_launch(name: str, tokens: int, hidden: int, x, out, positions, *, fastm
 # Census: counts and memory order of every entry, compiled without a GPU
 # --------------------------------------------------------------------------------------------
 
-def cache_key() -> str:
-    """What the census depends on: each entry's code and signature, the order rules, versions."""
+def cache_key(recorded: dict | None = None) -> str:
+    """What the census depends on: each entry's code and signature, the order rules, and the
+    PTX and SASS producers (a SASS tool not installed takes the committed census's version)."""
     return engine.cache_key("controls",
                             [e.fn for e in KERNELS.values()] + [order.ptx_memory_order, order.sass_schedule],
+                            stages=("ptx", "sass"), recorded=recorded or _recorded(),
                             entries=[[e.name, e.signature] for e in KERNELS.values()])
+
+
+def _recorded() -> dict | None:
+    doc = engine.read_json(CENSUS_FILE)
+    return doc.get("versions") if isinstance(doc, dict) else None
 
 
 def compile_rows(payload=None):
     """(In the child.)  Compile every entry (fast-math, cc 9.0): counts and memory order."""
-    from .census.sass import find_nvdisasm, ptx_to_sass
+    from .census.sass import ptx_to_sass
 
-    sass_ok = find_nvdisasm() is not None
     for e in KERNELS.values():
         def work(e=e):
             text, _ = cuda.compile_ptx(e.fn, e.signature, cc=engine.CC, fastmath=True)
@@ -360,32 +244,32 @@ def compile_rows(payload=None):
             out = {k: counts[k] for k in ("instructions", "int_divrem", "sfu", "ld_global",
                                           "st_global")}
             out["ptx_order"] = order.ptx_memory_order(text)
-            if sass_ok:
-                sass = ptx_to_sass(text)
-                out["sass_instructions"] = count_sass(sass)["sass_instructions"]
-                out["sass_schedule"] = order.sass_schedule(sass)
+            sass = ptx_to_sass(text)
+            out["sass_instructions"] = count_sass(sass)["sass_instructions"]
+            out["sass_schedule"] = order.sass_schedule(sass)
             return out
 
         yield engine.attempt({"name": e.name, "role": e.role, "question": e.question,
                               "reference": e.reference, "kernel": e.fn.__name__}, work)
 
 
-def census(*, use_cache: bool = True) -> dict:
-    """``{"key", "cc", "versions", "rows"}``: each entry's PTX counts and memory order.
+def _build() -> dict:
+    rows = engine.run_child("ropelab.measure.controls", total=len(KERNELS),
+                            label="controls census")
+    return engine.document(cache_key(), rows, stages=("ptx", "sass"))
 
-    Served from ``data/census/controls.json`` (then the user cache) when its key matches;
-    otherwise compiled in the census engine's child process (real compiler, no driver).
-    """
+
+def census(*, use_cache: bool = True) -> dict:
+    """``{"key", "cc", "versions", "rows"}``: each entry's PTX counts, memory order and SASS
+    schedule.  Served from ``data/census/controls.json`` (then the user cache) when its key
+    matches; otherwise compiled in the census engine's child process (real compiler, no driver),
+    or refused first when nvdisasm is not installed."""
     key = cache_key()
-    user_file = engine.user_cache_dir() / f"controls-{key}.json"
-    if use_cache:
-        doc = engine.lookup(key, CENSUS_FILE, user_file)
-        if doc is not None:
-            return doc
-    doc = {"key": key, "cc": ".".join(map(str, engine.CC)), "versions": engine.versions(),
-           "rows": engine.run_child("ropelab.measure.controls")}
-    engine.remember(user_file, doc)
-    return doc
+    return engine.cached("controls", {key: None}, lambda _todo: {key: _build()},
+                         committed=CENSUS_FILE, use_cache=use_cache,
+                         # The notebooks read every entry's SASS schedule: no half census.
+                         needs=("ptx", "sass"),
+                         label=f"the controls census of {len(KERNELS)} kernels")[key]
 
 
 def census_row(doc: dict, name: str) -> dict:

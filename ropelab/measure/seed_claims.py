@@ -15,14 +15,15 @@
    is a compile-time constant, and a branch on it is folded away.  :func:`make_kernel` takes
    ``yarn="off" | "on" | "runtime"``; the last one tests ``factor != 1`` at run time, as
    SGLang's code did before the PR.
-3. **"``__sincosf`` halves SFU work".**  :data:`CUDA_SOURCE` holds CUDA C++ kernels compiled
+3. **"``__sincosf`` halves SFU work".**  :data:`CUDA_SOURCE` (in
+   :mod:`ropelab.measure.seed_claims_cuda`, the CUDA C++ side) holds CUDA C++ kernels compiled
    with NVRTC (no GPU needed): ``__sincosf`` against ``__sinf`` + ``__cosf``, and SGLang-style
    per-element / per-pair kernels, so the census shows what nvcc's compiler makes of them.
 
 :func:`census` counts PTX instructions of every build here (rules of
-:mod:`ropelab.measure.census.counting`), as a client of the census engine: the Numba kernels are
-compiled in its child process with the simulator off; the CUDA C++ ones in-process with NVRTC.
-Results are cached per compiled code and compiler versions.
+:mod:`ropelab.measure.census.counting`), as a client of the census engine, in two parts keyed
+on what makes their PTX: the Numba kernels compiled in its child process with the simulator off
+(NVVM), the CUDA C++ ones in-process (NVRTC).
 
 Command line::
 
@@ -34,15 +35,15 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 from functools import cache
 
 import numpy as np
 from numba import cuda, float32, uint32
 
+from . import seed_claims_cuda
 from .census import engine
-from .census.counting import count_ptx
+from .seed_claims_cuda import CUDA_KERNELS, CUDA_SOURCE, nvrtc_ptx  # noqa: F401  (the claims' API)
 from ..kernels._device import WARP  # one WARP for the package
 HEAD_DIM = 128
 WARPS_PER_BLOCK = 4
@@ -165,166 +166,58 @@ def run(x, positions, *, per_pair: bool = True, yarn: str = "off", base: float =
     return x
 
 
-# --------------------------------------------------------------------------------------------
-# CUDA C++ for comparison, compiled by NVRTC (NVIDIA's runtime compiler: the nvcc front end)
-# --------------------------------------------------------------------------------------------
-
-CUDA_SOURCE = r"""
-// One sin and one cos of the same angle, three ways.
-extern "C" __global__ void sincosf_intrinsic(const float* a, float* s, float* c, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) { float si, co; __sincosf(a[i], &si, &co); s[i] = si; c[i] = co; }
-}
-extern "C" __global__ void sinf_and_cosf(const float* a, float* s, float* c, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) { s[i] = __sinf(a[i]); c[i] = __cosf(a[i]); }
-}
-
-// SGLang-style rotation of one head by a warp, 4 elements per lane (head_dim 128).
-template <bool yarn>
-__device__ inline float compute_freq(float base, int rotary_dim, int half_dim, float factor,
-                                     float low, float high) {
-  float freq = powf(base, -2.0f * half_dim / static_cast<float>(rotary_dim));
-  if constexpr (yarn) {
-    float ramp = fminf(fmaxf((half_dim - low) / (high - low), 0.0f), 1.0f);
-    freq = freq / factor * ramp + freq * (1.0f - ramp);
-  }
-  return freq;
-}
-__device__ inline float compute_freq_runtime(float base, int rotary_dim, int half_dim,
-                                             float factor, float low, float high) {
-  float freq = powf(base, -2.0f * half_dim / static_cast<float>(rotary_dim));
-  if (factor != 1.0f) {
-    float ramp = fminf(fmaxf((half_dim - low) / (high - low), 0.0f), 1.0f);
-    freq = freq / factor * ramp + freq * (1.0f - ramp);
-  }
-  return freq;
-}
-constexpr int E = 4;
-#define HEAD_SETUP                                                                \
-  int lane = threadIdx.x & 31;                                                    \
-  int head = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5);                  \
-  if (head >= heads) return;                                                      \
-  float* h = x + (static_cast<long>(blockIdx.x) * heads + head) * (32 * E);       \
-  int offset = lane * E;                                                          \
-  float el[E];                                                                    \
-  for (int i = 0; i < E; i++) el[i] = h[offset + i];                              \
-  float p = static_cast<float>(pos[blockIdx.x]);
-
-extern "C" __global__ void sglang_per_element(float* x, const int* pos, int heads, float base,
-                                              int rotary_dim, float factor, float low, float high) {
-  HEAD_SETUP
-  float partner[E], s[E], c[E];
-  for (int i = 0; i < E; i++) {
-    partner[i] = (i % 2 == 0) ? -el[i + 1] : el[i - 1];
-    int half_dim = (offset + i) / 2;
-    float f = compute_freq<false>(base, rotary_dim, half_dim, factor, low, high);
-    __sincosf(p * f, &s[i], &c[i]);
-  }
-  for (int i = 0; i < E; i++) h[offset + i] = el[i] * c[i] + partner[i] * s[i];
-}
-#define PER_PAIR_BODY(FREQ)                                                       \
-  for (int q = 0; q < E; q += 2) {                                                \
-    int half_dim = (offset + q) / 2;                                              \
-    float f = FREQ(base, rotary_dim, half_dim, factor, low, high);                \
-    float s, c;                                                                   \
-    __sincosf(p * f, &s, &c);                                                     \
-    float e0 = el[q], e1 = el[q + 1];                                             \
-    el[q] = e0 * c - e1 * s;                                                      \
-    el[q + 1] = e0 * s + e1 * c;                                                  \
-  }                                                                               \
-  for (int i = 0; i < E; i++) h[offset + i] = el[i];
-
-extern "C" __global__ void sglang_per_pair(float* x, const int* pos, int heads, float base,
-                                           int rotary_dim, float factor, float low, float high) {
-  HEAD_SETUP
-  PER_PAIR_BODY(compute_freq<false>)
-}
-extern "C" __global__ void sglang_per_pair_yarn_runtime(float* x, const int* pos, int heads,
-    float base, int rotary_dim, float factor, float low, float high) {
-  HEAD_SETUP
-  PER_PAIR_BODY(compute_freq_runtime)
-}
-extern "C" __global__ void sglang_per_pair_yarn_on(float* x, const int* pos, int heads,
-    float base, int rotary_dim, float factor, float low, float high) {
-  HEAD_SETUP
-  PER_PAIR_BODY(compute_freq<true>)
-}
-"""
-CUDA_KERNELS = ("sincosf_intrinsic", "sinf_and_cosf", "sglang_per_element", "sglang_per_pair",
-                "sglang_per_pair_yarn_runtime", "sglang_per_pair_yarn_on")
-_BRANCH = re.compile(r"^\s*(?:@!?%p\d+\s+)?bra(?:\.uni)?\s", re.M)
-
-
-def _entry_bodies(ptx_text: str) -> dict[str, str]:
-    """``{kernel name: its PTX from .entry to the closing brace}``."""
-    out = {}
-    for m in re.finditer(r"\.entry\s+(\w+)\s*\(", ptx_text):
-        end = ptx_text.find("\n}", m.end())
-        out[m.group(1)] = ptx_text[m.start():end + 2]
-    return out
-
-
-def _counts(body: str) -> dict:
-    counts = count_ptx(body)
-    counts["branches"] = len(_BRANCH.findall(body))
-    return {k: counts[k] for k in ("instructions", "branches", "sfu", "int_divrem", "f64")}
-
-
-def nvrtc_ptx(source: str = CUDA_SOURCE, cc=engine.CC, fast_math: bool = True) -> str:
-    """PTX of a CUDA C++ source from NVRTC, for compute capability ``cc`` (no GPU needed)."""
-    from cuda.bindings import nvrtc
-
-    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), b"seed_claims.cu", 0, [], [])
-    try:
-        opts = [f"--gpu-architecture=compute_{cc[0]}{cc[1]}".encode(), b"-std=c++17"]
-        if fast_math:
-            opts.append(b"--use_fast_math")  # what the seed compiled with
-        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            _, size = nvrtc.nvrtcGetProgramLogSize(prog)
-            log = b" " * size
-            nvrtc.nvrtcGetProgramLog(prog, log)
-            raise engine.CensusError(f"NVRTC failed: {log.decode(errors='replace').strip()}")
-        _, size = nvrtc.nvrtcGetPTXSize(prog)
-        buf = b" " * size
-        nvrtc.nvrtcGetPTX(prog, buf)
-        return buf.decode().rstrip("\x00")
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
-
-
 def compile_rows(payload=None):
     """(In the child.)  Compile each Numba build of :data:`BUILDS`: one row each."""
     for label, per_pair, yarn in BUILDS:
         text, _ = cuda.compile_ptx(make_kernel(per_pair, yarn), SIGNATURE, cc=engine.CC,
                                    fastmath=True)
-        yield {"compiler": "numba", "kernel": label, **_counts(text)}
+        yield {"compiler": "numba", "kernel": label, **seed_claims_cuda.counts(text)}
 
 
-def census_key() -> str:
-    """The Numba builds' code and signature, the CUDA C++ source and the NVRTC options."""
+def census_keys() -> dict:
+    """``{"numba": key, "nvrtc": key}``: the census in two parts, each keyed on what produces
+    its PTX.  The Numba builds' code and signature (and NVVM); the CUDA C++ source and NVRTC's
+    options (and NVRTC, which torch's pins may move while NVVM stays)."""
     kernels = [make_kernel(per_pair, yarn) for _, per_pair, yarn in BUILDS]
-    return engine.cache_key("seed_claims", kernels + [_counts, _entry_bodies, nvrtc_ptx],
-                            builds=BUILDS, signature=SIGNATURE, cuda_source=CUDA_SOURCE)
+    count = [seed_claims_cuda.counts, seed_claims_cuda.entry_bodies]
+    branch = seed_claims_cuda.BRANCH.pattern  # a compiled pattern is not code the digest reads
+    return {"numba": engine.cache_key("seed_claims", kernels + count, builds=BUILDS,
+                                      signature=SIGNATURE, branch=branch),
+            "nvrtc": engine.cache_key("seed_claims_nvrtc", count + [seed_claims_cuda.nvrtc_ptx],
+                                      stages=("nvrtc",), cuda_source=CUDA_SOURCE, branch=branch)}
+
+
+def _build(part: str, key: str) -> dict:
+    if part == "numba":
+        rows = engine.run_child("ropelab.measure.seed_claims", total=len(BUILDS),
+                                label="seed-claims census")
+        return engine.document(key, rows, part=part)
+    return engine.document(key, seed_claims_cuda.nvrtc_rows(), stages=("nvrtc",), part=part)
 
 
 def census(use_cache: bool = True) -> dict:
     """PTX counts of every build (Numba and CUDA C++), fast-math: ``{"key", "rows"}``, each row
-    ``{"compiler", "kernel", "instructions", "branches", "sfu", "int_divrem", "f64"}``."""
-    key = census_key()
-    user_file = engine.user_cache_dir() / f"seed-claims-{key}.json"
-    if use_cache:
-        doc = engine.lookup(key, CENSUS_FILE, user_file)
-        if doc is not None:
-            return doc
-    bodies = _entry_bodies(nvrtc_ptx())
-    rows = engine.run_child("ropelab.measure.seed_claims") + [{"compiler": "nvrtc", "kernel": k, **_counts(bodies[k])}
-                                         for k in CUDA_KERNELS]
-    doc = {"key": key, "cc": ".".join(map(str, engine.CC)), "versions": engine.versions(),
-           "rows": rows}
-    engine.remember(user_file, doc)
-    return doc
+    ``{"compiler", "kernel", "instructions", "branches", "sfu", "int_divrem", "f64"}``.
+
+    Each part is served from ``data/census/seed-claims.json`` (then the user cache) when its key
+    matches, else built: the Numba builds in the census child, the CUDA C++ ones in-process.
+    """
+    keys = census_keys()
+    parts = {keys[p]: p for p in ("numba", "nvrtc")}
+    docs = engine.cached("seed-claims", parts,
+                         lambda todo: {k: _build(p, k) for k, p in todo.items()},
+                         committed=CENSUS_FILE, use_cache=use_cache, needs=("ptx", "nvrtc"),
+                         label="the seed-claims census")
+    numba, nvrtc = docs[keys["numba"]], docs[keys["nvrtc"]]
+    return {"key": f"{keys['numba']}-{keys['nvrtc']}", "cc": numba["cc"],
+            "versions": {**numba["versions"], **nvrtc["versions"]},
+            "parts": {"numba": numba, "nvrtc": nvrtc}, "rows": numba["rows"] + nvrtc["rows"]}
+
+
+def save_census(doc: dict) -> str:
+    """Write the committed file: both parts, each under its own key."""
+    entries = {part["key"]: part for part in doc["parts"].values()}
+    return str(engine.write_json(CENSUS_FILE, {"entries": entries}))
 
 
 def census_row(doc: dict, compiler: str, kernel: str) -> dict:
@@ -337,15 +230,6 @@ def census_row(doc: dict, compiler: str, kernel: str) -> dict:
 # --------------------------------------------------------------------------------------------
 # On a GPU: time per-element against per-pair on the production shapes
 # --------------------------------------------------------------------------------------------
-
-def _cuda_cpp_kernels():
-    """The NVRTC-compiled per-element and per-pair kernels through CuPy (the bench's CUDA C++
-    baselines use CuPy too), compiled with the seed's ``--use_fast_math``."""
-    import cupy
-
-    module = cupy.RawModule(code=CUDA_SOURCE, options=("--use_fast_math", "-std=c++17"))
-    return {name: module.get_function(f"sglang_{name}") for name in ("per_element", "per_pair")}
-
 
 def measure(repeats: int | None = None, progress: bool = True) -> list[dict]:
     """Time the per-element and per-pair forms in float32 on the production shapes (Q and K
@@ -363,7 +247,7 @@ def measure(repeats: int | None = None, progress: bool = True) -> list[dict]:
     from ..tolerance import max_angle, rope_atol
 
     rng = np.random.default_rng(0)
-    cpp = _cuda_cpp_kernels()
+    cpp = seed_claims_cuda.cuda_cpp_kernels()
 
     def launcher(family: str, label: str, x, positions, tokens: int, heads: int):
         grid, block = launch_config(tokens, heads)
@@ -440,7 +324,7 @@ def main(argv=None) -> int:
             print(f"{r['compiler']:<6} {r['kernel']:<30} instr {r['instructions']:>4}  "
                   f"branches {r['branches']:>3}  sfu {r['sfu']}")
         if args.save_census:
-            print(f"wrote {engine.write_json(CENSUS_FILE, doc)}")
+            print(f"wrote {save_census(doc)}")
     if args.record:
         from . import records
 

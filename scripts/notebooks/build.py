@@ -15,7 +15,9 @@ notebook prints, or the recorded data under ``data/``:
 Executing needs ``nbclient`` (installed with JupyterLab, the ``course`` extra).  The script
 refuses a source that jupytext would not write back unchanged (so the ``.py`` file stays the
 one canonical form, and a stray line cannot silently become a cell), and refuses to save a
-notebook whose run produced an error, a stderr stream or a machine path.
+notebook whose run produced an error, a stderr stream or a machine path.  It also refuses a
+source whose Markdown or code comments name a dotted ``ropelab.`` name (a module, function or
+constant) that does not resolve by import and attribute lookup.
 
 Measured numbers in Markdown are placeholders, ``{{ fused.neox_16bit_pct }}``, rendered here
 from the records under ``data/`` by :mod:`ropelab.course.numbers`; each rendered cell notes in
@@ -28,11 +30,15 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import importlib
+import importlib.util
+import io
 import os
 import re
 import sys
 import tempfile
 import time
+import tokenize
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -42,6 +48,9 @@ NOTEBOOKS = REPO / "notebooks"  # where the built lessons go (and where their ke
 FORMAT = "py:percent"
 # Output text that would tie a stored notebook to one machine.
 MACHINE_PATH = re.compile(r"(?<![\w.])(/root|/home|/tmp|/work|/Users|/private/var|[A-Z]:\\)")
+# A dotted ropelab name in prose or a comment (``ropelab.kernels.flat.launch_config``); a file
+# path (``ropelab/kernels/flat.py``) or a longer word (``my_ropelab.x``) is not one.
+DOTTED_NAME = re.compile(r"(?<![\w./-])ropelab(?:\.[A-Za-z_]\w*)+")
 
 
 def read_source(text: str):
@@ -89,6 +98,84 @@ def render_cells(src: Path) -> list[tuple[str, str, dict]]:
     return out
 
 
+def _comments(code: str) -> list[str]:
+    """The ``#`` comments of a code cell (line by line where it does not tokenize: a magic)."""
+    try:
+        return [tok.string for tok in tokenize.generate_tokens(io.StringIO(code).readline)
+                if tok.type == tokenize.COMMENT]
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return [line[line.index("#"):] for line in code.splitlines() if "#" in line]
+
+
+def dotted_names(kind: str, text: str) -> list[str]:
+    """The dotted ``ropelab.`` names a cell mentions: anywhere in Markdown, in the comments of
+    code (its code itself is checked by running it)."""
+    where = [text] if kind == "markdown" else _comments(text)
+    return [name for part in where for name in DOTTED_NAME.findall(part)]
+
+
+def resolve(name: str):
+    """The object ``name`` names: its longest prefix that is a module, imported, then
+    attributes.  Raises LookupError saying which part does not exist."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:cut])
+        try:
+            found = importlib.util.find_spec(module_name) is not None
+        except (ImportError, ValueError):  # a parent that is not a package
+            found = False
+        if not found:
+            continue
+        try:
+            obj = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] == parts[0]:
+                raise
+            # An optional dependency (torch for ropelab.models) is missing here: the module's
+            # own top-level names, read from its file, still say whether the next part exists.
+            return _defined_in_file(name, module_name, parts[cut:])
+        for k in range(cut, len(parts)):
+            if not hasattr(obj, parts[k]):
+                raise LookupError(f"{name}: {'.'.join(parts[:k])} has no {parts[k]!r}")
+            obj = getattr(obj, parts[k])
+        return obj
+    raise LookupError(f"{name}: no module {parts[0]!r}")
+
+
+def _defined_in_file(name: str, module_name: str, rest: list[str]):
+    """``name``'s first part after the module, checked in the module's source (its top-level
+    definitions, assignments and imports); what follows it is taken on trust."""
+    import ast
+
+    if not rest:
+        return module_name
+    tree = ast.parse(Path(importlib.util.find_spec(module_name).origin).read_text())
+    defined = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    if rest[0] not in defined:
+        raise LookupError(f"{name}: {module_name} has no {rest[0]!r}")
+    return name
+
+
+def unresolved_names(cells) -> list[str]:
+    """Why each dotted ropelab name in ``cells`` (``[(kind, text, ...)]``) does not resolve."""
+    found = []
+    for i, (kind, text, *_) in enumerate(cells):
+        for name in dict.fromkeys(dotted_names(kind, text)):
+            try:
+                resolve(name)
+            except LookupError as exc:
+                found.append(f"cell {i} ({kind}): {exc}")
+    return found
+
+
 def sources() -> list[Path]:
     return sorted(SRC.glob("[0-9][0-9]_*.py"))
 
@@ -104,7 +191,11 @@ def make_notebook(src: Path):
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
-    for i, (kind, text, used) in enumerate(render_cells(src)):
+    cells = render_cells(src)
+    bad = unresolved_names(cells)
+    if bad:  # a lesson that names a module or function ropelab does not have
+        raise ValueError("names that do not resolve:\n  " + "\n  ".join(bad))
+    for i, (kind, text, used) in enumerate(cells):
         # Fresh cells: jupytext's per-cell layout hints (blank lines to the next cell) belong
         # to the .py file, not to the stored notebook.
         cell = (nbformat.v4.new_markdown_cell(text) if kind == "markdown"

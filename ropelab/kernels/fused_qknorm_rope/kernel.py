@@ -132,6 +132,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
         # past the end (an odd head count) reads the last head instead, works on it with the
         # others (its shuffles stay inside its own group) and stores nothing: a select, where a
         # branch around the loads would cost a divergence barrier and a second address.
+        # ex: begin fused_loads
         last = uint32(heads_qk - uint32(1))
         for r in range(ROUNDS):
             ss = float32(0.0)
@@ -183,6 +184,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
                         vals[o + i] = v
                         ss = ss + v * v
             sums[r] = ss
+        # ex: end fused_loads
 
         p = positions[token]
         prow = uint32(0)

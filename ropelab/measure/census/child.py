@@ -3,14 +3,22 @@
 
 Reads the client's payload as JSON on stdin, calls ``CLIENT.compile_rows(payload)`` and prints
 each row as one JSON line as soon as it is counted (the parent's progress bar follows them).
+``CLIENT`` is a module of ``ropelab.measure``: the census sits below the course, and a kernel
+that lives only in a notebook reaches the child as source (:mod:`.shipped`), not as a module.
 """
 
 import importlib
 import json
 import sys
 
+CLIENTS = "ropelab.measure."
+
 
 def main(argv) -> int:
+    if len(argv) != 2 or not argv[1].startswith(CLIENTS):
+        print(json.dumps({"fatal": f"the census child compiles for modules of {CLIENTS[:-1]} "
+                                   f"only, not {argv[1:]}"}), flush=True)
+        return 2
     payload = json.loads(sys.stdin.read() or "null")
     from numba import cuda
 

@@ -1,269 +1,131 @@
-"""The one census engine: cache keys, cache files, and the child process that compiles.
+"""The one census engine: keys, caches, progress, and the child process that compiles.
 
 Every census (registered kernels, controls, seed claims, a learner's kernel) works the same way:
 
-1. **Key.**  :func:`cache_key` hashes what the counts depend on and nothing else: the compiler
-   versions, the compute capability, the counting rules (the code of :mod:`.counting`), the
-   client's own parameters (signatures, build options), and the *compiled sources*
-   (:func:`code_digest`): the modules that define the kernels and every ropelab function,
-   device helper or module they reach, read as syntax trees without docstrings.  A comment,
-   an excerpt marker or a docstring edit keeps the key; a code edit changes it.
-2. **Cache.**  :func:`lookup` tries the committed file under ``data/census/`` first (so CI and
-   a fresh clone compile nothing), then the user cache (``$ROPELAB_CACHE`` or
-   ``~/.cache/ropelab``); :func:`remember` writes fresh results to the user cache.
+1. **Key.**  :func:`cache_key` hashes what the counts depend on and nothing else: the versions
+   of the packages that *produce* the counted text (:data:`PRODUCERS`, by stage: the PTX,
+   NVRTC's PTX, the SASS), the compute capability, the counting rules (the code of
+   :mod:`.counting`), the client's own parameters, and the compiled code
+   (:func:`~.digest.code_digest`).  A package that only binds or finds a compiler
+   (``cuda-bindings``, ``cuda-pathfinder``), or a tool of a stage the census does not read, is
+   not in the key: the course venv, the test venv and the bare wheel share one PTX key.
+2. **Cache.**  :func:`cached` serves each key from the committed file under ``data/census/``
+   (so CI, a fresh clone and a wheel compile nothing), then from the user cache
+   (``$ROPELAB_CACHE``, else ``$XDG_CACHE_HOME/ropelab`` or ``~/.cache/ropelab``), and builds the
+   rest once: under a lock, so that parallel processes (test workers) wait for one build
+   instead of each making their own, and with a line that says why.
 3. **Child.**  Under the simulator ``cuda.compile_ptx`` is None, and numba-cuda picks simulator
    or real compiler once per process.  :func:`run_child` therefore runs
-   ``python -m ropelab.measure.census.child CLIENT`` with the simulator off
-   (``NUMBA_ENABLE_CUDASIM=0``, ``ROPELAB_TARGET=gpu``); with an explicit ``cc`` the real compiler
-   needs no driver.  The child calls the client module's ``compile_rows(payload)`` and prints
-   one JSON line per row.
+   ``python -m ropelab.measure.census.child CLIENT`` with the simulator off; with an explicit
+   ``cc`` the real compiler needs no driver.  The child prints one JSON line per row, and the
+   parent shows a progress bar (:func:`progress`) as they come.
 """
 
 from __future__ import annotations
 
-import ast
+import contextlib
 import hashlib
-import importlib.util
-import inspect
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
-import textwrap
-import types
+import threading
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
 from ... import resources
+from .digest import code_digest, names_in, normalized_source, python_function
+
+__all__ = ["CC", "DATA_DIR", "EXTRAS", "PACKAGE_DIR", "PRODUCERS", "CensusError", "attempt",
+           "cache_key", "cached", "code_digest", "committed_entries", "document",
+           "missing_producers", "names_in", "normalized_source", "progress", "python_function",
+           "read_json", "require", "run_child", "say", "user_cache_dir", "versions",
+           "why_missed", "write_json"]
 
 CC = (9, 0)  # the H200
 PACKAGE_DIR = Path(__file__).resolve().parents[2]  # ropelab/
 DATA_DIR = resources.data_dir() / "census"  # a checkout's data/census, else the package's copy
-_DISTRIBUTIONS = ("numba", "numba-cuda", "llvmlite", "nvidia-nvvm", "cuda-bindings",
-                  "nvidia-cuda-nvdisasm")
+
+# The packages whose code makes each stage's text, by stage.  Python to LLVM IR (numba,
+# numba-cuda, llvmlite), IR to PTX (libNVVM and libdevice, both in nvidia-nvvm); CUDA C++ to
+# PTX (NVRTC); PTX to a cubin (ptxas inside nvJitLink) and the cubin to text (nvdisasm).
+PRODUCERS = {
+    "ptx": ("numba", "numba-cuda", "llvmlite", "nvidia-nvvm"),
+    "nvrtc": ("nvidia-cuda-nvrtc",),
+    "sass": ("nvidia-nvjitlink", "nvidia-cuda-nvdisasm"),
+}
+# What to install for a stage whose producers are missing.
+EXTRAS = {"sass": "pip install 'ropelab[sass]' (nvidia-cuda-nvdisasm)"}
 
 
 class CensusError(RuntimeError):
-    """A census could not be computed: the child failed, or a kernel cannot be shipped to it."""
+    """A census could not be computed: the child failed, a tool is missing, or a kernel cannot
+    be shipped to the child."""
 
 
-def versions() -> dict:
-    """Versions of every package whose output the census counts."""
+@lru_cache(maxsize=None)  # a scan of sys.path per call; the census asks for each row
+def _installed(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def versions(*stages: str, recorded: dict | None = None) -> dict:
+    """``{package: version}`` of the producers of ``stages`` (all stages by default), None for
+    one that is not installed.
+
+    With ``recorded`` (the versions a committed document was made with), a producer that is not
+    installed here takes its recorded version: this install cannot make that stage's text at
+    all, so the record made from the same input by those tools is the one to serve (the course
+    venv has no nvdisasm, and reads the committed SASS counts).  A build never uses
+    ``recorded``: it refuses first (:func:`missing_producers`).
+    """
     out = {}
-    for dist in _DISTRIBUTIONS:
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[dist] = None
+    for stage in stages or tuple(PRODUCERS):
+        for dist in PRODUCERS[stage]:
+            out[dist] = _installed(dist)
+            if out[dist] is None and recorded:
+                out[dist] = recorded.get(dist)
     return out
 
 
-# --------------------------------------------------------------------------------------------
-# What was compiled: a digest of the code, not of the files
-# --------------------------------------------------------------------------------------------
-
-def normalized_source(text: str) -> str:
-    """``text`` as a syntax tree without docstrings: comments, blank lines and docstrings (and so
-    the course's ``# ex: begin`` markers) do not change it."""
-    tree = ast.parse(textwrap.dedent(text))
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                and body and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree)
+def missing_producers(*stages: str) -> list[str]:
+    """The producers of ``stages`` that are not installed here."""
+    return [dist for dist, v in versions(*stages).items() if v is None]
 
 
-@lru_cache(maxsize=None)
-def _module_text(name: str) -> str:
-    module = sys.modules[name]
-    try:
-        return normalized_source(inspect.getsource(module))
-    except (OSError, TypeError):  # no source (frozen, exec'd): its name must do
-        return name
+def require(*stages: str, what: str) -> None:
+    """Raise :class:`CensusError`, before anything is compiled, when ``what`` needs a tool
+    that is not installed."""
+    missing = missing_producers(*stages)
+    if missing:
+        hints = sorted({EXTRAS[s] for s in stages if s in EXTRAS})
+        raise CensusError(f"{what} needs {', '.join(missing)}, which is not installed"
+                          + (f": {'; '.join(hints)}" if hints else ""))
 
 
-@lru_cache(maxsize=None)
-def _ropelab_imports(name: str) -> tuple:
-    """``(module, name)`` of every ``from ropelab... import name`` in module ``name``'s text."""
-    module = sys.modules[name]
-    package = name if hasattr(module, "__path__") else name.rpartition(".")[0]
-    try:
-        tree = ast.parse(inspect.getsource(module))
-    except (OSError, TypeError):
-        return ()
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            source = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
-            if _is_ours(source):
-                found += [(source, alias.name) for alias in node.names]
-    return tuple(found)
-
-
-def _function_of(obj):
-    """The plain Python function behind a kernel, device function or intrinsic, or None."""
-    for attr in ("py_func", "fn", "_defn"):  # numba dispatcher, simulator kernel, intrinsic
-        inner = getattr(obj, attr, None)
-        if isinstance(inner, types.FunctionType):
-            return inner
-    return obj if isinstance(obj, types.FunctionType) else None
-
-
-def _names_in(code) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if inspect.iscode(const):
-            names |= _names_in(const)
-    return names
-
-
-_LIBRARIES = {"numba", "numpy", "llvmlite", "cuda", "math", "cmath", "operator", "functools",
-              "builtins"}
-
-
-def _is_ours(module_name) -> bool:
-    return isinstance(module_name, str) and module_name.split(".")[0] == "ropelab"
-
-
-def _is_kernel_module(module_name) -> bool:
-    """A module of ``ropelab.kernels``: device code, counted whole (see :func:`code_digest`)."""
-    return (isinstance(module_name, str) and module_name.startswith("ropelab.kernels")
-            and module_name in sys.modules)
-
-
-def _is_library(module_name) -> bool:
-    """Code whose version is in the key already (or the standard library): counted by name."""
-    return not isinstance(module_name, str) or module_name.split(".")[0] in _LIBRARIES
-
-
-def _plain_value(value) -> str | None:
-    """A stable text for a constant a kernel closes over, or None when ``value`` is not one."""
-    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
-        return repr(value)
-    if type(value).__module__ == "numpy" and hasattr(value, "dtype") and not hasattr(value, "shape"):
-        return f"{value.dtype}:{value!r}"
-    if isinstance(value, (tuple, list, frozenset)):
-        parts = [_plain_value(v) for v in value]
-        return None if None in parts else f"{type(value).__name__}({','.join(parts)})"
-    if type(value).__module__.startswith("numba.core.types"):  # float32, int64[::1] ...
-        return f"numba:{value}"
-    return None
-
-
-def code_digest(*objects) -> str:
-    """Digest of the code behind ``objects`` (kernels, device functions, intrinsics, modules).
-
-    Walks from each function to the globals it names and the cells it closes over; a function
-    counts by its own source (a syntax tree without docstrings) and what it reaches.  A module of
-    ``ropelab.kernels`` reached that way counts whole: the simulator and the GPU may build a
-    helper differently from one file (``kernels/vec.py``), and hashing the file covers both.  So
-    does any other ropelab module or object that is not a function.  What a kernel module uses
-    from other ropelab modules is found through its import statements (all of them, whatever
-    the target), so the key is the same on the simulator and on a GPU.  Constants count by value;
-    numba, numpy and the standard library by name (their versions are in the key already), so a
-    docstring, a comment, or the host code beside a kernel (``seed_claims.measure``) does not
-    change the key.
-    """
-    modules: set[str] = set()
-    values: list[str] = []
-    seen: set[int] = set()
-    keep = []  # hold every visited object, so no id() is reused while we walk
-
-    def visit(obj, label: str):
-        plain = _plain_value(obj)
-        if plain is not None:
-            values.append(f"{label}={plain}")
-            return
-        if id(obj) in seen:
-            return
-        seen.add(id(obj))
-        keep.append(obj)
-        if isinstance(obj, types.ModuleType):
-            if _is_kernel_module(obj.__name__):
-                add_kernel_module(obj.__name__)
-            elif _is_ours(obj.__name__):
-                modules.add(obj.__name__)
-            else:
-                values.append(f"{label}=module:{obj.__name__}")
-            return
-        fn = _function_of(obj)
-        if fn is None:
-            owner = getattr(obj, "__module__", None)
-            if _is_kernel_module(owner):
-                add_kernel_module(owner)
-            elif _is_ours(owner) and owner in sys.modules:
-                modules.add(owner)
-            else:
-                values.append(f"{label}=object:{type(obj).__module__}.{type(obj).__qualname__}")
-            return
-        if _is_library(fn.__module__):
-            values.append(f"{label}=function:{fn.__module__}.{fn.__qualname__}")
-            return
-        if _is_kernel_module(fn.__module__):
-            # Its text is in the module's; what it names from elsewhere comes in through the
-            # module's imports.  Only what it closes over (a factory's constants) is its own.
-            # Not walking its globals keeps the key the same on the simulator and on a GPU,
-            # where kernels/vec.py binds the same names to different objects.
-            add_kernel_module(fn.__module__)
-            for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
-                try:
-                    visit(cell.cell_contents, f"{label}<{name}>")
-                except ValueError:  # an empty cell
-                    pass
-            return
-        # A function built by a factory (a closure, or exec'd) is not in its module's text as
-        # it runs: its own source and what it closes over count too.
-        try:
-            values.append(f"{label}:src={normalized_source(inspect.getsource(fn))}")
-        except (OSError, TypeError, SyntaxError):
-            values.append(f"{label}:code={fn.__code__.co_code.hex()}")
-        for name in sorted(_names_in(fn.__code__)):
-            if name in fn.__globals__:
-                visit(fn.__globals__[name], f"{label}.{name}")
-        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
-            try:
-                visit(cell.cell_contents, f"{label}<{name}>")
-            except ValueError:  # an empty cell
-                pass
-        for k, default in enumerate(fn.__defaults__ or ()):
-            visit(default, f"{label}[{k}]")
-
-    def add_kernel_module(name: str):
-        if name in modules:
-            return
-        modules.add(name)
-        for source, imported in _ropelab_imports(name):  # in every branch: target-independent
-            found = getattr(sys.modules.get(source), imported, None)
-            if found is None:
-                found = sys.modules.get(f"{source}.{imported}")
-            if found is not None:
-                visit(found, f"{name}:{source}.{imported}")
-
-    for k, obj in enumerate(objects):
-        visit(obj, str(k))
-    h = hashlib.sha256()
-    for name in sorted(modules):
-        h.update(name.encode() + b"\0" + _module_text(name).encode() + b"\0")
-    for v in values:
-        h.update(v.encode() + b"\0")
-    return h.hexdigest()
-
-
-def cache_key(client: str, objects=(), length: int = 16, **parts) -> str:
-    """The key of one census: ``client`` (which census), the code of ``objects``, ``parts`` (any
-    JSON-able parameters: signatures, options), the versions, cc and the counting rules."""
+def cache_key(client: str, objects=(), *, stages=("ptx",), recorded: dict | None = None,
+              length: int = 16, **parts) -> str:
+    """The key of one census: ``client`` (which census), the producers of ``stages``
+    (:func:`versions`), cc, the counting rules, ``parts`` (any JSON-able parameters:
+    signatures, options) and the code of ``objects``."""
     from . import counting
 
-    head = {"client": client, "cc": list(CC), "versions": versions(),
+    head = {"client": client, "cc": list(CC), "versions": versions(*stages, recorded=recorded),
             "rules": code_digest(counting), **parts}
     h = hashlib.sha256(json.dumps(head, sort_keys=True, default=str).encode())
     h.update(code_digest(*objects).encode())
     return h.hexdigest()[:length]
+
+
+def document(key: str, rows: list, *, stages=("ptx",), recorded: dict | None = None,
+             **extra) -> dict:
+    """A census document: ``{"key", "cc", "versions", **extra, "rows"}``."""
+    return {"key": key, "cc": ".".join(map(str, CC)),
+            "versions": versions(*stages, recorded=recorded), **extra, "rows": rows}
 
 
 # --------------------------------------------------------------------------------------------
@@ -284,15 +146,6 @@ def read_json(path: Path):
         return None
 
 
-def lookup(key: str, *paths: Path) -> dict | None:
-    """The first document among ``paths`` whose ``key`` is ``key``."""
-    for path in paths:
-        doc = read_json(path)
-        if isinstance(doc, dict) and doc.get("key") == key:
-            return doc
-    return None
-
-
 def write_json(path: Path, doc) -> Path:
     """Write ``doc`` then rename: a reader in another process sees the old file or the new one."""
     path = Path(path)
@@ -304,12 +157,149 @@ def write_json(path: Path, doc) -> Path:
     return path
 
 
-def remember(path: Path, doc) -> None:
-    """Write to the user cache; a read-only home only costs the next caller a recompile."""
+def committed_entries(path) -> dict:
+    """``{key: document}`` of a committed file: one document (with its ``key``), or many
+    (``{"entries": {key: document}}``, the learner census); of several files (a tuple of
+    paths), their entries together."""
+    if isinstance(path, tuple):
+        return {k: v for p in path for k, v in committed_entries(p).items()}
+    doc = read_json(path) if path is not None else None
+    if not isinstance(doc, dict):
+        return {}
+    if isinstance(doc.get("entries"), dict):
+        return doc["entries"]
+    return {doc["key"]: doc} if isinstance(doc.get("key"), str) else {}
+
+
+def _user_file(name: str, key: str) -> Path:
+    return user_cache_dir() / f"{name}-{key}.json"
+
+
+def _served(name: str, keys, committed) -> dict:
+    found = {}
+    entries = committed_entries(committed)
+    for key in keys:
+        doc = entries.get(key)
+        if doc is None:
+            doc = read_json(_user_file(name, key))
+            doc = doc if isinstance(doc, dict) and doc.get("key", key) == key else None
+        if doc is not None:
+            found[key] = doc
+    return found
+
+
+@contextlib.contextmanager
+def _building(name: str, keys):
+    """Hold the user cache's lock for these keys: a second process that needs the same build
+    waits for the first (and then reads its result) instead of compiling it again."""
     try:
-        write_json(path, doc)
-    except OSError:
-        pass
+        import fcntl
+    except ImportError:  # Windows: each process builds its own
+        yield
+        return
+    tag = hashlib.sha256("\0".join(sorted(keys)).encode()).hexdigest()[:16]
+    path = user_cache_dir() / "locks" / f"{name}-{tag}.lock"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(path, "a")  # noqa: SIM115  (closed below, after the lock is released)
+    except OSError:  # a read-only cache: nothing to share
+        yield
+        return
+    with handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            say(f"{name}: another process is compiling this census; waiting for it")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def why_missed(committed) -> str:
+    """Why the committed file does not serve this install: the producers that differ, or the
+    code (of several files, the first's)."""
+    if isinstance(committed, tuple):
+        committed = committed[0] if committed else None
+    doc = read_json(committed) if committed is not None else None
+    if not isinstance(doc, dict):
+        return "no committed census"
+    recorded = doc.get("versions") if isinstance(doc.get("versions"), dict) else {}
+    differ = [f"{dist} {_installed(dist) or 'not installed'} here, {v} recorded"
+              for dist, v in sorted(recorded.items()) if _installed(dist) != v]
+    return "; ".join(differ) or f"the code changed since {Path(committed).name} was saved"
+
+
+def cached(name: str, tasks: dict, build, *, committed=None,
+           use_cache: bool = True, keep=None, label: str | None = None,
+           needs: tuple = ("ptx",)) -> dict:
+    """``{key: document}`` for every key of ``tasks`` (``{key: what to build}``).
+
+    Each key is served from ``committed`` (one document, or ``{"entries": ...}``), then from the
+    user cache file ``NAME-KEY.json``; ``build({key: task} of the rest)`` returns the missing
+    documents, which go to the user cache when ``keep(document)`` (default: always).  Before a
+    build, the producers of the stages it ``needs`` must be installed (:func:`require`: a clear
+    error, nothing compiled); with ``label`` it then says on the progress stream what it
+    compiles and why the committed file did not serve it.  ``use_cache=False`` builds
+    everything (and still writes the user cache).
+    """
+    found = _served(name, tasks, committed) if use_cache else {}
+    todo = {k: t for k, t in tasks.items() if k not in found}
+    if todo:
+        with _building(name, todo):
+            if use_cache:  # another process may have built them while we waited
+                found.update(_served(name, todo, None))
+                todo = {k: t for k, t in todo.items() if k not in found}
+            if todo:
+                require(*needs, what=label or f"the {name} census")
+                if label is not None:
+                    reason = why_missed(committed) if use_cache else "--no-cache"
+                    say(f"{label}: compiling, no GPU needed ({reason})")
+                fresh = build(todo)
+                lost = set(todo) - set(fresh)
+                if lost:
+                    raise CensusError(f"the {name} build answered {len(fresh)} of {len(todo)}")
+                for key in todo:
+                    found[key] = fresh[key]
+                    if keep is None or keep(fresh[key]):
+                        try:
+                            write_json(_user_file(name, key), fresh[key])
+                        except OSError:  # a read-only home only costs the next caller a build
+                            pass
+    return {k: found[k] for k in tasks}
+
+
+# --------------------------------------------------------------------------------------------
+# Progress: a line and a bar on stderr, only when something is compiled
+# --------------------------------------------------------------------------------------------
+
+# Where progress goes: None is sys.stderr at the time of writing (a notebook's cell output, a
+# terminal).  The test suite's conftest.py points it past pytest's output capture.
+PROGRESS_STREAM = None
+
+
+def _stream():
+    return PROGRESS_STREAM if PROGRESS_STREAM is not None else sys.stderr
+
+
+def say(line: str) -> None:
+    stream = _stream()
+    stream.write(line + "\n")
+    stream.flush()
+
+
+@contextlib.contextmanager
+def progress(total: int, label: str, *, show: bool = True):
+    """A ``tick()`` to call once per row; a tqdm bar of ``total`` rows on the progress stream."""
+    if not show or total <= 0:
+        yield lambda: None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc=label, unit="kernel", file=_stream(), mininterval=1.0,
+              ascii=True, dynamic_ncols=False, ncols=80) as bar:
+        yield lambda: bar.update(1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -330,17 +320,20 @@ def attempt(row: dict, work, describe=None) -> dict:
     return row
 
 
-def run_child(client: str, payload=None, on_row=None) -> list[dict]:
-    """Run ``client.compile_rows(payload)`` in a child with the simulator off; its rows."""
+def run_child(client: str, payload=None, *, total: int = 0, label: str = "census",
+              show: bool = True) -> list[dict]:
+    """Run ``client.compile_rows(payload)`` in a child with the simulator off; its rows.
+
+    ``client`` is a module of :mod:`ropelab.measure` (the child refuses any other).  With
+    ``total`` (the rows expected), a progress bar follows the rows as the child prints them.
+    """
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", ROPELAB_TARGET="gpu", ROPELAB_QUIET="1")
     proc = subprocess.Popen([sys.executable, "-m", "ropelab.measure.census.child", client],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env, cwd=str(PACKAGE_DIR.parent))
-    with tempfile.TemporaryFile("w+") as err:
+    with tempfile.TemporaryFile("w+") as err, progress(total, label, show=show) as tick:
         # stderr drains on a thread of its own so a chatty compiler cannot fill the pipe and
         # stall the child while we read stdout.
-        import threading
-
         drain = threading.Thread(target=lambda: err.write(proc.stderr.read()), daemon=True)
         drain.start()
         proc.stdin.write(json.dumps(payload))
@@ -354,8 +347,7 @@ def run_child(client: str, payload=None, on_row=None) -> list[dict]:
                 proc.wait()
                 raise CensusError(row["fatal"])
             rows.append(row)
-            if on_row is not None:
-                on_row(row)
+            tick()
         proc.wait()
         drain.join()
         err.seek(0)

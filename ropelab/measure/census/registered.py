@@ -6,7 +6,8 @@ fast-math and once without; the rows carry the counts of :mod:`.counting`.  The 
 deterministic for pinned numba / numba-cuda / NVVM versions, so notebooks print them and nbval
 checks them.  ``data/census/census.json`` (and ``census-sass.json``, the same with SASS counts)
 hold the committed results: ``python -m ropelab census --save`` (``--sass --save
-data/census/census-sass.json``) rewrites them.
+data/census/census-sass.json``) rewrites them, compiling only the builds whose input changed
+(:func:`row_inputs`; ``--no-cache`` compiles all).
 """
 
 from __future__ import annotations
@@ -54,28 +55,73 @@ def targets() -> list[dict]:
     return out
 
 
-def cache_key(sass: bool = False) -> str:
-    """What the census depends on: the kernels' code and signatures, versions, counting rules."""
-    found = targets()
-    listed = [[t["registry"], t["variant"], t["kernel"], str(t["signature"])] for t in found]
-    return engine.cache_key("registered", [t["fn"] for t in found], sass=sass, targets=listed)
+BUILDS = (True, False)  # fast-math on, off
+
+
+def _stages(sass: bool) -> tuple:
+    return ("ptx", "sass") if sass else ("ptx",)
+
+
+def committed_file(sass: bool = False) -> Path:
+    return SASS_FILE if sass else DATA_FILE
+
+
+def _recorded(sass: bool) -> dict | None:
+    """The versions the committed SASS census was made with: a SASS tool not installed here
+    takes its recorded version in the key (see :func:`.engine.versions`)."""
+    doc = engine.read_json(SASS_FILE) if sass else None
+    return doc.get("versions") if isinstance(doc, dict) else None
+
+
+def build_id(row: dict) -> tuple:
+    """(registry, variant, kernel, fastmath): which build a row counts."""
+    return row["registry"], row["variant"], row["kernel"], row["fastmath"]
+
+
+def row_inputs(sass: bool = False, found: list | None = None) -> dict:
+    """``{(registry, variant, kernel, fastmath): input digest}`` of every build: what its row
+    depends on (the kernel's code and signature, the build, the producers, the rules).  A row
+    whose digest is unchanged is not compiled again; :func:`.guard.verify` checks that the
+    digest still predicts the counts."""
+    recorded = _recorded(sass)
+    out = {}
+    for t in targets() if found is None else found:
+        for fastmath in BUILDS:
+            out[t["registry"], t["variant"], t["kernel"], fastmath] = engine.cache_key(
+                "registered", [t["fn"]], stages=_stages(sass), recorded=recorded,
+                signature=str(t["signature"]), fastmath=fastmath,
+                target=[t["registry"], t["variant"], t["kernel"]])
+    return out
+
+
+def cache_key(sass: bool = False, inputs: dict | None = None) -> str:
+    """The census's key: the digest of its rows' inputs (:func:`row_inputs`), in order."""
+    inputs = row_inputs(sass) if inputs is None else inputs
+    listed = [[*ident, digest] for ident, digest in inputs.items()]
+    return engine.cache_key("registered", stages=_stages(sass), recorded=_recorded(sass),
+                            sass=sass, rows=listed)
 
 
 def compile_rows(payload):
-    """(In the child.)  Every target twice, fast-math on and off: one row per build.
+    """(In the child.)  Every target, fast-math on and off: one row per build.
 
-    ``payload``: ``{"sass": bool}``, and optionally ``"fastmath": [True]`` to compile only the
-    builds with those fast-math settings (the test suite's determinism check recompiles the
-    shipped builds only: the precise ones double the time and share every mechanism).
+    ``payload``: ``{"sass": bool}``, and optionally ``"only": [[registry, variant, kernel,
+    fastmath], ...]`` to compile those builds alone (a rebuild keeps the rows whose input is
+    unchanged; the guard, :mod:`.guard`, compiles a sample).
     """
     from numba import cuda
 
     from .sass import ptx_to_sass
 
     sass = bool(payload and payload.get("sass"))
-    builds = tuple(payload.get("fastmath", (True, False))) if payload else (True, False)
+    only = payload.get("only") if payload else None
+    only = None if only is None else {tuple(x) for x in only}
     for t in targets():
-        for fastmath in builds:
+        for fastmath in BUILDS:
+            ident = (t["registry"], t["variant"], t["kernel"], fastmath)
+            if only is not None and ident not in only:
+                continue
+
             def work(t=t, fastmath=fastmath):
                 ptx, _ = cuda.compile_ptx(t["fn"], t["signature"], cc=engine.CC,
                                           fastmath=fastmath)
@@ -89,6 +135,26 @@ def compile_rows(payload):
                                   "shipped": fastmath == t["default_fastmath"]}, work)
 
 
+def compile_fresh(idents, sass: bool = False, *, show: bool = True) -> dict:
+    """``{ident: row}`` of the builds ``idents`` compiled now, in the child, no cache read."""
+    idents = [list(i) for i in idents]
+    rows = engine.run_child("ropelab.measure.census.registered", {"sass": sass, "only": idents},
+                            total=len(idents), label="census", show=show)
+    return {build_id(r): r for r in rows}
+
+
+def _build(sass: bool, found: list, inputs: dict, reuse: dict, show: bool) -> dict:
+    todo = [ident for ident in inputs if reuse.get(ident, {}).get("input") != inputs[ident]]
+    fresh = compile_fresh(todo, sass, show=show) if todo else {}
+    rows = []
+    for ident, digest in inputs.items():
+        row = dict(fresh[ident] if ident in fresh else reuse[ident])
+        row["input"] = digest
+        rows.append(row)
+    return engine.document(cache_key(sass, inputs), _annotate_f64(rows), stages=_stages(sass),
+                           rules=RULES, census_version=CENSUS_VERSION, sass=sass)
+
+
 def _annotate_f64(rows: list[dict]) -> list[dict]:
     fast_f64 = {(r["variant"], r["kernel"]): r.get("f64", 0) for r in rows if r["fastmath"]}
     for r in rows:
@@ -100,41 +166,31 @@ def _annotate_f64(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def committed_file(sass: bool = False) -> Path:
-    return SASS_FILE if sass else DATA_FILE
-
-
-def census(*, sass: bool = False, use_cache: bool = True, progress: bool = False) -> dict:
+def census(*, sass: bool = False, use_cache: bool = True, progress: bool = True) -> dict:
     """The instruction census of every registered kernel, fast-math and precise builds.
 
     Returns ``{"key", "cc", "versions", "rules", "rows": [...]}``; each row has ``registry``,
-    ``variant``, ``kernel``, ``fastmath``, ``shipped`` (the build the launcher uses by default)
-    and the counts of :func:`~.counting.count_ptx` (plus :func:`~.counting.count_sass` with
-    ``sass=True``), or an ``error``.  Served from the committed file when its key is current,
-    then from the user cache; otherwise compiled in the child and written to the user cache.
+    ``variant``, ``kernel``, ``fastmath``, ``shipped`` (the build the launcher uses by default),
+    ``input`` (:func:`row_inputs`) and the counts of :func:`~.counting.count_ptx` (plus
+    :func:`~.counting.count_sass` with ``sass=True``), or an ``error``.  Served from the
+    committed file when its key is current, then from the user cache; otherwise the builds
+    whose input changed are compiled in the child (with a progress bar unless ``progress`` is
+    False), the committed rows of the others kept, and the result written to the user cache.
+    A build that needs a tool this install lacks (nvdisasm) is refused before compiling.
     """
-    key = cache_key(sass)
-    user_file = engine.user_cache_dir() / f"census-{key}.json"
+    found = targets()
+    inputs = row_inputs(sass, found)
+    key = cache_key(sass, inputs)
+    committed = committed_file(sass)
+    reuse = {}
     if use_cache:
-        doc = engine.lookup(key, committed_file(sass), user_file)
-        if doc is not None:
-            return doc
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=2 * len(targets()), desc="census", unit="kernel", file=sys.stderr)
-    try:
-        rows = engine.run_child("ropelab.measure.census.registered", {"sass": sass},
-                                on_row=None if bar is None else (lambda _row: bar.update(1)))
-    finally:
-        if bar is not None:
-            bar.close()
-    doc = {"key": key, "cc": ".".join(map(str, engine.CC)), "versions": engine.versions(),
-           "rules": RULES, "census_version": CENSUS_VERSION, "sass": sass,
-           "rows": _annotate_f64(rows)}
-    engine.remember(user_file, doc)
-    return doc
+        reuse = {build_id(r): r for r in (engine.read_json(committed) or {}).get("rows", ())
+                 if not r.get("error")}
+    return engine.cached("census", {key: sass},
+                         lambda _todo: {key: _build(sass, found, inputs, reuse, progress)},
+                         committed=committed, use_cache=use_cache, needs=_stages(sass),
+                         label=f"the {'SASS' if sass else 'PTX'} census of {len(found)} kernels"
+                         if progress else None)[key]
 
 
 def save(doc: dict, path: Path | str | None = None) -> Path:
@@ -182,7 +238,7 @@ def format_table(doc: dict) -> str:
 def run_cli(args) -> int:
     """``python -m ropelab census``: print (and optionally save) the instruction census."""
     try:
-        doc = census(sass=args.sass, use_cache=not args.no_cache, progress=not args.json)
+        doc = census(sass=args.sass, use_cache=not args.no_cache)  # progress on stderr
     except engine.CensusError as exc:
         print(f"ropelab census: {exc}", file=sys.stderr)
         return 1

@@ -12,7 +12,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .engine import CC, CensusError
+from .engine import CC, EXTRAS, CensusError
+
+
+def sass_tools_missing() -> str | None:
+    """What to install before SASS can be made here, or None when it can: ask first, so a
+    check that needs SASS says so before it compiles anything."""
+    return None if find_nvdisasm() is not None else f"nvdisasm: {EXTRAS['sass']}"
 
 
 def find_nvdisasm() -> str | None:
@@ -34,7 +40,7 @@ def ptx_to_sass(ptx: str, cc=CC) -> str:
 
     nvdisasm = find_nvdisasm()
     if nvdisasm is None:
-        raise CensusError("nvdisasm not found; pip install nvidia-cuda-nvdisasm (the 'sass' extra)")
+        raise CensusError(f"nvdisasm not found; {EXTRAS['sass']}")
     data = ptx.encode()
     handle = nvjitlink.create(1, [f"-arch=sm_{cc[0]}{cc[1]}"])
     try:

@@ -28,7 +28,6 @@ import os
 os.environ["ROPELAB_QUIET"] = "1"
 
 import inspect
-import json
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -182,7 +181,9 @@ print("same rotation up to the permutation:", np.allclose(half_split, interleave
 # Every kernel in `ropelab` is compared with one float64 NumPy function, written to be read
 # rather than to be fast.  It also covers what later notebooks need: several heads, partial
 # rotation (only the first `rotary_dim` floats turn), both layouts, the inverse rotation and
-# custom frequencies.  A second, independent formulation (`reference.rope_complex`, the complex
+# custom frequencies, which is how the context-extension schemes plug in: *YaRN* (pairs that
+# turn slowly over the trained context get slower, fast ones keep their frequency) and
+# *Llama 3.1* scaling (the same idea, decided by wavelength).  A second, independent formulation (`reference.rope_complex`, the complex
 # multiply above) cross-checks it in the test suite.
 
 # %%
@@ -300,7 +301,8 @@ print(f"in that time: about {budget['fp32_per_pair']:.0f} FP32 instructions per 
 # 1. reads the function's bytecode into the **Numba IR** and infers a type for every variable
 #    from the argument types (`float32` arrays, `uint64` scalars, ...); a float64 that sneaks in
 #    here is compiled as float64;
-# 2. lowers it to **NVVM IR**, the LLVM dialect NVIDIA's compiler reads; `math.sin` becomes a
+# 2. lowers it to **NVVM IR**, NVIDIA's dialect of the intermediate code of *LLVM* (an open
+#    compiler toolkit, which NVIDIA's compiler is built on); `math.sin` becomes a
 #    call into *libdevice* (NVIDIA's accurate math library) or, with `fastmath=True` (*fast-math*), the SFU
 #    approximation `sin.approx.f32`;
 # 3. compiles that with libNVVM to **PTX**, a virtual instruction set that is portable across
@@ -320,7 +322,7 @@ print(f"in that time: about {budget['fp32_per_pair']:.0f} FP32 instructions per 
 
 # %%
 flat_ptx = ptx.row(ptx.census(), "flat", fastmath=True)
-sass_record = json.loads((ptx.PACKAGE_DIR.parent / "data" / "census" / "census-sass.json").read_text())
+sass_record = ptx.census(sass=True)  # the recorded SASS counts, read without nvdisasm
 flat_sass = ptx.row(sass_record, "flat", fastmath=True)
 course.plot_compile_pipeline({"PTX": f"rope_flat: {flat_ptx['instructions']} instructions",
                               "SASS": f"rope_flat: {flat_sass['sass_instructions']} instructions"})
@@ -416,8 +418,13 @@ print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
 #   busy it was, a share of its peak.
 # * **HBM**: the GPU's DRAM, its global memory; `DRAM%` is the DRAM throughput the profiler saw,
 #   a share of its peak.
+# * **GDDR6X**: the DRAM of consumer GPUs such as the RTX 4090: a narrower bus than HBM, and
+#   about a fifth of an H200's bandwidth by the two data sheets.
 # * **L1** / **L2**: the caches between the SMs and HBM: L1 one per SM (it shares its storage
 #   with shared memory), L2 one for the whole GPU.
+# * **L1TEX**: Nsight Compute's name for an SM's L1 data cache and texture unit, through which
+#   every global load and store passes; its `l1tex__` metrics count a kernel's requests and
+#   sectors.
 # * **shared memory**: on-chip memory a block's threads share and synchronize on explicitly.
 # * **sector**: the 32-byte unit in which global memory is read and written; `sect/req` is
 #   sectors per load/store request of a warp (8 when 32 lanes read consecutive 8-byte pairs).
@@ -425,6 +432,9 @@ print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
 # * **latency**: how long one access takes to return (hundreds of cycles for HBM); hidden by
 #   running other warps meanwhile.
 # * **divergence**: lanes of one warp taking different sides of a branch, run one after the other.
+# * **warp-uniform**: the same for every lane of a warp.  A branch on a warp-uniform condition
+#   does not diverge, and a shuffle with a full mask must be reached by every lane, so it may
+#   only sit under warp-uniform conditions.
 # * **stream**: a queue of GPU work that runs in order; launches return before the work runs.
 #
 # **Compiling**
@@ -432,6 +442,8 @@ print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
 # * **PTX**: the portable virtual instruction set Numba's compiler emits.
 # * **SASS**: the machine code of one GPU generation, assembled from PTX.
 # * **NVVM**: NVIDIA's LLVM-based compiler from NVVM IR to PTX, which Numba calls.
+# * **LLVM**: an open compiler toolkit and its intermediate code (LLVM IR), on which Numba and
+#   NVVM are built.
 # * **libdevice**: NVIDIA's library of accurate math functions that non-fast-math builds call.
 # * **fast-math**: `fastmath=True`: approximate SFU functions and relaxed float rules.
 # * **NVRTC**: NVIDIA's runtime compiler for CUDA C++ (the course's C++ twins use it).
@@ -483,6 +495,35 @@ print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
 # * **cold L2**: timed after a fill that evicts the L2 cache, so data comes from HBM.
 # * **host_bound**: a row whose host enqueue time nearly filled the GPU's busy time: it may have
 #   timed the host.
+# * **CUDA events**: markers recorded into a stream; the GPU stamps each one when it reaches it,
+#   and `cuda.event_elapsed_time(start, end)` is the time between two in milliseconds: GPU
+#   time, not the host's (notebook 07 shows what they can and cannot time).
+#
+# **Numbers and models**
+#
+# * **ulp**: unit in the last place, the gap between a float and the next one of its format:
+#   at 1.0 it is 2^-23 (about 1.2e-7) in float32, 2^-10 in float16 and 2^-7 in bfloat16.
+#   Rounding to nearest is off by at most half an ulp.
+# * **float16** / **bfloat16**: the two 16-bit storage formats.  float16 (IEEE half
+#   precision) has 5 exponent bits and 10 mantissa bits (largest value 65504); bfloat16 has
+#   float32's 8 exponent bits, so its range, and 7 mantissa bits: it is the upper half of a
+#   float32's bits.  ropelab computes in float32 and rounds to the storage format when it
+#   stores; bfloat16 arrays travel as `uint16` bit patterns.
+# * **RMSNorm**: `x / sqrt(mean(x**2) + eps) * weight`, a normalization by the root mean square
+#   (no mean subtracted), applied per head to Q and K by "QK-norm" models.
+# * **YaRN**: a context-extension scheme for RoPE (Peng et al. 2023): pairs that turn more than
+#   about 32 times over the trained context keep their frequency, pairs that turn less than
+#   once are slowed by the extension factor, a linear ramp blends those between, and cos and
+#   sin are multiplied by an attention factor `0.1 ln(factor) + 1`.
+# * **Llama 3.1 scaling**: Meta's context extension for Llama 3.1, by wavelength (`2 pi /
+#   frequency`): pairs whose wavelength is below the trained context over `high_freq_factor`
+#   keep their frequency, those above it over `low_freq_factor` are slowed by `factor` (8), and
+#   those between are blended; no attention factor.
+# * **GQA**: grouped-query attention: fewer K and V heads than Q heads, each K/V head shared by
+#   a group of Q heads (Qwen3-8B: 32 Q heads, 8 K and 8 V).
+# * **GEMM**: a general matrix multiply, what a linear layer (the qkv projection) runs.
+# * **SGD**: stochastic gradient descent: step each weight against its gradient, times a
+#   learning rate.
 
 # %% [markdown]
 # ## Takeaways

@@ -58,7 +58,7 @@ print(course.excerpt(ropelab.kernels.flat, "rope_flat"))
 # * **`float32(...)` around every operand.**  In Numba, a bare literal such as `2.0`, or an
 #   integer divided by an integer, is a float64.  One float64 operand turns the whole
 #   expression into float64 arithmetic, which an H200 runs at a fraction of its float32 rate.
-#   The census below checks that the fast-math build contains no float64 instruction at all.
+#   The census below checks that the [fast-math](00_rope_in_one_notebook.ipynb#9-glossary) build contains no float64 instruction at all.
 # * **`if idx < total_pairs`.**  The grid is rounded up to whole blocks, so the last block
 #   usually has threads with no pair.  The seed kernel has no such guard and reads and writes
 #   past the end of both arrays whenever the pair count is not a multiple of 256.
@@ -81,8 +81,8 @@ plt.show()
 
 # %% [markdown]
 # Each colour is a block, each number the global thread index.  Pairs are handed out in
-# memory order, so consecutive threads touch consecutive floats: loads and stores of a warp
-# coalesce into a few wide memory transactions.  Blocks ignore row boundaries (block 1 holds
+# memory order, so consecutive threads touch consecutive floats: loads and stores of a [warp](00_rope_in_one_notebook.ipynb#9-glossary)
+# [coalesce](00_rope_in_one_notebook.ipynb#9-glossary) into a few wide memory transactions.  Blocks ignore row boundaries (block 1 holds
 # the end of token 0 and the start of token 1), which is why every thread has to divide.
 # The last block launched 8 threads for 6 pairs: two threads fail the guard and do nothing.
 #
@@ -124,9 +124,9 @@ for r in results:
 # %% [markdown]
 # ## Census: what the division costs
 #
-# `ropelab.measure.census.census()` compiles every kernel to PTX for the H200 (compute capability 9.0),
+# `ropelab.measure.census.census()` compiles every kernel to [PTX](00_rope_in_one_notebook.ipynb#9-glossary) for the H200 (compute capability 9.0),
 # in a child process that needs no GPU, and counts instructions by kind.  PTX is the compiler's
-# virtual instruction set, one step above the GPU's machine code (SASS), and its counts are
+# virtual instruction set, one step above the GPU's machine code ([SASS](00_rope_in_one_notebook.ipynb#9-glossary)), and its counts are
 # deterministic for the pinned compiler versions, so this cell's output is checked.
 
 # %%
@@ -154,22 +154,24 @@ print("global loads by width :", flat_fast["ld_global"], " stores:", flat_fast["
 #   and `math.cos` become `sin.approx` and `cos.approx`: four calls to the special function
 #   unit per pair.  Notebooks 04 and 05 remove most of them.
 # * **No float64** in the fast-math build: the `float32(...)` wrapping worked.
-# * The precise build is several times longer: libdevice's accurate `sinf`/`cosf` with their
+# * The precise build is several times longer: [libdevice](00_rope_in_one_notebook.ipynb#9-glossary)'s accurate `sinf`/`cosf` with their
 #   slow path for large angles (the float64 there is its range reduction, not our arithmetic).
 #
 # Loads: three 32-bit loads (the two floats and the position) and two 32-bit stores per
-# thread.  The arithmetic is a few dozen instructions for 16 bytes of traffic, and an H200
+# thread.  The arithmetic is a few dozen instructions for 16 bytes of [traffic](00_rope_in_one_notebook.ipynb#9-glossary), and an H200
 # executes instructions much faster than its memory delivers bytes.  Whether the division
 # matters is therefore a question for the clock, not for the census.
 #
 # ## Timing on an H200
 #
 # Every time in this course comes from `python -m ropelab bench` on a GPU, recorded under
-# `data/bench/` with the GPU, driver and versions.  Each call is timed with CUDA events
-# after a fill kernel has evicted the 60 MB L2 cache, so the kernel reads from memory as it
+# `data/bench/` with the GPU, driver and versions.  Each call is timed with [CUDA events](00_rope_in_one_notebook.ipynb#9-glossary)
+# after a fill kernel has evicted the 60 MB [L2](00_rope_in_one_notebook.ipynb#9-glossary) cache, so the kernel reads from memory as it
 # would inside a model (notebook 07 explains why that matters).  The device-to-device copy of
-# the same bytes, timed the same way, is the roof: RoPE reads and writes every float once, so
+# the same bytes, timed the same way, is the [roof](00_rope_in_one_notebook.ipynb#9-glossary): RoPE reads and writes every float once, so
 # it cannot be faster than a copy.
+# Each row gives the median of many single launches, their [p20-p80](00_rope_in_one_notebook.ipynb#9-glossary) spread (from the 20th
+# to the 80th percentile), the bandwidth that time implies, and its share of the roof.
 
 # %%
 bench = course.recorded("bench")

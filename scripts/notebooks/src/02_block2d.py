@@ -47,7 +47,7 @@ print(course.excerpt(ropelab.kernels.block2d, "rope_block2d"))
 # The frequency exponent step `2 / hidden` is computed once per thread, outside the loop, and
 # the row offset `token * hidden` once per block: everything that depends only on the token
 # moves out of the per-pair work.  The launcher picks one thread per pair, rounded up to a
-# whole warp (32 threads) and capped at the limit of 1024 (`launch_config` below).
+# whole [warp](00_rope_in_one_notebook.ipynb#9-glossary) (32 threads) and capped at the limit of 1024 (`launch_config` below).
 #
 # ## The thread map
 #
@@ -63,7 +63,7 @@ plt.show()
 # %% [markdown]
 # The same rows with blocks of only 4 threads show the stride loop: thread 0 rotates pairs
 # 0, 4 and 8 of its row, thread 1 pairs 1, 5 and 9, and so on.  Neighbouring threads still
-# touch neighbouring floats on each pass, so accesses stay coalesced.
+# touch neighbouring floats on each pass, so accesses stay [coalesced](00_rope_in_one_notebook.ipynb#9-glossary).
 
 # %%
 tmap = course.trace_threads("block2d", tokens=3, hidden=20, threads_per_block=4)
@@ -89,9 +89,9 @@ for hidden in (64, 130, 1024, 2048, 4096, 6144):
 # %% [markdown]
 # * **Wide rows** (`hidden > 2048`) exceed 1024 threads: the seed's launch fails, ours loops.
 # * **Ragged rows** waste the rest of the last warp: 65 pairs need 96 threads, a third idle.
-# * **Narrow rows** make tiny blocks.  An H200 SM holds at most 32 blocks and 2048 threads
+# * **Narrow rows** make tiny blocks.  An H200 [SM](00_rope_in_one_notebook.ipynb#9-glossary) holds at most 32 blocks and 2048 threads
 #   at a time, so blocks of 32 threads can fill only half of its thread slots, and there is
-#   less work in flight to hide memory latency.  One head of 64 floats per block is exactly
+#   less work in flight to hide memory [latency](00_rope_in_one_notebook.ipynb#9-glossary).  One head of 64 floats per block is exactly
 #   that case.
 #
 # `ropelab` checks the block size before anything runs; asking for more than CUDA allows is
@@ -138,16 +138,14 @@ for name in ("flat", "block2d"):
     print(f"{name:<9} {r['instructions']:>12} {r['int_divrem']:>8} {r['f64']:>8}  {r['sfu']}")
 
 # %% [markdown]
-# The integer division is gone, yet the PTX is only a few instructions shorter: a PTX `div`
+# The integer division is gone, yet the [PTX](00_rope_in_one_notebook.ipynb#9-glossary) is only a few instructions shorter: a PTX `div`
 # is one line that the assembler expands into a long sequence (and the 64-bit one into a
-# subroutine).  The machine code shows the real difference.  The SASS census recorded under
-# `data/census/` (the same PTX, assembled for the H200 and disassembled with `nvdisasm`;
+# subroutine).  The machine code shows the real difference.  The [SASS](00_rope_in_one_notebook.ipynb#9-glossary) census recorded under
+# `data/census/` (the same PTX, assembled for the H200 and disassembled with [`nvdisasm`](00_rope_in_one_notebook.ipynb#9-glossary);
 # static counts, not executed ones):
 
 # %%
-import json
-
-sass_census = json.loads((ptx.PACKAGE_DIR.parent / "data" / "census" / "census-sass.json").read_text())
+sass_census = ptx.census(sass=True)  # the recorded SASS counts, read without nvdisasm
 for name in ("flat", "block2d"):
     r = ptx.row(sass_census, name, fastmath=True)
     print(f"{name:<9} PTX {r['instructions']:>4}  SASS {r['sass_instructions']:>4}")
@@ -159,10 +157,12 @@ for name in ("flat", "block2d"):
 #
 # ## Timing on an H200
 #
-# Recorded with `python -m ropelab bench` (cold L2, CUDA events; see notebook 07).  The chart
-# divides each bandwidth by the roof, the fastest copy of the whole run; the black line over
+# Recorded with `python -m ropelab bench` (cold [L2](00_rope_in_one_notebook.ipynb#9-glossary), [CUDA events](00_rope_in_one_notebook.ipynb#9-glossary); see notebook 07).  The chart
+# divides each bandwidth by the [roof](00_rope_in_one_notebook.ipynb#9-glossary), the fastest copy of the whole run; the black line over
 # each shape marks where the copy of that shape's own bytes reached, which is below the roof
-# on the small shapes (a kernel level with it is as fast as a copy there):
+# on the small shapes (a kernel level with it is as fast as a copy there).
+# Each row gives the median of many single launches, their [p20-p80](00_rope_in_one_notebook.ipynb#9-glossary) spread (from the 20th
+# to the 80th percentile), the bandwidth that time implies, and its share of the roof:
 
 # %%
 bench = course.recorded("bench")
@@ -203,7 +203,7 @@ if bench is not None:
 # ## Why `block2d` loses: controlled variants
 #
 # `ropelab.measure.controls` holds kernels that each differ from `block2d` (or `flat`) in one
-# respect.  Timed in one run with the references (`python -m ropelab.measure.bench.controls`, cold L2,
+# respect.  Timed in one run with the references (`python -m ropelab.measure.bench.controls`, [cold L2](00_rope_in_one_notebook.ipynb#9-glossary),
 # the entries interleaved round by round), the time ratio of each pair says what that one
 # respect costs.  What each control changes, and which result would confirm which suspect:
 
@@ -263,7 +263,8 @@ if ctl is not None:
 #   (`flat_serial_pos`) becomes as slow as `block2d`, or slower.
 # * The exponent formula (`flat_block2d_exponent`) costs nothing.
 #
-# The machine code says why.  The census of the controls reads each kernel's SASS in order:
+# The machine code says why.  The census of the controls reads each kernel's SASS (of its
+# [fast-math](00_rope_in_one_notebook.ipynb#9-glossary) build) in order:
 # `L` a global load, `S` a store, `w` an instruction that needs a load still in flight (the warp
 # stalls there).  `in flight` is the largest number of loads issued and not yet waited for:
 
@@ -285,9 +286,13 @@ for r in rows:
 # latencies where `flat` pays one, and the SM has fewer bytes in flight to cover them.
 #
 # Nsight Compute (`python -m ropelab profile`, recorded under `data/profile/`) sees the same
-# thing from the hardware counters.  `long_scoreboard` is the state of a warp waiting for
-# global memory, counted in cycles per issued instruction; `issue%` is the share of cycles in
-# which a scheduler issued anything; `occ%` is achieved / theoretical occupancy:
+# thing from the hardware counters.  [`long_scoreboard`](00_rope_in_one_notebook.ipynb#9-glossary) is the state of a warp waiting for
+# global memory, counted in [cycles per issue](00_rope_in_one_notebook.ipynb#9-glossary)d instruction; [`issue%`](00_rope_in_one_notebook.ipynb#9-glossary) is the share of cycles in
+# which a scheduler issued anything; [`occ%`](00_rope_in_one_notebook.ipynb#9-glossary) is achieved / theoretical occupancy.  The other
+# columns: [`DRAM%`](00_rope_in_one_notebook.ipynb#9-glossary), the HBM throughput; [traffic](00_rope_in_one_notebook.ipynb#9-glossary), the DRAM bytes over the minimum; [`reg`](00_rope_in_one_notebook.ipynb#9-glossary), the
+# registers per thread, and `limit`, what caps the blocks an SM holds (warp slots or
+# registers); [`sect/req`](00_rope_in_one_notebook.ipynb#9-glossary), the sectors per request; [`XU%`](00_rope_in_one_notebook.ipynb#9-glossary), how busy the [SFUs](00_rope_in_one_notebook.ipynb#9-glossary)' pipe was; and
+# beside long_scoreboard the stall reasons [not_selected](00_rope_in_one_notebook.ipynb#9-glossary), [`wait`](00_rope_in_one_notebook.ipynb#9-glossary) and [mio_throttle](00_rope_in_one_notebook.ipynb#9-glossary):
 
 # %%
 prof = course.recorded("profile")
@@ -385,8 +390,11 @@ print(course.live_bench(["flat", "block2d"]))
 # the stride loop that lets any block size cover any row, then the launch, for rows of any
 # width.  Each cell holds a signature, a docstring with the contract, and `pass`; the cell after
 # it grades your function and never stops the notebook.  The rule of this notebook: **no
-# integer division** (the census checks): the grid's shape does the index math.  Solutions and
-# the mistakes the grader recognizes: `notebooks/solutions/02_block2d.py`.
+# integer division** (the census checks): the grid's shape does the index math.  The census
+# reads the compiled code, so a division you did not write counts too: in `for pair in
+# range(t, n_pairs, cuda.blockDim.x)` the step is known only at run time, and Numba divides by
+# it to count the loop's trips.  Write a stride loop as a `while` loop.  Solutions and the
+# mistakes the grader recognizes: `notebooks/solutions/02_block2d.py`.
 #
 # ### Step 02.1: one block per token
 #

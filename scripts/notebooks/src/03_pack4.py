@@ -47,7 +47,7 @@ print(ropelab.format_description())
 # with an odd number of pairs.
 #
 # In the kernel below, `load4` and `store4` are those two intrinsics (`load_f32x4`,
-# `store_f32x4`) in the float32 build.  The same kernel is also built for float16 and bfloat16
+# `store_f32x4`) in the float32 build.  The same kernel is also built for [float16](00_rope_in_one_notebook.ipynb#9-glossary) and [bfloat16](00_rope_in_one_notebook.ipynb#9-glossary)
 # storage (`pack4.quad_access`): there four elements are 8 bytes, one 64-bit access that is
 # unpacked to float32 before the math and rounded back (to nearest even) on the store.
 
@@ -73,7 +73,7 @@ print(inspect.getsource(controls.rope_pack4_scalar_unhoisted))
 
 # %% [markdown]
 # The load intrinsic, from `ropelab.kernels.vec`: at compile time it turns the element address
-# into a pointer to a 16-byte vector of four floats (LLVM's `<4 x float>`) and loads it with
+# into a pointer to a 16-byte vector of four floats ([LLVM](00_rope_in_one_notebook.ipynb#9-glossary)'s `<4 x float>`) and loads it with
 # 16-byte alignment.  The store is written the same way, and on the simulator both are
 # ordinary Python functions with the same names.
 
@@ -151,6 +151,10 @@ for name, pairs in (("flat", 1), ("pack4_scalar", 2), ("pack4", 2)):
 # exactly once.
 #
 # ## Timing on an H200: does the load width matter?
+#
+# Each kernel (its [fast-math](00_rope_in_one_notebook.ipynb#9-glossary) build, as always) beside the [roof](00_rope_in_one_notebook.ipynb#9-glossary), the fastest device copy of the
+# run.  Each row gives the median of many single launches, their [p20-p80](00_rope_in_one_notebook.ipynb#9-glossary) spread (from the 20th
+# to the 80th percentile), the bandwidth that time implies, and its share of the roof.
 
 # %%
 bench = course.recorded("bench")
@@ -195,10 +199,10 @@ if bench is not None:
 #   clock, on every shape, and on the 1 GB shape it takes the kernel from
 #   {{ bench.pack4_scalar_roof_pct }} of the roof to {{ bench.pack4_roof_pct }}, level with the copy.
 #
-# The traffic is identical in both comparisons: a warp's scalar loads of consecutive floats
+# The [traffic](00_rope_in_one_notebook.ipynb#9-glossary) is identical in both comparisons: a [warp](00_rope_in_one_notebook.ipynb#9-glossary)'s scalar loads of consecutive floats
 # are merged into the same memory transactions as its vector loads.  What the vector access
 # changes is how many bytes each instruction asks for.  To run at full bandwidth an H200 needs
-# a few megabytes in flight at once (Little's law: bandwidth times latency); with 16 bytes per
+# a few megabytes in flight at once ([Little's law](00_rope_in_one_notebook.ipynb#9-glossary): bandwidth times [latency](00_rope_in_one_notebook.ipynb#9-glossary)); with 16 bytes per
 # load instead of 4, each thread keeps four times as many bytes in flight for the same number
 # of outstanding instructions, so the scalar kernel, not the memory, was the limit.  The usual
 # expectation for memory-bound kernels is that the load width barely matters; here the record
@@ -210,8 +214,8 @@ if bench is not None:
 # second pair.  `x` and `out` may be the same buffer (RoPE is often applied in place), so the
 # compiler must assume a store to `out` can change `x`, and it may not move the second pair's
 # loads above the first pair's stores.  Each thread then has one pair (8 bytes) in flight at a
-# time, with half as many threads as `flat`.  The controls census (PTX order: `L` load, `S`
-# store, `?` branch; SASS order: `w` is a wait for a load still in flight) shows the order of
+# time, with half as many threads as `flat`.  The controls census ([PTX](00_rope_in_one_notebook.ipynb#9-glossary) order: `L` load, `S`
+# store, `?` branch; [SASS](00_rope_in_one_notebook.ipynb#9-glossary) order: `w` is a wait for a load still in flight) shows the order of
 # both versions:
 
 # %%
@@ -248,8 +252,13 @@ if ctl is not None:
 # %% [markdown]
 # Hoisting the loads is worth a few percent, most on the 1 GB shape, and it does not close the
 # whole gap: the hoisted kernel is still slower than `flat`.  The Nsight Compute profile
-# (`python -m ropelab profile`, under `data/profile/`) shows what remains.  `sect/req` is the
-# number of 32-byte sectors a warp's load (or store) request touches:
+# (`python -m ropelab profile`, under `data/profile/`) shows what remains.  [`sect/req`](00_rope_in_one_notebook.ipynb#9-glossary) is the
+# number of 32-byte sectors a warp's load (or store) request touches.  The other columns:
+# [`DRAM%`](00_rope_in_one_notebook.ipynb#9-glossary), the HBM throughput; traffic, the DRAM bytes over the minimum; [`occ%`](00_rope_in_one_notebook.ipynb#9-glossary), achieved /
+# theoretical occupancy; [`reg`](00_rope_in_one_notebook.ipynb#9-glossary), the registers per thread, and `limit`, what caps the blocks
+# an [SM](00_rope_in_one_notebook.ipynb#9-glossary) holds; [issue%](00_rope_in_one_notebook.ipynb#9-glossary), the share of cycles a scheduler issued in; [`XU%`](00_rope_in_one_notebook.ipynb#9-glossary), the [SFUs](00_rope_in_one_notebook.ipynb#9-glossary)' pipe; and
+# the top stall reasons in [cycles/issue](00_rope_in_one_notebook.ipynb#9-glossary) (here [long_scoreboard](00_rope_in_one_notebook.ipynb#9-glossary), [`wait`](00_rope_in_one_notebook.ipynb#9-glossary), [drain](00_rope_in_one_notebook.ipynb#9-glossary), [mio_throttle](00_rope_in_one_notebook.ipynb#9-glossary) and
+# [imc_miss](00_rope_in_one_notebook.ipynb#9-glossary)):
 
 # %%
 prof = course.recorded("profile")
@@ -268,11 +277,11 @@ if prof is not None:
 # * The unhoisted kernel waits longer on memory per instruction than the hoisted one: the
 #   serialized second pair, seen by the hardware.
 # * Both scalar kernels move the same DRAM bytes as `flat`.  But in a 4-float-per-thread
-#   layout, neighbouring lanes are 16 bytes apart, so each of a warp's 4-byte accesses spans
+#   layout, neighbouring [lanes](00_rope_in_one_notebook.ipynb#9-glossary) are 16 bytes apart, so each of a warp's 4-byte accesses spans
 #   {{ profile.scalar_over_flat_sectors }} as many sectors as `flat`'s: {{ profile.scalar_and_flat_store_sectors }}
 #   sectors per store request in the table (the load column is lower for both because it
 #   averages in the one-sector loads of `positions`).  And every sector is asked for by four
-#   separate instructions, one per float of a lane, so the L1 handles four requests for bytes
+#   separate instructions, one per float of a lane, so the [L1](00_rope_in_one_notebook.ipynb#9-glossary) handles four requests for bytes
 #   that one request could carry.  `pack4` asks for each sector once, with one 128-bit load
 #   per lane, and reaches the copy.
 #
@@ -282,7 +291,7 @@ if prof is not None:
 # ## Numba against CUDA C++
 #
 # `ropelab.measure.baselines` holds CUDA C++ twins of `flat` and `pack4`: the same index types, the
-# same float32 formulas and guard, compiled by NVRTC with `--use_fast_math` as the seed does.
+# same float32 formulas and guard, compiled by [NVRTC](00_rope_in_one_notebook.ipynb#9-glossary) with `--use_fast_math` as the seed does.
 # Here is the `float4` twin, printed from `ropelab.measure.baselines.CUDA_SOURCE`:
 
 # %%

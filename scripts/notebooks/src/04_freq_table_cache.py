@@ -147,11 +147,11 @@ for p, a32, a64 in zip(positions, angle32, angle64):
           f"error of this angle {abs(float(a32) - a64):.1e} rad")
 
 # %% [markdown]
-# The error has two parts: the float32 frequency is off by up to half an ulp (a relative
+# The error has two parts: the float32 frequency is off by up to half an [ulp](00_rope_in_one_notebook.ipynb#9-glossary) (a relative
 # $3 \times 10^{-8}$, multiplied by the position), and the product is rounded to the spacing
 # in the first column.  Both scale with the angle.
 #
-# **2. The sine.**  With fast-math, `math.sin` becomes `sin.approx.ftz.f32`, a hardware
+# **2. The sine.**  With [fast-math](00_rope_in_one_notebook.ipynb#9-glossary), `math.sin` becomes `sin.approx.ftz.f32`, a hardware
 # approximation whose error grows with the size of its argument.  `ropelab.measure.precision` times
 # nothing; it measures errors on a GPU and records them.  First, the function alone, on exact
 # float32 angles:
@@ -174,7 +174,7 @@ if sincos is not None:
 # The fast-math error grows about tenfold per decade of angle above 10 radians: about
 # $10^{-3}$ below $10^4$ rad, about $10^{-2}$ between $10^4$ and $10^5$ rad (the positions of
 # a long context), and more than $10^{-1}$ beyond.  The precise `sinf`/`cosf` stay below
-# $10^{-7}$ at every angle: libdevice reduces the argument exactly before approximating.
+# $10^{-7}$ at every angle: [libdevice](00_rope_in_one_notebook.ipynb#9-glossary) reduces the argument exactly before approximating.
 
 # %% [markdown]
 # Then every variant on real inputs (`[tokens, 128]`, standard normal), one token per sampled
@@ -200,7 +200,7 @@ if precision is not None:
 # flat at the float32 rounding of its entries, because its values were computed in float64 and
 # rounded once; `reduce_angle` (below) is flat too, a little higher.  These two are the
 # accurate paths.  The dashed line is
-# half a bfloat16 ulp at 1.0: an error below it vanishes when activations are stored in
+# half a [bfloat16](00_rope_in_one_notebook.ipynb#9-glossary) ulp at 1.0: an error below it vanishes when activations are stored in
 # bfloat16, an error above it does not.
 #
 # **The third path, without a table of positions.**  `reduce_angle=True` stores each frequency
@@ -215,6 +215,10 @@ print(course.excerpt(freq_table, "reduced_angle"))
 
 # %% [markdown]
 # ## Timing on an H200
+#
+# Each variant beside the [roof](00_rope_in_one_notebook.ipynb#9-glossary), the fastest device copy of the run.  Each row gives the median
+# of many single launches, their [p20-p80](00_rope_in_one_notebook.ipynb#9-glossary) spread (from the 20th to the 80th percentile), the
+# bandwidth that time implies, and its share of the roof.
 
 # %%
 bench = course.recorded("bench")
@@ -270,10 +274,13 @@ if bench is not None:
 
 # %% [markdown]
 # The time grows with the bytes: the cache kernel is as memory-bound as the others, with more
-# memory to move.  The Nsight Compute profile confirms it from the DRAM counters
-# (`traffic` = DRAM bytes over the minimum; on the small shape the output stays in the 60 MB
-# L2 for every kernel, so all of them read less than the minimum from DRAM) and shows that the
-# cache kernel uses no transcendental unit at all (`XU%`):
+# memory to move.  The Nsight Compute profile confirms it from the [DRAM](00_rope_in_one_notebook.ipynb#9-glossary) counters
+# ([`traffic`](00_rope_in_one_notebook.ipynb#9-glossary) = DRAM bytes over the minimum; on the small shape the output stays in the 60 MB
+# [L2](00_rope_in_one_notebook.ipynb#9-glossary) for every kernel, so all of them read less than the minimum from DRAM) and shows that the
+# cache kernel uses no transcendental unit at all ([`XU%`](00_rope_in_one_notebook.ipynb#9-glossary)).  The other columns: [`occ%`](00_rope_in_one_notebook.ipynb#9-glossary),
+# achieved / theoretical occupancy; [`reg`](00_rope_in_one_notebook.ipynb#9-glossary), the registers per thread, and `limit`, what caps
+# the blocks an [SM](00_rope_in_one_notebook.ipynb#9-glossary) holds (here [warp](00_rope_in_one_notebook.ipynb#9-glossary) slots); [`sect/req`](00_rope_in_one_notebook.ipynb#9-glossary), the sectors per request; [issue%](00_rope_in_one_notebook.ipynb#9-glossary); and
+# the top stall reasons in [cycles/issue](00_rope_in_one_notebook.ipynb#9-glossary) ([long_scoreboard](00_rope_in_one_notebook.ipynb#9-glossary), [`wait`](00_rope_in_one_notebook.ipynb#9-glossary), [not_selected](00_rope_in_one_notebook.ipynb#9-glossary)):
 
 # %%
 prof = course.recorded("profile")
@@ -312,10 +319,10 @@ print(course.live_bench(["flat", "freq_table"]))
 # ## Build it yourself
 #
 # Five graded steps, each building on the last: a table read instead of `pow`, the table
-# staged in shared memory, the cos/sin cache, the whole variant with heads and layouts, and its
+# staged in [shared memory](00_rope_in_one_notebook.ipynb#9-glossary), the cos/sin cache, the whole variant with heads and layouts, and its
 # launch.  Write each function in its cell and run the cell after it: the grader runs your
 # kernel on the simulator on small shapes that fill no block evenly, compares every float with
-# the float64 reference, and then counts your kernel's PTX instructions (compiled for a GPU,
+# the float64 reference, and then counts your kernel's [PTX](00_rope_in_one_notebook.ipynb#9-glossary) instructions (compiled for a GPU,
 # without one).  Solutions: `notebooks/solutions/04_freq_table_cache.py`.
 #
 # ### Step 04.1: read the frequency from a table

@@ -40,11 +40,11 @@ print(ropelab.format_description())
 #
 # With `chunk` pairs per thread (4 by default), `S = head_dim / 2 / chunk` threads share a
 # head, and thread `t` owns slots `t, t + S, t + 2S, ...`.  `first_freq` is the one `pow`;
-# `blended` applies the YaRN or Llama 3.1 correction per pair when a scaling scheme asks for
+# `blended` applies the [YaRN](00_rope_in_one_notebook.ipynb#9-glossary) or [Llama 3.1](00_rope_in_one_notebook.ipynb#9-glossary) correction per pair when a scaling scheme asks for
 # it (both bend the geometric sequence, so the kernel keeps the recurrence for the geometric
 # part and corrects each pair afterwards); `f = f * stride_ratio` is the recurrence.
 # `load2` / `store2` read and write one pair: two float32 elements in the float32 build; in the
-# float16 and bfloat16 builds (`pair_sincos.pair_access`) the elements widen to float32 on the
+# [float16](00_rope_in_one_notebook.ipynb#9-glossary) and [bfloat16](00_rope_in_one_notebook.ipynb#9-glossary) builds (`pair_sincos.pair_access`) the elements widen to float32 on the
 # load and round to nearest even on the store, and a GPT-J pair moves as one 32-bit word.
 
 # %%
@@ -60,7 +60,7 @@ print(course.excerpt(pair_sincos, "blended"))
 #
 # Two tokens, 32 floats (16 pairs) per token.  With the default 4 pairs per thread, four
 # threads share a row and thread `t` owns pairs `t, t+4, t+8, t+12`: at every step the threads
-# of a warp touch neighbouring pairs, so each load and store instruction stays coalesced.
+# of a [warp](00_rope_in_one_notebook.ipynb#9-glossary) touch neighbouring pairs, so each load and store instruction stays [coalesced](00_rope_in_one_notebook.ipynb#9-glossary).
 # With `pairs_per_thread=16`, one thread rotates the whole row.
 
 # %%
@@ -120,7 +120,7 @@ for variant, kernel in (("flat", None), ("freq_table", "rope_freq_table"),
     print(f"{r['kernel']:<20} {r['instructions']:>6} {r['int_divrem']:>8}  {r['sfu']}")
 
 # %% [markdown]
-# Executed per pair, with fast-math and no scaling:
+# Executed per pair, with [fast-math](00_rope_in_one_notebook.ipynb#9-glossary) and no scaling:
 #
 # | kernel | `pow` (`lg2` + `ex2`) | `sin` + `cos` | memory reads for frequencies |
 # |---|---|---|---|
@@ -200,6 +200,10 @@ if precision is not None:
 
 # %% [markdown]
 # ## Timing on an H200
+#
+# Each variant beside the [roof](00_rope_in_one_notebook.ipynb#9-glossary), the fastest device copy of the run.  Each row gives the median
+# of many single launches, their [p20-p80](00_rope_in_one_notebook.ipynb#9-glossary) spread (from the 20th to the 80th percentile), the
+# bandwidth that time implies, and its share of the roof.
 
 # %%
 bench = course.recorded("bench")
@@ -228,7 +232,7 @@ if bench is not None:
 # *consecutive* pairs, and the first recorded run (`data/history/`) found it two to four times
 # slower than `flat`, despite fewer special-function calls: neighbouring threads started
 # 8 floats (32 bytes) apart, so each load or store instruction of a warp touched 32 different
-# 32-byte sectors and used 4 bytes of each.  The kernel above hands out strided slots
+# 32-byte [sectors](00_rope_in_one_notebook.ipynb#9-glossary) and used 4 bytes of each.  The kernel above hands out strided slots
 # instead, so every instruction of a warp covers neighbouring pairs (the pattern of notebooks
 # 01 to 03), and it loads the next slot's pair before rotating the current one, so each
 # thread keeps two pairs in flight.  The lesson is notebook 03's: on this operator, how memory
@@ -258,15 +262,19 @@ print(course.live_bench(["flat", "pair_sincos"]))
 # that computes the stride and its ratio on the host, and the variant over heads and both
 # layouts.  Write each function in its cell and run the cell after it: the grader runs it on
 # the simulator on small shapes, compares every float with the float64 reference, and then
-# counts the PTX instructions of your kernel (compiled for a GPU, without one).  Solutions:
+# counts the [PTX](00_rope_in_one_notebook.ipynb#9-glossary) instructions of your kernel (compiled for a GPU, without one).  Solutions:
 # `notebooks/solutions/05_pair_sincos.py`.
 #
 # ### Step 05.1: one angle per pair
 #
 # The SGLang change this notebook opened with, in its smallest form: give every *pair* a
 # thread, which computes its frequency `base ** (exponent_step * pair)` (one `pow`), its
-# angle, one `cos` and one `sin`, and rotates both floats of the pair with them.  The census must show at most one `sin` and one `cos`, one `pow`,
-# and no float64.
+# angle, one `cos` and one `sin`, and rotates both floats of the pair with them.  The census
+# must show at most one `sin` and one `cos`, one `pow`, and no float64.  The grader counts them
+# per pass through your kernel: a loop body once, and the copies of it that the compiler makes
+# for cases that exclude each other once (it duplicates a grid-stride loop, with and without
+# the division, for `n_pairs == 0`), so a grid-stride loop with one `sin` and one `cos` a pair
+# passes too.
 
 # %%
 import math
@@ -309,7 +317,7 @@ plt.show()
 # ($r^S$, computed on the host in float64).  Thread `idx` is thread `j = idx - token * stride`
 # of row `token = idx // stride` (one unsigned division), and slot `j` rotates floats
 # `2 token n_pairs + 2j` and the one after.  The census must show one `pow` per thread, and
-# none inside the loop.
+# none inside the loop that rotates the slots.
 
 # %%
 import math

@@ -9,18 +9,18 @@
 #
 # New in this notebook:
 #
-# * a **warp per head**: 32 lanes share one head, each lane keeping `head_dim / 32`
-#   consecutive elements in registers;
-# * a **shuffle reduction**: the RMSNorm needs the sum of squares of the whole head, which
-#   the lanes combine by exchanging registers directly (`shfl_xor_sync`), with no shared
+# * a **[warp](00_rope_in_one_notebook.ipynb#9-glossary) per head**: 32 [lanes](00_rope_in_one_notebook.ipynb#9-glossary) share one head, each lane keeping `head_dim / 32`
+#   consecutive elements in [registers](00_rope_in_one_notebook.ipynb#9-glossary);
+# * a **shuffle reduction**: the [RMSNorm](00_rope_in_one_notebook.ipynb#9-glossary) needs the sum of squares of the whole head, which
+#   the lanes combine by exchanging registers directly ([`shfl_xor_sync`](00_rope_in_one_notebook.ipynb#9-glossary)), with no shared
 #   memory and no `syncthreads`;
 # * **in place on a packed `qkv` buffer**, `[tokens, (Q heads + K heads + V heads) * head_dim]`,
 #   the layout an attention layer's fused projection produces; V is never touched;
-# * the **production shapes** of SGLang's benchmark, in bfloat16 and float32;
+# * the **production shapes** of SGLang's benchmark, in [bfloat16](00_rope_in_one_notebook.ipynb#9-glossary) and float32;
 # * a refinement the H200 asked for: **half a warp per head** with 128-bit word loads for
-#   16-bit storage, what Little's law says about why (worked out with numbers), and what the
+#   16-bit storage, what [Little's law](00_rope_in_one_notebook.ipynb#9-glossary) says about why (worked out with numbers), and what the
 #   profiler says about the rest;
-# * the **instruction diet** that followed, each step read off the SASS census and timed:
+# * the **instruction diet** that followed, each step read off the [SASS](00_rope_in_one_notebook.ipynb#9-glossary) census and timed:
 #   32-bit index arithmetic, the norm's scale folded into cos and sin, NeoX pairs held whole by
 #   one lane, a select instead of a branch, and blocks filled with several tokens;
 # * a **CUDA C++ twin** of the same algorithm, timed in the same run;
@@ -62,48 +62,70 @@ print(ropelab.format_description())
 #
 # ## The kernel
 #
-# One kernel is generated per head size, layout and storage dtype, because the number of
-# elements a lane keeps in registers must be a compile-time constant.  The factory
+# One kernel is generated per head size, layout, storage dtype and mapping, because the number
+# of elements a lane keeps in registers must be a compile-time constant.  The factory
 # `make_kernel` fixes those constants (`E` elements per lane, `SLOTS`, `INTERLEAVE`, `PACKED`,
 # `VEC4`, `CACHE`, ...) in Python, and the code it returns reads them as plain names: Numba
-# compiles them in as constants, and a branch on one of them disappears from the builds where
-# it is false.  The kernel's body, which the two entry points (with and without a cos/sin
-# cache) call:
+# compiles them in, and a branch on one of them disappears from the builds where it is false.
+# The source file therefore holds the branches of every build, several hundred lines of them;
+# `course.excerpt(fused_kernel, "fused_kernel")` prints it all.
+#
+# This notebook starts with one build: heads of 128 bfloat16 values, GPT-J pairs, every dim
+# rotated, one head per warp, `qkv` read as 32-bit words of two bfloat16 each.
+# `course.specialised` prints the kernel's body as that build compiles it, read from the same
+# file: the branches the build does not take removed, and the constants it reads listed with
+# their values (`tests/test_specialise.py` compiles this text and checks that it gives the
+# package kernel's [PTX](00_rope_in_one_notebook.ipynb#9-glossary), instruction for instruction).  The body is what the two entry points
+# (with and without a cos/sin cache) call:
 
 # %%
-print(course.excerpt(fused_kernel, "fused_kernel"))
+one_head = fused_kernel.make_kernel(128, True, "bfloat16", heads_per_warp=1, full_rotary=True)
+print(course.specialised(one_head, "fused_kernel"))
+
+# %% [markdown]
+# Against the full source, every build's branches in one text (`print(full)` shows it):
+
+# %%
+full = course.excerpt(fused_kernel, "fused_kernel")
+shown = course.specialised(one_head, "fused_kernel")
+print(f"every build's source: {len(full.splitlines())} lines; this build's: "
+      f"{len(shown.splitlines())}, its header included")
 
 # %% [markdown]
 # Reading it top to bottom:
 #
 # 1. **Which head.**  The grid is two-dimensional: `blockIdx.x` (with `threadIdx.y`, when a
 #    block holds several tokens) is the token, and `blockIdx.y` with the warp number inside
-#    the block selects the warp.  A warp owns `HPW` (heads per warp) consecutive heads
-#    starting at `head0 = warp * HPW`; with `HPW = 1`, the mapping this notebook starts with,
-#    the warp number *is* the head.  No division.  Index arithmetic is 32-bit: Numba widens
-#    `uint32 + uint32` to 64 bits, so every step is cast back with `uint32(...)`.
-# 2. **Load.**  Lane `l` reads elements `l*E .. l*E + E-1` of its head (`E = head_dim / 32`)
-#    into a small local array that the compiler keeps in registers, summing their squares.
-#    With `HPW > 1` it issues the loads of all its heads first (phase 1), then does steps 3 to
-#    6 for each head in turn.  A head past the end (an odd head count) reads the last head
-#    instead and never stores: a select, not a branch.
+#    the block selects the warp.  A warp owns `heads_per_warp` consecutive heads starting at
+#    `head0 = warp * heads_per_warp`; with one head per warp, the mapping this notebook starts
+#    with, the warp number *is* the head.  No division.  Index arithmetic is 32-bit: Numba
+#    widens `uint32 + uint32` to 64 bits, so every step is cast back with `uint32(...)`.
+# 2. **Load.**  Lane `l` reads elements `l*E .. l*E + E-1` of its head (`E = head_dim / 32 =
+#    4`): `WORDS = 2` words of two bfloat16 each, unpacked to float32 into a small local array
+#    that the compiler keeps in registers, summing their squares.  The loop over `ROUNDS`
+#    (here 1) is for builds with several heads per warp: a lane issues the loads of all its
+#    heads first (phase 1), then does steps 3 to 6 for each head in turn.
 # 3. **Reduce.**  Five `shfl_xor_sync` steps (16, 8, 4, 2, 1): at each one, every lane adds
 #    the running sum of the lane whose number differs in one bit.  After five steps every
 #    lane holds the sum over all 32 lanes.
 # 4. **Normalize**: one reciprocal square root; the weight multiplies each element.
 # 5. **Rotate.**  Interleaved pairs `(2k, 2k+1)` never straddle two lanes (`E` is even), so a
 #    lane rotates its own pairs, one sine and cosine per pair, computed once per lane and
-#    shared by all its heads.  When every dim rotates, the norm's scale rides on cos and sin
-#    (`c * scale`), two multiplies per pair instead of one per element.  Half-split (NeoX)
-#    pairs `(i, i + d/2)` are held whole too, in 16-bit storage with every dim rotated: the
-#    lane takes `E/2` elements of each half (*split*).  Otherwise (partial rotary, float32)
-#    one `shfl_sync` per element fetches the partner from another lane.
-# 6. **Store** back where the values came from.
+#    shared by all its heads.  Every dim rotates in this build, so the norm's scale rides on
+#    cos and sin (`c = cs[j] * rot`): two multiplies per pair instead of one per element.
+# 6. **Store** back where the values came from, two floats rounded and packed into each word
+#    (`pack2`).
+#
+# Other builds take other branches of the same file: half-split (NeoX) pairs held whole by one
+# lane in 16-bit storage (the lane takes `E/2` elements of each half, *split*); partial rotary
+# and float32 NeoX, where one `shfl_sync` per element fetches the partner from another lane
+# and every pair is tested against `n_pairs`; float32 in 128-bit `float4` accesses; the cos/sin
+# cache.  Half a warp per head, the 16-bit default, is shown as built further down.
 #
 # Step 3 in the kernel:
 
 # %%
-print(course.excerpt(fused_kernel, "fused_butterfly"))
+print(course.specialised(one_head, "fused_butterfly"))
 
 # %% [markdown]
 # The same butterfly acted out by NumPy on 32 integers (exact, so the check is exact):
@@ -118,8 +140,8 @@ for offset in (16, 8, 4, 2, 1):
 print("every lane holds the total:", bool((state == partial.sum()).all()))
 
 # %% [markdown]
-# The simulator has no warp shuffles; `ropelab.warp` emulates them with one barrier per warp,
-# so the same kernel runs here.
+# The simulator has no warp shuffles; `ropelab.sim.warp` emulates them with one barrier per
+# warp, so the same kernel runs here.
 #
 # ## The thread map
 #
@@ -140,10 +162,11 @@ plt.show()
 #
 # ## Correctness
 #
-# `ropelab.ropelab_check.check_case` draws random heads with very different magnitudes, runs the
+# `ropelab.check.check_case` draws random heads with very different magnitudes, runs the
 # kernel in place, and compares with the float64 reference under a tolerance that adds the
-# norm's rounding, the rotation's (notebook 04) and the final rounding to the storage dtype.
-# It also checks that the V columns are bit-identical afterwards.
+# norm's rounding, the rotation's (notebook 04) and the final rounding to the storage dtype
+# (float32, [float16](00_rope_in_one_notebook.ipynb#9-glossary) or bfloat16).  It also checks that the V columns are bit-identical
+# afterwards.  The last case rotates by [YaRN](00_rope_in_one_notebook.ipynb#9-glossary)'s frequencies, with its attention factor.
 
 # %%
 rng = np.random.default_rng(6)
@@ -205,7 +228,7 @@ for s in shapes.PRODUCTION_SHAPES.values():
 # ## Census
 #
 # The production kernel (head 128, so `E = 4` elements and 2 interleaved pairs per lane),
-# fast-math builds:
+# [fast-math](00_rope_in_one_notebook.ipynb#9-glossary) builds:
 
 # %%
 census = ptx.census()
@@ -222,7 +245,7 @@ for r in census["rows"]:
 #   NeoX build with partner shuffles (`neox_split=False`, the mapping of partial rotary and of
 #   float32) computes them per element, twice as many.
 # * These counts are per lane, for a whole head's worth of work shared by its lanes: the
-#   shuffles replace a round trip through shared memory.
+#   shuffles replace a round trip through [shared memory](00_rope_in_one_notebook.ipynb#9-glossary).
 # * The census covers each storage at its default mapping (for 16-bit storage: half a warp per
 #   head, two heads per warp, 128-bit accesses; see below) in both layouts, the bfloat16 NeoX
 #   build with partner shuffles, the bfloat16 kernel with one head per warp (the mapping drawn
@@ -234,7 +257,9 @@ for r in census["rows"]:
 # the newest one that times them all is the *sweep* below.  These shapes move 100 to 270 MB,
 # small enough that even a copy of their bytes stays below the run's fastest (1 GB) copy, so
 # each row is compared with the device copy of *its own shape's* bytes (Q and K read and
-# written), timed in the same run: the record's `frac_of_copy`.  First, one head per warp:
+# written), timed in the same run: the record's `frac_of_copy`.  Each row gives the median of
+# many single launches and their [p20-p80](00_rope_in_one_notebook.ipynb#9-glossary) spread (from the 20th to the 80th percentile).  First,
+# one head per warp:
 
 # %%
 fused_runs = course.recorded_runs("bench_fused")
@@ -260,11 +285,11 @@ if sweep is not None:
 # ## Little's law, and half a warp per head
 #
 # A memory system delivers its bandwidth only when enough bytes are in flight to cover its
-# latency: bytes in flight = bandwidth x latency.  Worked out per SM for the recorded run:
+# latency: bytes in flight = bandwidth x latency.  Worked out per [SM](00_rope_in_one_notebook.ipynb#9-glossary) for the recorded run:
 #
 # * **bandwidth per SM**: the device copy of the same bytes, timed in the same run, divided by
 #   the GPU's SMs (from the record's metadata);
-# * **latency**: an assumption, not a measurement.  DRAM latency under load on H100/H200-class
+# * **latency**: an assumption, not a measurement.  [DRAM](00_rope_in_one_notebook.ipynb#9-glossary) latency under load on H100/H200-class
 #   HBM is commonly quoted at roughly 600 to 800 ns; the cell takes both ends.
 
 # %%
@@ -283,7 +308,7 @@ if sweep is not None:
 # arithmetic, so a warp has `bytes per lane x 32` in flight, and an SM that many times its
 # resident warps.  Bytes per lane follow from the kernel's mapping (`head_dim / lanes per
 # head` elements of each head the lane's group handles); resident warps come from the
-# profile's achieved occupancy (a share of the H200's 64 warp slots per SM).  The first line is
+# profile's achieved [occupancy](00_rope_in_one_notebook.ipynb#9-glossary) (a share of the H200's 64 warp slots per SM).  The first line is
 # the old 16-bit mapping, one head per warp on 32 lanes, for comparison:
 
 # %%
@@ -334,6 +359,20 @@ course.plot_fused_map(fmap2, token=0)
 plt.show()
 
 # %% [markdown]
+# The same kernel, as the 16-bit default builds it (bfloat16, GPT-J, every dim rotated, two
+# heads per warp on 16-lane groups, 128-bit accesses): its load phase and its butterfly.  Each
+# lane now moves its 8 elements with one `load_u32x4` (four 32-bit words, `ld.global.v4.u32`),
+# and the butterfly stops one step early: an xor below 16 never leaves the half warp, so four
+# steps (8, 4, 2, 1) sum a head's 16 lanes.
+
+# %%
+half_warp = fused_kernel.make_kernel(128, True, "bfloat16", vector_bytes=16, heads_per_warp=2,
+                                     lanes_per_head=16, full_rotary=True)
+print(course.specialised(half_warp, "fused_loads"))
+print()
+print(course.specialised(half_warp, "fused_butterfly"))
+
+# %% [markdown]
 # The sweep times every setting:
 
 # %%
@@ -353,7 +392,7 @@ print("default heads per warp by storage:", fused_kernel.HEADS_PER_WARP)
 # %% [markdown]
 # Are these differences real?  Within the run, the default row `fused_qknorm_rope` launches
 # exactly the same float32 kernel as the explicit one-head row, timed separately: the largest
-# gap between these twins is the smallest difference the run can resolve, its noise floor.
+# gap between these twins is the smallest difference the run can resolve, its [noise floor](00_rope_in_one_notebook.ipynb#9-glossary).
 # (The run before the sweep, below, timed the default and the twin again on the same kernel.)
 
 # %%
@@ -390,7 +429,7 @@ if sweep is not None:
 # it, in both layouts, against the copy of the same bytes and against the CUDA C++ twin of the
 # fused kernel in `ropelab.measure.baselines`: the same algorithm and mapping written in C++
 # (16-bit packing with the one-instruction `cvt.rn.*x2.f32` conversions, `__sincosf`), compiled
-# by NVRTC with `--use_fast_math`, all in the same run.
+# by [NVRTC](00_rope_in_one_notebook.ipynb#9-glossary) with `--use_fast_math`, all in the same run.
 
 # %%
 latest = newest_with("cuda_fused")
@@ -442,8 +481,8 @@ if latest is not None:
 #
 # Half a warp per head gave the 16-bit builds enough bytes in flight.  What stood between them
 # and the copy after that was instruction issue: the Nsight Compute profile of those builds
-# (the older record below) shows their warps mostly `not_selected`, ready to issue but waiting
-# for the scheduler.  An issue-bound kernel gets faster by issuing less, and the SASS census,
+# (the older record below) shows their warps mostly [`not_selected`](00_rope_in_one_notebook.ipynb#9-glossary), ready to issue but waiting
+# for the scheduler.  An [issue-bound](00_rope_in_one_notebook.ipynb#9-glossary) kernel gets faster by issuing less, and the SASS census,
 # read beside the C++ twin's without a GPU, shows which instructions need not be there.  Four
 # changes, each confirmed by a GPU run (the runs one by one, with their intermediate numbers,
 # are kept in `data/history/README.md`):
@@ -453,18 +492,18 @@ if latest is not None:
 #    Hopper has `cvt.rn.bf16x2.f32`, which rounds and packs two at once; `ropelab.bf16.pack2`
 #    uses it.
 # 2. **32-bit index arithmetic, and fewer multiplies.**  Numba widens `uint32 + uint32` to 64
-#    bits, so every index step was a 64-bit pair of instructions (the `.EX` compares and
-#    `IADD3.X` adds of the glossary); each step is now cast back to `uint32`.  The norm's scale
+#    bits, so every index step was a 64-bit pair of instructions (the [`.EX`](00_rope_in_one_notebook.ipynb#9-glossary) compares and
+#    [`IADD3.X`](00_rope_in_one_notebook.ipynb#9-glossary) adds of the glossary); each step is now cast back to `uint32`.  The norm's scale
 #    rides on `cos` and `sin` instead of multiplying every element; a lane loads its
 #    frequencies with one 128-bit load; NeoX pairs are held whole by one lane; and a block
 #    holds several tokens.
 # 3. **A select instead of a branch.**  A head past the end (an odd head count) was skipped by
-#    a branch, which the compiler wraps in a divergence barrier (`BSSY`/`BSYNC`), and each
+#    a branch, which the compiler wraps in a [divergence](00_rope_in_one_notebook.ipynb#9-glossary) barrier ([`BSSY`](00_rope_in_one_notebook.ipynb#9-glossary)/`BSYNC`), and each
 #    head's address was computed twice, for the load and for the store.  Reading the last head
 #    instead, and not storing it, removes both.
 # 4. **Offsets in the address.**  For partial rotary, the index `uint32(pair0 + i)` of each
 #    frequency load may wrap in 32 bits, so the compiler cannot fold `i` into the load's
-#    constant offset and adds it with a 64-bit `IADD3`/`IADD3.X` pair per load.  Leaving that
+#    constant offset and adds it with a 64-bit [`IADD3`](00_rope_in_one_notebook.ipynb#9-glossary)/`IADD3.X` pair per load.  Leaving that
 #    sum as Numba widens it (it cannot wrap) lets the offset ride in the load.  Partial-rotary
 #    NeoX before (the run beside the twin) and after (the newest run):
 
@@ -479,7 +518,7 @@ for run in (latest, folded):
 # %% [markdown]
 #
 # The SASS instructions now, ropelab's builds next to the twin's, both compiled here without a
-# GPU (`ropelab census --sass`; the twin through NVRTC, nvJitLink and `nvdisasm`, the `sass`
+# GPU (`ropelab census --sass`; the twin through NVRTC, [nvJitLink](00_rope_in_one_notebook.ipynb#9-glossary) and [`nvdisasm`](00_rope_in_one_notebook.ipynb#9-glossary), the `sass`
 # extra):
 
 # %%
@@ -491,12 +530,16 @@ PAIRS_OF_BUILDS = [  # (ropelab's build, the twin's instantiation)
     ("fused_qknorm_rope_d128_gptj_float16_v128_h2_g16_full", baselines.fused_twin_name("float16", 128, True)),
     ("fused_qknorm_rope_d128_gptj_float32_v128_full", baselines.fused_twin_name("float32", 128, True)),
 ]
-try:
-    sass = ptx.census(sass=True)
-    twin_counts = baselines.twin_sass_counts([t for _, t in PAIRS_OF_BUILDS])
-except Exception as exc:  # no nvdisasm (pip install -e ".[sass]"), or no NVRTC
-    sass = None
-    print(f"SASS counts need nvdisasm and NVRTC (pip install -e '.[sass]'): {type(exc).__name__}")
+sass = None
+missing = ptx.sass_tools_missing()  # asked first: without nvdisasm nothing is compiled
+if missing:
+    print(f"The twin's SASS counts need {missing}")
+else:
+    try:
+        twin_counts = baselines.twin_sass_counts([t for _, t in PAIRS_OF_BUILDS])
+        sass = ptx.census(sass=True)
+    except ptx.CensusError as exc:
+        print(f"no SASS counts: {exc}")
 if sass is not None:
     ours = {r["kernel"]: r for r in sass["rows"] if r["variant"] == "fused_qknorm_rope" and r["fastmath"]}
     print(f"{'ropelab build':<58} {'ropelab':>8} {'twin':>5}")
@@ -506,7 +549,11 @@ if sass is not None:
 
 # %% [markdown]
 # The profile before and after, Nsight Compute on the H200 (`data/profile/`, the oldest and the
-# newest record; duration under the profiler's replay, not the bench's timing):
+# newest record; duration under the profiler's replay, not the bench's timing).  A stall is
+# counted in [cycles/issue](00_rope_in_one_notebook.ipynb#9-glossary): [long_scoreboard](00_rope_in_one_notebook.ipynb#9-glossary) waits for a global load, [short_scoreboard](00_rope_in_one_notebook.ipynb#9-glossary) for an
+# on-chip result, not_selected was ready but not picked.  The table after the summary adds
+# `DRAM%` and [traffic](00_rope_in_one_notebook.ipynb#9-glossary) (the DRAM bytes over the minimum), [`sect/req`](00_rope_in_one_notebook.ipynb#9-glossary) (sectors per request) and
+# [`XU%`](00_rope_in_one_notebook.ipynb#9-glossary) (the [SFUs](00_rope_in_one_notebook.ipynb#9-glossary)' pipe):
 
 # %%
 profiles = course.recorded_runs("profile")
@@ -642,7 +689,7 @@ else:
 # ## Takeaways
 #
 # * Fusing two memory-bound passes halves the traffic; the kernel's job is then to stay near
-#   the copy roof for the bytes that remain.
+#   the copy [roof](00_rope_in_one_notebook.ipynb#9-glossary) for the bytes that remain.
 # * A warp per head keeps the head in registers; a five-step shuffle butterfly gives every
 #   lane the head's sum of squares without shared memory or a block-wide barrier.
 # * Count the bytes a warp keeps in flight (Little's law): a 16-bit head is only 256 bytes, so
@@ -790,7 +837,7 @@ verdict = steps.check(rms_rope_head, "06.3")
 # head within the token `head = w - token * heads_per_token`.  A Q head (`head < heads_q`) is
 # normalized with `q_weight`, a K head (`head < heads_q + heads_k`) with `k_weight`, and both
 # are rotated by the token's position; a V head is copied to `out` unchanged.  Every lane of a
-# warp takes the same branch, so the shuffles stay warp-uniform.
+# warp takes the same branch, so the shuffles stay [warp-uniform](00_rope_in_one_notebook.ipynb#9-glossary).
 
 # %%
 import math
@@ -822,8 +869,8 @@ verdict = steps.check(rope_fused_head, "06.4")
 # head of every token: `total_warps = tokens * (heads_q + heads_k + heads_v)`, a block of a
 # few warps (32 threads each, at most 1024 threads), and enough blocks for every warp, none
 # wholly idle.  The kernel wants `uint64` head counts, an int `total_warps` and a `float32`
-# eps.  The grader's largest shape has 40 heads of 64 floats, so a thread per float in one
-# block would be illegal.
+# eps.  The grader's last case is one token of 40 heads of 64 floats (32 + 4 + 4), so one
+# block for a token's heads, 1,280 threads, would be illegal.
 
 # %%
 from numba import float32, uint64

@@ -38,7 +38,7 @@ print(ropelab.format_description())
 # ## 1. The seed's numbers are faster than the memory
 #
 # RoPE reads every float once and writes it once.  A kernel's time therefore implies a
-# bandwidth, and that bandwidth cannot exceed what the memory delivers.  An RTX 4090's GDDR6X
+# bandwidth, and that bandwidth cannot exceed what the memory delivers.  An RTX 4090's [GDDR6X](00_rope_in_one_notebook.ipynb#9-glossary)
 # delivers about {{ seed.dram_4090_gbps }} by its data sheet:
 
 # %%
@@ -54,7 +54,7 @@ for (tokens, hidden), ms in seed_rows:
 # %% [markdown]
 # Roughly three times faster than the memory can deliver: the data never came from memory.  The seed's
 # timer ran 20 calls back to back on the same input after a warm-up, and 17 to 67 MB fits in
-# the 4090's 72 MB L2 cache, so every timed call read and wrote L2.  And because it divided
+# the 4090's 72 MB [L2](00_rope_in_one_notebook.ipynb#9-glossary) cache, so every timed call read and wrote L2.  And because it divided
 # the wall-clock time of those 20 calls by 20, each number also contains whatever the host
 # spends launching a call; a kernel that lasts a few microseconds cannot be told apart from
 # its launch.  Two kernels with the same launch cost and L2-resident data look the same, which
@@ -68,12 +68,13 @@ for (tokens, hidden), ms in seed_rows:
 #
 # * **host time per call**: 300 calls back to back on a small shape, one synchronize at the
 #   end.  The kernels are shorter than a call, so this is what the Python side costs.
-# * **events**: CUDA events around one call, after a 1 GiB fill that keeps the GPU busy while
+# * **events**: [CUDA events](00_rope_in_one_notebook.ipynb#9-glossary) around one call, after a 1 GiB fill that keeps the GPU busy while
 #   the host works.  If the call waits for the GPU inside (a synchronization), the GPU idles
 #   until the host is done, and that idle time lands between the events.
 #
 # The recorded run measured the reviewed code (commit e4c1533, "before") and this one
-# ("after") in the same session, each in its own process.
+# ("after") in the same session, each in its own process (the fused op on [bfloat16](00_rope_in_one_notebook.ipynb#9-glossary) heads,
+# shortened to `bf16` in the table).
 
 # %%
 public = course.recorded("public_path")
@@ -119,8 +120,9 @@ if overhead is not None:
 # call it per launch.
 #
 # On the GPU's timeline, the bench record times each variant twice: the public call, and the
-# same compiled launch fired with fixed pointers (`:kernel`).  With the GPU kept busy by the
-# fill, the two agree to within run-to-run noise:
+# same compiled launch fired with fixed pointers (`:kernel`), the fused op in float32,
+# [float16](00_rope_in_one_notebook.ipynb#9-glossary) and bfloat16.  With the GPU kept busy by the fill, the two agree to within
+# run-to-run noise:
 
 # %%
 bench_record = course.recorded("bench")
@@ -143,7 +145,7 @@ if bench_record is not None:
 # g.replay()
 # ```
 #
-# Calls on PyTorch tensors run on PyTorch's current stream (and CuPy arrays on CuPy's), so
+# Calls on PyTorch tensors run on PyTorch's current [stream](00_rope_in_one_notebook.ipynb#9-glossary) (and CuPy arrays on CuPy's), so
 # inside `torch.cuda.stream(s)` or a graph capture they land where the surrounding code's work
 # does; `stream=` overrides it.
 #
@@ -166,7 +168,9 @@ print(inspect.getsource(bench.Timer.time))
 #   after it; the events then bracket GPU work only.
 #
 # The medians and 20th-80th percentiles of 50 such launches go into the record with the GPU,
-# driver, versions and date.  The method as recorded:
+# driver, versions, the number of [SMs](00_rope_in_one_notebook.ipynb#9-glossary) and the date.  The method as recorded: it names the
+# record's [traffic](00_rope_in_one_notebook.ipynb#9-glossary) (the bytes a shape must move) and flags a row [host_bound](00_rope_in_one_notebook.ipynb#9-glossary) when the host's
+# enqueue time nearly fills the GPU's busy time:
 
 # %%
 if bench_record is not None:
@@ -204,7 +208,7 @@ if bench_record is not None:
 # ## 4. The roof: a copy of the same bytes
 #
 # A RoPE kernel moves the same bytes as a copy and does a little arithmetic on the way, so the
-# copy's time is the floor under its time and the copy's bandwidth is its roof.  The record
+# copy's time is the floor under its time and the copy's bandwidth is its [roof](00_rope_in_one_notebook.ipynb#9-glossary).  The record
 # times two copies of every shape, PyTorch's and one issued by `ropelab` through the CUDA
 # driver (`cuMemcpyDtoDAsync`):
 
@@ -286,6 +290,10 @@ if len(runs) > 1:
 # kernel within one run.
 #
 # ## 5. Every variant and baseline, on one chart
+#
+# The 1 GB shape first as a table: each row gives the median of the single launches, their
+# [p20-p80](00_rope_in_one_notebook.ipynb#9-glossary) spread (from the 20th to the 80th percentile), the bandwidth and its share of the
+# roof.
 
 # %%
 if bench_record is not None:
@@ -340,8 +348,8 @@ else:
 # ### "`__sincosf` computes sine and cosine at once: half the SFU instructions"
 #
 # CUDA C++ has `__sincosf(a, &s, &c)`, which returns both.  Whether it saves anything is a
-# question for the compiler, and one can ask it without a GPU: NVRTC, NVIDIA's runtime
-# compiler for CUDA C++, turns two small kernels into PTX with the seed's `--use_fast_math`
+# question for the compiler, and one can ask it without a GPU: [NVRTC](00_rope_in_one_notebook.ipynb#9-glossary), NVIDIA's runtime
+# compiler for CUDA C++, turns two small kernels into [PTX](00_rope_in_one_notebook.ipynb#9-glossary) with the seed's `--use_fast_math`
 # (the source is `ropelab.measure.seed_claims.CUDA_SOURCE`):
 
 # %%
@@ -349,7 +357,7 @@ print(ledger.census_table([("nvrtc", "sincosf_intrinsic"), ("nvrtc", "sinf_and_c
 print("Numba's flat kernel, math.sin and math.cos of one angle:", ptx.row(ptx.census(), "flat")["sfu"])
 
 # %% [markdown]
-# The same two SFU instructions either way: the special function unit has a sine and a cosine
+# The same two [SFU](00_rope_in_one_notebook.ipynb#9-glossary) instructions either way: the special function unit has a sine and a cosine
 # operation, not a combined one, and `__sincosf` is a convenience of the source language.
 # Numba has no `sincos`; `math.sin` and `math.cos` of one angle compile to one `sin.approx` and
 # one `cos.approx`, which is already the minimum.  Refuted.
@@ -358,9 +366,9 @@ print("Numba's flat kernel, math.sin and math.cos of one angle:", ptx.row(ptx.ce
 #
 # Before PR 21654, each element of an interleaved pair computed its own frequency (`powf`) and
 # its own `__sincosf`, although both elements of a pair share them.  To see what that cost,
-# `ropelab.measure.seed_claims` has a controlled pair of kernels: a warp per (token, head), four
-# elements per lane, the frequency from `pow` as SGLang computes it, and one switch, `PER_PAIR`,
-# between the two forms (no RMSNorm: only the step the PR changed):
+# `ropelab.measure.seed_claims` has a controlled pair of kernels: a [warp](00_rope_in_one_notebook.ipynb#9-glossary) per (token, head), four
+# elements per [lane](00_rope_in_one_notebook.ipynb#9-glossary), the frequency from `pow` as SGLang computes it, and one switch, `PER_PAIR`,
+# between the two forms (no [RMSNorm](00_rope_in_one_notebook.ipynb#9-glossary): only the step the PR changed):
 
 # %%
 print(course.excerpt(seed_claims, "sglang_style_rope"))
@@ -374,7 +382,7 @@ print(ledger.census_table([("numba", "per_element"), ("numba", "per_pair"),
                            ("nvrtc", "sglang_per_element"), ("nvrtc", "sglang_per_pair")]))
 
 # %% [markdown]
-# The source halves the calls, but the compilers had already done part of it.  NVVM, the
+# The source halves the calls, but the compilers had already done part of it.  [NVVM](00_rope_in_one_notebook.ipynb#9-glossary), the
 # compiler behind Numba, sees that both elements of a pair compute the same `pow`, `sin` and
 # `cos` and keeps one of each: Numba's per-element kernel is instruction for instruction the
 # per-pair kernel.  NVIDIA's C++ compiler proves it for one of the lane's two pairs only, so
@@ -406,7 +414,7 @@ if bench_record is not None:
 #
 # ### `if constexpr (yarn)`: compile-time specialization in Numba
 #
-# The PR also replaced a runtime test `if (factor != 1.0f)` around the YaRN blend with a
+# The PR also replaced a runtime test `if (factor != 1.0f)` around the [YaRN](00_rope_in_one_notebook.ipynb#9-glossary) blend with a
 # template parameter, `if constexpr (yarn)`, so kernels built without YaRN contain no trace of
 # it.  Numba has no templates, but it has the same thing: a Python value that the kernel
 # function closes over (or reads as a global) is frozen into the compiled kernel as a
@@ -439,7 +447,8 @@ print(ledger.census_table([("numba", "per_pair"), ("numba", "per_pair_yarn_on"),
 # Every claim of the two notes, with the finding and the notebook section or record that shows
 # it.  Numbers in it are computed from the records and the census, so a new GPU run updates
 # them; the README carries the same verdicts in a table, and `tests/test_ledger.py` checks that
-# the two agree.
+# the two agree.  The claims are about [fast-math](00_rope_in_one_notebook.ipynb#9-glossary), the [HBM](00_rope_in_one_notebook.ipynb#9-glossary) bandwidth a kernel reaches, and
+# [coalescing](00_rope_in_one_notebook.ipynb#9-glossary): how many [sectors](00_rope_in_one_notebook.ipynb#9-glossary) a warp's loads touch.
 
 # %%
 print(ledger.format_ledger())
@@ -455,7 +464,7 @@ print(ledger.format_ledger())
 # gradient without an error.
 #
 # The cure is the one PyTorch gives for foreign kernels: a **custom operator**
-# (`torch.library.custom_op`).  `ropelab.torch_ops` registers `ropelab::rope` and
+# (`torch.library.custom_op`).  `ropelab.torch_ops` [registers](00_rope_in_one_notebook.ipynb#9-glossary) `ropelab::rope` and
 # `ropelab::fused_qknorm_rope`; it imports torch, `import ropelab` does not.  An op is opaque to
 # Dynamo, which records it as one node of the graph; a *fake* implementation tells the compiler
 # the shape and dtype of the result without running anything; the schema declares which

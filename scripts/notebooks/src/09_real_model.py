@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 09 — ropelab inside a real model
 #
-# Notebook 06 built a fused QK-RMSNorm + RoPE kernel and checked it against a float64 formula.
+# Notebook 06 built a fused QK-[RMSNorm](00_rope_in_one_notebook.ipynb#9-glossary) + RoPE kernel and checked it against a float64 formula.
 # A model author asks a different question: if I put it into my model, does the model still
 # compute the same thing?  This notebook answers it for two attentions:
 #
@@ -24,6 +24,7 @@ os.environ["ROPELAB_QUIET"] = "1"
 import copy
 import warnings
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 import ropelab
@@ -57,7 +58,7 @@ from ropelab.models import compare, flux, qwen3, training
 #
 # Steps 2 and 3 read and write every q and k element twice in PyTorch; the fused op does both
 # in one pass over a packed `[tokens, (Hq + 2 Hk) * head_dim]` buffer.  A tiny Qwen3 with the
-# real structure (GQA, per-head norms) but small sizes, so the simulator can run it:
+# real structure ([GQA](00_rope_in_one_notebook.ipynb#9-glossary), per-head norms) but small sizes, so the simulator can run it:
 
 # %%
 config = Qwen3Config(vocab_size=96, hidden_size=128, intermediate_size=192, num_hidden_layers=2,
@@ -112,7 +113,7 @@ print("same parameter count:", sum(p.numel() for p in patched.parameters())
 # **One layer's q and k.**  Both implementations start from the same float32 packed qkv.
 # Each is compared with the float64 formula (`ropelab.reference.fused_qknorm_rope`, NeoX
 # layout).  ropelab's bound is `ropelab.tolerance.fused_atol`: the norm's float32 rounding plus
-# the rotation's budget at the largest angle, fast-math included.  transformers' own float32
+# the rotation's budget at the largest angle, [fast-math](00_rope_in_one_notebook.ipynb#9-glossary) included.  transformers' own float32
 # path is measured against the same truth.
 
 # %%
@@ -171,15 +172,15 @@ print(f"off by more than 1000x the tolerance: {far_off}")
 # tensor comes back, and its backward runs ropelab's backward kernel from the saved input.
 # That is why the patched forward keeps what the op returns (`qkv = rt.fused_qknorm_rope(...)`).
 #
-# The check: a few plain SGD steps of the patched model and of the original, from the same
+# The check: a few plain [SGD](00_rope_in_one_notebook.ipynb#9-glossary) steps of the patched model and of the original, from the same
 # weights on the same tokens, must give the same loss curve, within `training.CURVE_RTOL` of
-# the loss (`ropelab.models.training`).  One sequence of 4 tokens and two steps: the backward
+# the loss (`ropelab.models.training`).  One sequence of 4 tokens and four steps: the backward
 # kernel runs on the simulator too.
 
 # %%
 ids_train = input_ids[:1]
-ours = training.loss_curve(qwen3.patch_qwen3(copy.deepcopy(original)), ids_train, steps=2)
-theirs = training.loss_curve(copy.deepcopy(original), ids_train, steps=2)
+ours = training.loss_curve(qwen3.patch_qwen3(copy.deepcopy(original)), ids_train, steps=4)
+theirs = training.loss_curve(copy.deepcopy(original), ids_train, steps=4)
 print(("PASS" if training.curves_agree(ours, theirs) else "FAIL")
       + f": {len(ours)} SGD steps, the original's loss curve within "
       f"{training.CURVE_RTOL:g} relative")
@@ -188,6 +189,14 @@ print(("PASS" if training.curves_agree(ours, theirs) else "FAIL")
 # NBVAL_IGNORE_OUTPUT
 print("ropelab: ", [f"{v:.6f}" for v in ours])
 print("original:", [f"{v:.6f}" for v in theirs])
+
+# %% [markdown]
+# The two curves, drawn (left), and at each step their difference relative to the original's
+# loss, against the bound `training.CURVE_RTOL` (right, a linear axis from zero):
+
+# %%
+course.plot_loss_curves(ours, theirs, training.CURVE_RTOL)
+plt.show()
 
 # %% [markdown]
 # ## 5. FLUX: three position ids per token
@@ -230,12 +239,12 @@ print(("PASS" if within else "FAIL") + ": FLUX q/k within the cache mode's bound
 # ## 6. On a GPU: one Qwen3-8B decoder layer
 #
 # `python -m ropelab.models.bench --record` times one `Qwen3DecoderLayer` at Qwen3-8B's shape
-# (hidden 4096, 32 q heads, 8 kv heads, head_dim 128, bfloat16) on one sequence of 4096 tokens.
+# (hidden 4096, 32 q heads, 8 kv heads, head_dim 128, [bfloat16](00_rope_in_one_notebook.ipynb#9-glossary)) on one sequence of 4096 tokens.
 # It runs the layer as transformers ships it and after `patch_qwen3`, eager and under
 # `torch.compile(fullgraph=True)`, forward alone and forward + backward, with the course's
-# timer (cold L2, CUDA events, medians; notebook 07).
+# timer (cold [L2](00_rope_in_one_notebook.ipynb#9-glossary), [CUDA events](00_rope_in_one_notebook.ipynb#9-glossary), medians; notebook 07).
 #
-# | pass | mode | transformers | one qkv GEMM (control) | ropelab | ropelab / transformers |
+# | pass | mode | transformers | one qkv [GEMM](00_rope_in_one_notebook.ipynb#9-glossary) (control) | ropelab | ropelab / transformers |
 # |---|---|---|---|---|---|
 # | forward | eager | {{ real_model.transformers_eager_forward_ms }} | {{ real_model.qkv_gemm_eager_forward_ms }} | {{ real_model.ropelab_eager_forward_ms }} | {{ real_model.ratio_eager_forward }} |
 # | forward | compiled | {{ real_model.transformers_compiled_forward_ms }} | {{ real_model.qkv_gemm_compiled_forward_ms }} | {{ real_model.ropelab_compiled_forward_ms }} | {{ real_model.ratio_compiled_forward }} |
@@ -249,6 +258,20 @@ print(("PASS" if within else "FAIL") + ": FLUX q/k within the cache mode's bound
 # The norm and rotation are a small share of a decoder layer: the GEMMs and
 # the attention dominate.  So the layer-level gain is bounded by what those two steps cost in
 # the original, whatever the kernel's own speed-up.
+#
+# The same record, drawn: one panel per pass and mode, each bar the median time of one call
+# with its [p20-p80](00_rope_in_one_notebook.ipynb#9-glossary) range (from the 20th to the 80th percentile of the timed calls), labelled
+# with its ratio to transformers.  A hatched bar is a [host_bound](00_rope_in_one_notebook.ipynb#9-glossary) row: the host took about as
+# long to enqueue the timed call as the fill kept the GPU busy, so its events may include time
+# the GPU spent waiting for the host (notebook 07).  The three models of a panel were timed the
+# same way in the same run.
+
+# %%
+layer_record = course.recorded("real_model")
+if layer_record is not None:
+    print(course.provenance(layer_record))
+    course.plot_layer_times(layer_record)
+    plt.show()
 
 # %% [markdown]
 # ## 7. Check yourself
