@@ -321,11 +321,12 @@ def attempt(row: dict, work, describe=None) -> dict:
 
 
 def run_child(client: str, payload=None, *, total: int = 0, label: str = "census",
-              show: bool = True) -> list[dict]:
+              show: bool = True, on_row=None) -> list[dict]:
     """Run ``client.compile_rows(payload)`` in a child with the simulator off; its rows.
 
     ``client`` is a module of :mod:`ropelab.measure` (the child refuses any other).  With
-    ``total`` (the rows expected), a progress bar follows the rows as the child prints them.
+    ``total`` (the rows expected), a progress bar follows the rows as the child prints them;
+    ``on_row(row)`` is called as each arrives (a caller's own progress).
     """
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", ROPELAB_TARGET="gpu", ROPELAB_QUIET="1")
     proc = subprocess.Popen([sys.executable, "-m", "ropelab.measure.census.child", client],
@@ -348,6 +349,8 @@ def run_child(client: str, payload=None, *, total: int = 0, label: str = "census
                 raise CensusError(row["fatal"])
             rows.append(row)
             tick()
+            if on_row is not None:
+                on_row(row)
         proc.wait()
         drain.join()
         err.seek(0)
