@@ -129,8 +129,8 @@ def _records_ok(fields: dict, shape: tuple) -> bool:
 
 
 def portable(trial):
-    """``trial`` as the child sends it: each launch as data (:meth:`.launch_records.Launch.portable`:
-    no kernel object, the arguments as tokens)."""
+    """``trial`` as the child sends it: each launch as data
+    (:meth:`.launch_records.Launch.portable`: no kernel object, the arguments as tokens)."""
     tokens: dict = {}
     for w in trial.watched.values():  # the step's own arrays get the first tokens
         tokens.setdefault(id(w), (len(tokens), w))
