@@ -66,6 +66,14 @@ def _define(cell: str, name: str):
 LAUNCH = steps.get("00.4")
 
 
+@pytest.fixture
+def behind_the_first_rule(monkeypatch):
+    """The variants that read an argument's ``.data`` or build a kernel with ``exec`` are
+    refused before anything runs (:func:`.intake.reaching_out`); a test of the rule behind that
+    one lifts it."""
+    monkeypatch.setattr(intake, "_reaching_problem", lambda *args: None)
+
+
 def _grade(cell: str, name: str = "launch_rotate_pairs", step=LAUNCH) -> str:
     verdict = grading.grade(step, _define(cell, name))
     text = str(verdict)
@@ -85,7 +93,7 @@ def test_a_launch_function_that_reads_an_input_on_the_host_is_refused():
     assert text.startswith("wrong: launch_rotate_pairs read x (x.copy_to_host()) on the host")
 
 
-def test_out_written_around_the_index_is_refused():
+def test_out_written_around_the_index_is_refused(behind_the_first_rule):
     text = _grade('''
         def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
             out.data[:] = answer(x.data, cos_t.data, sin_t.data)
@@ -192,8 +200,7 @@ def test_every_reachable_kernel_of_the_contract_is_judged_not_only_the_one_named
     assert "in rotate_wide, the kernel you launch" in text, text
 
 
-def test_a_kernel_the_grader_cannot_find_fails_instead_of_skipping_its_census():
-    text = _grade('''
+EXEC_LAUNCH = '''
         def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
             namespace = {"cuda": cuda}
             exec("def rot(x, out, c, s, n):\\n"
@@ -202,7 +209,17 @@ def test_a_kernel_the_grader_cannot_find_fails_instead_of_skipping_its_census():
                  "        out[2 * p] = x[2 * p] * c[p] - x[2 * p + 1] * s[p]\\n"
                  "        out[2 * p + 1] = x[2 * p] * s[p] + x[2 * p + 1] * c[p]\\n", namespace)
             cuda.jit(namespace["rot"])[(n_pairs + 63) // 64, 64](x, out, cos_t, sin_t, n_pairs)
-        ''')
+        '''
+
+
+def test_a_kernel_built_by_exec_is_refused_before_it_runs():
+    text = _grade(EXEC_LAUNCH)
+    assert text.startswith("error: launch_rotate_pairs reaches past its arguments: `exec`"), text
+
+
+def test_a_kernel_the_grader_cannot_find_fails_instead_of_skipping_its_census(
+        behind_the_first_rule):
+    text = _grade(EXEC_LAUNCH)
     assert text.startswith("error: launch_rotate_pairs is right on the simulator, but the census "
                            "of the kernel it launched cannot be taken: rot"), text
 
@@ -289,6 +306,29 @@ def test_an_object_that_only_looks_like_a_kernel_is_refused():
     text = str(grading.grade(steps.get("00.1"), LooksLikeOne()))
     assert text.startswith("error: not a kernel: a LooksLikeOne object, not what @cuda.jit "
                            "makes"), text
+
+
+# --- reaching past the arguments --------------------------------------------------------------
+
+def test_a_function_that_imports_or_reaches_into_frames_is_refused_before_it_runs():
+    assert intake.reaching_out("def k(x):\n    import sys\n    f = sys._getframe()\n") == (
+        2, "import sys")
+    assert intake.reaching_out("def k(x, out):\n    out[0] = getattr(x, 'data')[0]\n") == (
+        2, "getattr")
+    assert intake.reaching_out("def k(f):\n    return f.f_back.f_locals\n")[1] == ".f_back"
+    assert intake.reaching_out("def k(x, out):\n    out[0] = x.shape[0] + x.size\n") is None
+    assert intake.reaching_out("def k(out):\n    from numba import cuda\n    import math\n") \
+        is None
+    assert intake.reaching_out("def k(out):\n    out.data[:] = 0\n") == (2, ".data")
+    text = _grade('''
+        def grid_for(n):
+            import gc
+            return (n + 63) // 64
+
+        def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
+            rotate_pairs[grid_for(n_pairs), 64](x, out, cos_t, sin_t, n_pairs)
+        ''')
+    assert text.startswith("error: grid_for reaches past its arguments: `import gc`"), text
 
 
 # --- source rules and shared memory ---------------------------------------------------------

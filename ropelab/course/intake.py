@@ -13,6 +13,8 @@ import textwrap
 
 from . import kernel_census
 from .grade_types import verdict_of
+from .launched import function_behind as _function_behind
+from .launched import reachable, static as _static
 
 
 def blanks(source: str) -> list[str]:
@@ -42,25 +44,6 @@ def _parameters(fn) -> list[str]:
     code = fn.__code__
     return list(code.co_varnames[:code.co_argcount])
 
-
-
-def _static(obj, attr: str, default=None):
-    """``obj.attr`` looked up without running any of ``obj``'s code (no property, no
-    ``__getattr__``): the grader reads what it was handed before anything of it runs."""
-    try:
-        return inspect.getattr_static(obj, attr, default)
-    except Exception:  # noqa: BLE001
-        return default
-
-
-def _function_behind(obj):
-    """The plain Python function behind a ``@cuda.jit`` kernel, or ``obj`` if it is one, or
-    None (as :func:`.kernel_census.python_function`, statically)."""
-    for attr in ("py_func", "fn"):  # a CUDADispatcher / the simulator's FakeCUDAKernel
-        fn = _static(obj, attr)
-        if inspect.isfunction(fn):
-            return fn
-    return obj if inspect.isfunction(obj) else None
 
 
 def _what_is(obj) -> str:
@@ -201,6 +184,70 @@ def read_source(fn) -> tuple[str | None, str | None]:
 
 
 
+# What a graded function never needs: a kernel computes from its arguments, a launch function
+# computes grid and block and launches.  Importing anything but the numeric modules, evaluating
+# text, reading names by string, a private attribute (a frame's, a module's, the grader's) or
+# the grader's own records on an argument is reaching past the arguments.
+_REACHING = frozenset(("exec", "eval", "compile", "__import__", "globals", "locals", "vars",
+                       "getattr", "setattr", "delattr", "breakpoint", "open", "input"))
+_IMPORTABLE = ("math", "cmath", "numpy", "numba")  # and their submodules
+_RECORDS = frozenset(("data", "access", "owner", "read_unwritten", "foreign_write",
+                      "host_access"))  # a recorded argument's (.recording.WatchedArray)
+
+
+def _imports_only_numbers(node) -> bool:
+    names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [
+        alias.name for alias in node.names]
+    return (not isinstance(node, ast.ImportFrom) or node.level == 0) and all(
+        name.split(".")[0] in _IMPORTABLE for name in names)
+
+
+def reaching_out(source: str) -> tuple[int, str] | None:
+    """(line, what) of the first place ``source`` reaches past its arguments (an import of
+    other than math, numpy or numba; ``exec``, ``getattr`` and the rest of ``_REACHING``; an
+    attribute whose name starts with ``_``, a frame's ``f_back`` or a recorded argument's
+    ``data``), or None."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return None
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and not _imports_only_numbers(node):
+            found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Name) and node.id in _REACHING:
+            found.append((node.lineno, node.id))
+        elif isinstance(node, ast.Attribute) and (
+                node.attr.startswith(("_", "f_", "gi_", "tb_", "co_"))
+                or node.attr in _RECORDS):
+            found.append((node.lineno, f".{node.attr}"))
+    return min(found) if found else None
+
+
+def _reaching_problem(ex, fn, source: str):
+    """The refusal when ``fn`` (or, for a launch function, a function of the same notebook it
+    can reach) reaches past its arguments, else None."""
+    sources = [(fn.__name__, source)]
+    if ex.kind == "launch":
+        for inner, _ in reachable(fn).values():
+            if inner.__globals__ is fn.__globals__:
+                text, _ = read_source(inner)
+                if text is not None:
+                    sources.append((inner.__name__, text))
+    for name, text in sources:
+        found = reaching_out(text)
+        if found is not None:
+            line, what = found
+            row = text.splitlines()[line - 1].strip() if line <= len(text.splitlines()) else ""
+            return verdict_of(ex.id, "error", f"{name} reaches past its arguments: `{what}` "
+                              f"(line {line}: `{row}`)",
+                              "hint: a kernel computes from its arguments and a launch function "
+                              "computes grid and block and launches; neither imports, evaluates "
+                              "text, reads names by string or touches private attributes "
+                              "(frames, modules, the grader)")
+    return None
+
+
 def numpy_calls(source: str) -> list[str]:
     """The ``np.something(...)`` / ``numpy.something(...)`` calls in ``source``, in order."""
     found = []
@@ -243,6 +290,9 @@ def intake(ex, kernel):
             return verdict_of(ex.id, "not solved yet", f"`{rule.what}` is not allowed in this "
                               f"step: {rule.message}",
                               f"  line {rows[0]}: `{source.splitlines()[rows[0] - 1].strip()}`")
+    reaching = _reaching_problem(ex, fn, source)
+    if reaching is not None:
+        return reaching
     params = _parameters(fn)
     if len(params) != len(ex.arguments):
         return verdict_of(ex.id, "error", f"{name} takes ({', '.join(params)}), but the step "
