@@ -115,6 +115,13 @@ def main() -> int:
     def refused(v, text):
         return not v.passed and "FOUND" not in text
 
+    row("the first rule: reaching past the arguments", launch, ns["patches_the_judge"],
+        lambda v, t: refused(v, t) and "reaches past its arguments" in t)
+    # The rows below test the defences behind that first rule (intake.reaching_out refuses
+    # imports and frame walks before anything runs), so it is lifted for them.
+    from ropelab.course import intake
+
+    intake._reaching_problem = lambda *args: None
     row("honest kernel (00.3)", kernel_step, ns["rotate_pairs"], passed,
         lambda t: "your kernel" in t and "not timed" not in t)
     row("honest launch (00.4)", launch, ns["honest"], passed,
