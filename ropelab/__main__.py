@@ -115,6 +115,16 @@ def _exercises(args) -> int:
                   file=sys.stderr)
             return 2
         return 0 if verify.time_solutions() else 1
+    if args.heldout:
+        if args.verify or args.notebook:
+            print("ropelab exercises: --heldout grades the held-out sets alone (no --verify, "
+                  "no --notebook)", file=sys.stderr)
+            return USAGE_ERROR
+        if _records_need_a_checkout("exercises --heldout --save-census", args.save_census):
+            return USAGE_ERROR
+        from .course import heldout
+
+        return 0 if heldout.run(save_census=args.save_census) else 1
     if not args.verify:
         print(exercises.listing())
         return 0
@@ -201,8 +211,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="solutions must pass, wrong attempts must be rejected with their message")
     p.add_argument("--notebook", action="append", metavar="NN",
                    help="with --verify: only this notebook's steps, e.g. 01 (repeatable)")
+    p.add_argument("--heldout", action="store_true",
+                   help="grade the held-out learners' kernels (data/heldout): each must get "
+                        "the verdict expected of it")
     p.add_argument("--save-census", action="store_true",
-                   help="with --verify: write the census cache data/census/exercises.json")
+                   help="with --verify: write the census cache data/census/exercises.json; "
+                        "with --heldout: data/census/heldout.json")
     p.add_argument("--time", action="store_true",
                    help="GPU only: grade every solution on the GPU, timed against a device copy")
     p.set_defaults(func=_exercises)

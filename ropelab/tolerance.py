@@ -191,7 +191,7 @@ def fused_atol(normed_max: float, out_max: float, angle: float, storage: str, *,
     return norm + rot + out_max * STORAGE_UNIT[storage]
 
 
-# ---- the fused backward (issue 20) ----------------------------------------------------------------
+# ---- the fused backward --------------------------------------------------------------------------
 
 def backward_atol(*, head_dim: int, dy_max: float, n_max: float, w_max: float, inv_r_max: float,
                   dx_max: float, units: int, angle: float, storage: str, fastmath: bool,

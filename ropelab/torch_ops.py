@@ -12,14 +12,14 @@
 * ``torch.ops.ropelab.fused_qknorm_rope_functional(qkv, q_weight, k_weight, positions, config,
   cos_sin_cache=None) -> Tensor`` -- the same into a new tensor, differentiable in ``qkv`` and
   both weights through ``torch.ops.ropelab.fused_qknorm_rope_backward`` (ropelab's backward
-  kernel, issue 20).  A user ``cos_sin_cache`` is read, never differentiated.
+  kernel); a user ``cos_sin_cache`` is read, never differentiated.
 
-Users call the Python functions of this module, :func:`rope` and :func:`fused_qknorm_rope`, one
-per operation and with the keywords of ``ropelab.rope`` / ``ropelab.fused_qknorm_rope`` (the way
-FlashInfer exposes its ops).  They turn the keywords into the op's ``config`` string and pick
-the functional or the mutating op.  Torch dynamo cannot trace into ropelab's public functions
-(it hands the numba kernel 0-d arrays), while these ops are opaque to it, so a model compiled
-with ``torch.compile(fullgraph=True)`` has no graph break.  Importing this module also teaches
+Users call this module's :func:`rope` and :func:`fused_qknorm_rope`, with the keywords of
+``ropelab.rope`` / ``ropelab.fused_qknorm_rope`` (the way FlashInfer exposes its ops).  They
+turn the keywords into the op's ``config`` string and pick the functional or the mutating op.
+Torch dynamo cannot trace into ropelab's public functions (it hands the numba kernel 0-d
+arrays), while these ops are opaque to it, so a model compiled with
+``torch.compile(fullgraph=True)`` has no graph break.  Importing this module also teaches
 dynamo to replace a call to ``ropelab.rope`` / ``ropelab.fused_qknorm_rope`` that it meets
 while tracing by the op (torch >= 2.5), so code written against the public functions compiles
 too; their eager calls are unchanged (and do not record a gradient: use this module's
@@ -44,31 +44,22 @@ Where the op runs follows the tensors:
 
 Tensors are passed through unchanged: dtypes (``torch.bfloat16`` as its 16-bit patterns on the
 host path), strides and positions' dtype are ropelab's to accept or refuse, with its own errors.
-
-Adding an op (e.g. for a future ``ropelab.rope_qk(q, k, ...)`` in place) is local: one
-``custom_op`` with ``mutates_args=("q", "k")`` whose body is ``_call(public, {"q": q, "k": k,
-"positions": positions}, decode(config))``, a fake implementation returning None, a wrapper
-that encodes the keywords, and ``_in_graph(public, wrapper)``.  A new tensor option becomes one
-more ``Tensor?`` argument of the op and one more entry of the dict given to :func:`_call` (as
-the fused ops' ``cos_sin_cache``: last, defaulting to None, so older positional calls still
-fit the schema); new dtypes and strides need no change here.
+How the ops carry their arguments, and how to add one: :mod:`ropelab.torch_args`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
-import numpy as np
 import torch
 
 from . import fused_qknorm_rope as _public_fused
 from .ops.fused_backward import fused_qknorm_rope_backward as _public_backward
 from . import rope as _public_rope
-from . import scaling as _scaling
 from .errors import RopeInputError
 from .kernels import VARIANTS
 from .problem import INVERSE
+from .torch_args import call_public, decode, encode, from_host, result_like
 
 # The variant that runs the backward of a variant without an inverse rotation (the seed's
 # kernels: flat, block2d, pack4): freq_table computes the same float32 frequencies
@@ -90,93 +81,24 @@ def _refuse_cache_grad(cos_sin_cache, recording: bool) -> None:
                              "table), or compute a learned rotation in torch")
 
 
-# ---- the config string: every non-tensor argument, as canonical JSON -----------------------------
-# An op schema holds only tensors, numbers, strings and bools; ropelab's options include scaling
-# objects and per-variant keywords.  One JSON string carries them all: it is a plain constant to
-# torch.compile, hashable, and readable in a printed graph.
-
-def _plain(name: str, value):
-    """``value`` as JSON-able plain data, or a TypeError naming the argument."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (np.bool_, np.integer, np.floating)):
-        return value.item()
-    if dataclasses.is_dataclass(value) and isinstance(value, _scaling.SCHEMES):
-        return {"scheme": type(value).__name__, "fields": dataclasses.asdict(value)}
-    if isinstance(value, dict):
-        return {"mapping": {str(k): _plain(f"{name}[{k!r}]", v) for k, v in value.items()}}
-    raise TypeError(f"{name}: ropelab's torch ops take numbers, strings, bools, None, dicts and "
-                    f"ropelab.scaling objects as options; got {type(value).__name__}")
-
-
-def _restore(value):
-    """The inverse of :func:`_plain` for a scaling or yarn argument."""
-    if isinstance(value, dict) and "scheme" in value:
-        cls = {c.__name__: c for c in _scaling.SCHEMES}[value["scheme"]]
-        return cls(**value["fields"])
-    if isinstance(value, dict) and "mapping" in value:
-        return {k: _restore(v) for k, v in value["mapping"].items()}
-    return value
-
-
-@torch.compiler.assume_constant_result
-def encode(**options) -> str:
-    """The ``config`` string of the ops (dynamo evaluates it once per trace, as a constant)."""
-    return json.dumps({k: _plain(k, v) for k, v in options.items()}, sort_keys=True)
-
-
-def decode(config: str) -> dict:
-    """Keyword arguments for the public function from an op's ``config`` string."""
-    return {k: _restore(v) for k, v in json.loads(config).items()}
-
-
-# ---- running the public function on tensors ------------------------------------------------------
-
-def _host_view(t: torch.Tensor | None):
-    """A NumPy view of a CPU tensor's memory (writes go through); bfloat16 as uint16 bits."""
-    if t is None:
-        return None
-    t = t.detach()
-    if t.dtype == torch.bfloat16:
-        t = t.view(torch.uint16)
-    return t.numpy()
-
-
-def _call(public, tensors: dict, options: dict):
-    """Run ``public(**tensors, **options)`` on the tensors' device: CUDA tensors as they are (the
-    device path, torch's current stream), CPU tensors through NumPy views (the host path)."""
-    if any(t is not None and t.is_cuda for t in tensors.values()):
-        # The op's autograd formula is registered around this call; the public function refuses a
-        # tensor that requires grad (its launch is invisible to autograd), so hand it a detached
-        # view of the same memory.
-        return public(**{k: t.detach() if t is not None and t.requires_grad else t
-                         for k, t in tensors.items()}, **options)
-    return public(**{k: _host_view(t) for k, t in tensors.items()}, **options)
-
-
-def _result_like(x: torch.Tensor) -> torch.Tensor:
-    # Always C-contiguous, whatever x's strides: the real and the fake implementation must agree.
-    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
-
-
 # ---- ropelab::rope -------------------------------------------------------------------------------
 
 @torch.library.custom_op("ropelab::rope", mutates_args=(), device_types=("cpu", "cuda"))
 def _rope_op(x: torch.Tensor, positions: torch.Tensor | None, config: str) -> torch.Tensor:
-    out = _result_like(x)
-    _call(_public_rope, {"x": x, "positions": positions, "out": out}, decode(config))
+    out = result_like(x)
+    call_public(_public_rope, {"x": x, "positions": positions, "out": out}, decode(config))
     return out
 
 
 @_rope_op.register_fake
 def _(x, positions, config):
-    return _result_like(x)
+    return result_like(x)
 
 
 @torch.library.custom_op("ropelab::rope_out", mutates_args=("out",), device_types=("cpu", "cuda"))
 def _rope_out_op(x: torch.Tensor, positions: torch.Tensor | None, out: torch.Tensor,
                  config: str) -> None:
-    _call(_public_rope, {"x": x, "positions": positions, "out": out}, decode(config))
+    call_public(_public_rope, {"x": x, "positions": positions, "out": out}, decode(config))
 
 
 @_rope_out_op.register_fake
@@ -274,8 +196,9 @@ def rope(x: torch.Tensor, *, variant: str | None = None, positions: torch.Tensor
 def _fused_op(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
               positions: torch.Tensor, config: str,
               cos_sin_cache: torch.Tensor | None = None) -> None:
-    _call(_public_fused, {"qkv": qkv, "q_weight": q_weight, "k_weight": k_weight,
-                          "positions": positions, "cos_sin_cache": cos_sin_cache}, decode(config))
+    call_public(_public_fused, {"qkv": qkv, "q_weight": q_weight, "k_weight": k_weight,
+                                "positions": positions, "cos_sin_cache": cos_sin_cache},
+                decode(config))
 
 
 @_fused_op.register_fake
@@ -368,7 +291,7 @@ def fused_qknorm_rope(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int, 
 
 
 # ex: begin torch_fused_backward
-# ---- the fused op's gradient (issue 20): an out-of-place op and its backward op ----------------
+# ---- the fused op's gradient: an out-of-place op and its backward op ---------------------------
 # The forward saves its input qkv (autograd keeps it; nothing extra is written) and the backward
 # recomputes each head's RMS from it: see ropelab.kernels.fused_qknorm_rope.backward for why.
 
@@ -383,23 +306,17 @@ _BACKWARD_OPTIONS = ("num_heads_q", "num_heads_k", "num_heads_v", "head_dim", "e
 def _fused_functional_op(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
                          positions: torch.Tensor, config: str,
                          cos_sin_cache: torch.Tensor | None = None) -> torch.Tensor:
-    out = _result_like(qkv)
+    out = result_like(qkv)
     out.copy_(qkv)
-    _call(_public_fused, {"qkv": out, "q_weight": q_weight, "k_weight": k_weight,
-                          "positions": positions, "cos_sin_cache": cos_sin_cache},
-          decode(config))
+    call_public(_public_fused, {"qkv": out, "q_weight": q_weight, "k_weight": k_weight,
+                                "positions": positions, "cos_sin_cache": cos_sin_cache},
+                decode(config))
     return out
 
 
 @_fused_functional_op.register_fake
 def _(qkv, q_weight, k_weight, positions, config, cos_sin_cache=None):
-    return _result_like(qkv)
-
-
-def _from_host(a, like: torch.Tensor) -> torch.Tensor:
-    """A result of the host path (NumPy; bfloat16 as uint16 bits) as a tensor like ``like``."""
-    t = torch.from_numpy(np.ascontiguousarray(a))
-    return t.view(torch.bfloat16) if like.dtype == torch.bfloat16 else t
+    return result_like(qkv)
 
 
 @torch.library.custom_op("ropelab::fused_qknorm_rope_backward", mutates_args=(),
@@ -409,18 +326,18 @@ def _fused_backward_op(qkv: torch.Tensor, grad: torch.Tensor, q_weight: torch.Te
                        cos_sin_cache: torch.Tensor | None = None
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     options = {k: v for k, v in decode(config).items() if k in _BACKWARD_OPTIONS}
-    dqkv, dq, dk = _call(_public_backward, {"qkv": qkv, "grad": grad, "q_weight": q_weight,
-                                            "k_weight": k_weight, "positions": positions,
-                                            "cos_sin_cache": cos_sin_cache}, options)
+    dqkv, dq, dk = call_public(_public_backward, {
+        "qkv": qkv, "grad": grad, "q_weight": q_weight, "k_weight": k_weight,
+        "positions": positions, "cos_sin_cache": cos_sin_cache}, options)
     if not qkv.is_cuda:
-        dqkv, dq, dk = _from_host(dqkv, qkv), torch.from_numpy(dq), torch.from_numpy(dk)
+        dqkv, dq, dk = from_host(dqkv, qkv), torch.from_numpy(dq), torch.from_numpy(dk)
     # The weight gradients are float32 sums; the weights' own dtype is what autograd expects.
     return dqkv, dq.to(q_weight.dtype, copy=True), dk.to(k_weight.dtype, copy=True)
 
 
 @_fused_backward_op.register_fake
 def _(qkv, grad, q_weight, k_weight, positions, config, cos_sin_cache=None):
-    return _result_like(qkv), _result_like(q_weight), _result_like(k_weight)
+    return result_like(qkv), result_like(q_weight), result_like(k_weight)
 
 
 def _fused_setup_context(ctx, inputs, output):
@@ -446,11 +363,10 @@ torch.library.register_autograd("ropelab::fused_qknorm_rope_functional", _fused_
 
 
 # ---- the public functions inside torch.compile ---------------------------------------------------
-# Dynamo cannot trace ropelab.rope / ropelab.fused_qknorm_rope themselves (it would hand numba
-# 0-d arrays).  Once this module is imported, Dynamo replaces a call to either, met while
-# tracing, with the op wrapper above, so a model that calls the public functions compiles with
-# fullgraph=True too.  Eager calls are unchanged.  The signatures are not compared (the public
-# functions grow keywords); a keyword the op does not know fails loudly in encode().
+# Once this module is imported, Dynamo replaces a call to ropelab.rope / fused_qknorm_rope met
+# while tracing with the op wrapper above (it cannot trace them: numba would get 0-d arrays), so
+# a model calling the public functions compiles with fullgraph=True too; eager calls are the
+# same.  Signatures are not compared (the functions grow keywords): an unknown one fails loudly.
 
 def _in_graph(public, wrapper):
     def polyfill(*tensors, stream=None, **options):

@@ -143,13 +143,19 @@ def check_position_values(values: np.ndarray, limit: int | None = None, reason: 
 
 
 def check_positions_array(info, tokens: int) -> None:
-    """Shape and dtype of ``positions`` (an :class:`~ropelab.ops.arrays.ArrayInfo`); their values:
-    :func:`check_position_values`."""
+    """Shape and dtype of ``positions`` (an :class:`~ropelab.ops.arrays.ArrayInfo`), the one rule
+    of every op; their values: :func:`check_position_values`.
+
+    A dtype is a value of the array, so a wrong one is a :class:`RopeInputError` (a float
+    array, whatever the data's dtype).  Host positions of any integer dtype and any layout are
+    accepted (they are copied to the device as int32); device positions are read where they
+    lie, so they must be int32 and contiguous.
+    """
     if info.shape != (tokens,):
         fail(f"positions must have shape ({tokens},) (one per token), got {info.shape}")
     if info.dtype.kind not in "iu":
         fail(f"positions must be integers (int32), got {info.dtype}")
-    if info.nbytes and not info.c_contiguous:
-        fail("positions must be contiguous")
     if info.on_device and info.dtype != np.int32:
         fail(f"device positions must be int32, got {info.dtype}")
+    if info.on_device and tokens and not info.c_contiguous:
+        fail("device positions must be contiguous")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The prediction's H200 run (issue 24, section 3) in ONE call of about 7 minutes:
+# The prediction's H200 run in ONE call of about 7 minutes:
 #   every training kernel (ropelab's solutions, data/predict/training/learner_*.py: learner-style
 #   kernels for every timed step, ropelab's variants and controls on step 02.3) and every entry of
 #   every learner_*.py in the set directories given, each on its step's timing case through

@@ -25,10 +25,7 @@ def launches(monkeypatch):
     Every launch goes through ropelab.kernels.launch: the simulator's dispatcher call or a
     bound cuLaunchKernel on a GPU; both are wrapped.
     """
-    import importlib
-
-    # The module (``ropelab.kernels.launch`` as an attribute is the function it defines).
-    _launch = importlib.import_module("ropelab.kernels.launch")
+    from ropelab.kernels import launch as _launch
 
     calls = []
     real_sim = _launch._launch_simulated

@@ -7,23 +7,14 @@ import pytest
 
 import ropelab
 from ropelab.errors import RopeInputError
-from ropelab.ops import arrays, call, fused_backward
+from ropelab.ops import arrays, call, fused_backward, memory
+
+import fake_device
+from fake_device import RecordingBound as Bound
 
 
-class CAI:
-    """A device array seen only through ``__cuda_array_interface__`` (fake memory)."""
-
-    def __init__(self, ptr, shape, typestr="<u2"):
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
-                                         "strides": None, "version": 3}
-
-
-class Bound:
-    def __init__(self, plan, caller):
-        self.plan, self.caller, self.fired = plan, caller, []
-
-    def fire(self, ptrs, handle):
-        self.fired.append((list(ptrs), handle))
+def CAI(ptr, shape, typestr="<u2"):  # bfloat16 bits unless said otherwise
+    return fake_device.CAI(ptr, shape, typestr)
 
 
 class Buffer:
@@ -54,12 +45,12 @@ def route(monkeypatch):
         record["allocs"].append(p)
         return CAI(p, shape) if shape is not None else Buffer(p, n_bytes // 4)
 
-    def alloc_like(info):
+    def maker(info):
         return (lambda x: fresh(int(np.prod(info.shape)) * 2, info.shape),
                 lambda a: a.__cuda_array_interface__["data"][0])
 
-    def float32_buffer(like, info, n, *, zero):
-        return fresh(4 * n, None)
+    def float32_maker(info, n, zero):
+        return lambda x: fresh(4 * n, None)
 
     real_build = fused_backward.build_problem
 
@@ -69,12 +60,14 @@ def route(monkeypatch):
 
     monkeypatch.setattr(call, "bind", bind)
     monkeypatch.setattr(call, "register_fast_types", lambda: None)
-    monkeypatch.setattr(call, "zero_fill", lambda p, words, h: record["fills"].append((p, words, h)))
+    monkeypatch.setattr(call, "SIMULATED", False)
+    monkeypatch.setattr(memory, "zero_fill",
+                        lambda p, words, h: record["fills"].append((p, words, h)))
+    monkeypatch.setattr(memory, "maker", maker)
+    monkeypatch.setattr(memory, "float32_maker", float32_maker)
     monkeypatch.setattr(fused_backward, "SIMULATED", False)
-    monkeypatch.setattr(fused_backward, "alloc_like", alloc_like)
-    monkeypatch.setattr(fused_backward, "_float32_buffer", float32_buffer)
     monkeypatch.setattr(fused_backward, "build_problem", counting_build)
-    monkeypatch.setitem(arrays.FAST_META, CAI, arrays._cai_meta)
+    monkeypatch.setitem(arrays.FAST_META, fake_device.CAI, arrays.cai_meta)
     call.clear()
     yield record
     call.clear()
@@ -108,9 +101,9 @@ def test_the_second_call_is_not_revalidated_and_fires_main_then_reduce(route):
     rows = main.plan.grid[0]
     for base, (dqkv, dq, dk), k in ((1 << 24, out1, 0), (2 << 24, out2, 1)):
         sums = dq.ptr - rows * 2 * HD * 4
-        assert main.fired[k] == ([base, base + (4 << 20), dqkv.__cuda_array_interface__["data"][0],
-                                  base + (1 << 20), base + (2 << 20), base + (3 << 20), sums], 0)
-        assert reduce.fired[k] == ([sums, dq.ptr], 0)
+        assert main.fired[k] == ((base, base + (4 << 20), dqkv.__cuda_array_interface__["data"][0],
+                                  base + (1 << 20), base + (2 << 20), base + (3 << 20), sums), 0)
+        assert reduce.fired[k] == ((sums, dq.ptr), 0)
         assert dk.ptr == dq.ptr + 4 * HD and dq.n == dk.n == HD
     assert out1[0] is not out2[0] and out1[1].ptr != out2[1].ptr  # fresh outputs each call
     assert route["fills"] == []  # two-stage writes every partial row: nothing to zero

@@ -49,16 +49,16 @@ def test_16bit_variant_entries_run_their_own_kernels(monkeypatch):
     from types import SimpleNamespace
 
     from ropelab.kernels import pack4, pair_sincos
-    from ropelab.ops import rope as rope_module
+    from ropelab.ops import host_route
 
     launched = []
-    real = rope_module.launch
+    real = host_route.launch
 
     def spy(plan, arrays):
         launched.append(plan.kernel)
         return real(plan, arrays)
 
-    monkeypatch.setattr(rope_module, "launch", spy)
+    monkeypatch.setattr(host_route, "launch", spy)
     shape = bench.Shape("tiny_one", 2, heads_q=2, heads_k=0, head_dim=64, dtype="bfloat16",
                         heads_v=0)
     for entry in bench_rows.entries(["rope_rows:pair_sincos", "rope_rows:pack4"]):

@@ -69,9 +69,9 @@ def test_trace_does_not_change_what_the_kernel_computes(rng):
     out = tracing._WatchedArray(np.zeros(30, np.float32), np.full((30, 4), -1), None)
     if not ropelab.SIMULATED:
         pytest.skip("needs the simulator in this process")
-    kernels.launch(kernels.get("flat").plan(problem),
-                   (tracing._WatchedArray(x, None, None), out,
-                    tracing._WatchedArray(np.arange(3, dtype=np.int32), None, None)))
+    kernels.launch.launch(kernels.get("flat").plan(problem),
+                          (tracing._WatchedArray(x, None, None), out,
+                           tracing._WatchedArray(np.arange(3, dtype=np.int32), None, None)))
     want = reference.rope(x.reshape(3, 10))
     assert np.abs(out.data.reshape(3, 10) - want).max() < 1e-5
 

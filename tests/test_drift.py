@@ -6,7 +6,7 @@
 * (b) No measured-looking number (a percentage, us/ms/ns, GB/s, TB/s, an "N x" speedup, "N
   points", "N times slower") sits in a notebook's Markdown, or the README, unless a placeholder
   produced it or the reviewed allowlist below says why it is not a measurement.
-* The four stale claims issue 17 found, each checked against its record here, independently of
+* The four stale claims a review found, each checked against its record here, independently of
   ``ropelab.course.numbers``, so a wrong registry entry fails too.
 
 Reads files only (no notebook runs); the registry imports ropelab (simulator, no kernel runs).
@@ -155,7 +155,7 @@ def test_readme_has_no_unmarked_measured_number():
     assert not problems, "unmarked measured numbers in README.md:\n" + "\n".join(problems)
 
 
-# The four stale claims of issue 17, each against its record
+# The four stale claims a review found, each against its record
 
 
 def _record(path):

@@ -1,7 +1,7 @@
-"""The one call engine (ropelab.ops.call) and the crash, leak and wrong-result fixes of issue 19
-item 6 that can be shown without a GPU.  The GPU-only halves are in test_gpu_public_path.py."""
+"""The one call engine (ropelab.ops.call): its cache key, its stream and position rules, its
+bounded tables, the device route driven without a GPU, and the refusals of silent wrong
+results.  The GPU-only halves are in test_gpu_public_path.py."""
 
-import importlib
 import weakref
 
 import numpy as np
@@ -11,10 +11,12 @@ from numba import cuda
 import ropelab
 from ropelab.target import SIMULATED
 from ropelab import RopeInputError, kernels, scaling
+from ropelab.kernels import launch as launch_module
 from ropelab.ops import call, streams
 from ropelab.ops.arrays import FAST_META
 
-launch_module = importlib.import_module("ropelab.kernels.launch")
+import fake_device
+from fake_device import CAI
 
 
 def x32(*shape):
@@ -50,9 +52,9 @@ def fake_fast_type(monkeypatch):
 
 
 def test_a_misaligned_bf16_qkv_never_replays_an_aligned_call(fake_fast_type):
-    """Issue 19 6.1: the fused key recorded only ``all pointers % 16 == 0``, so a bf16 qkv 2 bytes
-    off a word boundary replayed the launch validated for one 8 bytes off (both "not 16-aligned")
-    and the kernel died on a misaligned address.  Each pointer's ``% 16`` is in the key now."""
+    """A key that recorded only ``all pointers % 16 == 0`` would let a bf16 qkv 2 bytes off a
+    word boundary replay the launch validated for one 8 bytes off (both "not 16-aligned"), and
+    the kernel die on a misaligned address: each pointer's ``% 16`` is in the key."""
     scalars = call.typed(("fused_qknorm_rope", 1, 1, 1, 64))
     weights = (_FakeDeviceArray(4096), _FakeDeviceArray(8192), _FakeDeviceArray(12288))
     result, key = call.fast(scalars, (_FakeDeviceArray(1000 * 16 + 8), *weights), None)
@@ -155,15 +157,17 @@ def test_check_errors_and_check_positions_synchronize_the_whole_context(monkeypa
     ropelab.check_errors()
     assert synced == [1]
     if not ropelab.SIMULATED:
+        plan = kernels.get("freq_table").plan(ropelab.RopeProblem(3, 1, 8, 8),
+                                              dict(cache=True, max_positions=4))
         call.check_device_positions(cuda.to_device(np.arange(3, dtype=np.int32)),
-                                    kernels.get("flat").plan(ropelab.RopeProblem(3, 1, 8, 8)))
+                                    plan.position_limit, plan.limit_reason)
         assert synced == [1, 1]
 
 
 # ---- the table cache is bounded and keyed by value ------------------------------------------------
 
 def test_cycling_100_cache_sizes_keeps_a_bounded_number_of_device_tables():
-    """Issue 19 6.4: tables were keyed by id() and never freed (a GPU leak in a serving loop)."""
+    """Tables keyed by id() and never freed would leak GPU memory in a serving loop."""
     x = x32(1, 4)
     pos = np.zeros(1, np.int32)
     first = None
@@ -290,58 +294,26 @@ def test_a_throwaway_variant_appears_in_check_the_bench_plan_and_the_census(monk
 
 # ---- the device route and the fast path, driven on the simulator with a recording binder ---------
 
-class _CAI:
-    """A device array as any library exports it: only ``__cuda_array_interface__`` (fake memory)."""
-
-    def __init__(self, ptr, shape, typestr="<f4"):
-        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr, "data": (ptr, False),
-                                         "strides": None, "version": 3}
-
-
-class _RecordingBound:
-    def __init__(self, plan, caller):
-        self.plan, self.caller, self.fired = plan, caller, []
-
-    def fire(self, ptrs, stream):
-        self.fired.append((tuple(ptrs), stream))
-
-
 @pytest.fixture
 def device_route(monkeypatch):
-    """The GPU route of both ops without a GPU: arrays are plain CAI objects, the binder records
-    what it would launch (pointers, stream) instead of calling cuLaunchKernel."""
-    from ropelab.ops import arrays, fused, rope
-
-    bounds = []
-
-    def bind(plan, caller):
-        bounds.append(_RecordingBound(plan, caller))
-        return bounds[-1]
-
-    monkeypatch.setattr(call, "bind", bind)
-    monkeypatch.setattr(call, "register_fast_types", lambda: None)
-    monkeypatch.setattr(rope, "SIMULATED", False)
-    monkeypatch.setattr(fused, "SIMULATED", False)
-    monkeypatch.setitem(FAST_META, _CAI, arrays._cai_meta)
-    call.clear()
-    yield bounds
-    call.clear()
+    """The GPU route of every op without a GPU (see tests/fake_device.py)."""
+    yield from fake_device.route(monkeypatch)
 
 
 def test_the_second_call_of_a_shape_takes_the_fast_path_on_new_pointers(device_route):
-    x, out, pos = _CAI(1 << 20, (4, 8)), _CAI(2 << 20, (4, 8)), _CAI(3 << 20, (4,), "<i4")
+    x, out, pos = CAI(1 << 20, (4, 8)), CAI(2 << 20, (4, 8)), CAI(3 << 20, (4,), "<i4")
     ropelab.rope(x, out=out, positions=pos, variant="pack4")
     assert len(device_route) == 1 and device_route[0].fired == [((1 << 20, 2 << 20, 3 << 20), 0)]
-    x2, out2 = _CAI(5 << 20, (4, 8)), _CAI(6 << 20, (4, 8))
+    x2, out2 = CAI(5 << 20, (4, 8)), CAI(6 << 20, (4, 8))
     assert ropelab.rope(x2, out=out2, positions=pos, variant="pack4",
                         stream=ropelab.RawStream(77)) is out2
     assert len(device_route) == 1  # no new validation, no new bind
     assert device_route[0].fired[-1] == ((5 << 20, 6 << 20, 3 << 20), 77)
     ropelab.rope(x2, out=x2, positions=pos, variant="pack4")  # in place: allowed
     with pytest.raises(RopeInputError, match="overlaps x"):
-        ropelab.rope(x2, out=_CAI((5 << 20) + 64, (4, 8)), positions=pos, variant="pack4")
+        ropelab.rope(x2, out=CAI((5 << 20) + 64, (4, 8)), positions=pos, variant="pack4")
     with pytest.raises(RopeInputError, match="overlaps positions"):
-        ropelab.rope(x2, out=_CAI((3 << 20) - 16, (4, 8)), positions=pos, variant="pack4")
+        ropelab.rope(x2, out=CAI((3 << 20) - 16, (4, 8)), positions=pos, variant="pack4")
     with pytest.raises(RopeInputError, match="RawStream"):
         ropelab.rope(x2, out=out2, positions=pos, variant="pack4", stream=999)
     assert len(device_route[0].fired) == 3
@@ -349,29 +321,29 @@ def test_the_second_call_of_a_shape_takes_the_fast_path_on_new_pointers(device_r
 
 def test_the_fused_fast_path_rechecks_alignment_through_its_key(device_route):
     kw = dict(num_heads_q=2, num_heads_k=1, num_heads_v=1, head_dim=64,
-              q_weight=_CAI(1 << 20, (64,), "<u2"), k_weight=_CAI(2 << 20, (64,), "<u2"),
-              positions=_CAI(3 << 20, (2,), "<i4"))
+              q_weight=CAI(1 << 20, (64,), "<u2"), k_weight=CAI(2 << 20, (64,), "<u2"),
+              positions=CAI(3 << 20, (2,), "<i4"))
     for start in ((4 << 20) + 8, (5 << 20) + 8):  # word-aligned, not 16-aligned
-        ropelab.fused_qknorm_rope(_CAI(start, (2, 256), "<u2"), **kw)
+        ropelab.fused_qknorm_rope(CAI(start, (2, 256), "<u2"), **kw)
     assert len(device_route) == 1 and len(device_route[0].fired) == 2  # the second: cached
     # 2 bytes off a word (uint16 qkv is bfloat16 bits): refused, not replayed (it used to
     # replay the cached launch and kill the context with a misaligned address).
     with pytest.raises(RopeInputError, match="4-byte aligned"):
-        ropelab.fused_qknorm_rope(_CAI((6 << 20) + 2, (2, 256), "<u2"), **kw)
+        ropelab.fused_qknorm_rope(CAI((6 << 20) + 2, (2, 256), "<u2"), **kw)
     assert len(device_route) == 1 and len(device_route[0].fired) == 2
 
 
 def test_16bit_pack4_device_route_binds_per_alignment_and_itemsize(device_route):
     from ropelab.kernels import pack4
 
-    pos = _CAI(3 << 20, (4,), "<i4")
-    ropelab.rope(_CAI(1 << 20, (4, 8), "<u2"), out=_CAI(2 << 20, (4, 8), "<u2"), positions=pos,
+    pos = CAI(3 << 20, (4,), "<i4")
+    ropelab.rope(CAI(1 << 20, (4, 8), "<u2"), out=CAI(2 << 20, (4, 8), "<u2"), positions=pos,
                  variant="pack4")
     assert device_route[0].plan.kernel is pack4.make_vector_kernel("bfloat16")
     assert device_route[0].caller == ((32, 2), (32, 2), (4, 4))  # 2-byte elements
     # 2 bytes off a 16-byte boundary: a new validation that picks the per-element kernel, never
     # a replay of the 64-bit one.
-    ropelab.rope(_CAI((5 << 20) + 2, (4, 8), "<u2"), out=_CAI(6 << 20, (4, 8), "<u2"),
+    ropelab.rope(CAI((5 << 20) + 2, (4, 8), "<u2"), out=CAI(6 << 20, (4, 8), "<u2"),
                  positions=pos, variant="pack4")
     assert len(device_route) == 2
     assert device_route[1].plan.kernel is pack4.make_scalar_kernel("bfloat16")

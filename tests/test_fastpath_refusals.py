@@ -112,7 +112,7 @@ def test_a_misaligned_x_never_replays_the_aligned_call(route):
     assert len(route) == 1
     ropelab.rope(misaligned, variant="flat", out=out, positions=pos)
     assert len(route) == 2  # validated again (and planned for its alignment), not replayed
-    assert len(call._entries) == 2
+    assert len(call.remembered()) == 2
 
 
 def test_requires_grad_is_refused_after_a_hit_and_after_a_no_grad_call(route):
@@ -143,5 +143,5 @@ def test_the_harness_times_the_hit_and_its_parts():
     assert names[0] == "rope() hit, x/out/positions tensors"
     assert sum(n.startswith("  part: ") for n in names) == 4
     assert all(np.isfinite(us) and us > 0 for _, us in rows)
-    assert not call._entries  # the route cleans up after itself
+    assert not call.remembered()  # the route cleans up after itself
     assert arrays.FAST_META == fast_meta

@@ -307,12 +307,12 @@ def _inputs(rng, storage="float32", tokens=3, heads=(2, 1, 2), d=64):
 @pytest.fixture
 def launched_plans(monkeypatch):
     """The plans the public fused call launches (on the simulator), in order."""
-    from ropelab.ops import call
+    from ropelab.ops import host_route
 
     plans = []
-    real_launch = call.launch
-    monkeypatch.setattr(call, "launch", lambda plan, arrays: (plans.append(plan),
-                                                              real_launch(plan, arrays)))
+    real_launch = host_route.launch
+    monkeypatch.setattr(host_route, "launch", lambda plan, arrays: (plans.append(plan),
+                                                                    real_launch(plan, arrays)))
     return plans
 
 
@@ -423,7 +423,7 @@ def test_weights_inside_qkv_are_refused(rng):
     dev = cuda.to_device(qkv)
     kw["q_weight"] = dev[0, :64]  # a view into the buffer the kernel writes
     before = dev.copy_to_host()
-    with pytest.raises(ropelab.RopeInputError, match="overlaps qkv"):
+    with pytest.raises(ropelab.RopeInputError, match="qkv overlaps q_weight"):
         ropelab.fused_qknorm_rope(dev, **kw)
     np.testing.assert_array_equal(dev.copy_to_host(), before)
 
@@ -658,7 +658,9 @@ def _float32_tables(freq_bytes, max_positions):
 
 
 def test_cache_built_in_float32_fails_the_check(rng, monkeypatch):
-    monkeypatch.setattr(kmod.host, "cos_sin_tables", _float32_tables)
+    real = kmod.host.tables
+    monkeypatch.setattr(kmod.host, "tables", lambda kind, freq_bytes, n=None: (
+        _float32_tables(freq_bytes, n) if kind == "cos_sin_rows" else real(kind, freq_bytes, n)))
     row = ropelab_check.check_case(rng, tokens=3, heads=(1, 1, 1), head_dim=64, rotary_dim=64,
                            storage="float32", max_position=LONG, cache=True)
     assert row.max_error > 10 * row.tolerance, row

@@ -9,7 +9,7 @@ from numba import cuda
 import ropelab
 from ropelab import bf16, reference, tables
 from ropelab.errors import RopeDeviceError, RopeInputError
-from ropelab.kernels.rope_rows import cos_sin_cache
+from ropelab.kernels.freq_table import cos_sin_rows
 
 HD = 64
 
@@ -34,7 +34,7 @@ def test_user_cache_equals_the_built_cache_and_the_judge(rng, interleave, storag
     pos = np.array([5, 0, 11], np.int32)
     kw_ = dict(num_heads_q=2, num_heads_k=1, num_heads_v=1, head_dim=HD, q_weight=qw,
                k_weight=kw, positions=pos, interleave=interleave)
-    user = cos_sin_cache(reference.inv_freq(HD, 10000.0), 12)
+    user = cos_sin_rows(reference.inv_freq(HD, 10000.0), 12)
     a = ropelab.fused_qknorm_rope(qkv.copy(), cos_sin_cache=user, **kw_)
     b = ropelab.fused_qknorm_rope(qkv.copy(), cache=True, max_positions=12, **kw_)
     np.testing.assert_array_equal(a, b)  # one cache layout, one kernel path

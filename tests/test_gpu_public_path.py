@@ -148,7 +148,7 @@ def test_cuda_twin_passes_the_float64_judge():
     assert all(r.passed for r in rows), [r for r in rows if not r.passed]
 
 
-# ---- issue 19 item 6 on a GPU (the simulator halves are in test_engine.py) ------------------------
+# ---- on a GPU (the simulator halves are in test_engine.py) ------------------------------------------
 
 def _bf16_inputs(tokens=8):
     rng = np.random.default_rng(2)

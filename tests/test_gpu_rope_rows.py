@@ -44,7 +44,7 @@ def test_rope_qk_on_column_slices_matches_the_judge_and_the_cached_call(dtype, i
     assert torch.equal(qkv[:, (hq + hk) * hd:], before[:, (hq + hk) * hd:])  # V untouched
     # The call shape is remembered (the engine's one cache); the inverse call brings the input
     # back within two roundings.
-    assert len(engine._entries) == 1
+    assert len(engine.remembered()) == 1
     ropelab.rope_qk(q, k, positions=pos, head_dim=hd, interleave=interleave, inverse=True)
     torch.cuda.synchronize()
     assert np.abs(_f64(qkv) - _f64(before)).max() <= 2 * bound
@@ -92,13 +92,13 @@ def test_rope_qk_replays_in_a_cuda_graph():
 
 
 def test_fused_with_a_user_cache_equals_the_built_cache():
-    from ropelab.kernels.rope_rows import cos_sin_cache
+    from ropelab.kernels.freq_table import cos_sin_rows
 
     qkv, pos = _qkv(torch.bfloat16, tokens=129, hq=24, hk=24, hv=24)
     w = torch.ones(128, device="cuda", dtype=torch.bfloat16)
     kw = dict(num_heads_q=24, num_heads_k=24, num_heads_v=24, head_dim=128, q_weight=w,
               k_weight=w, positions=pos)
-    table = torch.from_numpy(cos_sin_cache(reference.inv_freq(128, 10000.0), 4096)).cuda()
+    table = torch.from_numpy(cos_sin_rows(reference.inv_freq(128, 10000.0), 4096)).cuda()
     a, b = qkv.clone(), qkv.clone()
     for _ in range(2):  # the second call takes the cached path
         a.copy_(qkv)

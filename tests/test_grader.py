@@ -1,6 +1,6 @@
 """The grader cannot hang, does not misjudge, and draws and times the learner's kernel.
 
-One test per defect of issue 17 item 4 (and the launch, race and show parts of items 1-2).
+One test per grader defect found in review (and the launch, race and show checks).
 Kernels are defined from source text as a notebook cell defines them (source in linecache).
 Budget: about 20 s on the simulator (two deliberate 2-second timeouts).
 """

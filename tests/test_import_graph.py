@@ -88,12 +88,13 @@ def test_the_cycle_finder_finds_a_planted_cycle():
     assert any("ropelab.reference" in c and "ropelab.ops.rope" in c for c in found)
 
 
-# The call path moved to ropelab.ops (issue 18): the old modules are gone, with no shims.
-# h-rope16's rope_rows call path (written on the old layout) moved under ops too: rope_qk is an
-# op of the engine (ops.qk), rope's rope_rows path ops.rows, their checks ops.rows_checks.
+# The call path lives in ropelab.ops: the modules it replaced are gone, with no shims (rope_qk
+# is ops.qk, rope's rope_rows path ops.rows, their checks ops.rows_checks, their host route the
+# engine's ops.host_route).
 OLD_PATHS = ["ropelab.api", "ropelab.fused", "ropelab.calls", "ropelab.arrays", "ropelab.streams",
              "ropelab.kernels._launch", "ropelab.qk", "ropelab.rows_checks", "ropelab.rows_launch",
-             "ropelab.rows_rope", "ropelab.kernels.fused_qknorm_rope.fused_qknorm_rope"]
+             "ropelab.rows_rope", "ropelab.kernels.fused_qknorm_rope.fused_qknorm_rope",
+             "ropelab.ops.rows_host"]
 
 
 def _imported_names() -> dict[str, set[str]]:
@@ -150,10 +151,13 @@ def test_tables_are_data_only_and_the_rows_ops_use_the_one_engine():
     g = graph()
     # ropelab.tables builds cos/sin arrays with NumPy: no kernel, no op behind it.
     assert not {m for m in g["ropelab.tables"] if m.startswith(("ropelab.ops", "ropelab.kernels"))}
-    # rope_qk and rope's rope_rows path launch through the engine (ops.call), not on their own.
-    for op in ("ropelab.ops.qk", "ropelab.ops.rows"):
+    # Every op describes its call and the engine runs it: the public entry points hand their
+    # call to ops.call, and no op launches on its own (only the engine's routes launch).
+    for op in ("ropelab.ops.rope", "ropelab.ops.qk", "ropelab.ops.fused",
+               "ropelab.ops.fused_backward"):
         assert "ropelab.ops.call" in g[op], op
-        assert "ropelab.kernels.launch" not in g[op], op
+    launching = {m for m in g if m.startswith("ropelab.ops") and "ropelab.kernels.launch" in g[m]}
+    assert launching <= {"ropelab.ops.call", "ropelab.ops.host_route"}, launching
 
 
 def test_measure_sits_below_the_course_even_through_the_census_child():

@@ -427,3 +427,84 @@ def test_a_stated_owner_is_a_thread_of_the_grid_for_every_element(step):
         threads = int(np.prod(case.grid)) * int(np.prod(case.block))
         assert case.owner is not None and case.owner.shape == (case.expected.size,), step.id
         assert 0 <= case.owner.min() and case.owner.max() < threads, (step.id, case.label)
+
+
+# --- counts per pass: a loop body once, the copies a compiler makes of it once ------------------
+
+_UNSWITCHED = """
+	setp.ge.u64 	%p1, %rd1, %rd2;
+	@%p1 bra 	$L__BB0_9;
+	setp.eq.s64 	%p2, %rd3, 0;
+	lg2.approx.ftz.f32 	%f1, %f2;
+	@%p2 bra 	$L__BB0_6;
+$L__BB0_2:
+	div.u64 	%rd4, %rd1, %rd3;
+	ex2.approx.ftz.f32 	%f3, %f1;
+	cos.approx.ftz.f32 	%f4, %f3;
+	sin.approx.ftz.f32 	%f5, %f3;
+	@%p3 bra 	$L__BB0_2;
+	bra.uni 	$L__BB0_9;
+$L__BB0_6:
+	ex2.approx.ftz.f32 	%f6, %f1;
+	cos.approx.ftz.f32 	%f7, %f6;
+	sin.approx.ftz.f32 	%f8, %f6;
+	@%p4 bra 	$L__BB0_6;
+$L__BB0_9:
+	ret;
+"""
+
+_NESTED = """
+$L__BB0_1:
+	lg2.approx.ftz.f32 	%f1, %f2;
+	ex2.approx.ftz.f32 	%f3, %f1;
+$L__BB0_2:
+	cos.approx.ftz.f32 	%f4, %f3;
+	sin.approx.ftz.f32 	%f5, %f3;
+	{EX2_PER_SLOT}
+	@%p1 bra 	$L__BB0_2;
+	@%p2 bra 	$L__BB0_1;
+	ret;
+"""
+
+
+def test_a_loop_the_compiler_duplicated_counts_once_per_pass():
+    from ropelab.measure.census.passes import count_passes
+    from ropelab.measure.census.counting import count_extras
+
+    assert count_extras(_UNSWITCHED)["sincos"] == 4  # the static count: both copies
+    assert count_passes(_UNSWITCHED) == {"sincos_pass": 2, "pow_pass": 1, "pow_per_slot": 1}
+    # two angles computed one after the other in one body are two, per pass too
+    twice = _UNSWITCHED.replace("	sin.approx.ftz.f32 	%f5, %f3;\n",
+                                "	sin.approx.ftz.f32 	%f5, %f3;\n	cos.approx.ftz.f32 	%f9, %f1;\n"
+                                "	sin.approx.ftz.f32 	%f10, %f1;\n")
+    assert count_passes(twice)["sincos_pass"] == 4
+    straight = "\n".join(["	sin.approx.ftz.f32 	%f1, %f2;", "	cos.approx.ftz.f32 	%f3, %f2;"] * 2
+                         + ["	ret;"])
+    assert count_passes(straight)["sincos_pass"] == 4
+
+
+def test_a_pow_per_unit_is_not_a_pow_per_slot():
+    from ropelab.measure.census.passes import count_passes
+
+    per_unit = count_passes(_NESTED.replace("{EX2_PER_SLOT}", ""))
+    assert per_unit == {"sincos_pass": 2, "pow_pass": 1, "pow_per_slot": 0}
+    per_slot = count_passes(_NESTED.replace("{EX2_PER_SLOT}", "ex2.approx.ftz.f32 	%f6, %f5;"))
+    assert per_slot["pow_per_slot"] == 1
+
+
+def test_ptx_it_cannot_follow_gets_the_static_counts():
+    from ropelab.measure.census.passes import count_passes
+
+    indirect = _UNSWITCHED.replace("	@%p2 bra 	$L__BB0_6;", "	brx.idx 	%r1, $L_targets;")
+    assert count_passes(indirect) == {"sincos_pass": 4, "pow_pass": 1, "pow_per_slot": 2}
+
+
+def test_a_division_gate_names_the_range_that_divides():
+    from ropelab.course import census_gates
+
+    ranges, written = census_gates.divisions_in(
+        "def k(x, n):\n    for i in range(cuda.threadIdx.x, n, cuda.blockDim.x):\n"
+        "        x[i] = 0\n    for j in range(0, n, 32):\n        x[j] = 1\n")
+    assert ranges == ["range(cuda.threadIdx.x, n, cuda.blockDim.x)"] and not written
+    assert census_gates.divisions_in("def k(x, n):\n    x[n // 2] = divmod(n, 3)[0]\n") == (
+        [], True)

@@ -147,5 +147,5 @@ def test_pack4_both_kernels_match_reference(rng, vector):
     out = cuda.to_device(np.full(x.size, np.nan, np.float32))
     plan = pack4.VARIANT.plan(RopeProblem(37, 1, 12, 12), threads=32, aligned=vector)
     assert plan.kernel is (pack4.rope_pack4 if vector else pack4.rope_pack4_scalar)
-    ropelab.kernels.launch(plan, (cuda.to_device(x.reshape(-1)), out, cuda.to_device(pos)))
+    ropelab.kernels.launch.launch(plan, (cuda.to_device(x.reshape(-1)), out, cuda.to_device(pos)))
     check(x, out.copy_to_host().reshape(x.shape), pos)

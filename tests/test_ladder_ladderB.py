@@ -1,4 +1,4 @@
-"""The ladders of notebooks 04-06 have the shape issue 17 asks for, read from the step registry,
+"""The ladders of notebooks 04-06 have the shape the course asks for, read from the step registry,
 the solution files and the notebook sources (no kernel runs here; ``exercises --verify``,
 run by tests/test_exercises.py, grades every solution, wrong attempt and starter).
 """

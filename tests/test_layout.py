@@ -34,8 +34,8 @@ def test_every_lesson_has_its_source_in_scripts_notebooks():
 
 
 def test_only_resources_knows_where_the_repository_files_are():
-    """A module that builds ``something / "data"`` itself breaks in an installed wheel (issue 18:
-    records.py and exercises.py once walked up from ``__file__``); ropelab.resources decides."""
+    """A module that builds ``something / "data"`` itself breaks in an installed wheel (a
+    module that walks up from ``__file__`` finds no checkout there); ropelab.resources decides."""
     import ast
 
     top_level = {"data", "notebooks", "scripts"}

@@ -1,4 +1,4 @@
-"""float16 / bfloat16 storage in the pair_sincos and pack4 variants (issue 19 item 3).
+"""float16 / bfloat16 storage in the pair_sincos and pack4 variants.
 
 Each result is judged against the float64 reference (ropelab.reference) with the 16-bit error
 model of ropelab.tolerance.rows_atol (float32 math plus half an ulp of output rounding); a

@@ -12,7 +12,7 @@ from numba import cuda
 import ropelab
 from ropelab import bf16, reference, tolerance
 from ropelab.errors import RopeDeviceError, RopeInputError
-from ropelab.kernels import rope_rows
+from ropelab.kernels import rope_rows_host
 
 STORAGES = ("float32", "float16", "bfloat16")
 
@@ -209,16 +209,16 @@ def test_tolerance_bound_catches_a_planted_10x_error(rng):
 def test_run_fits_and_pick_run_choose_the_measured_access():
     # 16-bit: 64-bit runs of 4 first (they timed faster than 128-bit runs on the H200),
     # 128-bit when asked for; float32: 128-bit runs of 4.
-    p = rope_rows.RowsProblem(1, 1, 0, 128, 128, True, "bfloat16", 128, 128)
-    assert rope_rows.pick_run(p, True) == (4, 8)
-    assert rope_rows.pick_run(p, True, requested=8) == (8, 16)
-    assert rope_rows.pick_run(p, False) == (4, 0)
-    f32 = rope_rows.RowsProblem(1, 1, 0, 128, 128, True, "float32", 128, 128)
-    assert rope_rows.pick_run(f32, True) == (4, 16)
-    neox = rope_rows.RowsProblem(1, 1, 0, 80, 40, False, "bfloat16", 80, 80)
-    assert rope_rows.pick_run(neox, True) == (4, 8)  # 20 pairs: runs of 4, 8-byte accesses
-    odd = rope_rows.RowsProblem(1, 1, 0, 6, 6, False, "float32", 6, 6)
-    assert rope_rows.pick_run(odd, True) == (1, 0)
+    p = rope_rows_host.RowsProblem(1, 1, 0, 128, 128, True, "bfloat16", 128, 128)
+    assert rope_rows_host.pick_run(p, True) == (4, 8)
+    assert rope_rows_host.pick_run(p, True, requested=8) == (8, 16)
+    assert rope_rows_host.pick_run(p, False) == (4, 0)
+    f32 = rope_rows_host.RowsProblem(1, 1, 0, 128, 128, True, "float32", 128, 128)
+    assert rope_rows_host.pick_run(f32, True) == (4, 16)
+    neox = rope_rows_host.RowsProblem(1, 1, 0, 80, 40, False, "bfloat16", 80, 80)
+    assert rope_rows_host.pick_run(neox, True) == (4, 8)  # 20 pairs: runs of 4, 8-byte accesses
+    odd = rope_rows_host.RowsProblem(1, 1, 0, 6, 6, False, "float32", 6, 6)
+    assert rope_rows_host.pick_run(odd, True) == (1, 0)
 
 
 @pytest.mark.parametrize("heads_per_thread", [1, 2, 4])

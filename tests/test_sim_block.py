@@ -195,6 +195,26 @@ def test_a_failing_thread_raises_with_its_place_and_frees_the_waiting_ones():
     assert out[0] == 63 and threading.active_count() >= before
 
 
+def one_thread_fails_first(out):
+    t = cuda.threadIdx.x
+    if t == 0:
+        out[out.size] = 1  # out of bounds at once
+    acc = 0
+    for k in range(3000):  # the others are still busy when thread 0 fails
+        acc += k
+    out[t] = acc
+
+
+@sim_only
+def test_a_failed_launch_returns_only_once_its_other_threads_have_ended():
+    # A thread still running after its launch raised would run on into the next launch (with
+    # that launch's `cuda` module and shared arrays): the launch waits for the others first.
+    out = cuda.to_device(np.zeros(32, np.int64))  # no copy back to skip when it raises
+    with pytest.raises(IndexError, match=r"tid=\[0, 0, 0\]"):
+        cuda.jit(one_thread_fails_first)[1, 32](out)
+    assert (out.copy_to_host()[1:] == sum(range(3000))).all()  # every other one had finished
+
+
 @sim_only
 def test_the_scheduler_is_installed_once():
     from numba.cuda.simulator import kernel

@@ -14,9 +14,10 @@ from numba import cuda
 
 import ropelab
 from reference_check import error_and_tolerance
-from ropelab import kernels, reference
+from ropelab import reference
 from ropelab.measure import records
 from ropelab.kernels import flat, freq_table
+from ropelab.kernels.launch import launch as launch_plan
 from ropelab.problem import RopeProblem
 from ropelab.tolerance import REDUCED_MAX_POSITION, Mode, max_angle, mode_for, rope_atol
 
@@ -33,7 +34,7 @@ def launch(module, x, pos, options=None, fastmath=True, tables=None):
     if tables is not None:
         plan = dataclasses.replace(plan, tables=tables)
     out = cuda.to_device(np.zeros(x.size, np.float32))
-    kernels.launch(plan, (cuda.to_device(x.ravel()), out, cuda.to_device(pos)))
+    launch_plan(plan, (cuda.to_device(x.ravel()), out, cuda.to_device(pos)))
     return out.copy_to_host().reshape(x.shape)
 
 

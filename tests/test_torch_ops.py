@@ -20,6 +20,7 @@ from ropelab import scaling
 
 torch = pytest.importorskip("torch")
 rt = pytest.importorskip("ropelab.torch_ops")
+torch_args = pytest.importorskip("ropelab.torch_args")
 
 YARN = scaling.YaRN(4.0, original_max_positions=64)  # attention factor != 1: it must reach dx
 
@@ -94,7 +95,7 @@ def test_16_bit_and_strided_tensors_reach_ropelab_unchanged():
     pos = _pos(4)
     for x in (wide[:, :16], wide[:, :16].to(torch.float16), wide[:, :16].to(torch.bfloat16)):
         _same_outcome(_outcome(lambda: rt.rope(x, variant="pair_sincos", positions=pos)),
-                      _outcome(lambda: ropelab.rope(rt._host_view(x), variant="pair_sincos",
+                      _outcome(lambda: ropelab.rope(torch_args.host_view(x), variant="pair_sincos",
                                                     positions=pos.numpy())))
 
 

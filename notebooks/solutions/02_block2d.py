@@ -179,6 +179,24 @@ def thread_index_signed(x, out, positions, n_pairs, base):
         pair += cuda.blockDim.x
 
 
+@cuda.jit(fastmath=True)
+def stride_loop_as_range(x, out, positions, n_pairs, base):
+    token = cuda.blockIdx.x
+    row = uint64(token) * (n_pairs + n_pairs)
+    pos = float32(positions[token])
+    exponent_step = float32(2.0) / float32(n_pairs + n_pairs)
+    # no // or % written, but range() divides by its run-time step to count the loop's trips
+    for pair in range(uint64(cuda.threadIdx.x), n_pairs, uint64(cuda.blockDim.x)):
+        inv_freq = float32(1.0) / math.pow(base, float32(pair) * exponent_step)
+        angle = pos * inv_freq
+        i = row + pair + pair
+        x0 = x[i]
+        x1 = x[i + uint64(1)]
+        c = math.cos(angle)
+        s = math.sin(angle)
+        out[i] = x0 * c - x1 * s
+        out[i + uint64(1)] = x0 * s + x1 * c
+
 # --- 02.3: the launch, rows wider than 1024 pairs included -------------------------------------
 
 
@@ -227,6 +245,7 @@ WRONG = {
         (loop_one_too_far, "out of bounds"),
         (float64_literal, "float64 instructions"),
         (thread_index_signed, "pair (int32, cuda.threadIdx.x) < n_pairs (uint64)"),
+        (stride_loop_as_range, "although your code writes no // or %: they come from `range("),
     ],
     "02.3": [
         (launch_thread_per_pair, "the limit is 1024"),

@@ -92,6 +92,44 @@ def exponent_of_the_float(x, out, positions, n_pairs, total_pairs, base, exponen
         out[e + uint64(1)] = x0 * s + x1 * c
 
 
+@cuda.jit(fastmath=True)
+def angle_for_each_float(x, out, positions, n_pairs, total_pairs, base, exponent_step):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        i = uint64(idx)
+        token = i // n_pairs
+        pair = i - token * n_pairs
+        e = i + i
+        pos = float32(positions[token])
+        # right values, but each float turns by an angle of its own (one value reached two
+        # ways): two sin and two cos for the pair
+        a0 = pos * math.pow(base, exponent_step * float32(pair))
+        a1 = pos * math.exp(exponent_step * float32(pair) * math.log(base))
+        x0 = x[e]
+        x1 = x[e + uint64(1)]
+        out[e] = x0 * math.cos(a0) - x1 * math.sin(a0)
+        out[e + uint64(1)] = x0 * math.sin(a1) + x1 * math.cos(a1)
+
+
+@cuda.jit(fastmath=True)
+def grid_stride_angle_for_each_float(x, out, positions, n_pairs, total_pairs, base,
+                                     exponent_step):
+    # the same mistake in a grid-stride loop, which the compiler duplicates: counted per pass
+    # (one trip round the loop), the pair still has two sin and two cos
+    i = uint64(cuda.grid(1))
+    while i < uint64(total_pairs):
+        token = i // n_pairs
+        pair = i - token * n_pairs
+        e = i + i
+        pos = float32(positions[token])
+        a0 = pos * math.pow(base, exponent_step * float32(pair))
+        a1 = pos * math.exp(exponent_step * float32(pair) * math.log(base))
+        x0 = x[e]
+        x1 = x[e + uint64(1)]
+        out[e] = x0 * math.cos(a0) - x1 * math.sin(a0)
+        out[e + uint64(1)] = x0 * math.sin(a1) + x1 * math.cos(a1)
+        i += uint64(cuda.gridsize(1))
+
 # --- step 2: strided slots with the recurrence (the exercise this notebook had before) ------
 
 @cuda.jit(fastmath=True)
@@ -359,6 +397,31 @@ def launch_ratio_as_float(x, out, positions, tokens, hidden, base):
                                      stride_ratio)  # a Python float: a float64 recurrence
 
 
+
+@cuda.jit(fastmath=True)
+def units_loop_pow_per_slot(x, out, positions, heads, half_dim, stride, total_threads, step,
+                            partner, base, exponent_step, stride_ratio):
+    # a grid-stride loop over work units may compute its unit's pow; this one computes a pow
+    # in the loop over the slots, for every slot
+    u = uint64(cuda.grid(1))
+    while u < uint64(total_threads):
+        head_row = u // stride
+        j = u - head_row * stride
+        first = head_row * (half_dim + half_dim)
+        pos = float32(positions[head_row // heads])
+        while j < half_dim:
+            f = math.pow(base, exponent_step * float32(j))
+            a = first + j * step
+            b = a + partner
+            c = math.cos(pos * f)
+            s = math.sin(pos * f)
+            x0 = x[a]
+            x1 = x[b]
+            out[a] = x0 * c - x1 * s
+            out[b] = x0 * s + x1 * c
+            j += stride
+        u += uint64(cuda.gridsize(1))
+
 SOLUTIONS = {
     "05.1": rope_one_angle,
     "05.2": my_rope_strided,
@@ -368,12 +431,15 @@ SOLUTIONS = {
 
 WRONG = {
     "05.1": [(exponent_in_float64, "float64 instructions"), (angle_per_float, "off by one"),
-             (exponent_of_the_float, "counts floats, not pairs")],
-    "05.2": [(pow_per_slot, "pow"), (frequency_not_stepped, "frequency of its first slot"),
+             (exponent_of_the_float, "counts floats, not pairs"),
+             (angle_for_each_float, "(one pair) computes 4 sin/cos (the goal: 2"),
+             (grid_stride_angle_for_each_float, "(one pair) computes 4 sin/cos (the goal: 2")],
+    "05.2": [(pow_per_slot, "inside the loop that rotates the slots, once per slot"), (frequency_not_stepped, "frequency of its first slot"),
              (last_slot_skipped, "never written")],
     "05.3": [(launch_floor_blocks, "never written"), (launch_ratio_of_one_pair, "not of neighbouring pairs"),
              (launch_thread_per_pair, "idle"),
              (launch_ratio_as_float, "(stride_ratio) is float64 (a Python float)")],
     "05.4": [(interleaved_only, "other layout"), (head_row_as_token, "out of bounds"),
-             (first_float_of_the_token, "wrong: token 0, head 1")],
+             (first_float_of_the_token, "wrong: token 0, head 1"),
+             (units_loop_pow_per_slot, "inside the loop that rotates the slots, once per slot")],
 }

@@ -505,6 +505,15 @@ def launch_threads_per_head_rows(qkv, out, q_weight, k_weight, positions, inv_fr
         uint64(heads_per_token), total_warps, float32(eps))
 
 
+def launch_block_per_token(qkv, out, q_weight, k_weight, positions, inv_freq, tokens, heads_q,
+                           heads_k, heads_v, eps):
+    heads_per_token = heads_q + heads_k + heads_v
+    # a block per token, a warp per head: 1,280 threads for a token of 40 heads
+    rope_fused_head[tokens, 32 * heads_per_token](
+        qkv, out, q_weight, k_weight, positions, inv_freq, uint64(heads_q), uint64(heads_k),
+        uint64(heads_per_token), tokens * heads_per_token, float32(eps))
+
+
 def launch_eps_as_float(qkv, out, q_weight, k_weight, positions, inv_freq, tokens, heads_q,
                        heads_k, heads_v, eps):
     heads_per_token = heads_q + heads_k + heads_v
@@ -535,6 +544,7 @@ WRONG = {
              (v_heads_skipped, "never written")],
     "06.5": [(launch_qk_warps_only, "never written"), (launch_block_per_warp_count, "idle"),
              (launch_threads_per_head_rows, "1024"),
+             (launch_block_per_token, "block of 1280 threads: the limit is 1024"),
              (launch_eps_as_float,
               "(eps) is float64 (a Python float), but the contract wants float32")],
 }

@@ -278,6 +278,21 @@ def an_extra_barrier_for_thread_0(dz, n, out, rows):
         out[cuda.blockIdx.x * 64 + t] = part[t] + part[64 + t] + part[128 + t] + part[192 + t]
 
 
+@cuda.jit(fastmath=True)
+def three_groups_summed(dz, n, out, rows):
+    t = cuda.threadIdx.x
+    column = t % 64
+    row = cuda.blockIdx.x * 4 + t // 64
+    acc = float32(0.0)
+    while row < rows:
+        acc += dz[row * 64 + column] * n[row * 64 + column]
+        row += 4 * cuda.gridDim.x
+    part = cuda.shared.array(256, float32)
+    part[t] = acc
+    cuda.syncthreads()
+    if t < 64:
+        out[cuda.blockIdx.x * 64 + t] = part[t] + part[64 + t] + part[128 + t]  # group 3?
+
 # --- step 4: both stages launched (stage two: ropelab's reduce_partials, compiled) ----------
 
 
@@ -328,6 +343,21 @@ def launch_stage_two_only(dz, n, out, tokens, heads):
     reduce_partials_kernel[2, REDUCE_THREADS](partials, out)
 
 
+
+@cuda.jit(fastmath=True)
+def atomics_into_dw(partials, out):
+    c = cuda.grid(1)
+    if c < partials.shape[0]:
+        cuda.atomic.add(out, c % 64, partials[c])  # into an out nobody zeroed
+
+
+def launch_own_second_stage(dz, n, out, tokens, heads):
+    rows = tokens * heads
+    blocks = min((rows + 3) // 4, 1024)
+    partials = cuda.device_array(blocks * 64, np.float32)
+    dw_partials[blocks, 256](dz, n, partials, rows)
+    atomics_into_dw[blocks, 64](partials, out)  # not the step's reduce_partials_kernel
+
 SOLUTIONS = {
     "08.1": inverse_rotate_head,
     "08.2": rms_norm_backward_head,
@@ -343,10 +373,12 @@ WRONG = {
              (sum_not_mean, "divided by"), (times_r, "multiplied by r")],
     "08.3": [(partials_unsynchronized, "race"), (first_group_only, "one group"),
              (no_grid_stride, "first four rows"),
-             (an_extra_barrier_for_thread_0, "thread 0 waits at")],
+             (an_extra_barrier_for_thread_0, "thread 0 waits at"),
+             (three_groups_summed, "group 3's sum is missing")],
     "08.4": [(launch_one_head, "every head"), (launch_partials_into_dw, "was never launched"),
              (launch_thread_per_row, "limit is 1024"),
              (launch_past_the_cap, "more than the step's cap of ceil(rows / 4)"),
              (launch_stage_two_only,
-              "the partial rows reduce_partials_kernel summed were never written")],
+              "the partial rows reduce_partials_kernel summed were never written"),
+             (launch_own_second_stage, "the step gives any other")],
 }

@@ -11,6 +11,8 @@ the float64 (:mod:`.widening`) where they can be found.
 
 from __future__ import annotations
 
+import ast
+import textwrap
 from dataclasses import dataclass
 
 from . import judging, kernel_census
@@ -44,6 +46,10 @@ COUNTER_LABELS = {
     "loads_after_store": "global loads after the first store",
     "shfl": "warp shuffles",
     "pow_in_loop": "pow inside a loop (ex2.approx)",
+    # per pass (ropelab.measure.census.passes): what one trip through a loop body (or the code outside loops) runs
+    "sincos_pass": "sin/cos on one pass (a loop body once)",
+    "pow_pass": "pow on one pass (one lg2.approx each)",
+    "pow_per_slot": "pow in the loop that rotates (ex2.approx)",
     "local_bytes": "local memory (bytes per thread)",
 }
 
@@ -143,8 +149,11 @@ def judge(ex, kernel, trial) -> Outcome:
 
 def _gate_text(gate: Gate, got_value: str, judged, signature: str) -> str:
     """A failed gate in words; for float64, the operations of the kernel that made it
-    (:mod:`.widening`), where they can be found, instead of the gate's general guess."""
+    (:mod:`.widening`), where they can be found, instead of the gate's general guess; for a
+    division, the ``range()`` that hides one."""
     text = gate.message.format(got=got_value, limit=gate.limit)
+    if gate.counter in ("int_divrem", "signed_divrem"):
+        return _hidden_division_text(gate, got_value, judged) or text
     if gate.counter != "f64":
         return text
     from . import widening
@@ -155,6 +164,44 @@ def _gate_text(gate: Gate, got_value: str, judged, signature: str) -> str:
     return (f"the fast-math build has {got_value} float64 instructions (the goal: "
             f"{gate.limit}); Numba computes these operations in float64:\n"
             + "\n".join(widening.lines_for(judged, found)))
+
+
+def divisions_in(source: str) -> tuple[list[str], bool]:
+    """(the ``range(start, stop, step)`` calls of ``source`` whose step is not a constant, as
+    written; whether it writes ``//``, ``%`` or ``divmod``).  Numba computes such a range's
+    trip count with an integer division by the step."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return [], False
+    ranges, written = [], False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "range" and len(node.args) == 3 \
+                and not isinstance(node.args[2], ast.Constant):
+            ranges.append(ast.unparse(node))
+        written |= isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(
+            node.op, (ast.FloorDiv, ast.Mod))
+        written |= isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id == "divmod"
+    return ranges, written
+
+
+def _hidden_division_text(gate: Gate, got_value: str, judged) -> str | None:
+    """A division gate's words when a ``range()`` with a run-time step makes (some of) the
+    divisions: the learner may have written none."""
+    source = read_source(kernel_census.python_function(judged) or judged)[0] or ""
+    ranges, written = divisions_in(source)
+    if not ranges:
+        return None
+    why = (f"`{ranges[0]}`: with a step known only at run time, Numba computes the loop's trip "
+           "count with an integer division by the step.  Write the stride loop as a while loop "
+           "(i = start; while i < stop: ...; i += step), which divides nothing")
+    if written:
+        return (gate.message.format(got=got_value, limit=gate.limit)
+                + f"; and besides the // and % you wrote, so does {why}")
+    return (f"the PTX has {got_value} integer div/rem instructions (the goal: {gate.limit}), "
+            f"although your code writes no // or %: they come from {why}")
 
 
 def _name_of(fn) -> str:

@@ -1,5 +1,5 @@
 """Numbers of the fused backward (notebook 08, the README), from ``data/bench_backward/`` and the
-Nsight Compute text report under ``data/profile/`` (issue 20)."""
+Nsight Compute text report under ``data/profile/``."""
 
 from __future__ import annotations
 
@@ -21,13 +21,13 @@ def _rows(entry: str):
 
 
 @number("backward.fwd_bwd_pct")
-def _():
+def backward_fwd_bwd_pct():
     path, rows = _rows("ropelab:fwd+bwd")
     return Rendered(pct_span([r["frac_of_copy"] for r in rows]), path)
 
 
 @number("backward.bwd_pct")
-def _():
+def backward_bwd_pct():
     path, rows = _rows("ropelab:bwd")
     return Rendered(pct_span([r["frac_of_copy"] for r in rows]), path)
 
@@ -42,12 +42,12 @@ def _ratio_to_ropelab(entry: str) -> Rendered:
 
 
 @number("backward.compile_ratio")
-def _():
+def backward_compile_ratio():
     return _ratio_to_ropelab("torch.compile:fwd+bwd")
 
 
 @number("backward.liger_ratio")
-def _():
+def backward_liger_ratio():
     return _ratio_to_ropelab("liger:fwd+bwd")
 
 
@@ -59,12 +59,12 @@ def _differing(entry: str) -> Rendered:
 
 
 @number("backward.two_stage_differing")
-def _():
+def backward_two_stage_differing():
     return _differing("determinism:two_stage")
 
 
 @number("backward.atomic_differing")
-def _():
+def backward_atomic_differing():
     return _differing("determinism:atomic")
 
 
@@ -85,10 +85,10 @@ def _ncu_backward(pattern: str) -> Rendered:
 
 
 @number("backward.ncu_dram_pct")
-def _():
+def backward_ncu_dram_pct():
     return _ncu_backward(r"DRAM Throughput\s+%\s+([\d.]+)")
 
 
 @number("backward.ncu_scoreboard_pct")
-def _():
+def backward_ncu_scoreboard_pct():
     return _ncu_backward(r"represents about ([\d.]+)% of the total average")

@@ -19,7 +19,7 @@ def _sweep():
 
 
 @number("fused.one_head_16bit_pct")
-def _():
+def fused_one_head_16bit_pct():
     """16-bit storage with one head per warp (the mapping 06 starts with), production shapes."""
     path, rec = _sweep()
     shapes = FULL_ROTARY + ("qwen_image_partial",)
@@ -27,14 +27,14 @@ def _():
 
 
 @number("fused.one_head_f32_pct")
-def _():
+def fused_one_head_f32_pct():
     path, rec = _sweep()
     shapes = FULL_ROTARY + ("qwen_image_partial",)
     return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope_1head", shapes, ("float32",))), path)
 
 
 @number("fused.two_heads_gain_points")
-def _():
+def fused_two_heads_gain_points():
     """Points of the copy that half a warp per head adds to 16-bit storage, per shape."""
     path, rec = _sweep()
     shapes = FULL_ROTARY + ("qwen_image_partial",)
@@ -44,7 +44,7 @@ def _():
 
 
 @number("fused.f32_one_head_lead_pct")
-def _():
+def fused_f32_one_head_lead_pct():
     """How much faster one head per warp is than the best other setting, in float32, on the
     shapes where it is fastest."""
     path, rec = _sweep()
@@ -59,7 +59,7 @@ def _():
 
 
 @number("fused.f32_one_head_wins")
-def _():
+def fused_f32_one_head_wins():
     path, rec = _sweep()
     wins = 0
     shapes = FULL_ROTARY + ("qwen_image_partial",)
@@ -76,20 +76,20 @@ def _twin_run():
 
 
 @number("fused.gptj_16bit_pct")
-def _():
+def fused_gptj_16bit_pct():
     path, rec = _twin_run()
     return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope", FULL_ROTARY, STORAGE_16)), path)
 
 
 @number("fused.neox_16bit_pct")
-def _():
+def fused_neox_16bit_pct():
     """NeoX in 16-bit storage on the fully rotated shapes (split pairs), beside the twin."""
     path, rec = _twin_run()
     return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope:neox", FULL_ROTARY, STORAGE_16)), path)
 
 
 @number("fused.f32_pct")
-def _():
+def fused_f32_pct():
     path, rec = _twin_run()
     fr = (_fracs(rec, "fused_qknorm_rope", FULL_ROTARY, ("float32",))
           + _fracs(rec, "fused_qknorm_rope:neox", FULL_ROTARY, ("float32",)))
@@ -97,7 +97,7 @@ def _():
 
 
 @number("fused.vs_twin_pct")
-def _():
+def fused_vs_twin_pct():
     """How much slower than its C++ twin ropelab is at most, fully rotated shapes."""
     path, rec = _twin_run()
     worst = 0.0
@@ -120,57 +120,57 @@ def _split_gain(rec):
 
 
 @number("fused.split_gain_points")
-def _():
+def fused_split_gain_points():
     path, rec = _sweep()
     return Rendered(span(_split_gain(rec), lambda g: f"{g:.1f}", sep=" to ", unit=" points"), path)
 
 
 @number("fused.shuffle_16bit_pct")
-def _():
+def fused_shuffle_16bit_pct():
     path, rec = _sweep()
     return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope:neox_shuffle", FULL_ROTARY, STORAGE_16)), path)
 
 
 @number("fused.split_16bit_sweep_pct")
-def _():
+def fused_split_16bit_sweep_pct():
     path, rec = _sweep()
     return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope:neox", FULL_ROTARY, STORAGE_16)), path)
 
 
 @number("fused.zimage_one_token_pct")
-def _():
+def fused_zimage_one_token_pct():
     path, rec = _sweep()
     return Rendered(pct_span(_fracs(rec, SWEEP_VARIANT, ("zimage_1024",), STORAGE_16)), path)
 
 
 @number("fused.zimage_token_rows_pct")
-def _():
+def fused_zimage_token_rows_pct():
     path, rec = _sweep()
     return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope", ("zimage_1024",), STORAGE_16)), path)
 
 
 @number("fused.partial_neox_folded_pct")
-def _():
+def fused_partial_neox_folded_pct():
     """Partial-rotary NeoX, 16-bit, in the newest run (after the offset fold)."""
     path, rec = newest("bench_fused", "fused_qknorm_rope:neox")
     return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope:neox", ("qwen_image_partial",), STORAGE_16)), path)
 
 
 @number("fused.partial_neox_before_pct")
-def _():
+def fused_partial_neox_before_pct():
     path, rec = _twin_run()
     return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope:neox", ("qwen_image_partial",), STORAGE_16)), path)
 
 
 @number("fused.cache_pct")
-def _():
+def fused_cache_pct():
     path, rec = newest("bench_fused", "fused_qknorm_rope:cache")
     rows = [r for r in rec["rows"] if r["variant"] == "fused_qknorm_rope:cache"]
     return Rendered(pct_span([r["frac_of_copy"] for r in rows]), path)
 
 
 @number("fused.cache_over_sincos_pct")
-def _():
+def fused_cache_over_sincos_pct():
     path, rec = newest("bench_fused", "fused_qknorm_rope:cache")
     ratios = []
     for r in rec["rows"]:
@@ -181,20 +181,20 @@ def _():
 
 
 @number("history.bf16_before_pack_pct")
-def _():
+def history_bf16_before_pack_pct():
     """bfloat16 GPT-J in the first full run, before the one-instruction pack."""
     path, rec = newest("bench")
     return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope", FULL_ROTARY, ("bfloat16",))), path)
 
 
 @number("history.bf16_after_pack_pct")
-def _():
+def history_bf16_after_pack_pct():
     path, rec = run_at("bench_fused", "20261201T075911")
     return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope", FULL_ROTARY, ("bfloat16",))), path)
 
 
 @number("fused.select_step_behind_twin_pct")
-def _():
+def fused_select_step_behind_twin_pct():
     """Before step 3 of the history (the 11:27 run): GPT-J 16-bit behind its twin."""
     path, rec = run_at("bench_fused", "20261201T112750")
     gaps = [100 * (bench_row(rec, "fused_qknorm_rope", s, d)["median_us"]
@@ -204,7 +204,7 @@ def _():
 
 
 @number("history.fused_runs")
-def _():
+def history_fused_runs():
     """Every fused run, oldest first, after the first full bench run: a table in a code block."""
     first_path, first = newest("bench")
     fused = runs("bench_fused")

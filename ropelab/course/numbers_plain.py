@@ -20,17 +20,17 @@ def _roof_share(variant, shape=BIG):
 
 
 @number("bench.pack4_scalar_roof_pct")
-def _():
+def bench_pack4_scalar_roof_pct():
     return _roof_share("pack4_scalar")
 
 
 @number("bench.pack4_roof_pct")
-def _():
+def bench_pack4_roof_pct():
     return _roof_share("pack4")
 
 
 @number("bench.seed_shapes_us")
-def _():
+def bench_seed_shapes_us():
     """How long the ropelab kernels and the copy last at the seed's sizes."""
     path, rec = _bench()
     times = [bench_row(rec, v, s)["median_us"] for v in ("copy_d2d", "flat", "pack4", "pack4_scalar")
@@ -39,7 +39,7 @@ def _():
 
 
 @number("bench.small_copy_us")
-def _():
+def bench_small_copy_us():
     path, rec = _bench()
     return Rendered(f"{bench_row(rec, 'copy_d2d', '4096x512')['median_us']:.0f} us", path)
 
@@ -67,13 +67,13 @@ for _variant in README_TABLE:
 
 
 @number("bench.pack4_kernel_big_us")
-def _():
+def bench_pack4_kernel_big_us():
     path, rec = _bench()
     return Rendered(f"{bench_row(rec, 'pack4:kernel', BIG)['median_us']:.0f} us", path)
 
 
 @number("bench.torch_compile_seed_us")
-def _():
+def bench_torch_compile_seed_us():
     path, rec = _bench()
     return Rendered(f"{bench_row(rec, 'torch_compile', '4096x512')['median_us']:.1f} us", path)
 
@@ -89,12 +89,12 @@ def _public_vs_kernel(shapes=None):
 
 
 @number("bench.public_vs_kernel_pct")
-def _():
+def bench_public_vs_kernel_pct():
     return _public_vs_kernel()
 
 
 @number("bench.public_vs_kernel_big_pct")
-def _():
+def bench_public_vs_kernel_big_pct():
     return _public_vs_kernel((BIG,))
 
 
@@ -105,13 +105,13 @@ def _launcher_us(prefix: str) -> tuple[str, float]:
 
 
 @number("launch.rope_torch_us")
-def _():
+def launch_rope_torch_us():
     path, us = _launcher_us("ropelab.rope(flat) torch arrays")
     return Rendered(f"{us:.0f} us", path)
 
 
 @number("launch.cupy_flat_us")
-def _():
+def launch_cupy_flat_us():
     path, us = _launcher_us("cupy RawKernel cuda_flat")
     return Rendered(f"{us:.0f} us", path)
 
@@ -123,7 +123,7 @@ def _profile_row(rec, case):
 
 
 @number("profile.scalar_over_flat_sectors")
-def _():
+def profile_scalar_over_flat_sectors():
     """How many more sectors one 4-byte access of pack4_scalar touches than one of flat: the
     store column, which holds only the x/out accesses (the load column averages in the
     positions loads, one sector each)."""
@@ -134,7 +134,7 @@ def _():
 
 
 @number("profile.scalar_and_flat_store_sectors")
-def _():
+def profile_scalar_and_flat_store_sectors():
     path, rec = newest("profile")
     scalar = _profile_row(rec, f"pack4_scalar@large_{BIG}")["st_sectors_per_request"]
     flat = _profile_row(rec, f"flat@large_{BIG}")["st_sectors_per_request"]
@@ -152,42 +152,42 @@ def _public(column, side, call=None, shape=None):
 
 
 @number("public.rope_host_before_us")
-def _():
+def public_rope_host_before_us():
     return _public("host_us", "before", "rope flat", "64x512")
 
 
 @number("public.rope_host_after_us")
-def _():
+def public_rope_host_after_us():
     return _public("host_us", "after", "rope flat", "64x512")
 
 
 @number("public.fused_events_before_us")
-def _():
+def public_fused_events_before_us():
     return _public("event_us", "before", "fused_qknorm_rope bf16", "4096xflux_1024")
 
 
 @number("public.fused_events_after_us")
-def _():
+def public_fused_events_after_us():
     return _public("event_us", "after", "fused_qknorm_rope bf16", "4096xflux_1024")
 
 
 @number("public.pack4_events_before_us")
-def _():
+def public_pack4_events_before_us():
     return _public("event_us", "before", "rope pack4", BIG)
 
 
 @number("public.pack4_events_after_us")
-def _():
+def public_pack4_events_after_us():
     return _public("event_us", "after", "rope pack4", BIG)
 
 
 @number("public.flat_small_events_before_us")
-def _():
+def public_flat_small_events_before_us():
     return _public("event_us", "before", "rope flat", "4096x512")
 
 
 @number("public.flat_small_events_after_us")
-def _():
+def public_flat_small_events_after_us():
     return _public("event_us", "after", "rope flat", "4096x512")
 
 
@@ -211,22 +211,22 @@ for _shape in ("4096x512", "8192x1024"):
 
 
 @number("seed.complex_factor")
-def _():
+def seed_complex_factor():
     return Rendered(f"{SEED_COMPLEX_FACTOR} times", SEED_NOTE)
 
 
 @number("seed.f32_4096x512_ms")
-def _():
+def seed_f32_4096x512_ms():
     return _seed_ms(SEED_TABLE["4096x512"])
 
 
 @number("seed.f32_8192x1024_ms")
-def _():
+def seed_f32_8192x1024_ms():
     return _seed_ms(SEED_TABLE["8192x1024"])
 
 
 @number("seed.dram_4090_gbps")
-def _():
+def seed_dram_4090_gbps():
     return Rendered(f"{DRAM_4090_GBPS:,} GB/s", "the RTX 4090 data sheet (ropelab/course/ledger.py)")
 
 

@@ -18,26 +18,26 @@ def _validation():
 
 for _key in ("model_mean", "model_max", "trivial_mean", "trivial_max"):
     @number(f"predict.{_key}_pct")
-    def _(k=_key):
+    def predict_figure(k=_key):
         path, _, v = _validation()
         return Rendered(pct(v[k], 1), path)
 
 
 @number("predict.rows")
-def _():
+def predict_rows():
     """Training rows of the fit (kernel x timing case, or recorded kernel x shape)."""
     path, rec, _ = _validation()
     return Rendered(str(len(rec["rows"])), path)
 
 
 @number("predict.families")
-def _():
+def predict_families():
     path, _, v = _validation()
     return Rendered(str(len(v["families"])), path)
 
 
 @number("predict.interval")
-def _():
+def predict_interval():
     """The error bar: the middle 80% of held-out rows, as "-8% to +14%" of the prediction."""
     path, _, v = _validation()
     low, high = v["interval_80"]
@@ -45,7 +45,7 @@ def _():
 
 
 @number("predict.worse_than_trivial")
-def _():
+def predict_worse_than_trivial():
     """The families where the model's mean error exceeds the trivial model's, or "none"."""
     path, _, v = _validation()
     names = [f"`{f.split(':', 1)[1]}`" for f in v["families_worse_than_trivial"]]
@@ -53,13 +53,13 @@ def _():
 
 
 @number("predict.worse_count")
-def _():
+def predict_worse_count():
     path, _, v = _validation()
     return Rendered(_count_word(len(v["families_worse_than_trivial"])), path)
 
 
 @number("predict.worst_family")
-def _():
+def predict_worst_family():
     """The family the model misses most, with its worst error: "`freq_table` (24.0%)"."""
     path, _, v = _validation()
     name, s = max(v["families"].items(), key=lambda kv: kv[1]["model_max"])
@@ -67,7 +67,7 @@ def _():
 
 
 @number("predict.sources")
-def _():
+def predict_sources():
     """What the fit was trained on, in words."""
     path, rec, _ = _validation()
     steps = len({r["step"] for r in rec["rows"] if r["step"]})

@@ -1,5 +1,5 @@
 """Numbers of plain RoPE as models call it (``data/bench_rows/``) and of the PyTorch custom ops
-(``data/torch_ops/``), for the README's "Inside a PyTorch model" part (issue 19)."""
+(``data/torch_ops/``), for the README's "Inside a PyTorch model" part."""
 
 from __future__ import annotations
 
@@ -19,37 +19,37 @@ def _rows(variant: str, shapes) -> tuple[str, list[float]]:
 
 
 @number("rows.bf16_target_pct")
-def _():
+def rows_bf16_target_pct():
     path, fracs = _rows("rope_rows:rope", (TARGET_SHAPE,))
     return Rendered(pct(fracs[0], 1), path)
 
 
 @number("rows.rope_qk_pct")
-def _():
+def rows_rope_qk_pct():
     path, fracs = _rows("rope_rows:rope_qk", QK_SHAPES)
     return Rendered(pct_span(fracs, 1), path)
 
 
 @number("rows.two_calls_pct")
-def _():
+def rows_two_calls_pct():
     path, fracs = _rows("rope_rows:two_calls", QK_SHAPES)
     return Rendered(pct_span(fracs, 1), path)
 
 
 @number("rows.run8_pct")
-def _():
+def rows_run8_pct():
     path, fracs = _rows("rope_rows:rope:run8", (TARGET_SHAPE,) + QK_SHAPES)
     return Rendered(pct_span(fracs, 1), path)
 
 
 @number("rows.run4_pct")
-def _():
+def rows_run4_pct():
     path, fracs = _rows("rope_rows:rope", (TARGET_SHAPE,) + QK_SHAPES)
     return Rendered(pct_span(fracs, 1), path)
 
 
 @number("torch.compiled_vs_public_pct")
-def _():
+def torch_compiled_vs_public_pct():
     """The largest distance of the compiled op's median from the public call's, every case."""
     path, rec = newest("torch_ops")
     gaps = [abs(r["vs_public"] - 1.0) for r in rec["rows"] if r["call"] == "op_compiled"]

@@ -247,8 +247,11 @@ def argument_problem(fn, arguments: tuple, signature: str) -> str | None:
     inner = python_function(fn)
     names = list(inner.__code__.co_varnames[:inner.__code__.co_argcount]) if inner else []
     if len(arguments) != len(wanted):
+        # A kernel of the learner's own besides the step's (a second stage, say): the others a
+        # launch step launches are the kernels it gives.
         return (f"{len(arguments)} arguments, but the contract has {len(wanted)}: "
-                f"{signature}")
+                f"{signature} (every kernel of yours that this step launches is the kernel of "
+                "its contract; the step gives any other)")
     for k, (value, want) in enumerate(zip(arguments, wanted)):
         got = _typeof(value)
         name = names[k] if k < len(names) else f"argument {k + 1}"

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import kernels
+from ..kernels.launch import launch
 from ..problem import RopeProblem
 from ..target import SIMULATED
 
@@ -141,7 +142,7 @@ def _trace_here(variant: str, tokens: int, hidden: int, threads_per_block: int |
 
     positions = _Positions(np.arange(tokens, dtype=np.int32), None, None)
     plan = module.plan(problem, options, threads=threads_per_block)
-    kernels.launch(plan, (_WatchedArray(x, None, None), out, positions))
+    launch(plan, (_WatchedArray(x, None, None), out, positions))
     if not dims:  # a kernel that reads no position: fall back to what the plan says
         dims = {"grid": _normalize_dims(plan.grid), "block": _normalize_dims(plan.block)}
     return {
@@ -245,9 +246,9 @@ def _trace_fused_here(tokens: int, heads: list, head_dim: int, interleave: bool,
     weights = np.ones(head_dim, np.float32)
     plan = kernel.VARIANT.plan(problem, {"warps_per_block": warps_per_block,
                                          "heads_per_warp": heads_per_warp})
-    kernels.launch(plan, (buf, _WatchedArray(weights, None, None),
-                          _WatchedArray(weights.copy(), None, None),
-                          _WatchedArray(np.arange(tokens, dtype=np.int32), None, None)))
+    launch(plan, (buf, _WatchedArray(weights, None, None),
+                  _WatchedArray(weights.copy(), None, None),
+                  _WatchedArray(np.arange(tokens, dtype=np.int32), None, None)))
     return {"heads": list(heads), "head_dim": head_dim, "grid": list(plan.grid[:2]),
             "block_dim": plan.block[0], "tokens_per_block": plan.block[1],
             "heads_per_warp": heads_per_warp, "who": who.tolist()}

@@ -178,7 +178,7 @@ def _on_simulator(save_census: bool, notebooks=None) -> bool:
     return verify_in_child(save_census=save_census, notebooks=notebooks).returncode == 0
 
 
-LADDER_MIN_STEPS = 3  # issue 17: at least 3 graded steps per notebook,
+LADDER_MIN_STEPS = 3  # at least 3 graded steps per notebook,
 LADDER_MIN_EMPTY = 2  # at least 2 of them from an empty body (signature, docstring, pass),
 LADDER_MIN_LAUNCH = 1  # at least one where the learner writes the launch
 

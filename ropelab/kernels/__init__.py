@@ -5,19 +5,17 @@ Each variant module holds its device code, a ``launch_config(problem, threads_pe
 record ``VARIANT`` that declares its name, summary, features, options and how to build its
 :class:`~ropelab.kernels.plan.Plan`.  Nothing launches a kernel except
 :func:`ropelab.kernels.launch.launch` (and the :class:`~ropelab.kernels.launch.Bound` it
-caches): the public API, the benchmark, the census, the checks and the notebooks' tracer all go
+caches; ``kernels.launch`` is that module): the public API, the benchmark, the census, the checks and the notebooks' tracer all go
 through it.
 
 A new variant is one module plus one line in :data:`REGISTRY` below: the public ``rope``,
 ``python -m ropelab check``, the bench plan and the census all read :data:`VARIANTS`.
 """
 
-from . import block2d, flat, freq_table, fused_qknorm_rope, pack4, pack4_scalar, pair_sincos, rope_rows
-from .fused_qknorm_rope import backward as qknorm_backward
+from . import (block2d, flat, freq_table, fused_qknorm_rope, launch, pack4, pack4_scalar,
+               pair_sincos, rope_rows_host)
+from .fused_qknorm_rope import backward_host as qknorm_backward
 from ..errors import RopeInputError
-# ``kernels.launch`` is the function (what callers use); the module of the same name is reached
-# by ``from ropelab.kernels.launch import ...`` or ``importlib.import_module``.
-from .launch import launch
 from .plan import Plan, Variant
 
 # The plain-RoPE variant modules, in course order: the one place a new variant is registered.
@@ -32,7 +30,7 @@ FUSED: dict[str, Variant] = {fused_qknorm_rope.VARIANT.name: fused_qknorm_rope.V
 
 # Plain RoPE on rows of heads (16-bit storage, row strides, q and k in one launch), with its own
 # problem type (RowsProblem): also kept out of VARIANTS, whose plans take a RopeProblem.
-ROWS: dict[str, Variant] = {rope_rows.VARIANT.name: rope_rows.VARIANT}
+ROWS: dict[str, Variant] = {rope_rows_host.VARIANT.name: rope_rows_host.VARIANT}
 
 # The fused op's backward (dx and the two weight gradients): registered for the census; its
 # public call is ropelab.fused_qknorm_rope_backward (main kernel, then the reduction).
@@ -53,4 +51,5 @@ def variants_supporting(features) -> list[str]:
     return [n for n, v in VARIANTS.items() if set(features) <= v.features]
 
 
-__all__ = ["BACKWARD", "FUSED", "MODULES", "Plan", "ROWS", "VARIANTS", "Variant", "get", "launch", "variants_supporting"]
+__all__ = ["BACKWARD", "FUSED", "MODULES", "Plan", "ROWS", "VARIANTS", "Variant", "get", "launch",
+           "variants_supporting"]

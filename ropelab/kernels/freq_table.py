@@ -34,7 +34,8 @@ the two float32 scales applied to cos and sin.
 """
 
 import math
-from functools import lru_cache
+import threading
+from collections import OrderedDict
 
 import numpy as np
 from numba import cuda, float32, int64, uint64
@@ -165,7 +166,7 @@ REDUCED_KERNEL = rope_reduced_angle
 
 
 # --------------------------------------------------------------------------------------------
-# Host side: the tables
+# Host side: the tables, this variant's and every other kernel's
 # --------------------------------------------------------------------------------------------
 
 # ex: begin cos_sin_cache
@@ -180,6 +181,13 @@ def cos_sin_cache(freqs: np.ndarray, max_positions: int) -> tuple[np.ndarray, np
 # ex: end cos_sin_cache
 
 
+def cos_sin_rows(freqs: np.ndarray, max_positions: int) -> np.ndarray:
+    """float32 ``[max_positions, 2 * len(freqs)]``: each row the cos half then the sin half of
+    :func:`cos_sin_cache` (the layout of the vLLM / SGLang / FlashInfer ``cos_sin_cache``,
+    which rope_rows and both fused kernels read)."""
+    return np.concatenate(cos_sin_cache(freqs, max_positions), axis=1)
+
+
 def turns_tables(freqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each frequency in turns per position, ``freqs / (2 pi)``, as a float32 head + tail."""
     turns = np.asarray(freqs, np.float64) / TWO_PI
@@ -188,19 +196,46 @@ def turns_tables(freqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return hi, lo
 
 
-@lru_cache(maxsize=8)
-def host_tables(mode: str, freq_bytes: bytes, max_positions: int | None) -> tuple:
-    """The float32 tables of one mode, built once per frequencies (keyed by their bytes).
+# The host tables of every kernel, by kind: float64 frequencies (their bytes) and a length in,
+# the float32 arrays a plan hands its kernel out.
+_BUILDERS = {
+    "inv_freq": lambda freqs, n: (freqs.astype(np.float32),),
+    "cos_sin": cos_sin_cache,  # this variant's cache mode: two [n, pairs] tables
+    "cos_sin_rows": lambda freqs, n: (cos_sin_rows(freqs, n).reshape(-1),),  # flat rows
+    "turns": lambda freqs, n: turns_tables(freqs),  # reduce_angle
+}
+# How many tables stay built.  A plan keeps its own tables alive, and the device copies have
+# their own LRU (ropelab.kernels.launch.MAX_TABLES); this bounds what a program that cycles
+# through cache lengths or scalings keeps on the host (a 131072-position cache of 64 pairs is
+# 64 MiB).
+MAX_HOST_TABLES = 16
+_host_tables: OrderedDict = OrderedDict()
+_host_lock = threading.Lock()
 
-    Returning the same arrays for the same key lets :func:`ropelab.kernels.launch.device_table`
-    upload each only once (a 131072-position cache of 64 pairs is 64 MiB).
-    """
-    freqs = np.frombuffer(freq_bytes, dtype=np.float64)
-    if mode == "cache":
-        return cos_sin_cache(freqs, max_positions)
-    if mode == "reduced":
-        return turns_tables(freqs)
-    return (freqs.astype(np.float32),)
+
+def tables(kind: str, freq_bytes: bytes, max_positions: int | None = None) -> tuple:
+    """The float32 tables of ``kind`` (see ``_BUILDERS``) for the float64 frequencies whose bytes
+    are ``freq_bytes``, built once per (kind, frequencies, length) while it is among the
+    :data:`MAX_HOST_TABLES` most recently used.  The same arrays for the same key let
+    :func:`ropelab.kernels.launch.device_table` find their device copy by identity."""
+    key = (kind, freq_bytes, max_positions)
+    with _host_lock:
+        hit = _host_tables.get(key)
+        if hit is not None:
+            _host_tables.move_to_end(key)
+            return hit
+    built = _BUILDERS[kind](np.frombuffer(freq_bytes, dtype=np.float64), max_positions)
+    with _host_lock:
+        built = _host_tables.setdefault(key, built)
+        _host_tables.move_to_end(key)
+        while len(_host_tables) > MAX_HOST_TABLES:
+            _host_tables.popitem(last=False)
+    return built
+
+
+def host_tables_held() -> int:
+    """How many host tables are built and kept now."""
+    return len(_host_tables)
 
 
 OPTIONS = {"cache": False, "max_positions": None, "reduce_angle": False}
@@ -258,6 +293,7 @@ def scalar_args(problem) -> tuple:
 
 
 _KERNELS = {"table": rope_freq_table, "cache": rope_cos_sin_cache, "reduced": rope_reduced_angle}
+_TABLES = {"table": "inv_freq", "cache": "cos_sin", "reduced": "turns"}
 _LIMITS = {
     "table": (None, ""),
     "reduced": (REDUCE_LIMIT + 1, "reduce_angle=True is accurate for |position| <= 2**24 "
@@ -271,7 +307,7 @@ def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan
     limit, reason = _LIMITS.get(mode, (max_positions, f"the cos/sin cache holds positions 0 .. "
                                                       f"{(max_positions or 0) - 1}"))
     return Plan(_KERNELS[mode], fastmath, blocks, threads, ROPE_ARRAYS,
-                tables=host_tables(mode, problem.inv_freq.tobytes(), max_positions),
+                tables=tables(_TABLES[mode], problem.inv_freq.tobytes(), max_positions),
                 scalars=scalar_args(problem), errors=mode != "table", position_limit=limit,
                 limit_reason=reason)
 

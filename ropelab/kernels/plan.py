@@ -59,6 +59,9 @@ def rope_arrays(storage: str = "float32") -> tuple:
 # CUDA's grid limits (every GPU since compute capability 3.0): a plan past them is refused on
 # the host with a clear error instead of failing inside the driver.
 MAX_GRID = (2**31 - 1, 65535, 65535)
+# The kernels index their arrays with 32-bit unsigned arithmetic: an array (a row-strided one:
+# its span) must hold fewer elements than this.
+MAX_ELEMENTS = 2**32 - 1
 
 
 @dataclass(frozen=True, eq=False)  # eq=False: hashed by identity (plans are cached upstream)

@@ -27,7 +27,7 @@ What the patch changes and what it keeps, layer by layer:
 transformers' own norm and rotation; timing it beside the fused op separates the two gains.
 
 Training: when autograd needs the op's input, ``ropelab.torch_ops.fused_qknorm_rope`` works
-out of place and its backward is ropelab's fused backward kernel (issue 20), so the patched
+out of place and its backward is ropelab's fused backward kernel, so the patched
 forward keeps the tensor the op returns.
 
 torch and transformers are imported when this module is; ``import ropelab`` never imports it.

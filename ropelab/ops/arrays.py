@@ -52,9 +52,18 @@ class ArrayInfo:
             expected *= dim
         return True
 
-    def span(self) -> tuple[int, int]:
-        """[first, last) byte addresses the array can touch (contiguous arrays only)."""
-        return self.ptr, self.ptr + self.nbytes
+    def byte_range(self) -> tuple[int, int]:
+        """``[low, high)``: the bytes the array's elements occupy, gaps between rows included,
+        for any strides (empty for an empty array)."""
+        if not self.size:
+            return self.ptr, self.ptr
+        low = high = self.ptr
+        for dim, stride in zip(self.shape, self.strides):
+            if stride < 0:
+                low += (dim - 1) * stride
+            else:
+                high += (dim - 1) * stride
+        return low, high + self.dtype.itemsize
 
 
 def _is_fake_device_array(obj) -> bool:
@@ -67,7 +76,7 @@ def _module_of(obj) -> str:
 
 # torch dtypes by name -> (NumPy dtype the kernels see, storage tag).  bfloat16 has no NumPy
 # dtype: ropelab moves it as its uint16 bit patterns.
-_TORCH_DTYPES = {"float32": (np.float32, None), "float16": (np.float16, None),
+TORCH_DTYPES = {"float32": (np.float32, None), "float16": (np.float16, None),
                  "bfloat16": (np.uint16, "bfloat16"), "float64": (np.float64, None),
                  "int32": (np.int32, None), "int64": (np.int64, None), "uint16": (np.uint16, None),
                  "uint32": (np.uint32, None), "int16": (np.int16, None), "uint8": (np.uint8, None),
@@ -76,9 +85,9 @@ _TORCH_DTYPES = {"float32": (np.float32, None), "float16": (np.float16, None),
 
 def _torch_info(t) -> ArrayInfo:
     name = str(t.dtype).rsplit(".", 1)[-1]
-    if name not in _TORCH_DTYPES:
+    if name not in TORCH_DTYPES:
         raise TypeError(f"unsupported torch dtype {t.dtype}")
-    dt, storage = _TORCH_DTYPES[name]
+    dt, storage = TORCH_DTYPES[name]
     dt = np.dtype(dt)
     if t.requires_grad and _grad_enabled():
         # A raw kernel launch is invisible to autograd: the result would have no grad_fn and the
@@ -131,17 +140,9 @@ def inspect_array(obj, name: str) -> ArrayInfo:
     )
 
 
-def overlaps(a: ArrayInfo, b: ArrayInfo) -> bool:
-    if a.on_device != b.on_device:
-        return False
-    a0, a1 = a.span()
-    b0, b1 = b.span()
-    return a0 < b1 and b0 < a1
-
-
-def same_memory(a: ArrayInfo, b: ArrayInfo) -> bool:
-    """Exactly the same elements in the same order: in-place use, which is allowed."""
-    return a.on_device == b.on_device and a.ptr == b.ptr and a.shape == b.shape and a.strides == b.strides
+def host_array(obj, info: ArrayInfo) -> np.ndarray:
+    """The NumPy array behind a NumPy array or a simulated device array (its data, not a copy)."""
+    return obj._ary if info.kind == "simulator" else obj
 
 
 def device_view(obj, info: ArrayInfo, dtype=None):
@@ -170,7 +171,7 @@ class RawDevice:
 
 # ---- fast metadata readers (GPU only) ----------------------------------------------------------
 
-def _torch_meta(t):
+def torch_meta(t):
     # Strides, not only contiguity: the rope_rows path takes row-strided tensors (a column
     # slice of a packed qkv), whose plan depends on the row stride.  get_device() is a C call
     # where .device builds an object.  requires_grad is in the key: a call shape validated
@@ -182,11 +183,11 @@ def _torch_meta(t):
                           t.requires_grad and _grad_enabled())
 
 
-def _cupy_meta(a):
+def cupy_meta(a):
     return a.data.ptr, (a.shape, a.strides, a.dtype, a.device.id)
 
 
-def _cai_meta(a):
+def cai_meta(a):
     cai = a.__cuda_array_interface__
     return cai["data"][0], (tuple(cai["shape"]), cai.get("strides"), cai["typestr"], cai["data"][1])
 
@@ -206,14 +207,14 @@ def register_fast_types() -> None:
 
     torch = sys.modules.get("torch")
     if torch is not None and torch.Tensor not in FAST_META:
-        FAST_META[torch.Tensor] = _torch_meta
+        FAST_META[torch.Tensor] = torch_meta
         param = getattr(getattr(torch, "nn", None), "Parameter", None)
         if param is not None:
-            FAST_META[param] = _torch_meta
+            FAST_META[param] = torch_meta
     cupy = sys.modules.get("cupy")
     if cupy is not None and cupy.ndarray not in FAST_META:
-        FAST_META[cupy.ndarray] = _cupy_meta
+        FAST_META[cupy.ndarray] = cupy_meta
     devicearray = sys.modules.get("numba.cuda.cudadrv.devicearray")
     if devicearray is not None:
         for cls in (devicearray.DeviceNDArray,):
-            FAST_META.setdefault(cls, _cai_meta)
+            FAST_META.setdefault(cls, cai_meta)

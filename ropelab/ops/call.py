@@ -1,51 +1,50 @@
 """The one call engine behind the public ops (``ropelab.rope``, ``ropelab.rope_qk``,
-``ropelab.fused_qknorm_rope`` and its backward, ``ropelab.fused_qknorm_rope_backward``).
+``ropelab.fused_qknorm_rope`` and its backward).
 
-An op (:mod:`ropelab.ops.rope`, :mod:`ropelab.ops.fused`) owns its signature, its checks and
-its plan; everything after that is here, written once:
+An op owns its signature, its checks and its plans, and describes the call it validated as a
+:class:`~ropelab.ops.slots.Call`: the plans, and each array with its role.  Everything after
+that is here, written once:
 
 * **the cache key of a call shape** (:func:`fast`): the op's scalar arguments with their types
   (``4.0 == 4`` and ``True == 1`` in Python, but one of them is refused), and for each array its
-  type, its metadata key (shape, strides/contiguity, dtype, device) and ``pointer % 16``.  Every
-  decision validation makes from an address (a refusal of a misaligned 16-bit ``qkv``, the
-  choice of 128-bit accesses) depends only on ``pointer % 16`` of each array, so a key that
-  carries all of them never replays a decision made for another alignment;
-* **the fast path**: a hit reads the arrays' pointers, checks overlaps, picks the stream and
-  fires the pre-bound launch.  No validation, no allocation besides a missing ``out``, no
-  synchronization (CUDA-graph capturable);
-* **the dispatch** of a validated call: host arrays are copied in and out, simulator arrays are
-  launched through numba's dispatcher, device arrays through a :class:`DeviceCall` that is
-  remembered under the key;
-* **the stream** (:mod:`ropelab.ops.streams`) and the opt-in synchronous check of device
-  positions.
+  type, its metadata key (shape, strides, dtype, device) and ``pointer % 16``.  Every decision
+  validation makes from an address (a refusal of a misaligned 16-bit ``qkv``, the choice of
+  128-bit accesses) depends only on ``pointer % 16`` of each array, so a key that carries all
+  of them never replays a decision made for another alignment.  Pointers are not part of the
+  key: a new tensor of the same shape hits the same entry;
+* **what every call checks** (:func:`run`): the stream, read-only outputs, the overlap rules
+  derived from the roles (:func:`ropelab.ops.slots.overlap_rules`), and the position policy
+  (:func:`ropelab.validate.check_position_values`): host positions are checked on the host,
+  device positions only with ``check_positions=True``, absent positions are ``0 .. tokens-1``;
+* **the routes**: host and simulator arrays are copied in and out
+  (:mod:`ropelab.ops.host_route`); device arrays run a :class:`DeviceCall`, which the first
+  call builds, remembers under the key and runs exactly as every later call does: check the
+  overlaps on the new pointers, make the outputs, pick the stream, fire the pre-bound launches.
+  No validation, no synchronization: capturable in a CUDA graph.
 
 Adding an option to an op is a local change in the op: check it where the op checks its
-arguments, and add it to the op's scalar tuple that it passes to :func:`fast` (with its type,
-through :func:`typed`); nothing here changes.  Adding an array argument: one more entry in the
-op's array tuple and its :class:`Slot`.
-
-Pointers are not part of the key: a new tensor of the same shape hits the same entry.
-
-An op that allocates its outputs and runs several kernels (the fused backward) remembers a
-:class:`SequenceCall` through :func:`launch_sequence`: an output maker and a list of bound
-launches, fired in order on one stream.
+arguments and add it to the scalar tuple it passes to :func:`fast`; nothing here changes.
+Adding an array argument: one more entry in the op's array tuple and its
+:class:`~ropelab.ops.slots.Slot` (with its role: nothing here changes either).
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 
 import numpy as np
 from numba import cuda
 
 from ..errors import RopeDeviceError
-from ..kernels.launch import bind, launch, on_table_evicted, read_errors
-from ..kernels.plan import Plan
+from ..kernels.launch import bind, on_table_evicted, read_errors
 from ..target import SIMULATED
-from ..validate import check_position_values, fail
-from . import streams
-from .arrays import FAST_META, ArrayInfo, device_view, register_fast_types
+from ..validate import check_position_values, check_positions_array, fail
+from . import memory, streams
+from .arrays import FAST_META, host_array, register_fast_types
+from .host_route import made_here, run_here
+from .memory import arange_positions
+from .slots import (INT32, OUT, POSITIONS, SCRATCH, WRITTEN, Call, kernel_elements,
+                    kernel_views, overlap_rules, refuse_overlaps)
 
 MAX_ENTRIES = 1024  # a program cycling through more call shapes than this re-validates
 
@@ -101,6 +100,12 @@ def remember(key, entry) -> None:
         _entries[key] = entry
 
 
+def remembered() -> list:
+    """The remembered call shapes, ``(key, entry)``, oldest first (tests and benches read them)."""
+    with _lock:
+        return list(_entries.items())
+
+
 def clear() -> None:
     """Forget every validated call (tests use it to force the validating path)."""
     with _lock:
@@ -111,32 +116,15 @@ def _forget_calls_using(bound_ids: set) -> None:
     # A table copy was evicted (kernels.launch's LRU): drop the calls bound to it, so the
     # device memory is freed and a later call re-validates and re-uploads.
     with _lock:
-        for key in [k for k, e in _entries.items() if id(e.bound) in bound_ids]:
+        for key in [k for k, e in _entries.items()
+                    if any(id(b) in bound_ids for b in e.bounds)]:
             del _entries[key]
 
 
 on_table_evicted(_forget_calls_using)
 
 
-_arange = []
-
-
-def arange_positions(tokens: int):
-    """Device int32 ``0 .. tokens-1`` for ``positions=None``, uploaded once and grown on demand
-    (a slice of one buffer: the first ``tokens`` entries of a longer arange are the same).
-
-    Outgrown buffers are kept, never freed: a cached call or a captured CUDA graph may still
-    hold their address.
-    """
-    if not _arange or _arange[-1].shape[0] < tokens:
-        with _lock:
-            if not _arange or _arange[-1].shape[0] < tokens:
-                size = max(tokens, 4096, 2 * (_arange[-1].shape[0] if _arange else 0))
-                _arange.append(cuda.to_device(np.arange(size, dtype=np.int32)))
-    return _arange[-1][:tokens]
-
-
-def check_device_positions(positions, plan: Plan) -> None:
+def check_device_positions(positions, limit, reason: str) -> None:
     """The opt-in synchronous check of device positions (``check_positions=True``).
 
     Synchronizes the whole context first: the positions may have been written by a kernel on
@@ -148,211 +136,199 @@ def check_device_positions(positions, plan: Plan) -> None:
     else:
         cuda.synchronize()
         host = np.asarray(cuda.as_cuda_array(positions).copy_to_host())
-    check_position_values(host, plan.position_limit, plan.limit_reason)
+    check_position_values(host, limit, reason)
 
 
-# ---- one argument array, as the engine sees it ----------------------------------------------------
+# ---- a validated call ----------------------------------------------------------------------------
 
-@dataclass
-class Slot:
-    """One array argument of a kernel, in kernel order.
+def run(call: Call, key):
+    """Check what every call checks, then run ``call`` on its route (device arrays: remembered
+    under ``key``, the op's fast-path key, when every array is on the device)."""
+    if call.stream is not None:
+        streams.resolve(call.stream)  # refused before anything runs
+    for s in call.slots:
+        if s.role in WRITTEN and s.info is not None and s.info.readonly:
+            fail(f"{s.name} is read-only; the kernel writes it")
+    p = call.index(POSITIONS)
+    pos = call.slots[p]
+    if pos.info is not None:
+        check_positions_array(pos.info, call.tokens)
+    first = call.slots[0].info
+    here = not first.on_device or first.kind == "simulator" or SIMULATED
+    if pos.obj is None:
+        if call.limit is not None and call.tokens > call.limit:
+            fail(f"position {call.tokens - 1} is out of range: {call.reason}")
+    elif not pos.info.on_device:
+        check_position_values(np.asarray(host_array(pos.obj, pos.info)), call.limit,
+                              call.reason)
+    elif call.check_positions and here and call.tokens:
+        check_device_positions(pos.obj, call.limit, call.reason)
+    values = [s.obj for s in call.slots]
+    if here:
+        if call.tokens == 0:  # checked like any call; nothing to launch
+            return call.returned(made_here(call, values, first.kind == "simulator"))
+        starts = [s.info.byte_range()[0] if s.info is not None else 0 for s in call.slots]
+        refuse_overlaps(overlap_rules(call, range(len(call.slots))), starts)
+        return run_here(call, kernel_views(call))
+    if call.tokens == 0:
+        return call.returned(_made_on_device(call, values))
+    return _first_device_call(call, key)
 
-    ``obj`` is what the caller passed (None: the op fills it, e.g. default positions),
-    ``info`` its metadata, ``view`` the dtype the kernel reads it as (bfloat16 as uint32 words),
-    ``host_dtype`` the dtype a host array is uploaded as.
-    """
 
-    name: str
-    obj: object
-    info: ArrayInfo | None
-    view: object = None
-    host_dtype: object = None
-
-    def on_device(self):
-        """A 1-D device array for :func:`ropelab.kernels.launch.launch` (uploads host data)."""
-        if self.info is None or not self.info.on_device:
-            data = np.ascontiguousarray(self.obj, dtype=self.host_dtype).reshape(-1)
-            dev = cuda.to_device(data)
-            return dev.view(self.view) if self.view is not None else dev
-        return device_view(self.obj, self.info, self.view)
+def _made_on_device(call: Call, values: list) -> list:
+    """``values`` with the outputs and buffers the engine makes, in the caller's library."""
+    like = call.slots[0]
+    for i, s in enumerate(call.slots):
+        if s.role == OUT and s.obj is None:
+            source = call.slots[s.source]
+            values[i] = memory.maker(source.info)[0](source.obj)
+        elif s.role == SCRATCH and s.within is None:
+            values[i] = memory.float32_maker(like.info, s.size, s.zero)(like.obj)
+    for i, s in enumerate(call.slots):
+        if s.within is not None:
+            base, offset = s.within
+            values[i] = values[base][offset:offset + s.size]
+    return values
 
 
-def launch_slots(plan: Plan, slots) -> list:
-    """The host and simulator route: every slot as a device array, one launch; returns the
-    device arrays so the op can copy results back (this route synchronizes on a GPU)."""
-    views = [s.on_device() for s in slots]
-    launch(plan, views)
-    return views
+def _first_device_call(call: Call, key):
+    """Build the call's :class:`DeviceCall`, remember it (unless a small host array had to be
+    uploaded for this call: a hit would skip the upload) and run it as a cached call runs."""
+    views = kernel_views(call)
+    uploads = {}  # host positions or weights beside device data, referenced until the launch
+    for i, s in enumerate(call.slots):
+        if s.info is not None and not s.info.on_device:
+            host = host_array(s.obj, s.info)
+            data = np.ascontiguousarray(host, dtype=INT32 if s.role == POSITIONS else None)
+            uploads[i] = cuda.to_device(data.reshape(-1).view(views[i]))
+    present = [i for i, s in enumerate(call.slots) if s.info is not None and i not in uploads]
+    ptrs = [memory.cai_pointer(uploads[i]) if i in uploads else s.info.ptr if s.info else 0
+            for i, s in enumerate(call.slots[:call.callers])]
+    rules = overlap_rules(call, present)
+    refuse_overlaps(rules, ptrs)  # before anything compiles (the entry checks every call again)
+    entry = DeviceCall(call, views, rules)
+    if key is not None and not uploads:
+        remember(key, entry)
+    return entry.run(tuple(s.obj for s in call.slots[:call.callers]), ptrs, call.stream)
 
-
-# ---- a validated call on device arrays -------------------------------------------------------------
 
 class DeviceCall:
-    """A validated call shape on device arrays: launch again on new pointers.
+    """A validated call shape on device arrays, everything decided once: the bound launches,
+    the overlap rules, which outputs and buffers to make (and how), the default positions'
+    pointer.  ``run(arrays, pointers, stream)`` touches only the new pointers."""
 
-    ``extents`` are the byte spans of the slots; ``pairs`` the overlap rules ``(written slot,
-    read slot, same_start_ok, message)`` (``same_start_ok``: in place on an identical layout; or
-    a function ``(written pointer, read pointer) -> bool`` saying when overlapping spans touch
-    no common byte, e.g. q and k as column slices of one qkv, asked only when the spans overlap);
-    ``defaults`` pointers for slots the caller left None; ``alloc`` ``(slot, make, ptr_of)`` for
-    an output the call allocates when absent; ``result`` the slot returned.
-    """
+    __slots__ = ("launches", "single", "bounds", "rules", "made", "extra", "derived", "zeros",
+                 "defaults", "check", "current", "result", "returns_slot", "made_out", "run")
 
-    __slots__ = ("bound", "extents", "_pairs", "_checks", "defaults", "alloc", "result",
-                 "current", "before")
+    def __init__(self, call: Call, views: list, rules: tuple):
+        register_fast_types()
+        slots = call.slots
+        like = slots[0]
+        sizes = [None if v is None else (kernel_elements(call, s, v), v.itemsize)
+                 for s, v in zip(slots, views)]
+        identity = tuple(range(len(slots)))
+        self.launches = tuple((bind(plan, tuple(sizes[i] for i in indices)),
+                               None if tuple(indices) == identity else tuple(indices))
+                              for plan, indices in call.launches)
+        self.bounds = tuple(b for b, _ in self.launches)  # what the table-eviction listener reads
+        self.single = self.bounds[0] if len(self.launches) == 1 and \
+            self.launches[0][1] is None else None
+        self.rules = rules
+        # The caller's arrays come first (call.callers of them); what the engine alone makes
+        # follows, with pointers appended on every call.
+        self.extra = [0] * (len(slots) - call.callers)
+        made = []
+        for i, s in enumerate(slots):
+            if s.role == OUT and s.obj is None:
+                make, ptr_of = memory.maker(slots[s.source].info)
+            elif s.role == SCRATCH and s.within is None:
+                make = memory.float32_maker(like.info, s.size, False)
+                ptr_of = memory.maker(like.info)[1]
+            else:
+                continue
+            made.append((i, 0 if s.source is None else s.source, make, ptr_of, s.align,
+                         f"the allocator returned {s.name} at an address not {s.align}-byte "
+                         f"aligned, which this call shape's vector accesses need; call "
+                         f"ropelab.ops.call.clear()"))
+        self.made = tuple(made)
+        self.derived = tuple((i, s.within[0], 4 * s.within[1])
+                             for i, s in enumerate(slots) if s.within is not None)
+        self.zeros = tuple((i, s.size) for i, s in enumerate(slots) if s.role == SCRATCH
+                           and s.zero and s.within is None)
+        p = call.index(POSITIONS)
+        self.defaults = ((p, memory.cai_pointer(arange_positions(call.tokens))),) \
+            if slots[p].obj is None else ()
+        self.check = (p, call.limit, call.reason) if call.check_positions and slots[p].obj \
+            is not None else None
+        self.current = streams.current_for(like.info.kind, like.obj)
+        self.result = call.result
+        self.returns_slot = isinstance(call.result, int)
+        # What a cached call does, chosen once: the two common shapes (every array given, or
+        # only the returned output made) take short paths with the same steps.
+        simple = self.single is not None and self.returns_slot and self.check is None
+        one_out = (simple and len(made) == 1 and not self.extra and not made[0][4]
+                   and call.result == made[0][0])
+        self.made_out = made[0][:4] if one_out else None
+        self.run = (self._run_given if simple and not made and not self.defaults else
+                    self._run_made_out if one_out else self._run_any)
 
-    @property
-    def pairs(self) -> tuple:
-        return self._pairs
-
-    @pairs.setter
-    def pairs(self, rules) -> None:
-        # Each rule's same_start_ok becomes a function once here, so a launch never asks
-        # callable() (the rule is consulted only when two spans overlap, e.g. every in-place call).
-        self._pairs = tuple(rules)
-        self._checks = tuple((w, r, same_ok if callable(same_ok) else
-                              _same_start if same_ok else _never, message)
-                             for w, r, same_ok, message in self._pairs)
-
-    def run(self, arrays, ptrs, stream):
-        result = arrays[self.result]
-        if self.alloc is not None and arrays[self.alloc[0]] is None:
-            slot, make, ptr_of = self.alloc
-            result = make(arrays[0])
-            ptrs[slot] = ptr_of(result)
-            checks = ()  # fresh memory overlaps nothing
-        else:
-            checks = self._checks
-        self._prepare(arrays, ptrs, checks)
-        self.bound.fire(ptrs, self.current() if stream is None else streams.resolve(stream))
-        return result
-
-    def _prepare(self, arrays, ptrs, checks) -> None:
-        """Fill the defaults' pointers, refuse overlapping spans, run the ``before`` hook."""
-        for slot, pointer in self.defaults:
-            if arrays[slot] is None:
-                ptrs[slot] = pointer
-        ext = self.extents
-        for w, r, disjoint, message in checks:
-            pw, pr = ptrs[w], ptrs[r]
-            if (arrays[r] is not None and pw < pr + ext[r] and pr < pw + ext[w]
-                    and not disjoint(pw, pr)):
-                fail(message)
-        if self.before is not None:
-            self.before(arrays)
-
-
-class SequenceCall(DeviceCall):
-    """A validated call shape that allocates its outputs and fires several launches in order
-    (the fused backward: the main kernel, then the reduction of its partial sums).
-
-    ``outputs(arrays, handle) -> (result, pointers)`` allocates this call's outputs through the
-    caller's library and queues any zero fill on ``handle`` (no host sync); their pointers are
-    appended after the caller arrays'.  ``launches`` are ``(bound, indices)``: each bound launch
-    gets the pointers at ``indices`` of that list, all on one stream, in order.
-    """
-
-    __slots__ = ("launches", "outputs")
-
-    def run(self, arrays, ptrs, stream):
+    def _run_any(self, arrays, ptrs, stream):
+        """Every step a cached call may take, in order: stream, overlaps, outputs and buffers
+        (zero fills queued), default positions, the opt-in position check, the launches."""
         handle = self.current() if stream is None else streams.resolve(stream)
-        self._prepare(arrays, ptrs, self._checks)
-        result, fresh = self.outputs(arrays, handle)
-        ptrs = list(ptrs) + list(fresh)  # fresh memory overlaps nothing
-        for bound, indices in self.launches:
-            bound.fire([ptrs[i] for i in indices], handle)
-        return result
+        if self.rules:
+            refuse_overlaps(self.rules, ptrs)
+        values = self._made(arrays, ptrs, handle) if self.made else arrays
+        if self.defaults:
+            for slot, pointer in self.defaults:
+                ptrs[slot] = pointer
+        if self.check is not None:
+            slot, limit, reason = self.check
+            check_device_positions(arrays[slot], limit, reason)
+        if self.single is not None:  # one launch of the slots in order: the common case
+            self.single.fire(ptrs, handle)
+        else:
+            for bound, indices in self.launches:
+                bound.fire(ptrs if indices is None else [ptrs[i] for i in indices], handle)
+        return values[self.result] if self.returns_slot else self.result(values)
 
+    def _run_given(self, arrays, ptrs, stream):
+        """The common call on the caller's arrays only: check, launch once, return one of them."""
+        handle = self.current() if stream is None else streams.resolve(stream)
+        if self.rules:
+            refuse_overlaps(self.rules, ptrs)
+        self.single.fire(ptrs, handle)
+        return arrays[self.result]
 
-def launch_sequence(key, slots, launches, outputs, *, handle, extents=(), pairs=()):
-    """The device route of a validated call that allocates outputs and fires several plans:
-    ``launches`` are ``(plan, caller_sizes, indices)`` (see :class:`SequenceCall`).  Remembers
-    the call under ``key`` and runs it once on this call's arrays (so the first call and every
-    cached one take the same steps)."""
-    register_fast_types()
-    entry = SequenceCall()
-    entry.launches = tuple((bind(plan, sizes), tuple(indices)) for plan, sizes, indices in launches)
-    entry.bound = entry.launches[0][0]  # what the table-eviction listener looks at
-    entry.outputs = outputs
-    entry.extents, entry.pairs, entry.defaults = tuple(extents), tuple(pairs), ()
-    entry.alloc, entry.result, entry.before = None, 0, None
-    entry.current = streams.current_for(slots[0].info.kind, slots[0].obj)
-    arrays = tuple(s.obj for s in slots)
-    ptrs = [s.info.ptr for s in slots]
-    result = entry.run(arrays, ptrs, None if handle is None else streams.RawStream(handle))
-    if key is not None:
-        remember(key, entry)
-    return result
-
-
-def zero_fill(pointer: int, words: int, handle) -> None:
-    """Queue a zero fill of ``words`` 32-bit words at ``pointer`` on stream ``handle``
-    (``cuMemsetD32Async``: no host sync, capturable in a CUDA graph)."""
-    from cuda.bindings import driver as cu
-
-    err, = cu.cuMemsetD32Async(pointer, 0, words, handle)
-    if err == cu.CUresult.CUDA_ERROR_INVALID_CONTEXT:  # a thread that never used numba (as
-        cuda.current_context()  # Bound.fire): make the primary context current, try once more
-        err, = cu.cuMemsetD32Async(pointer, 0, words, handle)
-    if err:
-        raise RuntimeError(f"cuMemsetD32Async failed with {err!r}")
-
-
-def _same_start(written: int, read: int) -> bool:
-    return written == read  # in place on an identical layout
-
-
-def _never(written: int, read: int) -> bool:
-    return False
-
-
-def alloc_like(info: ArrayInfo):
-    """``(x -> new device array like x, array -> pointer)`` for the library ``x`` came from."""
-    if info.kind == "torch":
-        import torch
-
-        return torch.empty_like, lambda t: t.data_ptr()
-    if info.kind == "cupy":
-        import cupy
-
-        return cupy.empty_like, lambda a: a.data.ptr
-    shape, dtype = info.shape, info.dtype
-    return (lambda x: cuda.device_array(shape, dtype),
-            lambda a: int(a.__cuda_array_interface__["data"][0]))
-
-
-def launch_device(key, plan: Plan, slots, caller_sizes, *, handle, extents, pairs=(),
-                  defaults=(), alloc=None, result=0, before=None):
-    """The device route of a validated call: bind the plan, remember the call under ``key``
-    (when every array was on the device), and launch it on this call's arrays.
-
-    ``slots`` are the kernel's arrays in order; a host array among them (small arrays only:
-    positions, weights) is uploaded for this call, and the call is then not remembered (a hit
-    would skip the upload).  ``handle``: the resolved ``stream=``, or None for the default.
-    """
-    register_fast_types()
-    call = DeviceCall()
-    call.bound = bind(plan, caller_sizes)
-    call.extents, call.pairs, call.defaults = tuple(extents), tuple(pairs), tuple(defaults)
-    call.alloc, call.result, call.before = alloc, result, before
-    call.current = streams.current_for(slots[0].info.kind, slots[0].obj)
-    uploads = [s.on_device() if s.info is not None and not s.info.on_device else None
-               for s in slots]  # referenced until the launch is queued
-    if key is not None and all(u is None for u in uploads):
-        remember(key, call)
-    ptrs = [int(u.__cuda_array_interface__["data"][0]) if u is not None
-            else s.info.ptr if s.info is not None else 0 for s, u in zip(slots, uploads)]
-    out = slots[result].obj
-    if alloc is not None and out is None:
-        slot, make, ptr_of = alloc
-        out = make(slots[0].obj)
+    def _run_made_out(self, arrays, ptrs, stream):
+        """The common ``out=None`` call: make the one output, launch once, return it."""
+        handle = self.current() if stream is None else streams.resolve(stream)
+        if self.rules:
+            refuse_overlaps(self.rules, ptrs)
+        slot, source, make, ptr_of = self.made_out
+        out = make(arrays[source])
         ptrs[slot] = ptr_of(out)
-    for slot, pointer in defaults:
-        if slots[slot].obj is None:
+        for slot, pointer in self.defaults:  # positions=None: 0 .. tokens-1
             ptrs[slot] = pointer
-    call.bound.fire(ptrs, handle if handle is not None else call.current())
-    del uploads
-    return out
+        self.single.fire(ptrs, handle)
+        return out
+
+    def _made(self, arrays, ptrs, handle) -> list:
+        """Make this call's outputs and buffers; ``ptrs`` gets their pointers."""
+        values = [*arrays, *self.extra]
+        if self.extra:
+            ptrs.extend(self.extra)
+        for slot, source, make, ptr_of, align, misaligned in self.made:
+            obj = make(values[source])
+            p = ptr_of(obj)
+            if align and p % align:
+                fail(misaligned)
+            values[slot], ptrs[slot] = obj, p
+        for slot, base, offset in self.derived:  # a part of a buffer made above: its pointer
+            ptrs[slot] = ptrs[base] + offset
+        for slot, words in self.zeros:  # queued on the launch stream: no host sync
+            memory.zero_fill(ptrs[slot], words, handle)
+        return values
 
 
 def check_errors() -> None:

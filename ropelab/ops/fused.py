@@ -1,26 +1,28 @@
 """The public fused QK-RMSNorm + RoPE: ``ropelab.fused_qknorm_rope``, its problem and its checks.
 
-Everything the caller passes is checked here, on metadata and small host arrays, before any
-data moves or any kernel runs; a bad call raises :class:`ropelab.RopeInputError` (a
-``ValueError``) or ``TypeError`` and leaves ``qkv`` untouched.  The kernel itself lives in
-:mod:`ropelab.kernels.fused_qknorm_rope`; the launch, the cache of validated call shapes and
-the stream are the shared engine's (:mod:`ropelab.ops.call`).
+What only the fused op checks is checked here, on metadata, before any data moves or any
+kernel runs; a bad call raises :class:`ropelab.RopeInputError` (a ``ValueError``) or
+``TypeError`` and leaves ``qkv`` untouched.  The kernel itself lives in
+:mod:`ropelab.kernels.fused_qknorm_rope`; positions, overlaps, the routes, the cache of
+validated call shapes and the stream are the shared engine's (:mod:`ropelab.ops.call`).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
 from .. import scaling
 from ..kernels import fused_qknorm_rope as _kernel
+from ..kernels.plan import MAX_ELEMENTS
 from ..problem import FusedProblem
-from ..target import SIMULATED
 from ..validate import (check_base, check_bool, check_eps, check_frequencies, check_int,
-                        check_position_values, check_positions_array, check_rotary_dim as
-                        check_rope_rotary_dim, fail)
-from . import call, streams
-from .arrays import ArrayInfo, inspect_array, overlaps
+                        check_rotary_dim as check_rope_rotary_dim, fail)
+from . import call
+from .arrays import ArrayInfo, inspect_array
 from .rows_checks import check_cache
+from .slots import POSITIONS, READ, TABLE, WRITE, Call, Slot
 
 
 # ---- validation --------------------------------------------------------------------------------
@@ -50,9 +52,9 @@ def check_qkv(info: ArrayInfo, heads: tuple[int, int, int], head_dim: int) -> tu
     if storage == "bfloat16" and info.ptr % 4 and info.on_device:
         fail("bfloat16 qkv must start at a 4-byte aligned address (the kernel moves two "
               "elements per 32-bit word); a fresh tensor is aligned, an odd-offset slice is not")
-    if tokens * width > _kernel.MAX_ELEMENTS:
+    if tokens * width > MAX_ELEMENTS:
         fail(f"qkv has {tokens * width} elements; the kernel's 32-bit indexing allows "
-              f"{_kernel.MAX_ELEMENTS}")
+              f"{MAX_ELEMENTS}")
     return tokens, storage
 
 
@@ -196,23 +198,22 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
     result, key = call.fast(scalars, arrays, stream)
     if result is not call.MISS:
         return result
-    return _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight,
-                      k_weight, positions, eps, base, rotary_dim, interleave, yarn, fastmath,
-                      warps_per_block, heads_per_warp, cache, max_positions, stream,
-                      cos_sin_cache)
+    return call.run(describe(qkv, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight,
+                             k_weight, positions, eps, base, rotary_dim, interleave, yarn,
+                             fastmath, warps_per_block, heads_per_warp, cache, max_positions,
+                             stream, cos_sin_cache), key)
 
 
-def _check_user_cache(cos_sin_cache, problem: FusedProblem, qkv_info: ArrayInfo, cache, yarn,
-                      base) -> ArrayInfo | None:
-    """The ``cos_sin_cache`` argument's info (checked), or None."""
+def user_cache(cos_sin_cache, rotary_dim: int, qkv_info: ArrayInfo, cache, yarn,
+               base) -> ArrayInfo | None:
+    """The checked info of the ``cos_sin_cache`` argument of the fused op or its backward, or
+    None."""
     if cos_sin_cache is None:
         return None
     if cache is not False or yarn is not None or base != 10000.0:
         fail("cos_sin_cache holds its own cos and sin: it excludes cache=True, yarn and base")
     info = inspect_array(cos_sin_cache, "cos_sin_cache")
-    check_cache(info, problem.rotary_dim, qkv_info.on_device)
-    if info.on_device and overlaps(info, qkv_info):
-        fail("cos_sin_cache overlaps qkv; the kernel writes qkv while it reads the cache")
+    check_cache(info, rotary_dim, qkv_info.on_device)
     return info
 
 
@@ -225,26 +226,26 @@ def caller_sizes(problem: FusedProblem) -> tuple:
     return (words, (problem.head_dim, item), (problem.head_dim, item), (problem.tokens, 4))
 
 
-def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_weight,
-               positions, eps, base, rotary_dim, interleave, yarn, fastmath, warps_per_block,
-               heads_per_warp, cache, max_positions, stream, cos_sin_cache=None):
+def weights(q_weight, k_weight, problem: FusedProblem, qkv_info: ArrayInfo) -> tuple:
+    """The checked infos of both weights."""
+    infos = []
+    for name, obj in (("q_weight", q_weight), ("k_weight", k_weight)):
+        infos.append(inspect_array(obj, name))
+        check_weight(name, infos[-1], problem.head_dim, qkv_info.dtype)
+    return tuple(infos)
+
+
+def describe(qkv, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_weight,
+             positions, eps, base, rotary_dim, interleave, yarn, fastmath, warps_per_block,
+             heads_per_warp, cache, max_positions, stream, cos_sin_cache=None) -> Call:
+    """Check everything ``ropelab.fused_qknorm_rope`` takes and plan it; the engine runs what
+    comes back."""
     fastmath = check_bool("fastmath", fastmath)
-    handle = streams.resolve(stream) if stream is not None else None
     qkv_info = inspect_array(qkv, "qkv")
     problem = build_problem(qkv_info, num_heads_q=num_heads_q, num_heads_k=num_heads_k,
                             num_heads_v=num_heads_v, head_dim=head_dim, eps=eps, base=base,
                             rotary_dim=rotary_dim, interleave=interleave, yarn=yarn)
-    if qkv_info.readonly:
-        fail("qkv is read-only; the kernel normalizes and rotates it in place")
-    infos = {}
-    for name, obj in (("q_weight", q_weight), ("k_weight", k_weight)):
-        infos[name] = inspect_array(obj, name)
-        check_weight(name, infos[name], problem.head_dim, qkv_info.dtype)
-    infos["positions"] = inspect_array(positions, "positions")
-    check_positions_array(infos["positions"], problem.tokens)
-    for name, info in infos.items():
-        if info.nbytes and overlaps(info, qkv_info):
-            fail(f"{name} overlaps qkv; the kernel writes qkv while it reads {name}")
+    qw, kw = weights(q_weight, k_weight, problem, qkv_info)
     options = {}
     if warps_per_block is not None:
         options["warps_per_block"] = check_int("warps_per_block", warps_per_block, minimum=1,
@@ -256,41 +257,23 @@ def _validated(qkv, key, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weig
         options["heads_per_warp"] = hpw
     if cache is not False or max_positions is not None:
         options.update(cache=cache, max_positions=max_positions)
-        _kernel.cache_options(problem, options)  # checked even when there are no tokens
-    cache_info = _check_user_cache(cos_sin_cache, problem, qkv_info, cache, yarn, base)
+        _kernel.cache_options(problem, options)
+    cache_info = user_cache(cos_sin_cache, problem.rotary_dim, qkv_info, cache, yarn, base)
     if cache_info is not None:
         options["user_cache_rows"] = cache_info.shape[0]
-        infos["cos_sin_cache"] = cache_info
-    if problem.tokens == 0:
-        return qkv
     # Vector accesses need qkv and both weights on 16-byte boundaries (host arrays are copied
     # to fresh, aligned device buffers).
-    aligned = not qkv_info.on_device or all(i.ptr % 16 == 0 for i in (
-        qkv_info, infos["q_weight"], infos["k_weight"]))
-    plan = _kernel.VARIANT.plan(problem, options, fastmath=fastmath, aligned=aligned)
-    if not infos["positions"].on_device:  # the one position policy (ropelab.validate)
-        check_position_values(np.asarray(positions), plan.position_limit, plan.limit_reason)
-    words = np.dtype(np.uint32) if problem.storage == "bfloat16" else None
-    slots = [call.Slot("qkv", qkv, qkv_info, view=words),
-             call.Slot("q_weight", q_weight, infos["q_weight"]),
-             call.Slot("k_weight", k_weight, infos["k_weight"]),
-             call.Slot("positions", positions, infos["positions"], host_dtype=np.int32)]
+    aligned = not qkv_info.on_device or all(i.ptr % 16 == 0 for i in (qkv_info, qw, kw))
+    plan = _kernel.VARIANT.plan(replace(problem, tokens=max(problem.tokens, 1)), options,
+                                fastmath=fastmath, aligned=aligned)
+    qk = (problem.heads_q + problem.heads_k) * problem.head_dim
+    slots = [Slot("qkv", WRITE, qkv, qkv_info, region=np.s_[:, :qk]),  # V is never written
+             Slot("q_weight", READ, q_weight, qw), Slot("k_weight", READ, k_weight, kw),
+             Slot("positions", POSITIONS, positions, inspect_array(positions, "positions"))]
     if cache_info is not None:  # the kernel's fifth array
-        slots.append(call.Slot("cos_sin_cache", cos_sin_cache, cache_info, host_dtype=np.float32))
-    if not qkv_info.on_device:  # NumPy in: copy in, launch, copy the Q and K columns back
-        views = call.launch_slots(plan, slots)
-        qk = (problem.heads_q + problem.heads_k) * problem.head_dim
-        result = views[0].copy_to_host().view(qkv_info.dtype).reshape(qkv_info.shape)
-        qkv[:, :qk] = result[:, :qk]  # V columns are left as they were, not rewritten
-        return qkv
-    if qkv_info.kind == "simulator" or SIMULATED:
-        call.launch_slots(plan, slots)
-        return qkv
-    names = [s.name for s in slots]
-    sizes = caller_sizes(problem) + (((cache_info.size, 4),) if cache_info is not None else ())
-    return call.launch_device(
-        key, plan, slots, sizes, handle=handle,
-        extents=[qkv_info.nbytes] + [infos[n].nbytes for n in names[1:]],
-        pairs=[(0, i, False, f"{n} overlaps qkv; the kernel writes qkv while it reads {n}")
-               for i, n in enumerate(names) if i],
-        result=0)
+        slots.append(Slot("cos_sin_cache", TABLE, cos_sin_cache, cache_info))
+    return Call(tuple(slots), ((plan, tuple(range(len(slots)))),), problem.tokens, QKV,
+                len(slots), stream, plan.position_limit, plan.limit_reason)
+
+
+QKV = 0  # what ropelab.fused_qknorm_rope returns: slot 0, qkv, modified in place

@@ -13,8 +13,8 @@ Both run :mod:`ropelab.kernels.rope_rows`:
   course's variants.
 
 Both are ops of the one call engine (:mod:`ropelab.ops.call`): one cache key, one fast path,
-one device route, one stream choice.  The overlap rule for q and k (column slices of one qkv
-interleave without touching) is one ``pairs`` entry with a function.
+one device route, one stream choice, one overlap rule (q and k are both written: they may be
+column slices of one qkv, whose byte ranges interleave without sharing a byte, but no more).
 
 Layouts accepted for q, k and x: ``[tokens, heads * head_dim]`` or ``[tokens, heads, head_dim]``,
 the last dimension contiguous, heads back to back inside a row, any row (token) stride at least
@@ -32,17 +32,13 @@ device positions write NaN into the token's rotated pairs and set the error word
 
 from __future__ import annotations
 
-import numpy as np
-
-from ..kernels import rope_rows as _kernel
-from ..target import SIMULATED
-from ..validate import check_bool, check_int, check_position_values, check_rotary_dim, fail
-from . import call, streams
+from ..kernels import rope_rows_host as _kernel
+from ..validate import check_bool, check_int, check_rotary_dim, fail
+from . import call
 from .arrays import inspect_array
-from .rows_checks import (byte_span, check_cache, check_positions_info, columns_disjoint,
-                          frequencies, options_of, rows_aligned, rows_of, span_elements,
-                          spans_overlap, storage_of)
-from .rows_host import host_copy, launch_host
+from .rows_checks import (check_cache, frequencies, options_of, rows_aligned, rows_of,
+                          storage_of)
+from .slots import POSITIONS, TABLE, WRITE, Call, Slot
 
 
 def rope_qk(q, k, *, positions, head_dim, rotary_dim=None, interleave=True, inverse=False,
@@ -79,45 +75,20 @@ def rope_qk(q, k, *, positions, head_dim, rotary_dim=None, interleave=True, inve
                           cache, max_positions, fastmath, heads_per_thread, run))
     arrays = (q, k, positions) if cos_sin_cache is None else (q, k, positions, cos_sin_cache)
     result, key = call.fast(scalars, arrays, stream)
-    if result is not call.MISS:
-        return q, k
-    return _validated(q, k, positions, head_dim, rotary_dim, interleave, inverse, base, scaling,
-                      cos_sin_cache, cache, max_positions, fastmath, heads_per_thread, run, stream,
-                      key)
+    if result is call.MISS:
+        call.run(describe(q, k, positions, head_dim, rotary_dim, interleave, inverse, base,
+                          scaling, cos_sin_cache, cache, max_positions, fastmath,
+                          heads_per_thread, run, stream), key)
+    return q, k  # rotated in place
 
 
-def columns_rule(rows_bytes: tuple[int, int, int, int]):
-    """The q/k overlap rule: ``(q pointer, k pointer) -> True`` when their interleaved spans
-    touch no common byte (column slices of one qkv).  ``rows_bytes``: q's row stride and width,
-    k's row stride and width, in bytes."""
-    q_row, q_width, k_row, k_width = rows_bytes
-
-    def disjoint(qp, kp):
-        return columns_disjoint(qp, q_row, q_width, kp, k_row, k_width)
-
-    return disjoint
-
-
-def overlap_rules(disjoint, with_cache: bool) -> list:
-    """The engine's ``pairs`` for slots (q, k, positions[, cos_sin_cache]): q and k are both
-    written, positions and the cache read."""
-    pairs = [(0, 1, disjoint, "q and k overlap; they must be disjoint (column slices of one qkv "
-                              "are fine)")]
-    for slot, name in ((0, "q"), (1, "k")):
-        pairs.append((slot, 2, False, f"positions overlap {name}; the kernel writes {name} "
-                                      f"while it reads positions"))
-        if with_cache:
-            pairs.append((slot, 3, False, f"cos_sin_cache overlaps {name}; the kernel writes "
-                                          f"{name} while it reads the cache"))
-    return pairs
-
-
-def _validated(q, k, positions, head_dim, rotary_dim, interleave, inverse, base, scaling,
-               cos_sin_cache, cache, max_positions, fastmath, heads_per_thread, run, stream, key):
+def describe(q, k, positions, head_dim, rotary_dim, interleave, inverse, base, scaling,
+             cos_sin_cache, cache, max_positions, fastmath, heads_per_thread, run,
+             stream) -> Call:
+    """Check everything ``ropelab.rope_qk`` takes and plan it; the engine runs what comes back."""
     interleave = check_bool("interleave", interleave)
     inverse = check_bool("inverse", inverse)
     fastmath = check_bool("fastmath", fastmath)
-    handle = streams.resolve(stream) if stream is not None else None
     head_dim = check_int("head_dim", head_dim, minimum=2)
     qi, ki = inspect_array(q, "q"), inspect_array(k, "k")
     sq, sk = storage_of(qi, "q"), storage_of(ki, "k")
@@ -129,54 +100,24 @@ def _validated(q, k, positions, head_dim, rotary_dim, interleave, inverse, base,
     tk, hk, _, k_row = rows_of(ki, "k", head_dim)
     if tq != tk:
         fail(f"q and k must have the same number of tokens, got {tq} and {tk}")
-    if qi.readonly or ki.readonly:
-        fail("q and k are rotated in place; a read-only array cannot be")
     rotary_dim = check_rotary_dim(rotary_dim, head_dim)
-    item = qi.dtype.itemsize
-    q_span, k_span = span_elements(tq, hq, head_dim, q_row), span_elements(tk, hk, head_dim, k_row)
-    rows_b = (q_row * item, hq * head_dim * item, k_row * item, hk * head_dim * item)
-    disjoint = columns_rule(rows_b)
-    if qi.on_device and tq and spans_overlap(byte_span(qi, q_span), byte_span(ki, k_span)) \
-            and not disjoint(qi.ptr, ki.ptr):
-        fail("q and k overlap; they must be disjoint (column slices of one qkv are fine)")
-    pi = inspect_array(positions, "positions")
-    check_positions_info(pi, tq)
     ci = inspect_array(cos_sin_cache, "cos_sin_cache") if cos_sin_cache is not None else None
-    rows = check_cache(ci, rotary_dim, qi.on_device) if ci is not None else None
+    cache_rows = check_cache(ci, rotary_dim, qi.on_device) if ci is not None else None
     freqs, af = frequencies(rotary_dim, base, scaling, cos_sin_cache)
-    options = options_of(heads_per_thread, run, cache, max_positions, rows)
-    for name, info, span in (("q", qi, q_span), ("k", ki, k_span)):
-        if pi.on_device and tq and spans_overlap(byte_span(pi, tq), byte_span(info, span)):
-            fail(f"positions overlap {name}; the kernel writes {name} while it reads positions")
-        if ci is not None and ci.on_device and tq and spans_overlap(
-                byte_span(ci, ci.size), byte_span(info, span)):
-            fail(f"cos_sin_cache overlaps {name}; the kernel writes {name} while it reads the "
-                 f"cache")
-    problem = _kernel.RowsProblem(tq, hq, hk, head_dim, rotary_dim, interleave, sq, q_row, q_row,
-                                  k_row, k_row, inverse, af, True, True, freqs)
+    options = options_of(heads_per_thread, run, cache, max_positions, cache_rows)
+    problem = _kernel.RowsProblem(max(tq, 1), hq, hk, head_dim, rotary_dim, interleave, sq, q_row,
+                                  q_row, k_row, k_row, inverse, af, True, True, freqs)
     aligned = rows_aligned(qi, q_row) and rows_aligned(ki, k_row)
     plan = _kernel.VARIANT.plan(problem, options, fastmath=fastmath, aligned=aligned)
-    if not pi.on_device:
-        check_position_values(np.asarray(positions), plan.position_limit, plan.limit_reason)
-    if tq == 0:
-        return q, k
-    if not qi.on_device or qi.kind == "simulator" or SIMULATED:
-        spans = {(qi.ptr, qi.shape, qi.strides): q_span, (ki.ptr, ki.shape, ki.strides): k_span}
-        launch_host(plan, [(q, qi, True), (k, ki, True)], spans, host_copy(positions, pi),
-                    host_copy(cos_sin_cache, ci))
-        return q, k
-    slots = [call.Slot("q", q, qi), call.Slot("k", k, ki),
-             call.Slot("positions", positions, pi, host_dtype=np.int32)]
-    sizes = [(q_span, item), (k_span, item), (tq, 4)]
-    extents = [q_span * item, k_span * item, 4 * tq]
+    item = qi.dtype.itemsize
+    slots = [Slot("q", WRITE, q, qi, rows=(q_row * item, hq * head_dim * item)),
+             Slot("k", WRITE, k, ki, rows=(k_row * item, hk * head_dim * item)),
+             Slot("positions", POSITIONS, positions, inspect_array(positions, "positions"))]
     if ci is not None:
-        slots.append(call.Slot("cos_sin_cache", cos_sin_cache, ci, host_dtype=np.float32))
-        sizes.append((ci.size, 4))
-        extents.append(ci.nbytes)
-    pairs = overlap_rules(disjoint, ci is not None)
-    call.launch_device(key, plan, slots, tuple(sizes), handle=handle, extents=extents,
-                       pairs=pairs, result=0)
-    return q, k
+        slots.append(Slot("cos_sin_cache", TABLE, cos_sin_cache, ci))
+    # The engine's result is q (slot 0); rope_qk returns (q, k) itself.
+    return Call(tuple(slots), ((plan, tuple(range(len(slots)))),), tq, 0, len(slots),
+                stream, plan.position_limit, plan.limit_reason)
 
 
-__all__ = ["rope_qk"]
+__all__ = ["describe", "rope_qk"]

@@ -1,8 +1,10 @@
 """The public entry point for plain RoPE, ``ropelab.rope``: its signature, its checks, its plan.
 
-A call is validated completely before any data moves or any kernel runs; the launch, the cache
-of validated call shapes (a few microseconds of host time for a repeated shape on device arrays)
-and the stream are the shared engine's (:mod:`ropelab.ops.call`).
+A call is validated completely before any data moves or any kernel runs.  What is checked
+here is what only plain RoPE checks; :func:`describe` returns the call's plan and arrays (a
+:class:`~ropelab.ops.slots.Call`), and the shared engine (:mod:`ropelab.ops.call`) does the
+rest: positions, overlaps, the routes, the cache of validated call shapes (a few microseconds
+of host time for a repeated shape on device arrays) and the stream.
 """
 
 from __future__ import annotations
@@ -10,19 +12,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from numba import cuda
 
 from .. import kernels, scaling as _scaling
-from ..kernels.launch import launch
 from ..kernels.plan import STORAGE_DTYPES
 from ..problem import MAX_THREADS_PER_BLOCK, WORDING, RopeProblem
-from ..target import SIMULATED
 from ..validate import (check_base, check_bool, check_frequencies, check_int, check_options,
-                        check_position_values, check_positions_array, check_rotary_dim,
-                        fail)
-from . import call, rows, streams
-from .arrays import ArrayInfo, inspect_array, overlaps, same_memory
-from .rows_checks import wants_rows
+                        check_rotary_dim, fail)
+from . import call, rows
+from .arrays import ArrayInfo, inspect_array
+from .rows_checks import ROWS_VARIANTS
+from .slots import OUT, POSITIONS, READ, Call, Slot
 
 
 # ---- the checks only plain RoPE makes --------------------------------------------------------------
@@ -232,128 +231,66 @@ def rope(
     result, key = call.fast(scalars, arrays, stream)
     if result is not call.MISS:
         return result
-    return _validated(x, variant, positions, base, rotary_dim, interleave, inverse, scaling, out,
-                      fastmath, threads_per_block, stream, check_positions, variant_options, key,
-                      cos_sin_cache)
+    return call.run(describe(x, variant, positions, base, rotary_dim, interleave, inverse,
+                             scaling, out, fastmath, threads_per_block, stream, check_positions,
+                             variant_options, cos_sin_cache), key)
 
 
-def _validated(x, variant, positions, base, rotary_dim, interleave, inverse, scaling, out,
-               fastmath, threads_per_block, stream, check_positions, variant_options, key,
-               cos_sin_cache=None):
-    """Check everything, then hand the call to the engine (which remembers it under ``key``)."""
+def takes_rows(x_info: ArrayInfo, storage: str, variant, cos_sin_cache) -> bool:
+    """Whether the call runs on the rope_rows kernel: with a ``cos_sin_cache``, for
+    ``variant="rope_rows"``, for a 16-bit or row-strided ``x`` by default, for a storage the
+    named variant has no build of (the seed variants then refuse it there, naming the ones that
+    have), and for ``freq_table`` on a row-strided float32 ``x`` (its modes are rope_rows's).  A
+    variant with a build for ``x``'s storage runs it itself, or refuses a layout it cannot
+    take."""
+    if cos_sin_cache is not None or variant == "rope_rows":
+        return True
+    contiguous = x_info.size == 0 or x_info.c_contiguous  # NumPy gives empty arrays any strides
+    if variant is None:
+        return storage != "float32" or not contiguous
+    if storage not in kernels.get(variant).storages:
+        return True
+    return variant in ROWS_VARIANTS and not contiguous
+
+
+def describe(x, variant, positions, base, rotary_dim, interleave, inverse, scaling, out,
+             fastmath, threads_per_block, stream, check_positions, variant_options,
+             cos_sin_cache=None) -> Call:
+    """Check everything ``ropelab.rope`` takes and plan it; the engine runs what comes back."""
     if variant is not None and variant != "rope_rows":
         kernels.get(variant)  # a wrong type or an unknown name, before anything else
     x_info = inspect_array(x, "x")
-    # A variant built for x's 16-bit storage takes it here (one build per storage); the others
-    # send 16-bit and strided x to rope_rows, or refuse them there with the variants that take it.
     storage = storage_of(x_info)
-    own = (variant is not None and variant != "rope_rows"
-           and storage in kernels.get(variant).storages)
-    if cos_sin_cache is not None or variant == "rope_rows" or (wants_rows(x_info) and not own):
-        return rows.rope_rows_call(
+    if takes_rows(x_info, storage, variant, cos_sin_cache):
+        return rows.describe(
             x, x_info, variant=variant, positions=positions, base=base, rotary_dim=rotary_dim,
             interleave=interleave, inverse=inverse, scaling=scaling, out=out, fastmath=fastmath,
             threads_per_block=threads_per_block, stream=stream, check_positions=check_positions,
-            cos_sin_cache=cos_sin_cache, options=variant_options, key=key)
+            cos_sin_cache=cos_sin_cache, options=variant_options)
     v = kernels.get("flat" if variant is None else variant)
     interleave = check_bool("interleave", interleave)
     inverse = check_bool("inverse", inverse)
     fastmath = check_bool("fastmath", fastmath)
     check_positions = check_bool("check_positions", check_positions)
     threads = None if threads_per_block is None else check_threads(threads_per_block)
-    handle = streams.resolve(stream) if stream is not None else None
     problem = build_problem(x_info, rotary_dim=rotary_dim, interleave=interleave, inverse=inverse,
-                            base=base, scaling=scaling, storage=storage if own else "float32")
+                            base=base, scaling=scaling, storage=storage)
     require_features(v.name, v.features, problem, kernels.variants_supporting)
     check_options(f"variant '{v.name}'", variant_options, v.options)
     out_info = None
     if out is not None:
         out_info = inspect_array(out, "out")
         check_out(out_info, x_info)
-        if overlaps(out_info, x_info) and not same_memory(out_info, x_info):
-            fail("out partially overlaps x; pass out=x for in place, or a separate array")
-        if out_info.readonly:
-            fail("out is read-only; the kernel would write into it")
-    pos_info = None
-    if positions is not None:
-        pos_info = inspect_array(positions, "positions")
-        check_positions_array(pos_info, problem.tokens)
-        if out_info is not None and pos_info.nbytes and overlaps(pos_info, out_info):
-            fail("out overlaps positions; the kernel would overwrite positions it still reads")
     aligned = (not x_info.on_device
                or (x_info.ptr % 16 == 0 and (out_info is None or out_info.ptr % 16 == 0)))
-    if problem.tokens == 0:  # checked like any call; nothing to launch (plans need a grid)
-        v.plan(replace(problem, tokens=1), variant_options, fastmath=fastmath, threads=threads,
-               aligned=aligned)  # the variant's own checks
-        return out if out is not None else _empty_like(x, x_info)
-    plan = v.plan(problem, variant_options, fastmath=fastmath, threads=threads, aligned=aligned)
-    if pos_info is None:
-        if plan.position_limit is not None and problem.tokens > plan.position_limit:
-            fail(f"position {problem.tokens - 1} is out of range: {plan.limit_reason}")
-    elif not pos_info.on_device:
-        check_position_values(np.asarray(positions), plan.position_limit, plan.limit_reason)
-    elif check_positions:
-        call.check_device_positions(positions, plan)
-
-    in_place = out_info is not None and same_memory(out_info, x_info)
-    slots = [call.Slot("x", x, x_info), call.Slot("out", out, out_info),
-             call.Slot("positions", positions, pos_info, host_dtype=np.int32)]
-    if not x_info.on_device or x_info.kind == "simulator" or SIMULATED:
-        return _launch_here(plan, slots, problem, in_place)
-    nbytes, item = x_info.nbytes, x_info.dtype.itemsize
-    same_layout = out_info is None or (out_info.shape, out_info.strides) == (x_info.shape,
-                                                                             x_info.strides)
-    make, ptr_of = call.alloc_like(x_info)
-    defaults = ()
-    if positions is None:
-        arange = call.arange_positions(problem.tokens)  # kept alive by the engine
-        defaults = ((2, int(arange.__cuda_array_interface__["data"][0])),)
-    return call.launch_device(
-        key, plan, slots, ((x_info.size, item), (x_info.size, item), (problem.tokens, 4)),
-        handle=handle, extents=(nbytes, nbytes, 4 * problem.tokens),
-        pairs=((1, 0, same_layout, "out overlaps x without being x itself; pass out=x for in "
-                                   "place, or a separate array"),
-               (1, 2, False, "out overlaps positions; the kernel would overwrite positions it "
-                             "still reads")),
-        defaults=defaults, alloc=(1, make, ptr_of), result=1,
-        before=(lambda arrays: arrays[2] is not None and call.check_device_positions(arrays[2],
-                                                                                     plan))
-        if check_positions else None)
+    # Zero tokens are checked like any call (the variant's own checks included); nothing runs.
+    plan = v.plan(replace(problem, tokens=max(problem.tokens, 1)), variant_options,
+                  fastmath=fastmath, threads=threads, aligned=aligned)
+    slots = (Slot("x", READ, x, x_info), Slot("out", OUT, out, out_info, source=0),
+             Slot("positions", POSITIONS, positions,
+                  None if positions is None else inspect_array(positions, "positions")))
+    return Call(slots, ((plan, (0, 1, 2)),), problem.tokens, rows.ROPE_RESULT, 3, stream,
+                plan.position_limit, plan.limit_reason, check_positions)
 
 
-def _empty_like(x, info: ArrayInfo):
-    if not info.on_device:
-        return np.empty(info.shape, info.dtype)
-    if info.kind in ("torch", "cupy"):
-        return call.alloc_like(info)[0](x)
-    return cuda.device_array(info.shape, info.dtype)
-
-
-def _launch_here(plan, slots, problem: RopeProblem, in_place: bool):
-    """Host arrays (copied in and back: this route synchronizes) or simulator arrays (launched
-    by numba's dispatcher)."""
-    x_info = slots[0].info
-    out = slots[1].obj
-    x_dev = slots[0].on_device()
-    if in_place:
-        out_dev = x_dev
-    elif x_info.on_device and out is not None:
-        out_dev = slots[1].on_device()
-    else:  # a fresh buffer: host results are copied back from it
-        fresh = cuda.device_array(x_info.shape, x_info.dtype)
-        if x_info.on_device:
-            out = fresh
-        out_dev = fresh.reshape(-1)
-    pos_dev = (call.arange_positions(problem.tokens) if slots[2].obj is None
-               else slots[2].on_device())
-    launch(plan, (x_dev, out_dev, pos_dev))
-    if x_info.on_device:
-        return out
-    result = out_dev.copy_to_host().reshape(x_info.shape)
-    if out is None:
-        return result
-    out[...] = result
-    return out
-
-
-__all__ = ["build_problem", "check_x", "rope"]
+__all__ = ["build_problem", "check_x", "describe", "rope"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import scaling as _scaling
-from ..kernels import rope_rows as _kernel
+from ..kernels.plan import MAX_ELEMENTS
 from ..validate import check_base, check_bool, check_int, fail
 from .arrays import ArrayInfo
 
@@ -43,7 +43,7 @@ def rows_of(info: ArrayInfo, name: str, head_dim: int | None) -> tuple[int, int,
         if width % head_dim:
             fail(f"{name} rows have {width} elements, not a multiple of head_dim {head_dim}")
         heads = width // head_dim
-        if width > 1 and info.strides[1] != item:
+        if tokens and width > 1 and info.strides[1] != item:  # an empty array has any strides
             fail(f"{name}'s last dimension must be contiguous (stride {item} bytes), got "
                  f"{info.strides[1]}; pass a contiguous copy")
     elif len(info.shape) == 3:
@@ -52,10 +52,10 @@ def rows_of(info: ArrayInfo, name: str, head_dim: int | None) -> tuple[int, int,
             fail(f"{name} has head_dim {hd}, expected {head_dim}")
         head_dim = hd
         width = heads * head_dim
-        if head_dim > 1 and info.strides[2] != item:
+        if tokens and head_dim > 1 and info.strides[2] != item:
             fail(f"{name}'s last dimension must be contiguous (stride {item} bytes), got "
                  f"{info.strides[2]}")
-        if heads > 1 and info.strides[1] != head_dim * item:
+        if tokens and heads > 1 and info.strides[1] != head_dim * item:
             fail(f"{name}'s heads must be back to back inside a row (head stride "
                  f"{head_dim * item} bytes), got {info.strides[1]}")
     else:
@@ -70,22 +70,10 @@ def rows_of(info: ArrayInfo, name: str, head_dim: int | None) -> tuple[int, int,
                  f"least the row's width ({width * item} bytes): rows must not overlap")
         row //= item
     span = (tokens - 1) * row + width if tokens else 0
-    if span > _kernel.MAX_ELEMENTS:
+    if span > MAX_ELEMENTS:
         fail(f"{name} spans {span} elements; the kernel's 32-bit indexing allows "
-             f"{_kernel.MAX_ELEMENTS}")
+             f"{MAX_ELEMENTS}")
     return tokens, heads, head_dim, row
-
-
-def span_elements(tokens: int, heads: int, head_dim: int, row: int) -> int:
-    return (tokens - 1) * row + heads * head_dim if tokens else 0
-
-
-def spans_overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
-    return a[0] < b[1] and b[0] < a[1]
-
-
-def byte_span(info: ArrayInfo, elements: int) -> tuple[int, int]:
-    return info.ptr, info.ptr + elements * info.dtype.itemsize
 
 
 def check_cache(info: ArrayInfo, rotary_dim: int, x_on_device: bool) -> int:
@@ -99,8 +87,8 @@ def check_cache(info: ArrayInfo, rotary_dim: int, x_on_device: bool) -> int:
         fail("cos_sin_cache has no rows")
     if not info.c_contiguous:
         fail("cos_sin_cache must be C-contiguous")
-    if info.size > _kernel.MAX_ELEMENTS:  # the kernels index it with 32-bit arithmetic
-        fail(f"cos_sin_cache has {info.size} entries; at most {_kernel.MAX_ELEMENTS} fit the "
+    if info.size > MAX_ELEMENTS:  # the kernels index it with 32-bit arithmetic
+        fail(f"cos_sin_cache has {info.size} entries; at most {MAX_ELEMENTS} fit the "
              f"kernels' 32-bit indexing")
     if info.on_device != x_on_device:
         fail("cos_sin_cache must live where the data does (both NumPy, or both on the device)")
@@ -138,39 +126,8 @@ def options_of(heads_per_thread, run, cache, max_positions, cos_sin_cache_rows) 
     return options
 
 
-def columns_disjoint(a_ptr: int, a_row: int, a_width: int, b_ptr: int, b_row: int,
-                     b_width: int) -> bool:
-    """Whether two arrays of rows (byte addresses, row strides and widths in bytes) whose spans
-    interleave touch no common byte: q and k as column slices of one qkv.  They must share the
-    row stride, and b's columns, taken relative to a's row start, must fall in the gap after
-    a's columns."""
-    if a_row != b_row:
-        return False
-    offset = (b_ptr - a_ptr) % a_row
-    return offset >= a_width and offset + b_width <= a_row
-
-
 def rows_aligned(info: ArrayInfo, row: int) -> bool:
     """Vector accesses are legal: the rows start on 16-byte boundaries (host arrays are copied
     to fresh, aligned device buffers, so only their row stride counts)."""
     start = info.ptr % 16 == 0 or not info.on_device
     return start and (row * info.dtype.itemsize) % 16 == 0
-
-
-def check_positions_info(info: ArrayInfo, tokens: int) -> None:
-    if info.shape != (tokens,):
-        fail(f"positions must have shape ({tokens},) (one per token), got {info.shape}")
-    if info.dtype.kind not in "iu":
-        raise TypeError(f"positions must be integers (int32), got {info.dtype}")
-    if info.on_device and info.dtype != np.int32:
-        raise TypeError(f"device positions must be int32, got {info.dtype}")
-    if info.on_device and tokens and not info.c_contiguous:
-        fail("positions must be contiguous")
-
-
-def wants_rows(x_info: ArrayInfo) -> bool:
-    """Whether ``ropelab.rope`` must take this path: 16-bit storage or a non-contiguous x."""
-    if x_info.size == 0:
-        return False  # the course's path reports an empty x
-    return (x_info.storage == "bfloat16" or x_info.dtype in (np.float16, np.uint16)
-            or not x_info.c_contiguous)

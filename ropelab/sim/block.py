@@ -25,7 +25,8 @@ worker threads that are kept between blocks and launches.  What a kernel sees is
   arrived and the line, are :mod:`ropelab.sim.barrier`'s;
 * the first exception in any thread sets every thread's ``abort`` flag, wakes the waiting ones
   (they raise "abort flag set", as before) and is re-raised by the launch with ``tid=[...]
-  ctaid=[...]`` in its message, the simulator's wording;
+  ctaid=[...]`` in its message, the simulator's wording, once the block's other threads have
+  ended (at most :data:`STRAGGLER_SECONDS`): none of them runs on into the next launch;
 * a process forked while the pool exists (the course grader forks) starts with an empty pool:
   its copies of the workers are not running threads.
 
@@ -40,6 +41,7 @@ from __future__ import annotations
 import collections
 import os
 import threading
+import time
 
 import numpy as np
 
@@ -51,6 +53,7 @@ _install_lock = threading.Lock()
 _installed: bool | None = None
 _idle: collections.deque = collections.deque()  # workers waiting for a simulated thread
 _Worker = None  # the BlockThread subclass, made by install()
+STRAGGLER_SECONDS = 5.0  # how long a failed block waits for its other threads to end
 
 
 class _Lane:
@@ -175,6 +178,14 @@ def _manager_run(self, grid_point, *args):
             for worker in workers:
                 worker.abort = True  # those already idle are reset when next assigned
             gate.cond.notify_all()
+            # And let them end before the launch raises: a thread still running the kernel
+            # after its launch has returned runs on into the next launch, where its module's
+            # `cuda` is that launch's (the simulator swaps module globals) and its shared
+            # arrays are that launch's (allocated by source line).  Bounded: a thread in an
+            # endless loop is left to the grader's timeout.
+            deadline = time.monotonic() + STRAGGLER_SECONDS
+            while gate.live and deadline > time.monotonic():
+                gate.cond.wait(deadline - time.monotonic())
     if failed is not None:
         raise failed[0].with_traceback(failed[1])
 

@@ -23,11 +23,14 @@ from .cases import (BASE, MAX_POSITION, NO_F64, ONE_THREAD_HINT, ROPE_IN, THREAD
 
 NOTEBOOK = "05_pair_sincos"
 PAIRS_PER_THREAD = 4
-ONE_POW = Gate("pow", "<=", 1, "the PTX has {got} pow (the goal: {limit} per thread): after "
-                               "the first slot, f = f * stride_ratio")
-NO_POW_IN_LOOP = Gate("pow_in_loop", "<=", 0, "math.pow runs inside the loop, once per slot "
-                      "(the goal: once per thread, before the loop): step the frequency with "
-                      "f = f * stride_ratio")
+# Counted per pass (ropelab.measure.census.passes): a loop body once, and the copies of it the
+# compiler makes for exclusive cases (a grid-stride loop unswitched on n_pairs == 0) once.
+ONE_POW = Gate("pow_pass", "<=", 1, "one pass through your kernel computes {got} pow (the goal: "
+                                    "{limit} per thread): after the first slot, f = f * "
+                                    "stride_ratio")
+NO_POW_IN_LOOP = Gate("pow_per_slot", "<=", 0, "math.pow runs inside the loop that rotates the "
+                      "slots, once per slot (the goal: once per thread, before that loop): step "
+                      "the frequency with f = f * stride_ratio")
 
 
 def _stride(n_pairs: int) -> int:
@@ -198,7 +201,7 @@ MY_ROPE_STRIDED = Step(
                "float32, float32)"),
     reference=("ropelab.kernels.pair_sincos", "rope_pair_sincos", None),
     reference_signature=signature_of(pair_sincos.VARIANT),
-    counters=("instructions", "int_divrem", "f64", "sincos", "pow", "pow_in_loop"),
+    counters=("instructions", "int_divrem", "f64", "sincos_pass", "pow_pass", "pow_per_slot"),
     gates=(NO_F64, ONE_POW, NO_POW_IN_LOOP),
     make_cases=_cases_strided,
     ownership="thread j of a row writes the pairs of its slots j, j + stride, ... of that row",
@@ -221,13 +224,15 @@ STEPS = [
                    "float32)"),
         reference=("ropelab.kernels.flat", "rope_flat", None),
         reference_signature=signature_of(flat.VARIANT),
-        counters=("instructions", "int_divrem", "f64", "sincos", "pow"),
+        counters=("instructions", "int_divrem", "f64", "sincos_pass", "pow_pass"),
         gates=(NO_F64,
-               Gate("sincos", "<=", 2, "the PTX has {got} sin/cos instructions (the goal: "
-                                       "{limit}, one sin and one cos): both floats of a pair "
-                                       "turn by the same angle"),
-               Gate("pow", "<=", 1, "the PTX has {got} pow (the goal: {limit}): a pair has one "
-                                    "frequency")),
+               Gate("sincos_pass", "<=", 2, "one pass through your kernel (one pair) computes "
+                                            "{got} sin/cos (the goal: {limit}, one sin and one "
+                                            "cos): both floats of a pair turn by the same "
+                                            "angle"),
+               Gate("pow_pass", "<=", 1, "one pass through your kernel (one pair) computes "
+                                         "{got} pow (the goal: {limit}): a pair has one "
+                                         "frequency")),
         make_cases=_cases_one_angle,
         ownership="thread i writes the two floats of pair i",
         hint=("f = math.pow(base, exponent_step * float32(pair)); angle = "
@@ -272,7 +277,7 @@ STEPS = [
                    "uint64, uint64, float32, float32, float32)"),
         reference=("ropelab.kernels.pair_sincos", "rope_pair_sincos", None),
         reference_signature=signature_of(pair_sincos.VARIANT),
-        counters=("instructions", "int_divrem", "f64", "sincos", "pow", "pow_in_loop"),
+        counters=("instructions", "int_divrem", "f64", "sincos_pass", "pow_pass", "pow_per_slot"),
         gates=(NO_F64, ONE_POW, NO_POW_IN_LOOP),
         make_cases=_cases_heads,
         ownership=("thread j of a head writes the floats a and a + partner of its slots j, "

@@ -181,6 +181,9 @@ def _swapped(x, pos, freq):
 # --- steps 4 and 5: packed qkv rows ---------------------------------------------------------
 
 QKV_SHAPES = ((1, 1, 1, 1), (3, 2, 1, 1), (5, 4, 2, 2))  # (tokens, Q heads, K heads, V heads)
+# The launch's cases end with a token of 40 heads (Qwen-like 32 + 4 + 4): 1,280 threads, so a
+# block of a thread per lane of every head of a token is a launch a GPU refuses, as the text says.
+QKV_LAUNCH_SHAPES = QKV_SHAPES + ((1, 32, 4, 4),)
 QKV_BIG_SHAPE = (8192, 16, 4, 4)
 
 
@@ -242,7 +245,8 @@ def _cases_fused(big: bool) -> list[Case]:
 
 def _cases_fused_launch(big: bool) -> list[Case]:
     rng = rng_for("06.5")
-    return [_qkv_case(s, rng, big, True) for s in ((QKV_BIG_SHAPE,) if big else QKV_SHAPES)]
+    return [_qkv_case(s, rng, big, True)
+            for s in ((QKV_BIG_SHAPE,) if big else QKV_LAUNCH_SHAPES)]
 
 
 _WARP_LAUNCH = (f"one warp per row of {ROW} floats (two per lane), {WARPS_PER_BLOCK} warps "
@@ -361,7 +365,8 @@ STEPS = [
                   "06.4; tokens, heads_q, heads_k, heads_v: int; eps: float; the kernel wants "
                   "step 06.4's types (uint64 head counts, int64 total_warps, float32 eps)"),
         launch_text=("tokens * (heads_q + heads_k + heads_v) warps of 32 threads, at most 1024 "
-                     "threads a block, no block wholly idle"),
+                     "threads a block, no block wholly idle; the last case is one token of 40 "
+                     "heads (32 + 4 + 4)"),
         make_cases=_cases_fused_launch,
         launch_rules=(threads_multiple_of(32),),
         **FUSED_HEAD.launching(),

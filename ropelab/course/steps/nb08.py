@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from ...kernels.fused_qknorm_rope import backward
+from ...kernels.fused_qknorm_rope import backward_host
 from ...kernels.fused_qknorm_rope.backward import make_reduce
 from ...problem import FusedProblem
 from ...tolerance import max_angle
@@ -53,7 +53,7 @@ reduce_partials_kernel = cuda.jit(fastmath=True)(make_reduce(REDUCE_ROWS))
 # (its scalar build: the vector one the package prefers differs only in its access widths).
 _REFERENCE = ("ropelab.kernels.fused_qknorm_rope.backward", "make_kernel",
               [ROW, True, "float32"])
-_REFERENCE_SIGNATURE = signature_of(backward.VARIANT, {}, FusedProblem(
+_REFERENCE_SIGNATURE = signature_of(backward_host.VARIANT, {}, FusedProblem(
     1, 1, 1, 1, ROW, ROW, True, "float32", EPS, BASE, inv_freq=np.ones(ROW // 2)))
 _CENSUS = dict(reference=_REFERENCE, reference_signature=_REFERENCE_SIGNATURE)
 HAS_SHUFFLE = Gate("shfl", ">=", 1, "the PTX has no warp shuffle: the sum of dn * n over the "
@@ -224,6 +224,14 @@ def _cases_partials(big: bool) -> list[Case]:
                  _partials(products, grid, lambda b: np.arange(GROUPS * b, GROUPS * b + GROUPS))),
                 ("summed dz alone: the weight gradient sums dz * n",
                  _partials(dz.astype(np.float64), grid)),
+            ] + [
+                (f"group {g}'s sum is missing (threads {64 * g}-{64 * g + 63}, part[{64 * g} + "
+                 "c]): the partial row adds all four groups, part[c] + part[64 + c] + "
+                 "part[128 + c] + part[192 + c]",
+                 _partials(products, grid, lambda b, g=g: np.array([
+                     r for r in range(rows) if (r // GROUPS) % grid == b and r % GROUPS != g],
+                     dtype=np.int64)))
+                for g in range(GROUPS)
             ]
         cases.append(Case(
             label=f"{tokens} tokens x {heads} heads, {grid} block{'s' if grid > 1 else ''}",

@@ -83,9 +83,8 @@ constant for them to stay in registers.
 # tables, options; a module not called "plan" so that it does not clash with the function).
 from .mapping import (  # noqa: F401  (the names callers used from the single module)
     BLOCK_WARPS, HEAD_DIMS, HEADS_PER_WARP, HEADS_PER_WARP_CHOICES, LANES_PER_HEAD,
-    LANES_PER_HEAD_CHOICES, MAX_ELEMENTS, STORAGES, WARP, launch_config, neox_fits, neox_split,
+    LANES_PER_HEAD_CHOICES, STORAGES, WARP, launch_config, neox_fits, neox_split,
     pick_lanes_per_head, pick_warps_per_block, split_fits, vector_bytes_for)
 from .kernel import KERNEL, make_kernel  # noqa: F401
 from .host import (  # noqa: F401
-    CALLER, NAME, OPTIONS, SUMMARY, VARIANT, cache_options, census_plans, cos_sin_tables, plan,
-    scalar_args)
+    CALLER, NAME, OPTIONS, SUMMARY, VARIANT, cache_options, census_plans, plan, scalar_args)

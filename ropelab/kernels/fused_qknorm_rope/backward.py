@@ -1,5 +1,6 @@
-"""The backward pass of the fused QK-RMSNorm + RoPE (issue 20): ``dx`` of every head and the
-two weight gradients, from the forward's *input* ``x`` and the output's gradient ``dy``.
+"""The backward kernels of the fused QK-RMSNorm + RoPE: ``dx`` of every head and the two
+weight gradients, from the forward's *input* ``x`` and the output's gradient ``dy``; their
+plans are :mod:`ropelab.kernels.fused_qknorm_rope.backward_host`.
 
 The math, per Q or K head of one token (``H = head_dim``)::
 
@@ -13,16 +14,6 @@ The math, per Q or K head of one token (``H = head_dim``)::
 Dims past ``rotary_dim`` are not rotated (``dz = dy`` there) and carry no attention factor,
 exactly as in the forward kernel.  V heads pass ``dy`` through to ``dx`` unchanged.
 
-**What the forward saves: its input x.**  The autograd forward is out of place (the op returns
-a new tensor), so autograd keeps ``x`` alive at no cost: nothing extra is written.  The
-alternative, saving ``y`` and ``1/r`` per head, moves the same bytes in the backward (read
-``dy`` and ``y``, write ``dx``) but needs ``n`` back from ``y``: an inverse rotation and a
-division by ``w`` (undefined where a weight is 0), plus an extra 4-byte write per head in the
-forward.  With ``x`` the backward recomputes ``r`` in registers (one butterfly, free next to
-the memory traffic).  Bytes per token of forward + backward together: the forward reads and
-writes the row (``2 * row``), the backward reads ``dy`` (the row), ``x`` (its Q and K) and
-writes ``dx`` (the row): ``4 * row + QK`` bytes, the count the bench's copy roof uses.
-
 **Mapping.**  One warp per (token, head) "unit", in a grid-stride loop over units: a fixed grid
 (``blocks``) so that the weight-gradient partial sums are ``blocks`` rows and no more.  A head
 is cut into groups of four elements, two pairs: lane ``l`` takes groups ``q = l + 32 k``.  In
@@ -31,13 +22,13 @@ side by side); a rotated NeoX group is elements ``2q, 2q+1`` and their partners
 ``rotary_dim/2`` further on.  So a lane's pairs are whole (no shuffle), and in 16-bit storage
 every access is a 32-bit word of two elements: coalesced across the warp, half the
 instructions of 16-bit accesses.  A group of four neighbours on aligned arrays moves with one
-access (64 bits of two words, or 128 bits of four float32).  At ``head_dim`` 128 each lane holds one group.  Every lane
-holds the same dims of every head it visits, so its weight-gradient accumulators are four
-registers per group, kept over all its units.
+access (64 bits of two words, or 128 bits of four float32).  At ``head_dim`` 128 each lane
+holds one group.  Every lane holds the same dims of every head it visits, so its
+weight-gradient accumulators are four registers per group, kept over all its units.
 
 **The weight gradient.**  At the end each block adds its warps' accumulators in shared memory
 in a fixed order, then either writes one row of ``partial[blocks, 2 * H]`` (two-stage: a second
-kernel, :func:`make_reduce_kernel`, sums the rows in a fixed order: bitwise the same result on
+kernel, :func:`make_reduce`, sums the rows in a fixed order: bitwise the same result on
 every run) or adds the row into ``dw[2 * H]`` with ``cuda.atomic.add`` (one launch fewer, but
 the order in which blocks arrive changes the float32 rounding from run to run).  Columns
 ``[0, H)`` are ``dq_weight``, ``[H, 2H)`` are ``dk_weight``.
@@ -46,36 +37,22 @@ the order in which blocks arrive changes the float32 rounding from run to run). 
 from __future__ import annotations
 
 import math
-from functools import cache, lru_cache
+from functools import cache
 
 import numpy as np
 from numba import cuda, float32, uint32
 
 from .._device import FULL_MASK, WARP
-from ..plan import Plan, Variant
 from ..vec import load_f32x4, load_u32x2, store_f32x4, store_u32x2
 from ..words16 import CODECS
 
-NAME = "fused_qknorm_rope_backward"
-STORAGES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
-            "bfloat16": np.dtype(np.uint16)}
 # Base alignment (bytes) the vector build needs: a 64-bit access of two words, or 128 bits of
 # four float32.
 VECTOR_ALIGN = {"float32": 16, "float16": 8, "bfloat16": 8}
 # What the kernel reads each storage as: 16-bit storage as uint32 words of two elements.
 KERNEL_VIEW = {"float32": np.dtype(np.float32), "float16": np.dtype(np.uint32),
                "bfloat16": np.dtype(np.uint32)}
-DW_MODES = ("two_stage", "atomic")
 WARPS_PER_BLOCK = 8
-# The grid is as many blocks as the GPU holds at once, one wave: a second, partial wave would
-# leave most SMs idle while it runs (every block has the same work), and more blocks only
-# lengthen the partial sums.  Blocks of 256 threads an SM, by head_dim, from the registers
-# ptxas (CUDA 13, sm_90) gives the builds, the largest of both layouts and storages: 48 at
-# head_dim 128 (5 x 256 x 48 <= 65536), 56 at 64, up to 94 at 192 and 256, 128 at 512.
-# Shared memory (8 warps x 2 x head_dim floats) never binds first.
-BLOCKS_PER_SM = {64: 4, 128: 5, 192: 2, 256: 2}
-BLOCKS_PER_SM_WIDER = 2  # head_dim 320 .. 512
-MAX_BLOCKS = 132 * BLOCKS_PER_SM[128]  # an H200 at head_dim 128: when no GPU can be asked
 REDUCE_PHASES = 32  # the reduce kernel's rows per column: at most a block of 32 x 32 threads
 
 
@@ -420,126 +397,4 @@ def make_reduce(phases: int = 32):
 reduce_partials = make_reduce(REDUCE_PHASES)  # the launcher's kernel at every real size
 
 
-# ---- plans --------------------------------------------------------------------------------------
-
-@lru_cache(maxsize=16)
-def _freq_table(freq_bytes: bytes) -> np.ndarray:
-    return np.frombuffer(freq_bytes, dtype=np.float64).astype(np.float32)
-
-
-@lru_cache(maxsize=8)
-def cos_sin_rows(freq_bytes: bytes, max_positions: int) -> np.ndarray:
-    """The flat float32 cos/sin table ``[max_positions * rotary_dim]``, rows ``[cos | sin]``,
-    computed in float64 (the forward's ``cache=True`` table, the same formula)."""
-    freqs = np.frombuffer(freq_bytes, dtype=np.float64)
-    angle = np.outer(np.arange(max_positions, dtype=np.float64), freqs)
-    return np.concatenate([np.cos(angle), np.sin(angle)], axis=1).astype(np.float32).reshape(-1)
-
-
-def default_max_blocks(head_dim: int = 128) -> int:
-    """:data:`BLOCKS_PER_SM` blocks on every SM of the current GPU (one wave), or
-    :data:`MAX_BLOCKS` without one (the simulator, the driver-less census child)."""
-    from ...target import SIMULATED
-
-    if SIMULATED:
-        return MAX_BLOCKS
-    try:
-        sms = int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
-    except Exception:  # no driver: a plan made for compiling only
-        return MAX_BLOCKS
-    return sms * BLOCKS_PER_SM.get(head_dim, BLOCKS_PER_SM_WIDER)
-
-
-def pick_blocks(units: int, warps_per_block: int, max_blocks: int) -> int:
-    """One warp per unit up to ``max_blocks`` blocks, then the warps loop (grid stride)."""
-    return max(1, min(max_blocks, -(-units // warps_per_block)))
-
-
-def scalar_args(problem) -> tuple:
-    return (np.uint32(problem.heads_q), np.uint32(problem.heads_q + problem.heads_k),
-            np.uint32(problem.heads_q + problem.heads_k + problem.heads_v),
-            np.uint32(problem.rotary_dim // 2), np.float32(problem.eps),
-            np.float32(problem.attention_factor))
-
-
-def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
-          warps_per_block: int = WARPS_PER_BLOCK, max_blocks: int | None = None,
-          max_positions: int | None = None, user_cache: bool = False,
-          aligned: bool = True) -> tuple[Plan, Plan | None]:
-    """The backward's plans: the main kernel and (two-stage) the reduction, or None (atomic).
-
-    The main kernel's caller arrays: ``x, dy, dx, q_weight, k_weight`` (as
-    :data:`KERNEL_VIEW`: 16-bit storage as uint32 words), ``positions``, then
-    ``partial`` (two-stage, float32 ``[blocks * 2 * head_dim]``) or ``dw`` (atomic, float32
-    ``[2 * head_dim]``, zeroed), then the user's ``cos_sin_cache`` when ``user_cache``.
-    The reduction's: ``partial, dw``.  ``aligned``: the five storage arrays start on
-    :data:`VECTOR_ALIGN` boundaries, so the kernel moves groups with vector accesses.
-    """
-    if dw_mode not in DW_MODES:
-        raise ValueError(f"dw_mode must be one of {DW_MODES}, got {dw_mode!r}")
-    atomic = dw_mode == "atomic"
-    max_blocks = default_max_blocks(problem.head_dim) if max_blocks is None else max_blocks
-    store = KERNEL_VIEW[problem.storage]
-    units = problem.tokens * (problem.heads_q + problem.heads_k + problem.heads_v)
-    blocks = pick_blocks(units, warps_per_block, max_blocks)
-    caller = (store, store, store, store, store, np.dtype(np.int32), np.dtype(np.float32))
-    use_cache = user_cache or max_positions is not None
-    fn = make_kernel(problem.head_dim, problem.interleave, problem.storage, warps_per_block,
-                     use_cache, atomic, aligned)
-    common = dict(grid=(blocks,), block=(warps_per_block * WARP,), scalars=scalar_args(problem))
-    if user_cache:
-        main = Plan(fn, fastmath, caller=caller + (np.dtype(np.float32),), errors=True, **common)
-    elif max_positions is not None:
-        main = Plan(fn, fastmath, caller=caller, errors=True,
-                    tables=(cos_sin_rows(problem.inv_freq.tobytes(), max_positions),),
-                    position_limit=max_positions,
-                    limit_reason=f"the cos/sin cache holds positions 0 .. {max_positions - 1}",
-                    **common)
-    else:
-        main = Plan(fn, fastmath, caller=caller, tables=(_freq_table(problem.inv_freq.tobytes()),),
-                    **common)
-    if atomic:
-        return main, None
-    phases = min(REDUCE_PHASES, blocks)
-    reduce = Plan(make_reduce(phases), fastmath, grid=(-(-2 * problem.head_dim // WARP),),
-                  block=(phases * WARP,), caller=(np.dtype(np.float32),) * 2)
-    return main, reduce
-
-
-def partial_rows(plan: Plan) -> int:
-    """Rows of the two-stage partial buffer: one per block of the main kernel."""
-    return plan.grid[0]
-
-
-KERNEL = make_kernel(128, True, "bfloat16")
-NAME = "fused_qknorm_rope_backward"
-
-
-def census_plans() -> list[Plan]:
-    """What the PTX census compiles, all at head_dim 128 (4 tokens, 2 + 1 + 1 heads): the
-    two-stage build of each storage in GPT-J and NeoX, bfloat16 NeoX's atomic build, bfloat16
-    GPT-J's scalar (unaligned) build and its cos/sin cache build, and the 32-row reduction."""
-    from ...problem import FusedProblem
-
-    out = []
-    cases = [(st, inter, "two_stage", {}) for st in ("bfloat16", "float16", "float32")
-             for inter in (True, False)]
-    cases += [("bfloat16", False, "atomic", {}), ("bfloat16", True, "two_stage", {"aligned": False}),
-              ("bfloat16", True, "two_stage", {"max_positions": 16})]
-    for storage, inter, mode, extra in cases:
-        p = FusedProblem(4, 2, 1, 1, 128, 128, inter, storage, 1e-6, 1e4, inv_freq=np.ones(64))
-        main, reduce = plans(p, dw_mode=mode, max_blocks=MAX_BLOCKS, **extra)
-        out.append(main)
-    p = FusedProblem(4096, 2, 1, 1, 128, 128, True, "bfloat16", 1e-6, 1e4, inv_freq=np.ones(64))
-    out.append(plans(p, max_blocks=MAX_BLOCKS)[1])  # enough blocks for the 32-row reduction
-    return out
-
-
-def _main_plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan:
-    """The main kernel's plan (the census and Variant interface; the public op, which also runs
-    the reduction, is :func:`ropelab.ops.fused_backward.fused_qknorm_rope_backward`)."""
-    return plans(problem, fastmath=fastmath, aligned=aligned, **options)[0]
-
-
-VARIANT = Variant(NAME, "the fused QK-RMSNorm + RoPE backward (dx, dq_weight, dk_weight)",
-                  frozenset(), _main_plan, KERNEL, census=census_plans)
+KERNEL = make_kernel(128, True, "bfloat16")  # the build notebook 08 shows

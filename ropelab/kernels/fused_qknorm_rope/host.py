@@ -3,15 +3,12 @@ call, the census's plans and the ``Variant`` record."""
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
-from ...problem import FusedProblem
+from ...problem import MAX_THREADS_PER_BLOCK, FusedProblem
 from ...validate import check_bool, check_int, fail
+from ..freq_table import MAX_CACHE_ENTRIES, tables
 from ..plan import Plan, Variant
-from ..freq_table import MAX_CACHE_ENTRIES
-from ..rope_rows import built_cache
 from .kernel import KERNEL, make_kernel
 from .mapping import (HEADS_PER_WARP, launch_config, neox_split, pick_lanes_per_head,
                       vector_bytes_for)
@@ -45,19 +42,6 @@ OPTIONS = {"warps_per_block": None, "heads_per_warp": None, "lanes_per_head": No
            "user_cache_rows": None}
 
 
-@lru_cache(maxsize=16)
-def _freq_table(freq_bytes: bytes) -> np.ndarray:
-    """float32 frequencies, one array per distinct set (so the device copy is made once)."""
-    return np.frombuffer(freq_bytes, dtype=np.float64).astype(np.float32)
-
-
-def cos_sin_tables(freq_bytes: bytes, max_positions: int) -> tuple[np.ndarray]:
-    """The float32 cos/sin cache ``[max_positions * rotary_dim]`` (rows ``[cos half | sin
-    half]``), computed in float64; one array per (frequencies, length), shared with plain RoPE's
-    ``rope_rows`` kernel, so the launcher uploads it once."""
-    return (built_cache(freq_bytes, max_positions),)
-
-
 def cache_options(problem, options: dict) -> int | None:
     """``max_positions`` when ``cache=True`` (checked), else None."""
     use = check_bool("cache", options.get("cache", False))
@@ -84,13 +68,13 @@ def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan
     split = neox_split(problem, options.get("neox_split"))
     lanes = pick_lanes_per_head(problem, hpw, options.get("lanes_per_head"), split)
     max_positions = cache_options(problem, options)
-    user_rows = options.get("user_cache_rows")  # the caller passes cos_sin_cache (h-rope16)
+    user_rows = options.get("user_cache_rows")  # the caller passes cos_sin_cache
     tpb = options.get("tokens_per_block")
     if tpb is not None:
         tpb = check_int("tokens_per_block", tpb, minimum=1, maximum=32)
     grid, block = launch_config(problem, options.get("warps_per_block"), hpw, tpb)
-    if block[0] * block[1] > 1024:
-        fail(f"a block of {block[0]} x {block[1]} threads exceeds CUDA's 1024")
+    if block[0] * block[1] > MAX_THREADS_PER_BLOCK:
+        fail(f"a block of {block[0]} x {block[1]} threads exceeds CUDA's {MAX_THREADS_PER_BLOCK}")
     run = problem.head_dim // lanes // (2 if split else 1)  # contiguous elements a lane moves
     width = vector_bytes_for(problem.storage, run) if aligned else 0
     fn = make_kernel(problem.head_dim, problem.interleave, problem.storage, width, hpw, lanes,
@@ -103,9 +87,9 @@ def plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan
     freq_bytes = problem.inv_freq.tobytes()
     if max_positions is None:
         return Plan(fn, fastmath, grid, block, CALLER[problem.storage],
-                    tables=(_freq_table(freq_bytes),), scalars=scalar_args(problem, lanes))
+                    tables=tables("inv_freq", freq_bytes), scalars=scalar_args(problem, lanes))
     return Plan(fn, fastmath, grid, block, CALLER[problem.storage],
-                tables=cos_sin_tables(freq_bytes, max_positions),
+                tables=tables("cos_sin_rows", freq_bytes, max_positions),
                 scalars=scalar_args(problem, lanes), errors=True, position_limit=max_positions,
                 limit_reason=f"the cos/sin cache holds positions 0 .. {max_positions - 1} "
                              f"(max_positions={max_positions})")

@@ -3,16 +3,11 @@ do not depend on the kernel's code (see the package docstring for why each is ma
 
 from __future__ import annotations
 
-import numpy as np
-
 from ...validate import check_bool, check_int, fail
 from .._device import WARP
+from ..plan import STORAGE_DTYPES as STORAGES
 
 HEAD_DIMS = tuple(range(64, 513, 64))  # E = head_dim / 32 must be even (pairs stay in a lane)
-STORAGES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
-            "bfloat16": np.dtype(np.uint16)}
-# Index arithmetic is 32-bit (uint32): a buffer must hold fewer elements than this.
-MAX_ELEMENTS = 2**32 - 1
 
 HEADS_PER_WARP_CHOICES = (1, 2, 4)
 # Heads per warp by storage when the caller does not choose.  float32 is at 91-95% of the copy

@@ -57,7 +57,7 @@ def ropelab_backward_kernel(arrays, shape, interleave: bool, dw: str = "two_stag
     ``max_blocks``: the grid's cap (default one wave of the GPU)."""
     from numba import cuda
 
-    from ...kernels.fused_qknorm_rope import backward as kmod
+    from ...kernels.fused_qknorm_rope import backward as kmod, backward_host
     from ...kernels.launch import launch
     from ...ops.arrays import device_view, inspect_array
     from ...ops.fused import build_problem
@@ -67,7 +67,8 @@ def ropelab_backward_kernel(arrays, shape, interleave: bool, dw: str = "two_stag
     problem = build_problem(info, **_kwargs(shape, interleave))
     align = kmod.VECTOR_ALIGN[problem.storage]
     aligned = all(inspect_array(a, "a").ptr % align == 0 for a in (qkv, grad, wq, wk))
-    main, reduce = kmod.plans(problem, dw_mode=dw, max_blocks=max_blocks, aligned=aligned)
+    main, reduce = backward_host.plans(problem, dw_mode=dw, max_blocks=max_blocks,
+                                       aligned=aligned)
     two = 2 * shape.head_dim
     words = kmod.KERNEL_VIEW[problem.storage]
     dx = cuda.device_array(info.nbytes // words.itemsize, words)

@@ -39,11 +39,10 @@ def applies(entry: Entry, shape: Shape) -> bool:
 def remembered_call():
     """``(key, entry)`` of the one call shape the engine remembers: call ``ops.call.clear()``,
     then the public function once, then this.  The bench fires that entry's bound launch alone
-    (the kernel row) and the host harness times its parts; the engine's table of validated
-    calls has no public reader, so this is the one place that reads it."""
+    (the kernel row) and the host harness times its parts."""
     from ...ops import call
 
-    remembered = list(call._entries.items())
+    remembered = call.remembered()
     if len(remembered) != 1:
         raise RuntimeError(f"expected one remembered call shape, found {len(remembered)}")
     return remembered[0]

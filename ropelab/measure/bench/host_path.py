@@ -3,7 +3,7 @@
 ``python -m ropelab.measure.bench.host_path`` times a repeated call on torch tensors (the
 launch-overhead bench's case: 64x512 float32, ``x``, ``out`` and ``positions``) with only the
 launch itself taken out, and the parts of that call.  The tensors are real CPU tensors read by
-the engine's own metadata reader, so the key, the lookup, the overlap checks and the stream
+the engine's own metadata reader (``ops.arrays.torch_meta``), so the key, the lookup, the overlap checks and the stream
 choice cost what they cost on a GPU machine; only the hardware is stood in for:
 
 * validation sees the CPU tensors as the CUDA tensors they stand for (the first call of a
@@ -64,10 +64,10 @@ def _as_device(obj, name):
     import torch
 
     if isinstance(obj, torch.Tensor) and not (obj.requires_grad and torch.is_grad_enabled()):
-        bf16 = obj.dtype == torch.bfloat16
-        view = (obj.view(torch.uint16) if bf16 else obj).numpy()
-        return replace(arrays.inspect_array(view, name), on_device=True, kind="torch",
-                       storage="bfloat16" if bf16 else None)
+        dt, storage = arrays.TORCH_DTYPES[str(obj.dtype).rsplit(".", 1)[-1]]
+        dt = np.dtype(dt)
+        return arrays.ArrayInfo(tuple(obj.shape), dt, tuple(s * dt.itemsize for s in obj.stride()),
+                                obj.data_ptr(), True, False, "torch", storage)
     return arrays.inspect_array(obj, name)
 
 
@@ -88,17 +88,16 @@ def host_route(binder=NullBound):
     docstring); restores everything on exit."""
     import torch
 
-    saved = [(call, "bind", call.bind), (rope_module, "SIMULATED", rope_module.SIMULATED),
+    saved = [(call, "bind", call.bind), (call, "register_fast_types", call.register_fast_types),
+             (call, "SIMULATED", call.SIMULATED),
              (rope_module, "inspect_array", rope_module.inspect_array),
              (streams, "current_for", streams.current_for),
              (call, "arange_positions", call.arange_positions)]
     fast_meta = dict(arrays.FAST_META)
-    call.bind = binder
-    rope_module.SIMULATED, rope_module.inspect_array = False, _as_device
+    call.bind, call.register_fast_types = binder, lambda: None
+    call.SIMULATED, rope_module.inspect_array = False, _as_device
     streams.current_for, call.arange_positions = _current_for, _arange_positions
-    # The reader arrays.register_fast_types() installs for torch on a GPU (it installs nothing
-    # under the simulator); it has no public name, and the harness times that very function.
-    arrays.FAST_META[torch.Tensor] = arrays._torch_meta
+    arrays.FAST_META[torch.Tensor] = arrays.torch_meta
     call.clear()
     try:
         yield
@@ -146,7 +145,7 @@ def cases():
         ("  part: call.typed(10 scalars) (the other ops' scalar keys)",
          lambda: call.typed(("rope", "flat", DEFAULT_BASE, None, True, False, None, True, None,
                              False))),
-        ("  part: 3 metadata reads (FAST_META[torch.Tensor])",
+        ("  part: 3 metadata reads (torch_meta)",
          lambda: (meta(x), meta(out), meta(pos))),
         ("  part: call.fast() (metadata, key, lookup, run)",
          lambda: call.fast(scalars, trio, None)),

@@ -142,7 +142,7 @@ def _qk_kernel_maker(buf):
     ropelab.rope_qk(q, k, positions=pos, head_dim=s.head_dim)  # validates, remembers the call
     _, entry = remembered_call()
     ptrs = tuple(device_ptr(a) for a in (q, k, pos))
-    return lambda: entry.bound.fire(ptrs, 0)
+    return lambda: entry.bounds[0].fire(ptrs, 0)
 
 
 def entries(names=None) -> list[Entry]:

@@ -157,9 +157,12 @@ def write_json(path: Path, doc) -> Path:
     return path
 
 
-def committed_entries(path: Path | None) -> dict:
+def committed_entries(path) -> dict:
     """``{key: document}`` of a committed file: one document (with its ``key``), or many
-    (``{"entries": {key: document}}``, the learner census)."""
+    (``{"entries": {key: document}}``, the learner census); of several files (a tuple of
+    paths), their entries together."""
+    if isinstance(path, tuple):
+        return {k: v for p in path for k, v in committed_entries(p).items()}
     doc = read_json(path) if path is not None else None
     if not isinstance(doc, dict):
         return {}
@@ -172,7 +175,7 @@ def _user_file(name: str, key: str) -> Path:
     return user_cache_dir() / f"{name}-{key}.json"
 
 
-def _served(name: str, keys, committed: Path | None) -> dict:
+def _served(name: str, keys, committed) -> dict:
     found = {}
     entries = committed_entries(committed)
     for key in keys:
@@ -214,9 +217,11 @@ def _building(name: str, keys):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def why_missed(committed: Path | None) -> str:
+def why_missed(committed) -> str:
     """Why the committed file does not serve this install: the producers that differ, or the
-    code."""
+    code (of several files, the first's)."""
+    if isinstance(committed, tuple):
+        committed = committed[0] if committed else None
     doc = read_json(committed) if committed is not None else None
     if not isinstance(doc, dict):
         return "no committed census"
@@ -226,7 +231,7 @@ def why_missed(committed: Path | None) -> str:
     return "; ".join(differ) or f"the code changed since {Path(committed).name} was saved"
 
 
-def cached(name: str, tasks: dict, build, *, committed: Path | None = None,
+def cached(name: str, tasks: dict, build, *, committed=None,
            use_cache: bool = True, keep=None, label: str | None = None,
            needs: tuple = ("ptx",)) -> dict:
     """``{key: document}`` for every key of ``tasks`` (``{key: what to build}``).
@@ -316,11 +321,12 @@ def attempt(row: dict, work, describe=None) -> dict:
 
 
 def run_child(client: str, payload=None, *, total: int = 0, label: str = "census",
-              show: bool = True) -> list[dict]:
+              show: bool = True, on_row=None) -> list[dict]:
     """Run ``client.compile_rows(payload)`` in a child with the simulator off; its rows.
 
     ``client`` is a module of :mod:`ropelab.measure` (the child refuses any other).  With
-    ``total`` (the rows expected), a progress bar follows the rows as the child prints them.
+    ``total`` (the rows expected), a progress bar follows the rows as the child prints them;
+    ``on_row(row)`` is called as each arrives (a caller's own progress).
     """
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", ROPELAB_TARGET="gpu", ROPELAB_QUIET="1")
     proc = subprocess.Popen([sys.executable, "-m", "ropelab.measure.census.child", client],
@@ -343,6 +349,8 @@ def run_child(client: str, payload=None, *, total: int = 0, label: str = "census
                 raise CensusError(row["fatal"])
             rows.append(row)
             tick()
+            if on_row is not None:
+                on_row(row)
         proc.wait()
         drain.join()
         err.seek(0)

@@ -27,6 +27,7 @@ import textwrap
 import numpy as np
 
 from . import engine
+from . import passes
 from .counting import count_extras, count_ptx
 from .engine import CensusError, names_in, python_function
 
@@ -155,16 +156,19 @@ def job_key(job: dict, signature: str) -> str:
     """The cache key of compiling ``job`` with ``signature`` (fast-math, cc 9.0)."""
     # ropelab's code counts only for a job that uses it (by its compiled code, see
     # .digest.code_digest): a learner's kernel built from numba alone keeps its cached counts
-    # when a ropelab kernel changes.
+    # when a ropelab kernel changes.  The per-pass counts (:mod:`.passes`) are computed beside
+    # counting's: their rules key the row.
     return engine.cache_key("learner", _ropelab_objects(job), length=20, job=_normalized(job),
-                            signature=signature)
+                            signature=signature, passes=engine.code_digest(passes))
 
 
 # --------------------------------------------------------------------------------------------
 # The child: rebuild each function, compile it, count
 # --------------------------------------------------------------------------------------------
 
-def _rebuild_source(job: dict, counter: list):
+def rebuild_source(job: dict, counter: list):
+    """(In the child.)  The function ``job`` ships, rebuilt from its source and globals
+    (``counter`` numbers the rebuilt names)."""
     namespace = {"__name__": "ropelab_exercise"}
     for g in job["globals"]:
         namespace[g["name"]] = _rebuild_global(g, counter)
@@ -190,7 +194,18 @@ def _rebuild_global(g: dict, counter: list):
         for part in g["qualname"].split("."):
             found = getattr(found, part)
         return found
-    return _rebuild_source(g, counter)
+    return rebuild_source(g, counter)
+
+
+def rebuild_job(job: dict, counter: list):
+    """(In the child.)  The kernel a shipped ``job`` describes: rebuilt from source, or a
+    package function (called with its factory arguments, when it is a factory)."""
+    if job["kind"] == "source":
+        return rebuild_source(job, counter)
+    fn = _rebuild_global({**job, "name": "_"}, counter)
+    if job.get("factory_args") is not None:
+        fn = fn(*job["factory_args"])
+    return fn
 
 
 def useful_lines(message: str, limit: int = 14) -> str:
@@ -214,14 +229,9 @@ def compile_rows(tasks: list[dict]):
         job = task["job"]
 
         def work(job=job, signature=task["signature"]):
-            if job["kind"] == "source":
-                fn = _rebuild_source(job, counter)
-            else:
-                fn = _rebuild_global({**job, "name": "_"}, counter)
-                if job.get("factory_args") is not None:
-                    fn = fn(*job["factory_args"])
+            fn = rebuild_job(job, counter)
             text, _ = cuda.compile_ptx(fn, signature, cc=engine.CC, fastmath=True)
-            return {**count_ptx(text), **count_extras(text)}
+            return {**count_ptx(text), **count_extras(text), **passes.count_passes(text)}
 
         yield engine.attempt({"key": task["key"]}, work, describe=useful_lines)
 

@@ -1,7 +1,7 @@
 """The PTX and register count of a kernel, compiled for the H200 without a GPU, and cached.
 
 A kernel is shipped to a compiler process as the grader's census ships it
-(:func:`ropelab.course.kernel_census.ship_kernel` / ``ship_reference``), compiled there with
+(:func:`ropelab.measure.census.shipped.ship_kernel` / ``ship_reference``), compiled there with
 ``cuda.compile_ptx`` for compute capability 9.0 with the kernel's own fast-math setting (the
 GPU runs what the decorator says), and linked to a cubin by nvJitLink (part of
 ``cuda-bindings``, which the course's install brings; no ``nvdisasm`` needed) for the register
@@ -10,7 +10,7 @@ parameter list dropped) and is counted by :func:`.ptx.analyze` in the caller, wi
 argument values: a counting rule can change without a recompile.
 
 The cache key is the census's key of the same job and signature
-(:func:`~ropelab.course.kernel_census.job_key`: the kernel's code, what it uses, the compiler
+(:func:`~ropelab.measure.census.shipped.job_key`: the kernel's code, what it uses, the compiler
 versions), the fast-math flag and the code of this module.  Entries are read from
 ``data/predict/kernels.json`` (committed: the kernels the notebooks and tests need) and then
 from the user cache; new ones go to the user cache.
@@ -23,7 +23,7 @@ import re
 import sys
 
 from .. import records
-from ..census import engine
+from ..census import engine, shipped
 
 DATA_FILE = records.DATA_DIR / "predict" / "kernels.json"
 CLIENT = "ropelab.measure.predict.compiled"
@@ -34,9 +34,7 @@ def _rules_digest() -> str:
 
 
 def task_key(job: dict, signature: str, fastmath: bool) -> str:
-    from ...course import kernel_census
-
-    head = f"{kernel_census.job_key(job, signature)}|fastmath={bool(fastmath)}|{_rules_digest()}"
+    head = f"{shipped.job_key(job, signature)}|fastmath={bool(fastmath)}|{_rules_digest()}"
     return hashlib.sha256(head.encode()).hexdigest()[:24]
 
 
@@ -85,18 +83,10 @@ def compact(ptx_text: str) -> str:
 
 
 def _rebuild(job: dict):
-    """The kernel a shipped job describes.  The census's own rebuild (private helpers of
-    :mod:`ropelab.course.kernel_census`) keeps one shipping format for both children; a
-    change there shows in tests/test_predict.py's compile test."""
-    from ...course import kernel_census
-
-    counter = [0]
-    if job["kind"] == "source":
-        return kernel_census._rebuild_source(job, counter)
-    fn = kernel_census._rebuild_global({**job, "name": "_"}, counter)
-    if job.get("factory_args") is not None:
-        fn = fn(*job["factory_args"])
-    return fn
+    """The kernel a shipped job describes, by the census's own rebuild
+    (:func:`ropelab.measure.census.shipped.rebuild_job`): one shipping format for both
+    children."""
+    return shipped.rebuild_job(job, [0])
 
 
 def compile_rows(tasks: list[dict]):

@@ -397,8 +397,11 @@ print(course.live_bench(["flat", "block2d"]))
 # the stride loop that lets any block size cover any row, then the launch, for rows of any
 # width.  Each cell holds a signature, a docstring with the contract, and `pass`; the cell after
 # it grades your function and never stops the notebook.  The rule of this notebook: **no
-# integer division** (the census checks): the grid's shape does the index math.  Solutions and
-# the mistakes the grader recognizes: `notebooks/solutions/02_block2d.py`.
+# integer division** (the census checks): the grid's shape does the index math.  The census
+# reads the compiled code, so a division you did not write counts too: in `for pair in
+# range(t, n_pairs, cuda.blockDim.x)` the step is known only at run time, and Numba divides by
+# it to count the loop's trips.  Write a stride loop as a `while` loop.  Solutions and the
+# mistakes the grader recognizes: `notebooks/solutions/02_block2d.py`.
 #
 # ### Step 02.1: one block per token
 #

@@ -876,8 +876,8 @@ verdict = steps.check(rope_fused_head, "06.4")
 # head of every token: `total_warps = tokens * (heads_q + heads_k + heads_v)`, a block of a
 # few warps (32 threads each, at most 1024 threads), and enough blocks for every warp, none
 # wholly idle.  The kernel wants `uint64` head counts, an int `total_warps` and a `float32`
-# eps.  The grader's largest shape has 40 heads of 64 floats, so a thread per float in one
-# block would be illegal.
+# eps.  The grader's last case is one token of 40 heads of 64 floats (32 + 4 + 4), so one
+# block for a token's heads, 1,280 threads, would be illegal.
 
 # %%
 from numba import float32, uint64

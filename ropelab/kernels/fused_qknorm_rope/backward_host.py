@@ -1,0 +1,139 @@
+"""The host side of the fused QK-RMSNorm + RoPE backward (:mod:`.backward`): its grid, its
+scalar arguments and tables, the plans of the main kernel and of the reduction, the census's
+plans and the ``Variant`` record.
+
+**What the forward saves: its input x.**  The autograd forward is out of place (the op returns
+a new tensor), so autograd keeps ``x`` alive at no cost: nothing extra is written.  The
+alternative, saving ``y`` and ``1/r`` per head, moves the same bytes in the backward (read
+``dy`` and ``y``, write ``dx``) but needs ``n`` back from ``y``: an inverse rotation and a
+division by ``w`` (undefined where a weight is 0), plus an extra 4-byte write per head in the
+forward.  With ``x`` the backward recomputes ``r`` in registers (one butterfly, free next to
+the memory traffic).  Bytes per token of forward + backward together: the forward reads and
+writes the row (``2 * row``), the backward reads ``dy`` (the row), ``x`` (its Q and K) and
+writes ``dx`` (the row): ``4 * row + QK`` bytes, the count the bench's copy roof uses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from ...problem import FusedProblem
+from ...target import SIMULATED
+from .._device import WARP
+from ..freq_table import tables
+from ..plan import Plan, Variant
+from .backward import KERNEL, KERNEL_VIEW, REDUCE_PHASES, WARPS_PER_BLOCK, make_kernel, make_reduce
+
+NAME = "fused_qknorm_rope_backward"
+DW_MODES = ("two_stage", "atomic")
+# The grid is as many blocks as the GPU holds at once, one wave: a second, partial wave would
+# leave most SMs idle while it runs (every block has the same work), and more blocks only
+# lengthen the partial sums.  Blocks of 256 threads an SM, by head_dim, from the registers
+# ptxas (CUDA 13, sm_90) gives the builds, the largest of both layouts and storages: 48 at
+# head_dim 128 (5 x 256 x 48 <= 65536), 56 at 64, up to 94 at 192 and 256, 128 at 512.
+# Shared memory (8 warps x 2 x head_dim floats) never binds first.
+BLOCKS_PER_SM = {64: 4, 128: 5, 192: 2, 256: 2}
+BLOCKS_PER_SM_WIDER = 2  # head_dim 320 .. 512
+MAX_BLOCKS = 132 * BLOCKS_PER_SM[128]  # an H200 at head_dim 128: when no GPU can be asked
+
+
+def default_max_blocks(head_dim: int = 128) -> int:
+    """:data:`BLOCKS_PER_SM` blocks on every SM of the current GPU (one wave), or
+    :data:`MAX_BLOCKS` without one (the simulator, the driver-less census child)."""
+    if SIMULATED:
+        return MAX_BLOCKS
+    try:
+        sms = int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
+    except Exception:  # no driver: a plan made for compiling only
+        return MAX_BLOCKS
+    return sms * BLOCKS_PER_SM.get(head_dim, BLOCKS_PER_SM_WIDER)
+
+
+def pick_blocks(units: int, warps_per_block: int, max_blocks: int) -> int:
+    """One warp per unit up to ``max_blocks`` blocks, then the warps loop (grid stride)."""
+    return max(1, min(max_blocks, -(-units // warps_per_block)))
+
+
+def scalar_args(problem) -> tuple:
+    return (np.uint32(problem.heads_q), np.uint32(problem.heads_q + problem.heads_k),
+            np.uint32(problem.heads_q + problem.heads_k + problem.heads_v),
+            np.uint32(problem.rotary_dim // 2), np.float32(problem.eps),
+            np.float32(problem.attention_factor))
+
+
+def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
+          warps_per_block: int = WARPS_PER_BLOCK, max_blocks: int | None = None,
+          max_positions: int | None = None, user_cache: bool = False,
+          aligned: bool = True) -> tuple[Plan, Plan | None]:
+    """The backward's plans: the main kernel and (two-stage) the reduction, or None (atomic).
+
+    The main kernel's caller arrays: ``x, dy, dx, q_weight, k_weight`` (as
+    :data:`KERNEL_VIEW`: 16-bit storage as uint32 words), ``positions``, then
+    ``partial`` (two-stage, float32 ``[blocks * 2 * head_dim]``) or ``dw`` (atomic, float32
+    ``[2 * head_dim]``, zeroed), then the user's ``cos_sin_cache`` when ``user_cache``.
+    The reduction's: ``partial, dw``.  ``aligned``: the five storage arrays start on
+    :data:`VECTOR_ALIGN` boundaries, so the kernel moves groups with vector accesses.
+    """
+    if dw_mode not in DW_MODES:
+        raise ValueError(f"dw_mode must be one of {DW_MODES}, got {dw_mode!r}")
+    atomic = dw_mode == "atomic"
+    max_blocks = default_max_blocks(problem.head_dim) if max_blocks is None else max_blocks
+    store = KERNEL_VIEW[problem.storage]
+    units = problem.tokens * (problem.heads_q + problem.heads_k + problem.heads_v)
+    blocks = pick_blocks(units, warps_per_block, max_blocks)
+    caller = (store, store, store, store, store, np.dtype(np.int32), np.dtype(np.float32))
+    use_cache = user_cache or max_positions is not None
+    fn = make_kernel(problem.head_dim, problem.interleave, problem.storage, warps_per_block,
+                     use_cache, atomic, aligned)
+    common = dict(grid=(blocks,), block=(warps_per_block * WARP,), scalars=scalar_args(problem))
+    if user_cache:
+        main = Plan(fn, fastmath, caller=caller + (np.dtype(np.float32),), errors=True, **common)
+    elif max_positions is not None:
+        main = Plan(fn, fastmath, caller=caller, errors=True,
+                    tables=tables("cos_sin_rows", problem.inv_freq.tobytes(), max_positions),
+                    position_limit=max_positions,
+                    limit_reason=f"the cos/sin cache holds positions 0 .. {max_positions - 1}",
+                    **common)
+    else:
+        main = Plan(fn, fastmath, caller=caller,
+                    tables=tables("inv_freq", problem.inv_freq.tobytes()), **common)
+    if atomic:
+        return main, None
+    phases = min(REDUCE_PHASES, blocks)
+    reduce = Plan(make_reduce(phases), fastmath, grid=(-(-2 * problem.head_dim // WARP),),
+                  block=(phases * WARP,), caller=(np.dtype(np.float32),) * 2)
+    return main, reduce
+
+
+def partial_rows(plan: Plan) -> int:
+    """Rows of the two-stage partial buffer: one per block of the main kernel."""
+    return plan.grid[0]
+
+
+def census_plans() -> list[Plan]:
+    """What the PTX census compiles, all at head_dim 128 (4 tokens, 2 + 1 + 1 heads): the
+    two-stage build of each storage in GPT-J and NeoX, bfloat16 NeoX's atomic build, bfloat16
+    GPT-J's scalar (unaligned) build and its cos/sin cache build, and the 32-row reduction."""
+    out = []
+    cases = [(st, inter, "two_stage", {}) for st in ("bfloat16", "float16", "float32")
+             for inter in (True, False)]
+    cases += [("bfloat16", False, "atomic", {}), ("bfloat16", True, "two_stage", {"aligned": False}),
+              ("bfloat16", True, "two_stage", {"max_positions": 16})]
+    for storage, inter, mode, extra in cases:
+        p = FusedProblem(4, 2, 1, 1, 128, 128, inter, storage, 1e-6, 1e4, inv_freq=np.ones(64))
+        main, reduce = plans(p, dw_mode=mode, max_blocks=MAX_BLOCKS, **extra)
+        out.append(main)
+    p = FusedProblem(4096, 2, 1, 1, 128, 128, True, "bfloat16", 1e-6, 1e4, inv_freq=np.ones(64))
+    out.append(plans(p, max_blocks=MAX_BLOCKS)[1])  # enough blocks for the 32-row reduction
+    return out
+
+
+def _main_plan(problem, options, *, fastmath=True, threads=None, aligned=True) -> Plan:
+    """The main kernel's plan (the census and Variant interface; the public op, which also runs
+    the reduction, is :func:`ropelab.ops.fused_backward.fused_qknorm_rope_backward`)."""
+    return plans(problem, fastmath=fastmath, aligned=aligned, **options)[0]
+
+
+VARIANT = Variant(NAME, "the fused QK-RMSNorm + RoPE backward (dx, dq_weight, dk_weight)",
+                  frozenset(), _main_plan, KERNEL, census=census_plans)

@@ -1,0 +1,177 @@
+"""What one thread runs on one pass through a kernel's PTX: counts that a duplicated loop body
+does not double.
+
+The census counts instructions in the PTX text.  A gate such as "one sin and one cos per pair"
+means per execution, and the text can hold more copies than a thread ever runs: LLVM unswitches
+a grid-stride loop on a loop-invariant test (Numba's ``i // n_pairs`` tests ``n_pairs == 0``,
+so the loop exists twice, with and without the division), and only one copy runs.  A static
+count then says 4 sin/cos for a kernel that computes one sin and one cos per pair.
+
+The rule here: the kernel is a control-flow graph of basic blocks.  Each block belongs to the
+innermost loop that holds it (a natural loop, found by its back edge), or to no loop.  A *pass*
+is one trip through one such region: the straight-line code outside loops once, or one
+iteration of one loop's own body (its inner loops are passes of their own).  A count per pass
+is the most that any path through the region, back edges removed, executes: two copies of a
+body on exclusive branches count once; two sin/cos computed one after the other count twice.
+
+* ``sincos_pass``: the most ``sin.approx`` + ``cos.approx`` on one pass;
+* ``pow_pass``: the most ``lg2.approx`` (the first half of a fast-math ``pow``) on one pass;
+* ``pow_per_slot``: the most ``ex2.approx`` (the half of ``pow`` that depends on the exponent)
+  on one iteration of a loop that also computes a sin or a cos in its own body: a ``pow``
+  for every rotated slot.  A ``pow`` in an outer loop (a grid-stride loop over work units)
+  whose inner loop does the rotating is once per unit, not per slot.
+
+:func:`count_passes` returns them from PTX text (run in the census child for a learner's
+kernel, :mod:`.shipped`, beside :mod:`.counting`'s counts).  PTX this parser does not
+understand (an indirect branch) gets the static counts instead, which can only be larger.
+"""
+
+from __future__ import annotations
+
+import re
+
+_LABEL = re.compile(r"^([$\w]+):$")
+
+
+def _opcodes(ptx: str):
+    """(opcode, guarded, branch target) of each instruction, and label names, in text order."""
+    for raw in ptx.splitlines():
+        line = raw.split("//", 1)[0].strip()
+        label = _LABEL.match(line)
+        if label:
+            yield "label", False, label.group(1)
+            continue
+        if not line or line[0] in ".{}()" or line.endswith(","):
+            continue
+        guarded = line.startswith("@")
+        if guarded:
+            parts = line.split(None, 1)
+            if len(parts) < 2:
+                continue
+            line = parts[1]
+        opcode = line.split(None, 1)[0].rstrip(";")
+        if not re.match(r"^[a-z]", opcode):
+            continue
+        target = line.split()[-1].rstrip(";") if opcode.split(".")[0] == "bra" else None
+        yield opcode, guarded, target
+
+
+class _Graph:
+    """Basic blocks (their opcodes) and successor lists, block 0 the entry."""
+
+    def __init__(self, ptx: str):
+        self.ops: list[list[str]] = [[]]
+        self.succ: list[list] = []
+        labels: dict[str, int] = {}
+        pending: list[tuple] = []  # (block, target label, falls through)
+        self.understood = True
+
+        def close(targets, falls):
+            pending.append((len(self.ops) - 1, targets, falls))
+            self.ops.append([])
+
+        for opcode, guarded, target in _opcodes(ptx):
+            head = opcode.split(".")[0]
+            if opcode == "label":
+                if self.ops[-1]:
+                    close([], True)  # the block before a label falls into it
+                labels[target] = len(self.ops) - 1
+                continue
+            self.ops[-1].append(opcode)
+            if head == "bra":
+                close([target], guarded)
+            elif head in ("ret", "exit", "trap"):
+                close([], guarded)
+            elif head == "brx":
+                self.understood = False
+        pending.append((len(self.ops) - 1, [], False))
+        self.succ = [[] for _ in self.ops]
+        for block, targets, falls in pending:
+            for t in targets:
+                if t not in labels:
+                    self.understood = False
+                    continue
+                self.succ[block].append(labels[t])
+            if falls and block + 1 < len(self.ops):
+                self.succ[block].append(block + 1)
+
+    def back_edges_and_order(self):
+        """Back edges of a depth-first walk from the entry, and the blocks in reverse
+        post-order (a topological order once the back edges are gone)."""
+        state = [0] * len(self.ops)  # 0 unseen, 1 on the walk's stack, 2 done
+        back, post = set(), []
+        stack = [(0, iter(self.succ[0]))]
+        state[0] = 1
+        while stack:
+            node, successors = stack[-1]
+            nxt = next(successors, None)
+            if nxt is None:
+                stack.pop()
+                state[node] = 2
+                post.append(node)
+            elif state[nxt] == 1:
+                back.add((node, nxt))
+            elif state[nxt] == 0:
+                state[nxt] = 1
+                stack.append((nxt, iter(self.succ[nxt])))
+        return back, post[::-1]
+
+    def regions(self, back: set) -> list:
+        """For each block, the header of the innermost loop holding it (None: no loop)."""
+        pred = [[] for _ in self.ops]
+        for b, successors in enumerate(self.succ):
+            for s in successors:
+                pred[s].append(b)
+        bodies: dict[int, set] = {}
+        for tail, header in back:
+            body = bodies.setdefault(header, {header})
+            work = [tail]
+            while work:
+                b = work.pop()
+                if b not in body:
+                    body.add(b)
+                    work.extend(pred[b])
+        region = [None] * len(self.ops)
+        for header, body in sorted(bodies.items(), key=lambda kv: -len(kv[1])):
+            for b in body:
+                region[b] = header  # smaller (inner) loops are written last and win
+        return region
+
+
+def _most_on_a_path(graph: _Graph, order: list, back: set, weight) -> int:
+    best = [0] * len(graph.ops)
+    top = 0
+    for b in order:
+        here = best[b] + weight(b)
+        top = max(top, here)
+        for s in graph.succ[b]:
+            if (b, s) not in back:
+                best[s] = max(best[s], here)
+    return top
+
+
+def _count(ops: list, heads: tuple) -> int:
+    return sum(1 for op in ops if op.split(".")[0] in heads and "approx" in op.split("."))
+
+
+def count_passes(ptx: str) -> dict:
+    """``sincos_pass``, ``pow_pass`` and ``pow_per_slot`` of one kernel's PTX (see the module
+    docstring)."""
+    graph = _Graph(ptx)
+    if not graph.understood:
+        every = [op for ops in graph.ops for op in ops]
+        return {"sincos_pass": _count(every, ("sin", "cos")), "pow_pass": _count(every, ("lg2",)),
+                "pow_per_slot": _count(every, ("ex2",))}
+    back, order = graph.back_edges_and_order()
+    region = graph.regions(back)
+
+    def per_pass(heads: tuple, regions) -> int:
+        return max((_most_on_a_path(graph, order, back, lambda b, r=r: _count(
+            graph.ops[b], heads) if region[b] == r else 0) for r in regions), default=0)
+
+    every_region = set(region)
+    rotating = {r for r in every_region if r is not None and any(
+        region[b] == r and _count(ops, ("sin", "cos")) for b, ops in enumerate(graph.ops))}
+    return {"sincos_pass": per_pass(("sin", "cos"), every_region),
+            "pow_pass": per_pass(("lg2",), every_region),
+            "pow_per_slot": per_pass(("ex2",), rotating)}

@@ -1,0 +1,97 @@
+"""How ropelab's torch ops (:mod:`ropelab.torch_ops`) carry their arguments: every non-tensor
+option as one canonical JSON ``config`` string, and the tensors handed to the public functions
+(CUDA tensors as they are, CPU tensors as NumPy views of their memory) and back.
+
+Adding an op to :mod:`ropelab.torch_ops` (e.g. for ``ropelab.rope_qk(q, k, ...)`` in place) is
+local: one ``custom_op`` with ``mutates_args=("q", "k")`` whose body is ``call_public(public,
+{"q": q, "k": k, "positions": positions}, decode(config))``, a fake implementation returning
+None, a wrapper that encodes the keywords, and ``_in_graph(public, wrapper)``.  A new tensor
+option becomes one more ``Tensor?`` argument of the op and one more entry of the dict given to
+:func:`call_public` (as the fused ops' ``cos_sin_cache``: last, defaulting to None, so older
+positional calls still fit the schema); new dtypes and strides need no change here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import torch
+
+from . import scaling as _scaling
+
+
+# ---- the config string: every non-tensor argument, as canonical JSON -----------------------------
+# An op schema holds only tensors, numbers, strings and bools; ropelab's options include scaling
+# objects and per-variant keywords.  One JSON string carries them all: it is a plain constant to
+# torch.compile, hashable, and readable in a printed graph.
+
+def plain(name: str, value):
+    """``value`` as JSON-able plain data, or a TypeError naming the argument."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (np.bool_, np.integer, np.floating)):
+        return value.item()
+    if dataclasses.is_dataclass(value) and isinstance(value, _scaling.SCHEMES):
+        return {"scheme": type(value).__name__, "fields": dataclasses.asdict(value)}
+    if isinstance(value, dict):
+        return {"mapping": {str(k): plain(f"{name}[{k!r}]", v) for k, v in value.items()}}
+    raise TypeError(f"{name}: ropelab's torch ops take numbers, strings, bools, None, dicts and "
+                    f"ropelab.scaling objects as options; got {type(value).__name__}")
+
+
+def restore(value):
+    """The inverse of :func:`plain` for a scaling or yarn argument."""
+    if isinstance(value, dict) and "scheme" in value:
+        cls = {c.__name__: c for c in _scaling.SCHEMES}[value["scheme"]]
+        return cls(**value["fields"])
+    if isinstance(value, dict) and "mapping" in value:
+        return {k: restore(v) for k, v in value["mapping"].items()}
+    return value
+
+
+@torch.compiler.assume_constant_result
+def encode(**options) -> str:
+    """The ``config`` string of the ops (dynamo evaluates it once per trace, as a constant)."""
+    return json.dumps({k: plain(k, v) for k, v in options.items()}, sort_keys=True)
+
+
+def decode(config: str) -> dict:
+    """Keyword arguments for the public function from an op's ``config`` string."""
+    return {k: restore(v) for k, v in json.loads(config).items()}
+
+
+# ---- running the public function on tensors ------------------------------------------------------
+
+def host_view(t: torch.Tensor | None):
+    """A NumPy view of a CPU tensor's memory (writes go through); bfloat16 as uint16 bits."""
+    if t is None:
+        return None
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.uint16)
+    return t.numpy()
+
+
+def call_public(public, tensors: dict, options: dict):
+    """Run ``public(**tensors, **options)`` on the tensors' device: CUDA tensors as they are (the
+    device path, torch's current stream), CPU tensors through NumPy views (the host path)."""
+    if any(t is not None and t.is_cuda for t in tensors.values()):
+        # The op's autograd formula is registered around this call; the public function refuses a
+        # tensor that requires grad (its launch is invisible to autograd), so hand it a detached
+        # view of the same memory.
+        return public(**{k: t.detach() if t is not None and t.requires_grad else t
+                         for k, t in tensors.items()}, **options)
+    return public(**{k: host_view(t) for k, t in tensors.items()}, **options)
+
+
+def result_like(x: torch.Tensor) -> torch.Tensor:
+    # Always C-contiguous, whatever x's strides: the real and the fake implementation must agree.
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
+
+
+def from_host(a, like: torch.Tensor) -> torch.Tensor:
+    """A result of the host path (NumPy; bfloat16 as uint16 bits) as a tensor like ``like``."""
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    return t.view(torch.bfloat16) if like.dtype == torch.bfloat16 else t
