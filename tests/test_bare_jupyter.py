@@ -201,3 +201,24 @@ def test_numba_cuda_is_numba_cudas_when_its_pth_file_was_never_read():
 
     assert "numba_cuda" not in cuda_file("import numba.cuda")  # what the check guards against
     assert "numba_cuda" in cuda_file("import ropelab, numba.cuda")
+
+
+def test_a_driver_with_every_device_hidden_reads_as_no_device(monkeypatch):
+    """build.py hides the GPU (CUDA_VISIBLE_DEVICES=""), and the first cell then gives the
+    driver's answer in words; any other failed start keeps its code."""
+    from ropelab import target
+
+    class Driver:
+        def __init__(self, init_result):
+            self.init_result = init_result
+
+        def cuDriverGetVersion(self, out):
+            return 0
+
+        def cuInit(self, flags):
+            return self.init_result
+
+    monkeypatch.setattr(target.ctypes, "CDLL", lambda name: Driver(100))  # CUDA_ERROR_NO_DEVICE
+    assert target.probe_driver().reason == "the CUDA driver reports no device"
+    monkeypatch.setattr(target.ctypes, "CDLL", lambda name: Driver(3))  # CUDA_ERROR_NOT_INITIALIZED
+    assert target.probe_driver().reason == "the CUDA driver failed to initialise (CUresult 3)"
