@@ -43,4 +43,4 @@ __all__ = [
 __version__ = "0.1.0"
 
 sim.install()  # warp shuffles and a once-rounded fma for the simulator (a no-op on a GPU)
-announce(sim.ARITHMETIC)  # a short SimulatorWarning, on the simulator only, unless ROPELAB_QUIET=1
+announce(sim.ARITHMETIC)  # a short SimulatorWarning on the simulator, unless target.quiet()

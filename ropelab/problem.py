@@ -13,9 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import reference
-
-# CUDA's per-block thread limit on every GPU since compute capability 2.0.
-MAX_THREADS_PER_BLOCK = 1024
+from .cuda_limits import MAX_THREADS_PER_BLOCK  # noqa: F401  (the ops import it from here)
 
 # Features a variant may support; a launcher lists the ones it implements.
 HEADS = "heads"  # [tokens, heads, head_dim] with more than one head

@@ -75,3 +75,13 @@ LARGE_32768x4096 = RopeShape("large_32768x4096", 32768, 4096)  # 1.07 GB moved i
 
 ROPE_SHAPES = {s.name: s for s in (SEED_4096x512, SEED_4096x1024, SEED_8192x512, SEED_8192x1024,
                                    LARGE_32768x4096)}
+SEED_SHAPES = (SEED_4096x512, SEED_4096x1024, SEED_8192x512, SEED_8192x1024)  # the seed's table
+
+
+def label(shape: RopeShape) -> str:
+    """``"4096x512"``: how records and prose name a plain-RoPE shape."""
+    return f"{shape.tokens}x{shape.hidden}"
+
+
+SEED_LABELS = tuple(label(s) for s in SEED_SHAPES)
+BIG_LABEL = label(LARGE_32768x4096)

@@ -11,10 +11,14 @@ Rules, in order:
 3. Otherwise the CUDA driver is asked, through ``ctypes``, whether it can see a device.  No
    device (or no driver) means the simulator, and ``import ropelab`` says so in one short
    :class:`SimulatorWarning` (:func:`announce`; ``ROPELAB_QUIET=1`` or a warnings filter
-   silences it); :func:`describe` always tells, with what simulated numbers are worth.
+   silences it, and a Jupyter kernel does not get it unless ``ROPELAB_QUIET=0``: there a
+   warning is a red box quoting ropelab's source line, and a notebook prints
+   :func:`format_description` instead); :func:`describe` always tells, with what simulated
+   numbers are worth.
 
 Choosing the target is the only thing ``import ropelab`` does to the process: it sets
-``NUMBA_ENABLE_CUDASIM`` (numba-cuda's switch) and no other numba setting.  numba's
+``NUMBA_ENABLE_CUDASIM`` (numba-cuda's switch) and no other numba setting, after making sure
+that ``numba.cuda`` will be numba-cuda's (:func:`route_numba_cuda`).  numba's
 low-occupancy warning stays on for the user's kernels; ropelab's own small-grid launches silence
 it where they happen (:func:`small_grids_quiet`).
 """
@@ -22,6 +26,8 @@ it where they happen (:func:`small_grids_quiet`).
 from __future__ import annotations
 
 import ctypes
+import importlib
+import importlib.util
 import os
 import platform
 import sys
@@ -47,6 +53,9 @@ class SimulatorWarning(RopelabWarning):
     """Kernels run on the Numba CUDA simulator: correct logic, no speed, CPU float32 rounding."""
 
 
+_CUDA_ERROR_NO_DEVICE = 100  # CUresult of cuInit when the driver sees no device
+
+
 @dataclass(frozen=True)
 class _Probe:
     devices: int
@@ -69,6 +78,8 @@ def probe_driver() -> _Probe:
     version = ctypes.c_int(0)
     driver_version = version.value if lib.cuDriverGetVersion(ctypes.byref(version)) == 0 else None
     rc = lib.cuInit(0)
+    if rc == _CUDA_ERROR_NO_DEVICE:  # a driver with every device hidden (CUDA_VISIBLE_DEVICES="")
+        return _Probe(0, driver_version, "the CUDA driver reports no device")
     if rc != 0:
         return _Probe(0, driver_version, f"the CUDA driver failed to initialise (CUresult {rc})")
     count = ctypes.c_int(0)
@@ -110,8 +121,25 @@ def _set_simulator_env(enabled: bool) -> None:
         core.reload_config()
 
 
+def route_numba_cuda() -> None:
+    """Make ``import numba.cuda`` load numba-cuda (the package ropelab pins), not the older copy
+    that numba itself still ships under that name.
+
+    numba-cuda reroutes the import with a finder that its ``.pth`` file installs when Python
+    starts.  A process that was already running when numba-cuda was installed (a notebook kernel
+    whose first cell ran ``%pip install``) never read that file, so the finder is installed here,
+    before anything imports ``numba.cuda``.  Nothing happens when it is there already.
+    """
+    redirector = "_numba_cuda_redirector"  # numba-cuda's module; importing it installs the finder
+    if "numba.cuda" in sys.modules or redirector in sys.modules:
+        return
+    if importlib.util.find_spec(redirector) is not None:
+        importlib.import_module(redirector)
+
+
 def select() -> tuple[str, str]:
     """Decide the target and prepare the environment; returns (target, reason)."""
+    route_numba_cuda()
     wanted, source = _requested()
     probe = None
     if wanted is None:
@@ -150,12 +178,12 @@ def announce(arithmetic: str) -> None:
 
     ``arithmetic`` is :data:`ropelab.sim.ARITHMETIC` (``import ropelab`` passes it; this module
     must not import the shims, which need the target chosen first); it is kept for
-    :func:`describe`, not printed.  Nothing on a GPU, nothing with ``ROPELAB_QUIET=1``, nothing
-    the second time.
+    :func:`describe`, not printed.  Nothing on a GPU, nothing when :func:`quiet`, nothing the
+    second time.
     """
     global _announced, _arithmetic
     _arithmetic = arithmetic
-    if not SIMULATED or _announced or os.environ.get("ROPELAB_QUIET", "") in ("1", "true", "yes"):
+    if not SIMULATED or _announced or quiet():
         return
     _announced = True
     # stacklevel 1: the warning is attributed to this module, so a filter on ropelab.target or
@@ -163,6 +191,29 @@ def announce(arithmetic: str) -> None:
     notice = (f"ropelab: kernels run on the Numba CUDA simulator ({REASON}): logic is checked, "
               f"nothing is timed; ropelab.describe() says more.")
     warnings.warn(notice, SimulatorWarning, stacklevel=1)
+
+
+def quiet() -> bool:
+    """Whether ``import ropelab`` keeps its simulator notice to itself: ``ROPELAB_QUIET=1``
+    (or ``true``, ``yes``) says yes, ``ROPELAB_QUIET=0`` (``false``, ``no``) says no, and unset it
+    is yes in a Jupyter kernel only.  In a notebook a warning is a red stderr box that quotes this
+    file's source line; the course's notebooks print :func:`format_description` instead."""
+    raw = os.environ.get("ROPELAB_QUIET", "").strip().lower()
+    if raw in ("1", "true", "yes"):
+        return True
+    if raw in ("0", "false", "no"):
+        return False
+    return in_jupyter_kernel()
+
+
+def in_jupyter_kernel() -> bool:
+    """True in a Jupyter kernel (JupyterLab, Colab, VS Code: all run ipykernel's shell), False in
+    a script or a terminal IPython.  Imports nothing: a process without ipykernel loaded is not one."""
+    shell_module = sys.modules.get("ipykernel.zmqshell")
+    ipython = sys.modules.get("IPython")
+    if shell_module is None or ipython is None:
+        return False
+    return isinstance(ipython.get_ipython(), shell_module.ZMQInteractiveShell)
 
 
 @contextmanager

@@ -83,16 +83,6 @@ def _as_node(nb):
     return wrap(nb)
 
 
-@pytest.mark.parametrize("path", STORED, ids=lambda p: p.stem)
-def test_first_cell_quiets_ropelab_before_importing_it(path):
-    first = _text(_code_cells(_read(path))[0]["source"])
-    assert "NBVAL_IGNORE_OUTPUT" in first
-    quiet = first.find('os.environ["ROPELAB_QUIET"] = "1"')
-    imported = first.find("import ropelab")
-    assert 0 <= quiet < imported
-    assert "format_description()" in first
-
-
 def _exercises_of(path):
     """The graded steps of a notebook's ladder (their functions are the starters it may hold)."""
     return [s for s in ladder.STEPS.values() if s.notebook == path.stem]

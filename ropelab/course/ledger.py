@@ -16,9 +16,11 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
+from ..shapes import BIG_LABEL, SEED_LABELS
+
 VERDICTS = ("confirmed", "refuted", "nuanced", "not recorded yet")
-BIG = "32768x4096"  # the shape large enough for L2 and launch cost to vanish
-SEED_SHAPES = ("4096x512", "4096x1024", "8192x512", "8192x1024")
+BIG = BIG_LABEL  # the shape large enough for L2 and launch cost to vanish
+SEED_SHAPES = SEED_LABELS
 DRAM_4090_GBPS = 1008  # RTX 4090 data sheet: 21 Gbit/s GDDR6X on a 384-bit bus
 SEED_TABLE = {"4096x512": 0.00627, "4096x1024": 0.01009, "8192x512": 0.01005,
               "8192x1024": 0.01866}  # ms per call, the seed's f32 kernel on its 4090

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..measure import records
+from ..shapes import BIG_LABEL, SEED_LABELS
 from .tables import bench_row
 
 ROOT = records.DATA_DIR.parent
@@ -92,8 +93,8 @@ def times_word(ratio: float) -> str:
 
 
 # The shapes the prose talks about.
-BIG = "32768x4096"  # the 1 GB shape, where launch and ramp-up costs vanish
-SEED_SHAPES = ("4096x512", "4096x1024", "8192x512", "8192x1024")
+BIG = BIG_LABEL  # the 1 GB shape, where launch and ramp-up costs vanish
+SEED_SHAPES = SEED_LABELS
 FULL_ROTARY = ("flux_1024", "qwen_image_1024", "zimage_1024")  # heads rotated in full
 STORAGE_16 = ("bfloat16", "float16")
 

@@ -7,8 +7,7 @@ inlined.
 
 from numba import cuda, uint64
 
-WARP = 32  # threads per warp on every NVIDIA GPU so far
-FULL_MASK = 0xFFFFFFFF  # every lane of a warp takes part in a shuffle
+from ..cuda_limits import FULL_MASK, WARP  # noqa: F401  (the kernels import them from here)
 
 # Sentinel shift: "the divisor is not a power of two, divide".
 NO_SHIFT = 64

@@ -17,6 +17,7 @@ import numpy as np
 from numba import cuda, typeof, types
 from numba.np.numpy_support import from_dtype
 
+from ..cuda_limits import MAX_GRID
 from ..errors import RopeInputError
 from ..problem import HEADS, RopeProblem
 
@@ -56,9 +57,6 @@ def rope_arrays(storage: str = "float32") -> tuple:
     dt = STORAGE_DTYPES[storage]
     return (dt, dt, np.dtype(np.int32))
 
-# CUDA's grid limits (every GPU since compute capability 3.0): a plan past them is refused on
-# the host with a clear error instead of failing inside the driver.
-MAX_GRID = (2**31 - 1, 65535, 65535)
 # The kernels index their arrays with 32-bit unsigned arithmetic: an array (a row-strided one:
 # its span) must hold fewer elements than this.
 MAX_ELEMENTS = 2**32 - 1

@@ -50,9 +50,10 @@ from ..kernels import block2d, flat, pack4
 from ..kernels._device import WARP
 from ..kernels.launch import launch
 from ..kernels.plan import Plan, blocks_for, census_problem
+from ..freqs import DEFAULT_BASE
 from ..problem import MAX_THREADS_PER_BLOCK
 
-BASE = 10000.0
+BASE = DEFAULT_BASE
 THREADS = 256
 CENSUS_FILE = engine.DATA_DIR / "controls.json"
 

@@ -32,8 +32,7 @@ import time
 
 from ..target import SIMULATED
 
-from ..kernels._device import WARP  # noqa: E402  (one WARP for the package)
-FULL_MASK = 0xFFFFFFFF
+from ..cuda_limits import FULL_MASK, WARP  # noqa: E402
 # A lane that waits this long for its warp-mates has met a shuffle inside divergent code (some
 # lanes returned or branched around it): say so instead of hanging the test run.
 STALL_SECONDS = 60.0

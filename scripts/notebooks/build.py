@@ -4,13 +4,18 @@ Each notebook is written as a plain Python file in ``scripts/notebooks/src/`` in
 format (``# %%`` starts a code cell, ``# %% [markdown]`` a Markdown cell whose lines start with
 ``# ``; https://jupytext.readthedocs.io/en/latest/formats-scripts.html).  This script reads each
 source with jupytext, turns it into ``notebooks/<name>.ipynb``, runs it top to bottom on the
-Numba CUDA simulator (``ROPELAB_TARGET=simulator``), and saves it with its outputs, which
-``pytest --nbval`` then checks.  Run it after changing a source, a kernel whose source a
-notebook prints, or the recorded data under ``data/``:
+Numba CUDA simulator (its kernel sees no GPU: ``CUDA_VISIBLE_DEVICES=""``), and saves it with
+its outputs, which ``pytest --nbval`` then checks.  Run it after changing a source, a kernel
+whose source a notebook prints, or the recorded data under ``data/``:
 
     python scripts/notebooks/build.py              # every notebook
     python scripts/notebooks/build.py 01 03        # only those whose name starts with 01 or 03
     python scripts/notebooks/build.py --no-execute # write the cells, keep no outputs (quick look)
+
+Every notebook's first code cell starts with :data:`INSTALL_BLOCK`, which installs ropelab into
+the running kernel where it is missing (a bare Jupyter, Colab); ``build.py`` refuses a source
+whose first code cell does not.  The stored notebook's metadata is what a JupyterLab 4 kernel
+writes back when it opens it (:func:`kernel_metadata`), so opening one marks nothing unsaved.
 
 Executing needs ``nbclient`` (installed with JupyterLab, the ``course`` extra).  The script
 refuses a source that jupytext would not write back unchanged (so the ``.py`` file stays the
@@ -51,6 +56,30 @@ MACHINE_PATH = re.compile(r"(?<![\w.])(/root|/home|/tmp|/work|/Users|/private/va
 # A dotted ropelab name in prose or a comment (``ropelab.kernels.flat.launch_config``); a file
 # path (``ropelab/kernels/flat.py``) or a longer word (``my_ropelab.x``) is not one.
 DOTTED_NAME = re.compile(r"(?<![\w./-])ropelab(?:\.[A-Za-z_]\w*)+")
+# How every notebook's first code cell begins (then its own imports and the target line).  Where
+# ropelab is importable it does nothing; elsewhere one %pip line installs it into the running
+# kernel: from the checkout when the notebook sits in one (`..`, not `-e ..`: an editable install
+# is switched on by a .pth file that Python reads only at start, so this kernel would not see
+# it), else from the course's wheel in the notebook's folder (`pip wheel --no-deps .` makes it;
+# the shell that runs %pip expands the pattern).  Its output depends on the machine, so the
+# source tags the cell `nbval-ignore-output` on its `# %%` line.
+INSTALL_BLOCK = '''\
+# Run this first.  It installs ropelab into this kernel where it is missing (a bare Jupyter,
+# Colab): from the course's repository when this notebook is in one, else from the course's
+# wheel in this folder.  Then it says where your kernels will run.
+from pathlib import Path
+
+try:
+    import ropelab
+except ImportError:
+    project = Path("../pyproject.toml")  # there when this notebook sits in the course's repository
+    in_repo = project.is_file() and 'name = "ropelab"' in project.read_text()
+    %pip install -q {".." if in_repo else "ropelab-*.whl"}
+    import ropelab
+'''
+# Cell options a source may give on its `# %%` line (nbval's tags); jupytext's blank-line hints
+# are its own.
+CELL_OPTIONS = {"tags", "lines_to_next_cell"}
 
 
 def read_source(text: str):
@@ -69,13 +98,45 @@ def read_source(text: str):
         raise ValueError("not a canonical jupytext percent source (fix it, or run "
                          "`jupytext --to py:percent` on it):\n" + "\n".join(list(diff)[:12]))
     for i, cell in enumerate(nb.cells):
-        # Only blank-line hints are expected; anything else (a title after "# %%", a misspelt
-        # "[markdown]") means the line does not say what the author meant.
-        extra = set(cell.metadata) - {"lines_to_next_cell"}
+        # Only tags and blank-line hints are expected; anything else (a title after "# %%", a
+        # misspelt "[markdown]") means the line does not say what the author meant.
+        extra = set(cell.metadata) - CELL_OPTIONS
         if extra:
             raise ValueError(f"cell {i}: unexpected cell options {sorted(extra)} on its '# %%' "
-                             f"line (use '# %%' or '# %% [markdown]' alone)")
+                             f"line (use '# %%', '# %% [markdown]' or '# %% tags=[...]')")
     return nb
+
+
+def source_tags(src: Path) -> list[list[str]]:
+    """The tags of each cell of a source (``# %% tags=["nbval-ignore-output"]``), in order."""
+    return [list(cell.metadata.get("tags", [])) for cell in read_source(src.read_text()).cells]
+
+
+def install_block_problem(cells) -> str | None:
+    """Why the first code cell of ``cells`` (``[(kind, text, ...)]``) does not begin with
+    :data:`INSTALL_BLOCK`, or None when it does."""
+    first = next((text for kind, text, *_ in cells if kind == "code"), None)
+    if first is None:
+        return "no code cell"
+    if not (first + "\n").startswith(INSTALL_BLOCK):
+        return "the first code cell does not begin with build.INSTALL_BLOCK (copy it from build.py)"
+    return None
+
+
+def kernel_metadata() -> dict:
+    """The notebook metadata that JupyterLab 4 writes back when it opens a notebook and its
+    kernel starts: ``kernelspec`` from the kernel's spec (name, display_name, language) and
+    ``language_info`` from the kernel's info reply.  JupyterLab sets both on every kernel start
+    and marks the notebook unsaved only when a value differs from the stored one, so the stored
+    notebook carries exactly ipykernel's (``language_info.version`` is the Python that built it:
+    a learner on another Python sees that one field change)."""
+    from ipykernel.ipkernel import IPythonKernel
+    from ipykernel.kernelspec import KERNEL_NAME, get_kernel_dict
+
+    spec = get_kernel_dict()
+    return {"kernelspec": {"display_name": spec["display_name"], "language": spec["language"],
+                           "name": KERNEL_NAME},
+            "language_info": dict(IPythonKernel.language_info)}
 
 
 def parse_source(text: str) -> list[tuple[str, str]]:
@@ -187,20 +248,23 @@ def notebook_path(src: Path) -> Path:
 def make_notebook(src: Path):
     import nbformat
 
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
-    nb.metadata["language_info"] = {"name": "python"}
+    nb = nbformat.v4.new_notebook()  # nbformat 4.5, as JupyterLab 4 saves it
+    nb.metadata.update(kernel_metadata())
     cells = render_cells(src)
     bad = unresolved_names(cells)
     if bad:  # a lesson that names a module or function ropelab does not have
         raise ValueError("names that do not resolve:\n  " + "\n  ".join(bad))
-    for i, (kind, text, used) in enumerate(cells):
+    missing_install = install_block_problem(cells)
+    if missing_install:
+        raise ValueError(missing_install)
+    for i, ((kind, text, used), tags) in enumerate(zip(cells, source_tags(src))):
         # Fresh cells: jupytext's per-cell layout hints (blank lines to the next cell) belong
-        # to the .py file, not to the stored notebook.
+        # to the .py file, not to the stored notebook; tags (nbval's) go with the cell.
         cell = (nbformat.v4.new_markdown_cell(text) if kind == "markdown"
                 else nbformat.v4.new_code_cell(text))
         cell["id"] = f"{src.stem[:2]}-{i:02d}"  # stable ids keep diffs small
+        if tags:
+            cell["metadata"]["tags"] = tags
         if used:
             cell["metadata"]["ropelab_numbers"] = used
         nb.cells.append(cell)
@@ -222,8 +286,9 @@ def refresh_markdown(src: Path):
         raise ValueError("code cells differ from the stored notebook's: rebuild it")
     for old, new in zip(old_code, new_code):
         new.outputs, new.execution_count = old.outputs, old.execution_count
-        new.metadata = old.metadata
-    fresh.metadata = stored.metadata  # the kernel's language_info from the run that made the outputs
+    # The kernel's language_info from the run that made the outputs (its Python version).
+    fresh.metadata["language_info"] = stored.metadata.get("language_info",
+                                                          fresh.metadata["language_info"])
     return fresh
 
 
@@ -253,8 +318,16 @@ def execute(nb, timeout: int = 600):
     env_before = dict(os.environ)
     # The kernel imports ropelab from this checkout, even where another copy is installed.
     path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    os.environ.update(ROPELAB_TARGET="simulator", ROPELAB_QUIET="1", PYTHONPATH=path,
-                      MPLBACKEND="module://matplotlib_inline.backend_inline")
+    os.environ.update(ROPELAB_QUIET="1", PYTHONPATH=path,
+                      MPLBACKEND="module://matplotlib_inline.backend_inline",
+                      # No GPU for the kernel: ropelab picks the simulator by itself and the first
+                      # cell says why as it does on a learner's machine without one, not that
+                      # the build forced it.
+                      CUDA_VISIBLE_DEVICES="")
+    # NUMBA_ENABLE_CUDASIM is this process's own (its `import ropelab` set it); a forced target
+    # would show in the first cell's line.
+    for name in ("ROPELAB_TARGET", "NUMBA_ENABLE_CUDASIM"):
+        os.environ.pop(name, None)
     # A learner's progress (steps.check records passes) never goes to the real home from a build.
     progress = tempfile.TemporaryDirectory(prefix="ropelab-progress-")
     os.environ["ROPELAB_PROGRESS"] = progress.name

@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...shapes import PRODUCTION_SHAPES, ROPE_SHAPES, qk_bytes, rope_bytes
+from ...shapes import SEED_SHAPES as SEED_ROPE_SHAPES
 
 # The shapes come from ropelab.shapes (the one registry): the seed's [tokens, hidden] sizes, one
 # that moves more than 1 GB, and the production shapes of the fused kernel (SGLang PR 21654).
-SEED_SHAPES = [(s.tokens, s.hidden) for n, s in ROPE_SHAPES.items() if n.startswith("seed_")]
+SEED_SHAPES = [(s.tokens, s.hidden) for s in SEED_ROPE_SHAPES]
 BIG_SHAPES = [(s.tokens, s.hidden) for n, s in ROPE_SHAPES.items() if n.startswith("large_")]
 OVERHEAD_SHAPE = (64, 512)  # host launch cost: a kernel far shorter than its launch
 FUSED_DTYPES = ("bfloat16", "float16", "float32")

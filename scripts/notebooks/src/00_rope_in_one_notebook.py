@@ -19,20 +19,25 @@
 #
 # Everything runs on a laptop: without a GPU, `ropelab` runs its kernels on the simulator.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-# The first cell of every notebook: quiet the one-line target notice (it would go to stderr),
-# then show where kernels will run.  The output depends on the machine, so it is not checked.
-import os
+# %% tags=["nbval-ignore-output"]
+# Run this first.  It installs ropelab into this kernel where it is missing (a bare Jupyter,
+# Colab): from the course's repository when this notebook is in one, else from the course's
+# wheel in this folder.  Then it says where your kernels will run.
+from pathlib import Path
 
-os.environ["ROPELAB_QUIET"] = "1"
+try:
+    import ropelab
+except ImportError:
+    project = Path("../pyproject.toml")  # there when this notebook sits in the course's repository
+    in_repo = project.is_file() and 'name = "ropelab"' in project.read_text()
+    # %pip install -q {".." if in_repo else "ropelab-*.whl"}
+    import ropelab
 
 import inspect
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-import ropelab
 from ropelab import course, reference
 from ropelab.measure import census as ptx
 

@@ -9,16 +9,23 @@
 # It removes the division, and it brings a new limit with it: a CUDA block has at most 1024
 # threads.  This notebook shows both, then asks the H200 whether the division mattered.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-import os
+# %% tags=["nbval-ignore-output"]
+# Run this first.  It installs ropelab into this kernel where it is missing (a bare Jupyter,
+# Colab): from the course's repository when this notebook is in one, else from the course's
+# wheel in this folder.  Then it says where your kernels will run.
+from pathlib import Path
 
-os.environ["ROPELAB_QUIET"] = "1"
+try:
+    import ropelab
+except ImportError:
+    project = Path("../pyproject.toml")  # there when this notebook sits in the course's repository
+    in_repo = project.is_file() and 'name = "ropelab"' in project.read_text()
+    # %pip install -q {".." if in_repo else "ropelab-*.whl"}
+    import ropelab
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-import ropelab
 from ropelab import course
 from ropelab.measure import census as ptx
 from ropelab.problem import RopeProblem

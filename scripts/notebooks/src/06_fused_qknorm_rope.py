@@ -31,16 +31,23 @@
 # with its measurement from the records (census, bench runs, controlled rows, profile).  The
 # runs that led there, one by one with their times of day, are kept in `data/history/README.md`.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-import os
+# %% tags=["nbval-ignore-output"]
+# Run this first.  It installs ropelab into this kernel where it is missing (a bare Jupyter,
+# Colab): from the course's repository when this notebook is in one, else from the course's
+# wheel in this folder.  Then it says where your kernels will run.
+from pathlib import Path
 
-os.environ["ROPELAB_QUIET"] = "1"
+try:
+    import ropelab
+except ImportError:
+    project = Path("../pyproject.toml")  # there when this notebook sits in the course's repository
+    in_repo = project.is_file() and 'name = "ropelab"' in project.read_text()
+    # %pip install -q {".." if in_repo else "ropelab-*.whl"}
+    import ropelab
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-import ropelab
 from ropelab import course, shapes
 from ropelab.ops import fused
 from ropelab import check as ropelab_check

@@ -25,16 +25,23 @@
 #   on every run), and `cuda.atomic.add` (one launch fewer, bits that depend on timing);
 # * the backward wired into PyTorch's autograd through a custom op.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-import os
+# %% tags=["nbval-ignore-output"]
+# Run this first.  It installs ropelab into this kernel where it is missing (a bare Jupyter,
+# Colab): from the course's repository when this notebook is in one, else from the course's
+# wheel in this folder.  Then it says where your kernels will run.
+from pathlib import Path
 
-os.environ["ROPELAB_QUIET"] = "1"
+try:
+    import ropelab
+except ImportError:
+    project = Path("../pyproject.toml")  # there when this notebook sits in the course's repository
+    in_repo = project.is_file() and 'name = "ropelab"' in project.read_text()
+    # %pip install -q {".." if in_repo else "ropelab-*.whl"}
+    import ropelab
 
 import matplotlib.pyplot as plt
 import numpy as np
 
-import ropelab
 from ropelab import bf16, course, reference, shapes
 from ropelab import check as ropelab_check
 from ropelab.kernels.fused_qknorm_rope import backward as backward_kernel, backward_host

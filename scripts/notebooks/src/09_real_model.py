@@ -15,11 +15,19 @@
 # timings at a real size come from a recorded GPU run.  This notebook needs the `models` extra
 # (`pip install 'ropelab[models]'`): without `transformers` the first cell says so and stops.
 
-# %%
-# NBVAL_IGNORE_OUTPUT
-import os
+# %% tags=["nbval-ignore-output"]
+# Run this first.  It installs ropelab into this kernel where it is missing (a bare Jupyter,
+# Colab): from the course's repository when this notebook is in one, else from the course's
+# wheel in this folder.  Then it says where your kernels will run.
+from pathlib import Path
 
-os.environ["ROPELAB_QUIET"] = "1"
+try:
+    import ropelab
+except ImportError:
+    project = Path("../pyproject.toml")  # there when this notebook sits in the course's repository
+    in_repo = project.is_file() and 'name = "ropelab"' in project.read_text()
+    # %pip install -q {".." if in_repo else "ropelab-*.whl"}
+    import ropelab
 
 import copy
 import warnings
@@ -27,7 +35,6 @@ import warnings
 import matplotlib.pyplot as plt
 import numpy as np
 
-import ropelab
 from ropelab import course
 from ropelab.models import missing
 
