@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-MAX_THREADS_PER_BLOCK = 1024
-MAX_BLOCK = (1024, 1024, 64)
-MAX_GRID = (2**31 - 1, 65535, 65535)
+from ..cuda_limits import MAX_GRID, MAX_THREADS_PER_BLOCK  # noqa: F401  (re-exported)
+
+MAX_BLOCK = (MAX_THREADS_PER_BLOCK, MAX_THREADS_PER_BLOCK, 64)
 MAX_DYNAMIC_SHARED = 227 * 1024  # bytes per block on an H100/H200 (opt-in maximum)
 
 
