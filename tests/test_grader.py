@@ -500,11 +500,11 @@ def test_an_interrupt_while_waiting_kills_the_child(monkeypatch):
             started.append(pid)
         return pid
 
-    def interrupted(fd, deadline):
+    def interrupted(self):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(os, "fork", fork)
-    monkeypatch.setattr(child, "_read_until", interrupted)
+    monkeypatch.setattr(child.Child, "_frame", interrupted)  # the first thing a wait does
     with pytest.raises(KeyboardInterrupt):
         child.in_child(lambda: time.sleep(60), 30)
     assert len(started) == 1

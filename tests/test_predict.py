@@ -386,12 +386,18 @@ def test_the_timing_parent_restarts_a_faulted_child_and_keeps_every_row(tmp_path
 
 
 class _StandInTimer:
-    """Timer's interface without a GPU: fixed samples, the launch never called."""
+    """Timer's interface without a GPU: fixed samples; the launch runs once (on the
+    simulator) after the flush, as a timed launch would, so that its output can be checked."""
 
     fill_us = 300.0
     last_host_us = [40.0]
 
+    def flush(self):
+        pass
+
     def time(self, launch, repeats=None):
+        self.flush()
+        launch()
         return [10.0, 11.0, 12.0, 13.0, 14.0]
 
 

@@ -15,11 +15,18 @@ One module per concern:
   one-exercise ids working); around a verdict, :mod:`.coach` with :mod:`.hints` (three levels
   per step) and :mod:`.progress` (the learner's passes), and :mod:`.starters` (empty body or
   skeleton);
-* the grader: :mod:`.grading` (the verdict), :mod:`.intake` (what was handed in), :mod:`.trial`
-  and :mod:`.recording` (one recorded run; launches intercepted), :mod:`.runner` and
-  :mod:`.child` (a forked child with a time limit), :mod:`.show` (``verdict.show()``),
-  :mod:`.learner_time` (``verdict.time()``), :mod:`.kernel_census` (the PTX census of a
-  learner's kernel) and :mod:`.verify` (``--verify``).
+* the grader: :mod:`.grading` (the judging), :mod:`.grade_types` (case, verdict), :mod:`.intake`
+  (what was handed in), :mod:`.trial`, :mod:`.recording` and :mod:`.launch_records` (one
+  recorded run; launches intercepted), :mod:`.judging` (what a run's records say beyond its values: ownership,
+  launch rules, host-side work), :mod:`.runner` and :mod:`.child` (the learner's code in a
+  forked child with a time limit, the judging in the parent), :mod:`.wire` and :mod:`.carried`
+  (what crosses between them: data in a closed format, never a pickle), :mod:`.unseen` (a case
+  drawn for each check), :mod:`.tamper` (what the learner's code must leave alone in one
+  process), :mod:`.census_gates` (the census and its gates), :mod:`.launched` (the kernel a
+  launch step launched, found without running the learner's code), :mod:`.widening` (the
+  operations that made float64), :mod:`.show` (``verdict.show()``), :mod:`.learner_time` and
+  :mod:`.timed` (``verdict.time()``), :mod:`.kernel_census` (the PTX census of a learner's
+  kernel) and :mod:`.verify` (``--verify``).
 
 The names notebooks use are re-exported here, so ``from ropelab import course`` and
 ``course.trace_threads(...)`` keep working.

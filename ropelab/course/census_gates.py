@@ -15,8 +15,8 @@ import ast
 import textwrap
 from dataclasses import dataclass
 
-from . import judging, kernel_census
-from .intake import numpy_calls, read_source
+from . import judging, kernel_census, launched
+from .intake import numpy_calls, read_source, source_is_code
 
 
 @dataclass(frozen=True)
@@ -96,38 +96,73 @@ def census_lines(mine: dict, ref: dict | None, counters: tuple, ref_label: str) 
     return lines
 
 
-def _census_subjects(ex, kernel, trial) -> list:
-    """(kernel, signature) of what the census judges: a kernel step's kernel, or the learner's
-    kernels a launch step launched (simulator only: only there are launches recorded)."""
+def _census_subjects(ex, kernel, trial):
+    """``(subjects, None)``: the (kernel, signature) pairs the census judges, a kernel step's
+    kernel or the learner's kernels a launch step launched (simulator only: only there are
+    launches recorded), found in this process by :mod:`.launched`; or ``(None, outcome)``
+    when they cannot be."""
     if ex.kind == "kernel":
-        return [(kernel, ex.signature)] if ex.signature else []
-    if not ex.launches_signature or not (ex.gates or ex.counters):
-        return []
-    return [(k, ex.launches_signature) for k in judging.launched_kernels(trial)]
+        return ([(kernel, ex.signature)] if ex.signature else []), None
+    if not ex.launches_signature or not (ex.gates or ex.counters) or trial is None:
+        return [], None
+    refs = judging.launched_kernels(trial)
+    if not refs:
+        if not trial.launches:
+            return [], None  # on a GPU nothing is recorded
+        return None, Outcome("not solved yet", (
+            "hint: write the kernel yourself (the kernel step's) and launch it; ropelab's "
+            "kernels are the reference, not the answer",), first=(
+                f"the values are right, but {_name_of(kernel)} launched only ropelab's "
+                "kernels, none of yours"))
+    found, why = launched.resolve(kernel, refs, ex.launches_signature)
+    if why is not None:
+        return None, Outcome("error", (
+            "hint: define the kernel at the top level of a cell (or inside the launch "
+            "function) and launch it by its name",), first=(
+                f"{_name_of(kernel)} is right on the simulator, but the census of the kernel "
+                f"it launched cannot be taken: {why}; a step's cost rules are never left "
+                "unchecked"))
+    return [(k, ex.launches_signature) for k in found], None
 
 
 def judge(ex, kernel, trial) -> Outcome:
     """The census part of grading, once every case has the right values (see the module
-    docstring)."""
-    subjects = _census_subjects(ex, kernel, trial)
+    docstring); ``trial``: the last case's records, whose launches name the launched
+    kernels."""
+    subjects, refused = _census_subjects(ex, kernel, trial)
+    if refused is not None:
+        return refused
     if not subjects:
         return Outcome("PASS")
-    for launched, _ in subjects if ex.kind == "launch" else ():
-        refused = _forbidden(ex, launched)
+    for launched_fn, _ in subjects if ex.kind == "launch" else ():
+        refused = _forbidden(ex, launched_fn)
         if refused is not None:
             return refused
     jobs = []
     try:
-        jobs = [(kernel_census.ship_kernel(k), sig) for k, sig in subjects]
-        *rows, ref = kernel_census.census(jobs + [(ex.reference_job(), ex.reference_signature)])
+        for k, sig in subjects:
+            _same_code(k)
+            jobs.append((kernel_census.ship_kernel(k), sig))
     except kernel_census.CensusError as exc:
-        return Outcome("PASS", (f"census: not available ({exc}); the cost requirements of this "
-                                "step are unchecked",))
+        name = _name_of(subjects[len(jobs)][0])
+        return Outcome("error", (
+            "hint: a kernel the census can read is a top-level def under @cuda.jit that uses "
+            "its arguments, modules (math, numba's types) and plain numbers; pass arrays in "
+            "as arguments",), first=(
+                f"{name} is right on the simulator, but its census cannot be taken: {exc}; a "
+                "step's cost rules are never left unchecked"))
     except Exception as exc:  # noqa: BLE001  (shipping a kernel with odd globals)
         name = _name_of(subjects[len(jobs)][0] if len(jobs) < len(subjects) else kernel)
         text = kernel_census.useful_lines(f"{type(exc).__name__}: {exc}")
         return Outcome("error", first=f"{name} is right on the simulator, but its census "
                                       f"failed: {text}")
+    try:
+        *rows, ref = kernel_census.census(jobs + [(ex.reference_job(), ex.reference_signature)])
+    except kernel_census.CensusError as exc:
+        return Outcome("error", first=(
+            f"{_name_of(subjects[0][0])} is right on the simulator, but the census compiler "
+            f"could not run here ({exc}): this step's cost rules cannot be checked on this "
+            "machine, so it cannot pass here"))
     for (judged, signature), mine in zip(subjects, rows):
         name = _name_of(judged)
         if mine.get("error"):
@@ -145,6 +180,20 @@ def judge(ex, kernel, trial) -> Outcome:
     mine = rows[0]
     return Outcome("PASS", tuple(census_lines(mine, ref, ex.counters, ex.reference_label)),
                    census=mine)
+
+
+def _same_code(kernel) -> None:
+    """CensusError unless the text the census will compile is the code that ran (read again
+    now: in one process the learner's code ran since intake read it)."""
+    fn = kernel_census.python_function(kernel)
+    try:
+        source = kernel_census.function_source(fn)
+    except (OSError, TypeError):
+        return  # shipping says so
+    if not source_is_code(fn, source):
+        raise kernel_census.CensusError(
+            f"the source Python shows for {fn.__name__} is not the code that ran (its cell or "
+            "file changed after it ran, or its source was rewritten): run it again")
 
 
 def _gate_text(gate: Gate, got_value: str, judged, signature: str) -> str:

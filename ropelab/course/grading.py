@@ -23,28 +23,38 @@ Nothing here knows a particular step; :mod:`.steps` declares them.  The steps of
 6. *PASS*, with the learner's census next to ropelab's kernel's.
 
 A verdict is returned and printed, never raised: a wrong kernel must not stop a notebook.
+
+The pieces are separate because the learner's code must not see the answers: :func:`intake`
+(1-2, before anything runs) and :func:`judge_case` (3-4) and :func:`finish` (5-6) run where
+the learner's code does not, and :func:`run_outcome` is the one call that runs it.  The cases
+run are the step's own, then one drawn for this check alone (:mod:`.unseen`).  :func:`grade`
+puts them together in this process, building each case's answer only after the learner's run
+and checking that the run left the grader as it found it (:mod:`.tamper`);
+:func:`.runner.grade_safely`, what the notebooks call, runs the learner's code in a forked child
+instead (:mod:`.carried` says what crosses).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..target import SIMULATED
 from ..tolerance import rope_atol
-from . import census_gates, judging, kernel_census
+from . import carried, census_gates, judging, kernel_census, tamper, unseen, wire
 # re-exported: the steps declare their gates, and the listing labels them, from here
 from .census_gates import COUNTER_LABELS, Gate, census_lines, counter_value  # noqa: F401
-from .intake import (_parameters, blanks, empty_body, identify, numpy_calls,  # noqa: F401
-                     read_source)
+from .grade_types import Case, CaseInputs, Verdict, tampered, verdict_of  # noqa: F401
+from .intake import (_parameters, blanks, empty_body, identify, intake,  # noqa: F401
+                     numpy_calls, read_source)
 from .recording import LaunchRejected
 from .trial import SENTINEL, run, unwritten  # noqa: F401  (SENTINEL re-exported)
 
 # Floats after ``out`` on a GPU, and the never-written sentinel: see :mod:`.trial`.
 SLACK = 64
+MESSAGE_CHARS = 20_000  # of an exception's message, the most a verdict reads
 
 
 def tolerance(max_abs: float, max_angle: float) -> float:
@@ -56,87 +66,7 @@ def tolerance(max_abs: float, max_angle: float) -> float:
     return rope_atol(max_abs, max_angle, fastmath=True)
 
 
-# --------------------------------------------------------------------------------------------
-# Test cases and census gates
-# --------------------------------------------------------------------------------------------
-
-@dataclass
-class Case:
-    """One launch of the learner's kernel and what it must produce.
-
-    ``inputs`` maps each argument name of the launch contract to a host array or a NumPy
-    scalar of the contract's type; ``out`` (the argument named so) is created by the grader.
-    ``expected`` is the float64 reference output, ``alternatives`` are ``(hint, output)`` of
-    typical mistakes, ``locate`` turns a flat index into words ("token 2, pair 17") and
-    ``unit`` lists the flat indices shown together (a pair's two floats); ``diagnose``, if
-    given, explains a wrong element in the exercise's own terms before the alternatives are
-    tried.
-    """
-
-    label: str
-    inputs: dict
-    grid: tuple
-    block: tuple
-    expected: np.ndarray
-    tol: float
-    locate: Callable[[int], str]
-    unit: Callable[[int], list]
-    alternatives: list = field(default_factory=list)
-    bytes_moved: int = 0
-    diagnose: Callable[[np.ndarray, int], str | None] | None = None  # tried before alternatives
-    # The global thread index (block * threads per block + thread) that must write each element
-    # of out, -1 where any may; None: the step states no owner.  Kernel steps only: the grader
-    # chooses their grid.
-    owner: np.ndarray | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# The verdict
-# --------------------------------------------------------------------------------------------
-
-@dataclass
-class Verdict:
-    """What :func:`grade` found; ``str(verdict)`` is the text the notebook shows."""
-
-    exercise: str
-    # "PASS", "not solved yet", "wrong", "out of bounds", "race", "barrier divergence", "error",
-    # "stopped"
-    status: str
-    lines: list
-    timer: Callable[[int], str] | None = None  # set on PASS: times the kernel on a GPU
-    census: dict | None = None  # the learner's PTX census row, when one was taken
-    subject: tuple | None = None  # (step, function) graded; set by the runner, for show()
-
-    @property
-    def passed(self) -> bool:
-        return self.status == "PASS"
-
-    def __str__(self) -> str:
-        return "\n".join(self.lines)
-
-    def __repr__(self) -> str:
-        return f"<Verdict {self.exercise}: {self.status}>"
-
-    def time(self, repeats: int = 20) -> None:
-        """Time the passing kernel on a GPU beside ropelab's and a device copy of the same
-        bytes; with no GPU, print a predicted H200 time if a prediction model is installed,
-        else say that nothing was timed.  Notebooks call this in a cell whose output nbval
-        ignores.  See :mod:`.learner_time`."""
-        from .learner_time import report
-        print(report(self, repeats))
-
-    def show(self):
-        """Draw the graded kernel on a small shape: who read and wrote which element, accesses
-        per thread, and its output beside the reference with wrong cells marked (passing and
-        failing kernels alike).  Returns the matplotlib figure.  See :mod:`.show`."""
-        from .show import show_verdict
-        return show_verdict(self)
-
-
-def _verdict(exercise: str, status: str, first: str, *more: str) -> Verdict:
-    head = (first if status == "PASS" else f"{status} {first}" if first.startswith("at thread")
-            else f"{status}: {first}")
-    return Verdict(exercise, status, [head, *[m for m in more if m]])
+_verdict = verdict_of  # the one way a verdict's first line is worded
 
 
 # --------------------------------------------------------------------------------------------
@@ -224,7 +154,7 @@ def _run_error(ex, name: str, case: Case, exc: Exception) -> Verdict:
     from ..sim.barrier import BarrierDivergence
     from ..sim.shared_race import SharedMemoryRace
 
-    text = str(exc)
+    text = str(exc)[:MESSAGE_CHARS]  # a message of megabytes is read no further
     if isinstance(exc, LaunchRejected):
         return _verdict(ex.id, "error", f"illegal launch [case {case.label}]: {text}")
     if isinstance(exc, BarrierDivergence):
@@ -277,11 +207,12 @@ def _compare(ex, name: str, case: Case, trial) -> Verdict | None:
                             f"{float(after.ravel()[k]):.6g} ({changed.size} element"
                             f"{'s' if changed.size > 1 else ''} changed)",
                             f"hint: {arg} is read-only in this step; write results to out only")
-    if ex.kind == "launch" and trial.launches:
+    broken = judging.host_problem(ex, trial)
+    if not broken and ex.kind == "launch" and trial.launches:
+        # a launch that breaks the step's contract is wrong whatever it computed
         broken = judging.launch_rule_problem(ex, case, trial)
-        if broken:  # a launch that breaks the step's contract is wrong whatever it computed
-            return _verdict(ex.id, "wrong", f"{broken[0]} [case {case.label}]",
-                            f"hint: {broken[1]}")
+    if broken:
+        return _verdict(ex.id, "wrong", f"{broken[0]} [case {case.label}]", f"hint: {broken[1]}")
     got = got[:size]
     e = first_wrong(case, got)
     if e is not None:
@@ -317,55 +248,107 @@ def _launch_shape(ex, case: Case, trial) -> Verdict | None:
                         "were wholly idle",
                         "hint: round the grid up to whole blocks, not further: blocks = "
                         "(work + threads - 1) // threads")
+    broken = judging.idle_launch_problem(ex, trial)  # every launch, however many follow
+    if broken:
+        return _verdict(ex.id, "wrong", f"{broken[0]} [case {case.label}]", f"hint: {broken[1]}")
     return None
 
 
-def grade(exercise, kernel) -> Verdict:
-    """Every step of the module docstring, for one :class:`~.steps.base.Step`."""
-    ex = exercise
-    fn, refused = identify(ex, kernel)
-    if refused is not None:
-        return _verdict(ex.id, "error", refused)
-    name = fn.__name__
-    source, unreadable = read_source(fn)
-    if source is None:
-        return _verdict(ex.id, "error", f"cannot grade {name}: {unreadable}")
-    left = blanks(source)
-    if left:
-        shown = "; ".join(f"`{line}`" for line in left[:4]) + (" ..." if len(left) > 4 else "")
-        return _verdict(ex.id, "not solved yet", f"{name} still has {len(left)} blank"
-                        f"{'s' if len(left) > 1 else ''} (...) to fill in: {shown}",
-                        f"task: {ex.task}")
-    if empty_body(source):
-        return _verdict(ex.id, "not solved yet", f"{name} has an empty body (pass): write it",
-                        f"task: {ex.task}")
-    for rule in ex.forbid:
-        rows = rule.found_in(source)
-        if rows:
-            return _verdict(ex.id, "not solved yet", f"`{rule.what}` is not allowed in this "
-                            f"step: {rule.message}",
-                            f"  line {rows[0]}: `{source.splitlines()[rows[0] - 1].strip()}`")
-    params = _parameters(fn)
-    if len(params) != len(ex.arguments):
-        return _verdict(ex.id, "error", f"{name} takes ({', '.join(params)}), but the step "
-                        f"calls it with ({', '.join(ex.arguments)})")
-
-    cases = ex.cases()
-    for case in cases:
+def run_outcome(ex, name: str, case: CaseInputs, kernel):
+    """Run ``kernel`` on one case's inputs: ``(trial, None)``, or ``(None, verdict)`` when the
+    run raised.  The one place the learner's code runs; it gets no answer to copy."""
+    try:
+        return run(ex, case, kernel), None
+    except Exception as exc:  # a verdict, never an exception
         try:
-            trial = run(ex, case, kernel)
-        except Exception as exc:  # a verdict, never an exception
-            return _run_error(ex, name, case, exc)
-        if ex.kind == "launch" and SIMULATED and not trial.launches:
-            return _verdict(ex.id, "error", f"{name} launched no kernel [case {case.label}]: "
-                            "it must compute grid and block and call kernel[grid, block](...)")
+            return None, _run_error(ex, name, case, exc)
+        except Exception as inner:  # noqa: BLE001  (an exception whose message raises)
+            return None, _verdict(ex.id, "error", f"{name} did not run [case {case.label}]: "
+                                  f"{type(exc).__name__} (its message could not be read: "
+                                  f"{type(inner).__name__})")
+    except BaseException as exc:  # noqa: BLE001  (SystemExit, KeyboardInterrupt ...)
+        return None, _verdict(ex.id, "error", f"{name} raised {type(exc).__name__} [case "
+                              f"{case.label}]",
+                              "hint: a graded function must return: SystemExit, "
+                              "KeyboardInterrupt and other BaseExceptions stop a program, and "
+                              "are not a way to hand back a result")
+
+
+def judge_case(ex, name: str, case: Case, trial) -> Verdict | None:
+    """Steps 3-4 for one finished run: the verdict of its first mistake, or None."""
+    if ex.kind == "launch" and SIMULATED and not trial.launches:
+        return _verdict(ex.id, "error", f"{name} launched no kernel [case {case.label}]: "
+                        "it must compute grid and block and call kernel[grid, block](...)")
+    try:
         found = _compare(ex, name, case, trial)
+    except Exception as exc:  # noqa: BLE001  (results the judging cannot read)
+        return _verdict(ex.id, "error", f"the grader could not judge case {case.label}: "
+                        f"{type(exc).__name__}: {exc}")
+    if found is not None and unseen.is_fresh(case):
+        found.lines.insert(1, f"note: {unseen.FRESH_HINT}")
+    return found
+
+
+def _run_and_judge(ex, kernel, name: str, salt, k: int, inputs: CaseInputs):
+    """Case ``k`` in this process: the run, the inventory around it, then its answer built
+    and judged: ``(verdict or None, the trial as judged)``.  A function of its own so that no
+    answer outlives it in a frame the next run could walk."""
+    guard = tamper.Guard(extra=(("the step", ex),))
+    trial, failed = run_outcome(ex, name, inputs, kernel)
+    changed = guard.restore()
+    if changed:
+        return tampered(ex.id, f"{name} replaced {tamper.said(changed)} while it ran (put "
+                        "back now)"), None
+    if failed is not None:
+        return failed, None
+    built = unseen.cases(ex, salt)  # the answers, built after the learner's code ran
+    case = built[k]
+    unseen.scrub(built[:k] + built[k + 1:])
+    try:
+        trial = carried.sanitized(trial)
+        problem = carried.trial_problem(ex, case, trial, 0 if SIMULATED else SLACK)
+    except wire.WireError as exc:
+        problem = f"its results are not plain arrays ({exc})"
+    found = (tampered(ex.id, f"case {case.label}: {problem}") if problem is not None
+             else judge_case(ex, name, case, trial))
+    unseen.scrub([case])
+    return found, trial
+
+
+def grade(exercise, kernel, *, fresh: bool = True) -> Verdict:
+    """Every step of the module docstring in this process, for one
+    :class:`~.steps.base.Step` (``fresh=False``: the step's fixed cases only)."""
+    ex = exercise
+    taken = intake(ex, kernel)
+    if isinstance(taken, Verdict):
+        return taken
+    fn, name, source = taken
+    salt = unseen.new_salt() if fresh else None
+    built = unseen.cases(ex, salt)
+    labels = [c.label for c in built if not unseen.is_fresh(c)]
+    runnable = [c.runnable() for c in built]
+    unseen.scrub(built)
+    del built
+    trials = []
+    for k, inputs in enumerate(runnable):
+        found, trial = _run_and_judge(ex, kernel, name, salt, k, inputs)
         if found is not None:
             return found
-    shapes = ", ".join(c.label for c in cases) + (
-        ", random positions" if "positions" in ex.arguments else "")
+        trials.append(trial)
+    return finish(ex, kernel, name, source, labels, trials)
+
+
+def finish(ex, kernel, name: str, source: str, labels: list, trials: list) -> Verdict:
+    """Steps 5-6 once every case ran right (``trials``: their records, in order): the rules
+    read from every case's records, then the census and its gates on what the last case ran,
+    then PASS."""
+    shapes = ", ".join(labels) + (", random positions" if "positions" in ex.arguments else "")
     passed = f"PASS {ex.id}: {name} matches the float64 reference on {shapes}"
-    outcome = census_gates.judge(ex, kernel, trial)
+    broken = judging.whole_check_problem(ex, trials)
+    if broken is not None:
+        return _verdict(ex.id, "not solved yet", f"the values are right, but {broken[0]}",
+                        f"hint: {broken[1]}")
+    outcome = census_gates.judge(ex, kernel, trials[-1] if trials else None)
     verdict = _verdict(ex.id, outcome.status, passed if outcome.first is None else outcome.first,
                        *outcome.lines)
     if outcome.status == "PASS":
@@ -375,10 +358,21 @@ def grade(exercise, kernel) -> Verdict:
 
 
 def _timer(ex, kernel):
+    """The verdict's timer: ``timed(repeats)``, the text ``verdict.time()`` prints on a GPU
+    (:func:`.learner_time.time_on_gpu`, made safe by :mod:`.timed`); it never raises, and a
+    function that replaced the timer's clock or the grader's functions while timed is not
+    timed (the originals are put back)."""
     def timed(repeats: int) -> str:
         from .learner_time import time_on_gpu
+
+        guard = tamper.Guard(extra=(("the step", ex),))
         try:
-            return time_on_gpu(ex, kernel, repeats)
-        except Exception as exc:  # a verdict's time() reports, it never raises
-            return f"not timed: {type(exc).__name__}: {exc}"
+            text = time_on_gpu(ex, kernel, repeats)
+        except Exception as exc:  # noqa: BLE001  (a verdict's time() reports, it never raises)
+            text = f"not timed: {type(exc).__name__}: {exc}"
+        changed = guard.restore()
+        if changed:
+            return (f"not timed: your function replaced {tamper.said(changed)} while it was "
+                    "timed (put back now); a time measured that way could not be trusted")
+        return text
     return timed

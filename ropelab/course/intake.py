@@ -6,8 +6,15 @@ parameters does it take.  Every answer is a value, never an exception, whatever 
 from __future__ import annotations
 
 import ast
+import inspect
+import linecache
+import sys
+import textwrap
 
 from . import kernel_census
+from .grade_types import verdict_of
+from .launched import function_behind as _function_behind
+from .launched import reachable, static as _static
 
 
 def blanks(source: str) -> list[str]:
@@ -40,14 +47,34 @@ def _parameters(fn) -> list[str]:
 
 
 def _what_is(obj) -> str:
-    text = repr(obj)
+    # repr of a plain function, a kernel or a built-in value runs nothing of the learner's
+    # (an object that only has a py_func may have a __repr__ of its own)
+    safe = inspect.isfunction(obj) or type(obj) in _kernel_types() \
+        or type(obj).__module__ == "builtins" or isinstance(obj, type) \
+        and type(obj).__repr__ is type.__repr__
+    try:
+        text = repr(obj) if safe else f"a {type(obj).__name__} object"
+    except Exception:  # noqa: BLE001
+        text = f"a {type(obj).__name__} object"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _kernel_types() -> tuple:
+    """The classes ``@cuda.jit`` makes: the simulator's FakeCUDAKernel, numba-cuda's
+    CUDADispatcher (whichever of them is loaded)."""
+    found = []
+    for module, name in (("numba.cuda.simulator.kernel", "FakeCUDAKernel"),
+                         ("numba.cuda.dispatcher", "CUDADispatcher")):
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type):
+            found.append(cls)
+    return tuple(found)
+
+
 def _is_device_function(obj) -> bool:
-    if getattr(obj, "_device", False):  # the simulator's FakeCUDAKernel
+    if _static(obj, "_device", False) is True:  # the simulator's FakeCUDAKernel
         return True
-    options = getattr(obj, "targetoptions", None)  # a CUDADispatcher
+    options = _static(obj, "targetoptions", None)  # a CUDADispatcher
     return bool(isinstance(options, dict) and options.get("device"))
 
 
@@ -55,11 +82,8 @@ def identify(ex, obj):
     """``(python function, None)`` when ``obj`` is what the step's kind needs, else
     ``(None, why)``: a kernel step wants a ``@cuda.jit`` kernel, a launch step a plain
     function."""
-    try:
-        fn = kernel_census.python_function(obj)
-    except Exception:  # noqa: BLE001  (an object whose attributes raise)
-        fn = None
-    name = getattr(fn, "__name__", "")
+    fn = _function_behind(obj)
+    name = fn.__name__ if fn is not None else ""
     if ex.kind == "launch":
         if fn is not None and fn is obj and name != "<lambda>":
             return fn, None
@@ -72,6 +96,10 @@ def identify(ex, obj):
     if fn is None or fn is obj:
         return None, (f"not a kernel: {_what_is(obj)} is not a @cuda.jit kernel; write "
                       f"@cuda.jit(fastmath=True) on the line above `def {ex.kernel_name}(...)`")
+    if type(obj) not in _kernel_types():  # one that only looks like a kernel: its launch
+        # could run anything, its py_func name anything else
+        return None, (f"not a kernel: {_what_is(obj)}, not what @cuda.jit makes; write "
+                      f"@cuda.jit(fastmath=True) on the line above `def {ex.kernel_name}(...)`")
     if _is_device_function(obj):
         return None, (f"not a kernel: {name} is a device function (device=True), which only a "
                       "kernel can call; write @cuda.jit(fastmath=True) without device=True")
@@ -81,11 +109,68 @@ def identify(ex, obj):
     return fn, None
 
 
+def _fingerprint(code) -> tuple:
+    """What a code object does, without where it was written (file, lines)."""
+    return (code.co_code, code.co_names, code.co_varnames, code.co_freevars, code.co_cellvars,
+            code.co_argcount, code.co_kwonlyargcount, tuple(
+                _fingerprint(c) if inspect.iscode(c) else (type(c).__name__, repr(c))
+                for c in code.co_consts))
+
+
+def _loose(code) -> tuple:
+    """A code object's names, constants and arguments, without its bytecode."""
+    return (code.co_names, code.co_varnames, code.co_freevars, code.co_argcount, tuple(
+        _loose(c) if inspect.iscode(c) else (type(c).__name__, repr(c)) for c in code.co_consts))
+
+
+def _codes(code):
+    yield code
+    for const in code.co_consts:
+        if inspect.iscode(const):
+            yield from _codes(const)
+
+
+def source_is_code(fn, source: str) -> bool:
+    """Whether the source text Python shows for ``fn`` (``source``, as
+    :func:`.kernel_census.function_source` read it) is the code ``fn`` runs.  The census
+    compiles the text and the simulator runs the code object: a file edited after it was
+    imported, or a source cache rewritten, would let the one be judged for the other.
+
+    The whole file (or notebook cell) the text comes from is compiled again, as it was the
+    first time (the compiler's output depends on the module around a function: a name bound by
+    ``import`` is called differently), and the function defined on ``fn``'s first line must
+    have ``fn``'s bytecode, names and constants.  A file that no longer compiles as a whole is
+    compared by the function's own text, names and constants only."""
+    code = fn.__code__
+    lines = linecache.getlines(code.co_filename)
+    try:
+        whole = compile("".join(lines), code.co_filename, "exec", dont_inherit=True)
+        want = _fingerprint(code)
+        return any(c.co_name == code.co_name and c.co_firstlineno == code.co_firstlineno
+                   and _fingerprint(c) == want for c in _codes(whole))
+    except (SyntaxError, ValueError):
+        pass
+    text = textwrap.dedent(source)
+    if code.co_freevars:  # compiled inside a function that binds its free variables, as it was
+        bound = "".join(f"    {name} = None\n" for name in code.co_freevars)
+        text = "def _enclosing():\n" + bound + textwrap.indent(text, "    ")
+    try:
+        alone = compile(text, code.co_filename, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    want = _loose(code)
+    return any(c.co_name == code.co_name and _loose(c) == want for c in _codes(alone))
+
+
 def read_source(fn) -> tuple[str | None, str | None]:
     """``(source, None)``, or ``(None, why)`` when Python kept no readable source."""
     try:
         source = kernel_census.function_source(fn)
         ast.parse(source)
+        if not source_is_code(fn, source):
+            return None, ("the source Python shows for it is not the code that runs (its cell "
+                          "or file changed after it ran, or its source was rewritten): run the "
+                          "cell that defines it again")
         return source, None
     except (OSError, TypeError):
         return None, ("Python kept no source for it (defined with exec of a string?); define "
@@ -97,6 +182,70 @@ def read_source(fn) -> tuple[str | None, str | None]:
         return None, f"its source could not be read ({type(exc).__name__}: {exc})"
 
 
+
+
+# What a graded function never needs: a kernel computes from its arguments, a launch function
+# computes grid and block and launches.  Importing anything but the numeric modules, evaluating
+# text, reading names by string, a private attribute (a frame's, a module's, the grader's) or
+# the grader's own records on an argument is reaching past the arguments.
+_REACHING = frozenset(("exec", "eval", "compile", "__import__", "globals", "locals", "vars",
+                       "getattr", "setattr", "delattr", "breakpoint", "open", "input"))
+_IMPORTABLE = ("math", "cmath", "numpy", "numba")  # and their submodules
+_RECORDS = frozenset(("data", "access", "owner", "read_unwritten", "foreign_write",
+                      "host_access"))  # a recorded argument's (.recording.WatchedArray)
+
+
+def _imports_only_numbers(node) -> bool:
+    names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [
+        alias.name for alias in node.names]
+    return (not isinstance(node, ast.ImportFrom) or node.level == 0) and all(
+        name.split(".")[0] in _IMPORTABLE for name in names)
+
+
+def reaching_out(source: str) -> tuple[int, str] | None:
+    """(line, what) of the first place ``source`` reaches past its arguments (an import of
+    other than math, numpy or numba; ``exec``, ``getattr`` and the rest of ``_REACHING``; an
+    attribute whose name starts with ``_``, a frame's ``f_back`` or a recorded argument's
+    ``data``), or None."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return None
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and not _imports_only_numbers(node):
+            found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Name) and node.id in _REACHING:
+            found.append((node.lineno, node.id))
+        elif isinstance(node, ast.Attribute) and (
+                node.attr.startswith(("_", "f_", "gi_", "tb_", "co_"))
+                or node.attr in _RECORDS):
+            found.append((node.lineno, f".{node.attr}"))
+    return min(found) if found else None
+
+
+def _reaching_problem(ex, fn, source: str):
+    """The refusal when ``fn`` (or, for a launch function, a function of the same notebook it
+    can reach) reaches past its arguments, else None."""
+    sources = [(fn.__name__, source)]
+    if ex.kind == "launch":
+        for inner, _ in reachable(fn).values():
+            if inner.__globals__ is fn.__globals__:
+                text, _ = read_source(inner)
+                if text is not None:
+                    sources.append((inner.__name__, text))
+    for name, text in sources:
+        found = reaching_out(text)
+        if found is not None:
+            line, what = found
+            row = text.splitlines()[line - 1].strip() if line <= len(text.splitlines()) else ""
+            return verdict_of(ex.id, "error", f"{name} reaches past its arguments: `{what}` "
+                              f"(line {line}: `{row}`)",
+                              "hint: a kernel computes from its arguments and a launch function "
+                              "computes grid and block and launches; neither imports, evaluates "
+                              "text, reads names by string or touches private attributes "
+                              "(frames, modules, the grader)")
+    return None
 
 
 def numpy_calls(source: str) -> list[str]:
@@ -114,3 +263,38 @@ def numpy_calls(source: str) -> list[str]:
             if name not in found:
                 found.append(name)
     return found
+
+
+def intake(ex, kernel):
+    """Steps 1-2 before anything runs: the verdict that refuses ``kernel``, or
+    ``(python function, name, source)``."""
+    fn, refused = identify(ex, kernel)
+    if refused is not None:
+        return verdict_of(ex.id, "error", refused)
+    name = fn.__name__
+    source, unreadable = read_source(fn)
+    if source is None:
+        return verdict_of(ex.id, "error", f"cannot grade {name}: {unreadable}")
+    left = blanks(source)
+    if left:
+        shown = "; ".join(f"`{line}`" for line in left[:4]) + (" ..." if len(left) > 4 else "")
+        return verdict_of(ex.id, "not solved yet", f"{name} still has {len(left)} blank"
+                          f"{'s' if len(left) > 1 else ''} (...) to fill in: {shown}",
+                          f"task: {ex.task}")
+    if empty_body(source):
+        return verdict_of(ex.id, "not solved yet", f"{name} has an empty body (pass): write it",
+                          f"task: {ex.task}")
+    for rule in ex.forbid:
+        rows = rule.found_in(source)
+        if rows:
+            return verdict_of(ex.id, "not solved yet", f"`{rule.what}` is not allowed in this "
+                              f"step: {rule.message}",
+                              f"  line {rows[0]}: `{source.splitlines()[rows[0] - 1].strip()}`")
+    reaching = _reaching_problem(ex, fn, source)
+    if reaching is not None:
+        return reaching
+    params = _parameters(fn)
+    if len(params) != len(ex.arguments):
+        return verdict_of(ex.id, "error", f"{name} takes ({', '.join(params)}), but the step "
+                          f"calls it with ({', '.join(ex.arguments)})")
+    return fn, name, source

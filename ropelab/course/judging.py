@@ -11,7 +11,14 @@ None when all is well) from a :class:`~.trial.Trial`'s records (:mod:`.recording
 * :func:`written` and :func:`read_before_written`: on the simulator an element counts as never
   written only when no thread stored to it (an ``out[i] += x`` keeps the never-written NaN's
   bits, but a thread did write it, after reading it uninitialised);
-* :func:`launched_kernels`: the learner's kernels a launch step launched, for their census.
+* :func:`host_problem`: the step's arrays read or written on the host (a launch function
+  that did the work in NumPy), or ``out`` holding values no thread stored;
+* :func:`idle_launch_problem`: a launch of the learner's kernel with blocks that touched none
+  of the step's arrays, whatever other launches follow;
+* :func:`whole_check_problem`: rules read from every case's records at once (a shared step
+  whose threads never met in shared memory);
+* :func:`launched_kernels`: the learner's kernels a launch step launched (as
+  :class:`~.launch_records.KernelRef`), for their census (:mod:`.launched` finds them).
 """
 
 from __future__ import annotations
@@ -70,14 +77,65 @@ def read_before_written(trial, idx: list) -> str | None:
             "the result with `out[i] = ...`")
 
 
-def launched_kernels(trial) -> list:
-    """The learner's distinct kernels among the launches, in launch order."""
-    from .kernel_census import python_function
+def host_problem(step, trial) -> tuple[str, str] | None:
+    """(what is wrong, hint) when the learner's code touched the step's arrays other than from
+    a kernel's threads: a launch function that read an input or wrote ``out`` on the host, or
+    any ``out`` element holding a value no thread stored (written through ``out.data``)."""
+    if step.kind == "launch":
+        for w in trial.watched.values():
+            if w.host_access:
+                return (f"{step.kernel_name} {w.host_access} on the host",
+                        "a launch function computes grid and block from the shapes and "
+                        "launches the kernel; the kernel's threads read the inputs and write "
+                        "out (NumPy on the host is not a kernel)")
+    out = trial.watched.get("out")
+    if out is None:
+        return None
+    stored = out.access.writer_block.ravel() >= 0
+    values = np.asarray(trial.out).ravel()[:stored.size]
+    bypassed = np.flatnonzero(~stored & ~unwritten(values))
+    if bypassed.size:
+        return (f"out[{int(bypassed[0])}] holds a value no kernel thread stored there "
+                f"({bypassed.size} element{'s' if bypassed.size > 1 else ''} written around "
+                "the index, through out.data or a copy)",
+                "write out element by element from the kernel's threads: out[i] = ...")
+    return None
 
-    found, seen = [], set()
+
+def idle_launch_problem(step, trial) -> tuple[str, str] | None:
+    """(what is wrong, hint) for the first launch of the learner's kernel some of whose blocks
+    touched none of the step's arrays."""
     for launch in trial.launches:
-        fn = python_function(launch.fn)
-        if launch.learners and fn is not None and id(fn) not in seen:
-            seen.add(id(fn))
-            found.append(launch.fn)
+        if launch.learners and launch.idle_blocks:
+            return (f"block {launch.first_idle} of {launch.kernel}[{launch.text()}] touched "
+                    f"none of the step's arrays: {launch.idle_blocks} of {launch.blocks} "
+                    "blocks were wholly idle",
+                    "launch only the blocks the work needs: blocks = (work + threads - 1) // "
+                    "threads, and no launch that does nothing")
+    return None
+
+
+def whole_check_problem(step, trials: list) -> tuple[str, str] | None:
+    """(what is wrong, hint) for a rule only every case's records together can judge."""
+    from ..target import SIMULATED
+
+    if step.shared and SIMULATED and trials and not any(t.shared_meetings for t in trials):
+        return ("no thread read a shared element that another thread of its block wrote: the "
+                "step's point is that the block's threads share their work through shared "
+                "memory",
+                "stage the data in a cuda.shared.array, cuda.syncthreads(), then let each "
+                "thread read what the others wrote")
+    return None
+
+
+def launched_kernels(trial) -> list:
+    """The learner's distinct kernels among the launches (:class:`~.launch_records.KernelRef`), in
+    launch order."""
+    found, seen = [], set()
+    for launch in trial.launches if trial is not None else ():
+        ref = launch.fn
+        key = (ref.filename, ref.line, ref.name)
+        if launch.learners and key not in seen:
+            seen.add(key)
+            found.append(ref)
     return found

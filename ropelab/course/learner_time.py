@@ -85,7 +85,18 @@ def report(verdict, repeats: int) -> str:
     if not verdict.passed:
         return "nothing timed: the kernel has not passed the check yet"
     if SIMULATED:
-        return predicted(verdict)
+        # the prediction finds a launch function's launches by calling it here (on the
+        # simulator, no thread runs): whatever it replaces of the grader is put back
+        from .tamper import Guard, said
+
+        subject = verdict.subject if isinstance(verdict.subject, tuple) else ()
+        guard = Guard(extra=(("the step", subject[0]),) if subject else ())
+        text = predicted(verdict)
+        changed = guard.restore()
+        if changed:
+            return (f"no prediction: your function replaced {said(changed)} while its launches "
+                    "were found (put back now)")
+        return text
     if verdict.timer is None:
         return "nothing timed: this verdict came without its kernel"
     return verdict.timer(repeats)
@@ -125,14 +136,20 @@ def measure_on_gpu(step, fn, repeats: int, *, timer=None, reference: bool = True
                    case=None) -> dict:
     """Cold timings of ``fn`` on the step's timing case, of a device copy of the case's bytes
     and (``reference``) of ropelab's kernel for the step: ``{"mine", "copy", "reference",
-    "host_us", "fill_us", "case"}``, each timing ``{median_us, p20_us, p80_us, repeats}``.
-    ``timer``: a Timer to reuse (it holds a 1 GiB eviction buffer); ``case``: the timing case
-    when the caller has built it already (building one computes its float64 reference)."""
+    "host_us", "fill_us", "case", "problem"}``, each timing ``{median_us, p20_us, p80_us,
+    repeats}``.  ``problem`` says why the learner's time does not count (the last timed run's
+    output is wrong or unwritten, or a time no kernel moving these bytes can reach), else None;
+    then ``copy`` and ``reference`` may be missing.
+    ``timer``: a Timer to reuse (it holds a 1 GiB eviction buffer); ``case``: the timing
+    case's inputs when the caller has built them already (:func:`.timed.timing_inputs`: the
+    function is handed no answer; the answer is built after the timing)."""
     from numba import cuda
 
+    from .timed import implausible, last_run_problem, resetting_out, sentinel_like, timing_inputs
+
     timer = timer or _timer_class()(repeats=repeats)
-    case = case or step.timing_case()
-    out = cuda.device_array(case.expected.size, dtype=np.float32)
+    case = case or timing_inputs(step)
+    out = cuda.device_array(case.out_size, dtype=np.float32)
     args = _device_args(step, case, out)
     src = cuda.to_device(np.zeros(case.bytes_moved // 8, dtype=np.float32))
     dst = cuda.device_array_like(src)
@@ -145,11 +162,20 @@ def measure_on_gpu(step, fn, repeats: int, *, timer=None, reference: bool = True
     def copy():
         dst.copy_to_device(src)
 
-    mine = _spread(timer.time(launch(fn), repeats))
+    with resetting_out(timer, out, cuda.to_device(sentinel_like(case.out_size))):
+        mine = _spread(timer.time(launch(fn), repeats))
     host = list(timer.last_host_us)
-    result = {"case": case, "mine": mine, "copy": _spread(timer.time(copy, repeats)),
+    result = {"case": case, "mine": mine, "copy": None, "reference": None,
               "host_us": float(np.median(host)) if host else None,
-              "fill_us": getattr(timer, "fill_us", None), "reference": None}
+              "fill_us": getattr(timer, "fill_us", None)}
+    cuda.synchronize()
+    result["problem"] = last_run_problem(step, out.copy_to_host(), case)
+    if result["problem"] is not None:
+        return result
+    result["copy"] = _spread(timer.time(copy, repeats))
+    result["problem"] = implausible(mine["median_us"], result["copy"]["median_us"])
+    if result["problem"] is not None:
+        return result
     ref = _reference_kernel(step) if reference else None
     if ref is not None:
         result["reference"] = _spread(timer.time(launch(ref), repeats))
@@ -159,6 +185,8 @@ def measure_on_gpu(step, fn, repeats: int, *, timer=None, reference: bool = True
 def time_on_gpu(step, fn, repeats: int) -> str:
     """Median (p20-p80) of the learner's kernel, ropelab's and a device copy, cold."""
     m = measure_on_gpu(step, fn, repeats)
+    if m["problem"] is not None:
+        return f"not timed: {m['problem']}"
     case = m["case"]
 
     def text(t):

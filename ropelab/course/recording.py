@@ -1,38 +1,34 @@
-"""What the grader sees of a simulated launch: who touched which element, and each launch's
-configuration.
+"""What the grader sees of a simulated run: who touched which element.
 
 :class:`WatchedArray` stands in for one kernel argument under the Numba CUDA simulator (which
 hands non-NumPy arguments to the kernel unchanged and runs each CUDA thread as a Python thread
 that carries its ``blockIdx``/``threadIdx``).  Every access is recorded: the last writer of each
 element, a reader of each element, and reads/writes per thread; an index past either end (a
 negative one included, which NumPy would wrap around) raises ``IndexError`` naming the array.
+A slice or a row of a watched array is a watched view: its accesses are recorded in the array
+it views.
 
 Two more records on ``out``: the first read of an element no thread had written yet (``out[i]
 += ...`` on an output that starts uninitialised), and, when the step says which thread writes
 which element (``owner``: a global thread index per element), the first write by another
-thread.
+thread.  And on every array, the first access from outside a kernel (``host_access``): a
+launch function that reads ``x`` or writes ``out`` on the host did the work in NumPy.
 
-:func:`intercepted_launches` records ``kernel[grid, block, stream, shared]`` of every launch and
-the arguments it is called with, and refuses an illegal configuration, or arguments of other
-types than the step's contract, before a thread runs (:class:`LaunchRejected`).
+What is recorded of each launch (its configuration, arguments, idle blocks) is in
+:mod:`.launch_records`; its names are re-exported here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from dataclasses import dataclass, field
 
 import numpy as np
 
-MAX_THREADS_PER_BLOCK = 1024
-MAX_BLOCK = (1024, 1024, 64)
-MAX_GRID = (2**31 - 1, 65535, 65535)
-MAX_DYNAMIC_SHARED = 227 * 1024  # bytes per block on an H100/H200 (opt-in maximum)
-
-
-class LaunchRejected(RuntimeError):
-    """A launch configuration a GPU would refuse; the message says which rule."""
+from .launch_records import (MAX_BLOCK, MAX_DYNAMIC_SHARED, MAX_GRID,  # noqa: F401
+                             MAX_THREADS_PER_BLOCK, ArgRef, KernelRef, Launch, LaunchRejected,
+                             Running, argument_problem, dims_text, intercepted_launches,
+                             launch_problem)
 
 
 def _who() -> tuple[int, int] | None:
@@ -82,6 +78,7 @@ class WatchedArray:
         # and (index, (block, thread), owner) of the lowest one written by a thread not its owner
         self.read_unwritten = None
         self.foreign_write = None
+        self.host_access = None  # "read x[...]" / "wrote out[...]": the first from the host
 
     def __getattr__(self, attr):  # strides, nbytes, ...: what NumPy says
         return getattr(self.data, attr)
@@ -94,7 +91,12 @@ class WatchedArray:
         return len(self.data)
 
     def copy_to_host(self, *args, **kwargs):  # what a device array offers a launch function
+        self._note_host(f"read {self.name} ({self.name}.copy_to_host())")
         return self.data.copy()
+
+    def _note_host(self, what: str) -> None:
+        if self.host_access is None:
+            self.host_access = what
 
     def _checked(self, index):
         """The index, after checking it is inside the array (IndexError naming the array)."""
@@ -108,10 +110,52 @@ class WatchedArray:
             return tuple(int(i) for i in items)
         return index  # a slice or an array index: NumPy checks it
 
-    def _note(self, index, write: bool):
+    # A view (``out[2 * p:2 * p + 2]``, ``x[row]``) records into the array it views: its root,
+    # and each of its elements' flat index there.  Class defaults: a root's own are not fields.
+    _root = None
+    _ids = None
+
+    def _view(self, index, value: np.ndarray) -> WatchedArray:
+        root = self._root or self
+        if self._ids is None:  # a root's flat indices, made once (not a field: never sent)
+            self._ids = np.arange(self.size).reshape(self.shape)
+        ids = self._ids[index]
+        view = WatchedArray(self.name, value)
+        view._root, view._ids = root, ids
+        return view
+
+    def _note_view(self, index, write: bool) -> None:
+        root, flat = self._root, self._ids[index]
+        if np.ndim(flat) == 0:
+            root._note(tuple(int(i) for i in np.unravel_index(int(flat), root.shape)), write)
+        else:
+            root._note_many(np.ravel(flat), write)
+
+    def _note_many(self, flat: np.ndarray, write: bool) -> None:
+        """Accesses of many elements at once (a slice of a view), by flat index."""
         who = _who()
         if who is None:
+            self._note_host(f"{'wrote' if write else 'read'} {self.name}[...]")
             return
+        a = self.access
+        block, thread = (a.writer_block, a.writer_thread) if write else (a.reader_block,
+                                                                        a.reader_thread)
+        block.reshape(-1)[flat], thread.reshape(-1)[flat] = who
+        a.per_thread.setdefault(who, [0, 0])[1 if write else 0] += int(flat.size)
+        if Running.launch is not None:
+            Running.launch.touched.add(who[0])
+
+    def _note(self, index, write: bool):
+        if self._root is not None and self._root is not self:
+            return self._note_view(index, write)
+        who = _who()
+        if who is None:
+            shown = "..." if not isinstance(index, tuple) else ", ".join(map(str, index))
+            self._note_host(f"{'wrote' if write else 'read'} {self.name}[{shown}]")
+            return
+        running = Running.launch
+        if running is not None:
+            running.touched.add(who[0])
         a = self.access
         counts = a.per_thread.setdefault(who, [0, 0])
         counts[1 if write else 0] += 1
@@ -136,6 +180,8 @@ class WatchedArray:
             value = self.data[index]
         except IndexError as exc:
             raise IndexError(f"{exc} [array={self.name}]") from None
+        if isinstance(value, np.ndarray) and value.ndim and np.shares_memory(value, self.data):
+            return self._view(index, value)  # its elements' accesses are recorded as they come
         self._note(index, False)
         return value
 
@@ -146,176 +192,3 @@ class WatchedArray:
         except IndexError as exc:
             raise IndexError(f"{exc} [array={self.name}]") from None
         self._note(index, True)
-
-
-def _dims(value) -> tuple:
-    if isinstance(value, (int, np.integer)):
-        return (int(value), 1, 1)
-    dims = tuple(int(v) for v in value)
-    return dims + (1,) * (3 - len(dims))
-
-
-def launch_problem(grid, block, shared_bytes: int = 0) -> str | None:
-    """Which rule a launch configuration breaks, in words; None when a GPU would accept it."""
-    try:
-        g, b = _dims(grid), _dims(block)
-    except (TypeError, ValueError):
-        return f"grid {grid!r} and block {block!r} must be ints or tuples of ints"
-    if len(g) > 3 or len(b) > 3:
-        return "grid and block have at most three dimensions (x, y, z)"
-    if min(g) < 1 or min(b) < 1:
-        return f"grid {g[:len(g)]} and block {b} must be at least 1 in every dimension"
-    threads = b[0] * b[1] * b[2]
-    if threads > MAX_THREADS_PER_BLOCK:
-        return f"block of {threads} threads: the limit is {MAX_THREADS_PER_BLOCK}"
-    for axis, (n, cap) in enumerate(zip(b, MAX_BLOCK)):
-        if n > cap:
-            return f"block dimension {'xyz'[axis]} = {n}: the limit is {cap}"
-    for axis, (n, cap) in enumerate(zip(g, MAX_GRID)):
-        if n > cap:
-            return f"grid dimension {'xyz'[axis]} = {n} blocks: the limit is {cap}"
-    if shared_bytes > MAX_DYNAMIC_SHARED:
-        return (f"{shared_bytes} bytes of dynamic shared memory per block: the limit is "
-                f"{MAX_DYNAMIC_SHARED}")
-    return None
-
-
-@dataclass
-class Launch:
-    kernel: str
-    grid: tuple
-    block: tuple
-    shared_bytes: int
-    fn: object = None  # the launched kernel object
-    arguments: tuple | None = None  # what it was called with (None: configured, never called)
-
-    @property
-    def learners(self) -> bool:
-        """Whether the kernel is the learner's (not one of ropelab's, which a step may give)."""
-        from .kernel_census import python_function
-
-        module = getattr(python_function(self.fn) or self.fn, "__module__", "") or ""
-        return not (module == "ropelab" or module.startswith("ropelab."))
-
-    @property
-    def blocks(self) -> int:
-        return int(np.prod(self.grid))
-
-    @property
-    def threads_per_block(self) -> int:
-        return int(np.prod(self.block))
-
-    def text(self) -> str:
-        """"grid 3 x block 64" (trailing 1s dropped)."""
-        return f"grid {dims_text(self.grid)} x block {dims_text(self.block)}"
-
-
-def dims_text(dims: tuple) -> str:
-    used = list(dims)
-    while len(used) > 1 and used[-1] == 1:
-        used.pop()
-    return str(used[0]) if len(used) == 1 else "(" + ", ".join(map(str, used)) + ")"
-
-
-def _typeof(value):
-    """The Numba type a GPU launch gives ``value`` (an array of the simulator's, too)."""
-    from numba import typeof
-
-    for attr in ("data", "_ary"):  # WatchedArray / the simulator's device arrays
-        inner = getattr(value, attr, None)
-        if isinstance(inner, np.ndarray):
-            value = inner
-            break
-    return typeof(value)
-
-
-def _spelled(numba_type) -> str:
-    """"float32[::1]" / "uint64": a type as a signature string writes it."""
-    if hasattr(numba_type, "dtype") and hasattr(numba_type, "ndim"):
-        return f"{numba_type.dtype}[{', '.join([':'] * numba_type.ndim)}]"
-    return str(numba_type)
-
-
-def argument_problem(fn, arguments: tuple, signature: str) -> str | None:
-    """Which argument of a launch differs in type from ``signature`` (the step's contract), in
-    words; None when they all agree.  An array agrees in element type and dimensions."""
-    from numba.core import sigutils
-
-    from .kernel_census import python_function
-
-    wanted, _ = sigutils.normalize_signature(signature)
-    inner = python_function(fn)
-    names = list(inner.__code__.co_varnames[:inner.__code__.co_argcount]) if inner else []
-    if len(arguments) != len(wanted):
-        # A kernel of the learner's own besides the step's (a second stage, say): the others a
-        # launch step launches are the kernels it gives.
-        return (f"{len(arguments)} arguments, but the contract has {len(wanted)}: "
-                f"{signature} (every kernel of yours that this step launches is the kernel of "
-                "its contract; the step gives any other)")
-    for k, (value, want) in enumerate(zip(arguments, wanted)):
-        got = _typeof(value)
-        name = names[k] if k < len(names) else f"argument {k + 1}"
-        if hasattr(want, "dtype") and hasattr(want, "ndim"):
-            same = (getattr(got, "dtype", None) == want.dtype
-                    and getattr(got, "ndim", -1) == want.ndim)
-        else:
-            same = got == want
-        if not same:
-            python = {int: " (a Python int)", float: " (a Python float)",
-                      bool: " (a Python bool)"}.get(type(value), "")
-            fix = (f": pass numba.{want}({name})" if not hasattr(want, "ndim")
-                   and str(want) in ("uint64", "uint32", "int64", "int32", "float32") else "")
-            return (f"argument {k + 1} ({name}) is {_spelled(got)}{python}, but the contract "
-                    f"wants {_spelled(want)}{fix}")
-    return None
-
-
-class _Configured:
-    """``kernel[grid, block]``: launching it records the arguments (and checks their types)."""
-
-    def __init__(self, kernel, launch: Launch, signature: str | None):
-        self._kernel, self._launch, self._signature = kernel, launch, signature
-
-    def __call__(self, *args):
-        self._launch.arguments = args
-        if self._signature is not None and self._launch.learners:
-            problem = argument_problem(self._kernel, args, self._signature)
-            if problem is not None:
-                raise LaunchRejected(f"{self._launch.kernel}: {problem}")
-        return self._kernel(*args)
-
-    def __getattr__(self, attr):
-        return getattr(self._kernel, attr)
-
-
-@contextlib.contextmanager
-def intercepted_launches(signature: str | None = None):
-    """Record (and check) every simulated ``kernel[grid, block, ...](...)`` inside the block.
-
-    Yields the list of :class:`Launch` it fills.  An illegal configuration raises
-    :class:`LaunchRejected` at the ``[...]``, before any thread runs; so do arguments of the
-    learner's kernel whose types differ from ``signature`` (the step's contract), when given.
-    """
-    from numba.cuda.simulator.kernel import FakeCUDAKernel
-
-    launches: list = []
-    original = FakeCUDAKernel.__getitem__
-
-    def getitem(self, configuration):
-        if not isinstance(configuration, tuple) or len(configuration) < 2:
-            raise LaunchRejected(f"a launch is kernel[grid, block]; got kernel[{configuration!r}]")
-        grid, block = configuration[:2]
-        shared = int(configuration[3]) if len(configuration) >= 4 else 0
-        problem = launch_problem(grid, block, shared)
-        if problem is not None:
-            raise LaunchRejected(problem)
-        name = getattr(getattr(self, "fn", None), "__name__", "kernel")
-        launch = Launch(name, _dims(grid), _dims(block), shared, fn=self)
-        launches.append(launch)
-        return _Configured(original(self, configuration), launch, signature)
-
-    FakeCUDAKernel.__getitem__ = getitem
-    try:
-        yield launches
-    finally:
-        FakeCUDAKernel.__getitem__ = original

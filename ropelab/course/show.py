@@ -2,10 +2,12 @@
 
 The graded function runs once more on the simulator, on the step's largest case that is still
 small enough to label every cell (at most :data:`MAX_CELLS` elements), with every array a
-:class:`.recording.WatchedArray`.  The run happens in a forked child with the grader's time
-limit (:func:`.child.in_child`), so a runaway kernel cannot hang the drawing either.  What
-comes back (:class:`Trace`) is drawn in the style of the notebooks' thread maps
-(:func:`.plots.plot_thread_map`): colour = block, number = global thread.
+:class:`.recording.WatchedArray`.  As in grading, the run happens in a forked child with the
+check's time limit (:class:`.child.Child`), so a runaway kernel cannot hang the drawing either;
+the child sends back the recorded run as data (:mod:`.carried`), and this process builds the
+answer and the :class:`Trace`, drawn in the style of the notebooks' thread maps
+(:func:`.plots.plot_thread_map`): colour = block, number = global thread.  ``show()`` never
+raises: what it cannot draw, it says.
 
 Panels: who wrote each element of ``out``; who last read each element of ``x`` (or the first
 input of ``out``'s size); the reference beside the learner's output, wrong cells outlined in
@@ -24,7 +26,7 @@ MAX_CELLS = 64
 
 @dataclass
 class Trace:
-    """One recorded run, reduced to plain arrays (it travels back from the child by pickle)."""
+    """One recorded run, reduced to plain arrays, beside the case's answer."""
 
     step: str
     name: str  # the learner's function
@@ -43,32 +45,51 @@ class Trace:
     launch: str = ""  # the launch configuration and how many blocks wrote to out
 
 
+def _pick(cases: list) -> int:
+    """The index of the largest case with at most MAX_CELLS elements (else the smallest)."""
+    sizes = [c.out_size for c in cases]
+    small = [k for k, n in enumerate(sizes) if n <= MAX_CELLS]
+    if small:
+        return max(small, key=lambda k: sizes[k])
+    return min(range(len(sizes)), key=lambda k: sizes[k])
+
+
 def pick_case(step):
     """The largest of the step's cases with at most MAX_CELLS elements (else the smallest)."""
     cases = step.cases()
-    small = [c for c in cases if c.expected.size <= MAX_CELLS]
-    return max(small, key=lambda c: c.expected.size) if small else \
-        min(cases, key=lambda c: c.expected.size)
+    return cases[_pick(cases)]
 
 
 def _shape_of(expected: np.ndarray) -> tuple:
     return expected.shape if expected.ndim == 2 else (1, expected.size)
 
 
-def record(step, fn) -> Trace:
-    """Run ``fn`` on :func:`pick_case` of ``step`` with every access recorded (simulator)."""
+def _name(fn) -> str:
+    found = getattr(fn, "py_func", None) or getattr(fn, "fn", None) or fn
+    name = getattr(found, "__name__", None)
+    return name if isinstance(name, str) else type(fn).__name__
+
+
+def recorded_run(step, inputs, fn):
+    """(Where the learner's code runs.)  ``fn`` on one case's inputs with every access
+    recorded: ``(trial, None)``, or the trial as far as it got and what stopped it."""
     from . import trial as trials
 
-    case = pick_case(step)
-    shape = _shape_of(case.expected)
-    name = getattr(getattr(fn, "py_func", None) or getattr(fn, "fn", None) or fn, "__name__",
-                   repr(fn))
-    error = None
     try:
-        trial = trials.run(step, case, fn)
-    except Exception as exc:  # noqa: BLE001  (a failing kernel is drawn as far as it got)
-        error = f"{type(exc).__name__}: {exc}"
-        trial = _partial(step, case, fn)
+        return trials.run(step, inputs, fn), None
+    except BaseException as exc:  # noqa: BLE001  (a failing kernel is drawn as far as it got)
+        try:
+            error = re.sub(r"\s*\[array=\w+\]", "", f"{type(exc).__name__}: {str(exc)[:2000]}")
+        except Exception:  # noqa: BLE001  (a message that raises)
+            error = type(exc).__name__
+        return _partial(step, inputs, fn), error
+
+
+def trace_of(step, case, trial, error: str | None, name: str) -> Trace:
+    """The :class:`Trace` of a recorded run on ``case`` (its answer from this process)."""
+    from . import trial as trials
+
+    shape = _shape_of(case.expected)
     out = trial.watched["out"]
     got = np.asarray(out.data, dtype=np.float32)[:case.expected.size]
     expected = case.expected.reshape(shape)
@@ -94,11 +115,23 @@ def record(step, fn) -> Trace:
         last = trial.launches[-1]
         busy = len(np.unique(out.access.writer_block[out.access.writer_block >= 0]))
         launch = f"launch: {last.text()}; {busy} of {last.blocks} blocks wrote to out"
-    if error:
-        error = re.sub(r"\s*\[array=\w+\]", "", error)
     return Trace(step.id, name, case.label, shape, expected, got.reshape(shape), wrong, never,
                  tpb, (out.access.writer_block.reshape(shape), out.access.writer_thread.reshape(
                      shape)), reader_name, reader, per_thread, error, launch)
+
+
+def record(step, fn) -> Trace:
+    """Run ``fn`` on :func:`pick_case` of ``step`` with every access recorded, in this process
+    (the simulator); the case's answer is built after the run."""
+    from .unseen import scrub
+
+    cases = step.cases()
+    k = _pick(cases)
+    inputs = cases[k].runnable()
+    scrub(cases)
+    del cases
+    trial, error = recorded_run(step, inputs, fn)
+    return trace_of(step, step.cases()[k], trial, error, _name(fn))
 
 
 def _partial(step, case, fn):
@@ -106,7 +139,7 @@ def _partial(step, case, fn):
     from . import trial as trials
     from .recording import WatchedArray, intercepted_launches
 
-    size = case.expected.size
+    size = case.out_size
     watched, args = {}, []
     for arg in step.arguments:
         if arg == "out":
@@ -114,7 +147,7 @@ def _partial(step, case, fn):
         elif isinstance(case.inputs[arg], np.ndarray):
             watched[arg] = WatchedArray(arg, case.inputs[arg].copy())
         else:
-            args.append(case.inputs[arg])
+            args.append(trials.host_scalar(step, case.inputs[arg]))
             continue
         args.append(watched[arg])
     launches = []
@@ -124,9 +157,10 @@ def _partial(step, case, fn):
                 fn(*args)
             else:
                 fn[case.grid, case.block](*args)
-    except Exception:  # noqa: BLE001  (the same failure as the first run)
+    except BaseException:  # noqa: BLE001  (the same failure as the first run)
         pass
-    return trials.Trial(watched["out"].data, {}, launches, watched)
+    inputs_after = {n: w.data for n, w in watched.items() if n != "out"}
+    return trials.Trial(watched["out"].data, inputs_after, list(launches), watched)
 
 
 def _map(ax, block, thread, tpb, title, name):
@@ -216,27 +250,71 @@ def draw(trace: Trace):
     return fig
 
 
+def _serve(step, fn):
+    def serve(receive, send):
+        message = receive()
+        if type(message) is tuple and len(message) == 2 and message[0] == "case":
+            from .carried import portable
+
+            trial, error = recorded_run(step, message[1], fn)
+            send(("recorded", portable(trial), error))
+    return serve
+
+
+def _record_in_child(step, fn, timeout_s: float):
+    """``(trace, None)`` or ``(None, why not)``: the run in a forked child, the answer here."""
+    from . import carried
+    from .child import Child, ChildEnded
+
+    with Child(_serve(step, fn), timeout_s=timeout_s, limit=carried.MESSAGE_LIMIT) as child:
+        cases = step.cases()  # after the fork: the child has no answer
+        case = cases[_pick(cases)]
+        try:
+            child.send(("case", case.runnable()))
+            answer = child.receive()
+        except ChildEnded as end:
+            return None, f"recording the kernel {end.how} ({end.detail})"
+    if not (type(answer) is tuple and len(answer) == 3 and answer[0] == "recorded"
+            and (answer[2] is None or type(answer[2]) is str)):
+        return None, "the recording process answered with something that is not a recording"
+    _, trial, error = answer
+    problem = carried.trial_problem(step, case, trial)
+    if problem is not None or "out" not in trial.watched:
+        return None, f"the recording did not fit case {case.label}: {problem or 'no out'}"
+    return trace_of(step, case, trial, error and error[:2000], _name(fn)), None
+
+
 def show_verdict(verdict, timeout_s: float = 30.0):
     """Record and draw the verdict's kernel; the figure, or None (a sentence printed) when
-    there is nothing to draw."""
-    from .child import can_fork, in_child
+    there is nothing to draw.  Never raises."""
+    from .child import can_fork
 
-    if verdict.subject is None:
+    subject = getattr(verdict, "subject", None)
+    if not (isinstance(subject, tuple) and len(subject) == 2):
         print("nothing to show: this verdict came without its kernel (grade it with "
               "steps.check)")
         return None
-    step, fn = verdict.subject
-    if not can_fork():
-        from ..target import SIMULATED
-        if not SIMULATED:
-            print("nothing to show: drawing a kernel needs the simulator (it records every "
-                  "access); run the notebook with ROPELAB_TARGET=simulator")
-            return None
-        trace = record(step, fn)
-    else:
-        how, trace = in_child(lambda: record(step, fn), timeout_s)
-        if how != "ok":
-            print(f"nothing to show: recording the kernel {how}"
-                  + (f" ({trace})" if trace else ""))
-            return None
-    return draw(trace)
+    step, fn = subject
+    try:
+        timeout_s = float(timeout_s)
+    except (TypeError, ValueError):
+        timeout_s = 30.0
+    if not (0 < timeout_s < float("inf")):
+        timeout_s = 30.0
+    try:
+        if not can_fork():
+            from ..target import SIMULATED
+            if not SIMULATED:
+                print("nothing to show: drawing a kernel needs the simulator (it records every "
+                      "access); run the notebook with ROPELAB_TARGET=simulator")
+                return None
+            trace = record(step, fn)
+        else:
+            trace, why = _record_in_child(step, fn, timeout_s)
+            if trace is None:
+                print(f"nothing to show: {why}")
+                return None
+        return draw(trace)
+    except Exception as exc:  # noqa: BLE001  (show() says why, it never raises)
+        print(f"nothing to show: {type(exc).__name__}: {exc}")
+        return None

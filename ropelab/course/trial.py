@@ -2,7 +2,7 @@
 
 On the simulator every array argument is a :class:`.recording.WatchedArray` over a copy of the
 case's input (so out-of-bounds indices name their array, and :mod:`.show` can draw who touched
-what), launches are intercepted (:func:`.recording.intercepted_launches`) and, for a step with
+what), launches are intercepted (:func:`.launch_records.intercepted_launches`) and, for a step with
 ``shared=True``, shared arrays report races (:mod:`ropelab.sim.shared_race`).  On a GPU the
 arrays are device arrays and ``out`` is followed by :data:`SLACK` sentinel floats, since a GPU
 checks no index.
@@ -15,6 +15,7 @@ holding it was never written, and a kernel that writes NaN is told its value is 
 from __future__ import annotations
 
 import contextlib
+import sys
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,8 +36,10 @@ def unwritten(values: np.ndarray) -> np.ndarray:
 class Trial:
     out: np.ndarray  # float32, the expected size (plus SLACK on a GPU)
     inputs_after: dict  # name -> host array after the run
-    launches: list = field(default_factory=list)  # recording.Launch, simulator only
+    launches: list = field(default_factory=list)  # launch_records.Launch, simulator only
     watched: dict = field(default_factory=dict)  # name -> WatchedArray, simulator only
+    # reads of a shared element another thread of the block wrote (simulator, shared steps)
+    shared_meetings: int = 0
 
 
 def run(step, case, fn) -> Trial:
@@ -59,7 +62,7 @@ def _run_simulated(step, case, fn) -> Trial:
     from ..sim import shared_race
     from .recording import WatchedArray, intercepted_launches
 
-    size = case.expected.size
+    size = case.out_size  # a Case or the CaseInputs the learner gets (no expected there)
     watched, args = {}, []
     for name in step.arguments:
         if name == "out":
@@ -74,19 +77,39 @@ def _run_simulated(step, case, fn) -> Trial:
         watched[name] = arr
         args.append(arr)
     races = shared_race.watching() if step.shared else contextlib.nullcontext()
-    with intercepted_launches(step.launches_signature) as launches, races:
+    with intercepted_launches(step.launches_signature) as launches, races as shared, \
+            _threads_in_turn():
         if step.kind == "launch":
             fn(*args)
         else:
             fn[case.grid, case.block](*args)
     inputs_after = {n: w.data for n, w in watched.items() if n != "out"}
-    return Trial(watched["out"].data, inputs_after, launches, watched)
+    return Trial(watched["out"].data, inputs_after, launches, watched,
+                 int(shared.meetings) if shared is not None else 0)
+
+
+# How long a simulated thread may hold the interpreter before another is let in.  Python's
+# 5 ms would interrupt a thread in mid-kernel at a moment set by whatever ran before: a kernel
+# whose threads race on one element of out would be judged by the luck of that moment, its
+# verdict naming one element one run and another the next.  Waits (barriers, shuffles, the
+# block's end) hand the interpreter over at once whatever this is.
+TURN_S = 0.25
+
+
+@contextlib.contextmanager
+def _threads_in_turn():
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(max(before, TURN_S))
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
 
 
 def _run_on_gpu(step, case, fn) -> Trial:
     from numba import cuda
 
-    size = case.expected.size
+    size = case.out_size  # a Case or the CaseInputs the learner gets (no expected there)
     out_buf = cuda.to_device(np.full(size + SLACK, SENTINEL, dtype=np.float32))
     device, args = {}, []
     for name in step.arguments:

@@ -67,8 +67,11 @@ def lookup(kernel, signature: str) -> list | None:
         if not rows or rows[0].get("error"):
             return None
         entry = {"widening": rows[0]["findings"]}
-        engine.remember(_user_file(), {"rules": "ropelab.measure.census.widening.findings",
-                                       "entries": {**_read(_user_file()), key: entry}})
+        try:  # a read-only home only costs the next check another typing
+            engine.write_json(_user_file(), {"rules": "ropelab.measure.census.widening.findings",
+                                             "entries": {**_read(_user_file()), key: entry}})
+        except OSError:
+            pass
     kernel_census.USED[key] = entry
     return entry["widening"]
 

@@ -72,7 +72,11 @@ class _Lane:
 def _failure(exc: Exception, thread_idx, block_idx):
     """The simulator's exception for a failed thread: ``tid=[x, y, z] ctaid=[x, y, z]: text``."""
     where = f"tid={list(thread_idx)} ctaid={list(block_idx)}"
-    msg = f"{where}: {exc}" if str(exc) else where
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001  (an exception whose __str__ raises: the block must end)
+        return RuntimeError(f"{where}: {type(exc).__name__} (its message could not be read)")
+    msg = f"{where}: {text}" if text else where
     try:
         return type(exc)(msg)
     except Exception:  # an exception type that wants other constructor arguments

@@ -14,6 +14,12 @@ too (its own count per thread).
 one element in one epoch are no race (the hardware serializes them: a shared-memory
 ``atomic.add`` reduction is right code), but an atomic and a plain read or write of the element
 in the same epoch by different threads are.
+
+A slice or a partial index of a shared array (``table[k:k + 1]``, ``tiles[0]``) is a view that
+reports its elements' accesses as the whole array's, so a view hides no race.  The detector
+also counts *meetings* (:class:`Watch`): reads of an element another thread of the block wrote,
+or updated atomically; a step whose point is that threads share through shared memory needs
+at least one.
 """
 
 from __future__ import annotations
@@ -48,18 +54,32 @@ def _label(thread) -> str:
     return str(tid.x) if tid.y == tid.z == 0 else f"({tid.x}, {tid.y}, {tid.z})"
 
 
-class RaceArray:
-    """A shared array that reports races; every other use is NumPy's."""
+class Watch:
+    """What one :func:`watching` block saw: ``meetings``, reads of a shared element that
+    another thread of the block wrote (or updated atomically)."""
 
-    def __init__(self, data: np.ndarray, where: str):
+    def __init__(self):
+        self.meetings = 0
+
+
+class RaceArray:
+    """A shared array (or a view of one) that reports races; every other use is NumPy's."""
+
+    def __init__(self, data: np.ndarray, where: str, watch: Watch | None = None, *,
+                 root: RaceArray | None = None, ids: np.ndarray | None = None):
         self.data = data
         self.where = where
         self.shape, self.size, self.ndim, self.dtype = data.shape, data.size, data.ndim, data.dtype
-        self._lock = threading.Lock()
-        self._block = None
-        self._writes: dict = {}  # flat index -> (thread, epoch)
-        self._reads: dict = {}  # flat index -> {thread: epoch}
-        self._atomics: dict = {}  # flat index -> {thread: epoch}
+        # the whole array's flat index of each element of this one (a view maps into its root)
+        self._ids = np.arange(data.size).reshape(data.shape) if ids is None else ids
+        self._root = self if root is None else root
+        if root is None:
+            self._watch = watch if watch is not None else Watch()
+            self._lock = threading.Lock()
+            self._block = None
+            self._writes: dict = {}  # flat index -> (thread, epoch)
+            self._reads: dict = {}  # flat index -> {thread: epoch}
+            self._atomics: dict = {}  # flat index -> {thread: epoch}
 
     def __getattr__(self, attr):
         return getattr(self.data, attr)
@@ -67,16 +87,17 @@ class RaceArray:
     def __len__(self):
         return len(self.data)
 
-    def _flat(self, index):
+    def _selected(self, index):
+        """The root's flat indices ``index`` selects (NumPy's IndexError if it is out of
+        bounds), or None for an index the detector cannot follow (a boolean mask, say)."""
         items = index if isinstance(index, tuple) else (index,)
-        if len(items) != self.ndim or not all(isinstance(i, (int, np.integer)) for i in items):
-            return None  # a slice: not tracked
-        try:
-            return int(np.ravel_multi_index(tuple(int(i) for i in items), self.shape))
-        except ValueError:
-            return None  # out of bounds: NumPy raises below
+        if not all(isinstance(i, (int, np.integer, slice)) or i is None or i is Ellipsis
+                   or isinstance(i, np.ndarray) and i.dtype.kind in "iu" for i in items):
+            return None
+        return self._ids[index]
 
     def _race(self, flat, first, first_did: str, me, me_did: str) -> SharedMemoryRace:
+        self = self._root
         return SharedMemoryRace(
             f"shared-memory race on element {flat} of {self.where}: thread {_label(first)} "
             f"{first_did} and thread {_label(me)} {me_did} with no cuda.syncthreads() between")
@@ -84,6 +105,7 @@ class RaceArray:
     def _check(self, flat, what: str):
         """Record an access (``"read"``, ``"write"`` or ``"atomic"``) of element ``flat``, or
         raise for the first unordered pair of accesses, at least one of them plain."""
+        self = self._root
         me, epoch = _thread()
         block = tuple(getattr(me, "blockIdx", (0, 0, 0)))
         did = {"read": "read it", "write": "wrote it", "atomic": "updated it atomically"}[what]
@@ -101,6 +123,9 @@ class RaceArray:
                 for reader, read_epoch in self._reads.get(flat, {}).items():
                     if not _ordered(reader, read_epoch, me, epoch):
                         raise self._race(flat, reader, "read it", me, did)
+            if what == "read" and (last is not None and last[0] is not me or any(
+                    other is not me for other in self._atomics.get(flat, {}))):
+                self._watch.meetings += 1
             if what == "write":
                 self._writes[flat] = (me, epoch)
                 self._reads.pop(flat, None)
@@ -110,23 +135,34 @@ class RaceArray:
             else:
                 self._reads.setdefault(flat, {})[me] = epoch
 
+    def _each(self, ids, what: str) -> None:
+        for flat in np.ravel(ids):
+            self._check(int(flat), what)
+
     def atomic_index(self, index):
         """Check an atomic update of ``index``; the NumPy array it then applies to."""
-        flat = self._flat(index)
-        if flat is not None:
-            self._check(flat, "atomic")
+        ids = self._selected(index)
+        if ids is not None:
+            self._each(ids, "atomic")
         return self.data
 
     def __getitem__(self, index):
-        flat = self._flat(index)
-        if flat is not None:
-            self._check(flat, "read")
-        return self.data[index]
+        ids = self._selected(index)
+        value = self.data[index]
+        if ids is None:
+            return value
+        if np.ndim(ids) == 0:
+            self._check(int(ids), "read")
+            return value
+        if isinstance(value, np.ndarray) and np.shares_memory(value, self.data):
+            return RaceArray(value, self._root.where, root=self._root, ids=ids)  # a view
+        self._each(ids, "read")  # a copy (an integer-array index): read now
+        return value
 
     def __setitem__(self, index, value):
-        flat = self._flat(index)
-        if flat is not None:
-            self._check(flat, "write")
+        ids = self._selected(index)
+        if ids is not None:
+            self._each(ids, "write")
         self.data[index] = value
 
 
@@ -147,7 +183,8 @@ def _atomic_wrapper(original, name: str):
 
 @contextlib.contextmanager
 def watching():
-    """Inside the block, simulated shared arrays report races (see the module docstring)."""
+    """Inside the block, simulated shared arrays report races (see the module docstring);
+    yields the block's :class:`Watch`."""
     from numba.cuda.simulator import kernel, kernelapi
 
     original_array = kernelapi.FakeCUDAShared.array
@@ -157,15 +194,18 @@ def watching():
     original_atomics = {n: f for n, f in vars(atomic_class).items()
                         if callable(f) and not n.startswith("_")}
     wrapped: dict = {}
+    watch = Watch()
 
     def array(self, shape, dtype, alignment=None):
         data = original_array(self, shape, dtype, alignment)
         key = id(data)
         if key not in wrapped:
+            if data.dtype.kind == "f":  # np.empty: whatever the heap held; NaN instead, so a
+                data.fill(np.nan)  # read before the writes gives NaN (then a race), not noise
             import sys
             frame = sys._getframe(1)
             where = f"the shared array made on line {frame.f_lineno} of {frame.f_code.co_name}"
-            wrapped[key] = (data, RaceArray(data, where))  # keep data alive: ids stay unique
+            wrapped[key] = (data, RaceArray(data, where, watch))  # keep data: ids stay unique
         return wrapped[key][1]
 
     def counted(original):
@@ -190,7 +230,7 @@ def watching():
     if original_syncwarp is not None:
         kernelapi.FakeCUDAModule.syncwarp = syncwarp
     try:
-        yield
+        yield watch
     finally:
         kernelapi.FakeCUDAShared.array = original_array
         for name, original in original_barriers.items():

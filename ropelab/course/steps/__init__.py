@@ -17,8 +17,8 @@ from . import nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08, onramp
 from ..grading import COUNTER_LABELS
 from .base import Case, Forbid, Gate, Step
 
-__all__ = ["STEPS", "Case", "Forbid", "Gate", "Step", "check", "checked", "for_notebook", "get",
-           "hint", "listing", "notebooks", "progress", "reset_progress"]
+__all__ = ["STEPS", "Case", "Forbid", "Gate", "Step", "UnknownStep", "check", "checked",
+           "for_notebook", "get", "hint", "listing", "notebooks", "progress", "reset_progress"]
 
 _LADDERS = (onramp, nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08)
 
@@ -30,14 +30,25 @@ for _module in _LADDERS:
         STEPS[_step.id] = _step
 
 
+class UnknownStep(KeyError, ValueError):
+    """A step id that names no step (a KeyError, as a dict lookup's, and a ValueError: a bad
+    argument value)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 def get(step_id: str) -> Step:
     """The step ``step_id`` ("01.2"), or the step a pre-ladder exercise id names."""
+    if not isinstance(step_id, str):
+        raise TypeError(f"a step id is a string such as '01.2', not {step_id!r} "
+                        f"({type(step_id).__name__})")
     if step_id in STEPS:
         return STEPS[step_id]
     for step in STEPS.values():
         if step.alias and step.alias == step_id:
             return step
-    raise KeyError(f"no step {step_id!r}; the steps are {', '.join(STEPS)}")
+    raise UnknownStep(f"no step {step_id!r}; the steps are {', '.join(STEPS)}")
 
 
 def for_notebook(number: str) -> list:
@@ -55,12 +66,19 @@ def notebooks() -> list:
 def check(fn, step_id: str, *, timeout_s: float = 30.0):
     """Grade ``fn`` against step ``step_id``; print the verdict and return it.
 
-    An unknown id is a programming error and raises KeyError; whatever ``fn`` is, a wrong or
-    runaway answer never raises: it gets a verdict (a run longer than ``timeout_s`` seconds
-    is stopped).  A failing verdict ends with a line saying that :func:`hint` exists; a pass
-    is recorded in this learner's :func:`progress` (:mod:`..coach`).
+    Bad arguments raise before anything runs: a step id that is not a string (TypeError) or
+    names no step (:class:`UnknownStep`, a KeyError and a ValueError), an ``fn`` that cannot be
+    called, a ``timeout_s`` that is not a finite number of seconds above 0 (TypeError or
+    ValueError).  Whatever a callable ``fn`` does, it never raises: a wrong, runaway or
+    cheating answer gets a verdict (a run longer than ``timeout_s`` seconds is stopped).  A
+    failing verdict ends with a line saying that :func:`hint` exists; a pass is recorded in
+    this learner's :func:`progress` (:mod:`..coach`).
     """
+    from ..runner import checked_function, checked_timeout  # late: the runner imports the grader
+
     step = get(step_id)
+    checked_function(fn)
+    checked_timeout(timeout_s)
     return coach.after_check(step.id, step.check(fn, timeout_s=timeout_s))
 
 
@@ -97,8 +115,12 @@ def checked(step: Step) -> list[str]:
     rules += [f"no `{f.what}` in the kernel" for f in forbid]
     rules += [f"census: {COUNTER_LABELS[g.counter]} {g.op} {g.limit}" for g in step.gates]
     if step.shared:
-        rules.append("shared memory: no race (a barrier between one thread's write and "
+        rules.append("shared memory: used (some thread reads an element another thread of "
+                     "its block wrote), and no race (a barrier between one thread's write and "
                      "another's access)")
+    if step.kind == "launch":
+        rules.append("the work is the kernel's: the launch function reads no input and writes "
+                     "no out on the host, and no launch has a wholly idle block")
     return rules
 
 

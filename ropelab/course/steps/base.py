@@ -57,6 +57,12 @@ SOLUTIONS = resources.solutions_dir()
 
 # Python operators a Forbid rule can name, by the text a learner writes.
 _OPERATORS = {"%": ast.Mod, "//": ast.FloorDiv, "/": ast.Div, "**": ast.Pow}
+# The same operations written as calls: a rule against % or // is one against these too.
+_SPELLED_OTHERWISE = {
+    "%": ("divmod", "operator.mod", "operator.imod", "__mod__", "__rmod__", "__divmod__"),
+    "//": ("divmod", "operator.floordiv", "operator.ifloordiv", "__floordiv__",
+           "__rfloordiv__", "__divmod__"),
+}
 
 
 @dataclass(frozen=True)
@@ -75,10 +81,14 @@ class Forbid:
         """Line numbers (1-based, in ``source``) where the rule is broken."""
         tree = ast.parse(textwrap.dedent(source))
         op = _OPERATORS.get(self.what)
+        spelled = _SPELLED_OTHERWISE.get(self.what, ())
         rows = set()
         for node in ast.walk(tree):
             if op is not None and isinstance(node, (ast.BinOp, ast.AugAssign)) \
                     and isinstance(node.op, op):
+                rows.add(node.lineno)
+            elif spelled and isinstance(node, (ast.Attribute, ast.Name)) and (
+                    _dotted(node) in spelled or getattr(node, "attr", None) in spelled):
                 rows.add(node.lineno)
             elif op is None and isinstance(node, (ast.Attribute, ast.Name)) \
                     and _dotted(node) == self.what:

@@ -4,7 +4,7 @@ A launch step's text says more than "legal and covering": threads per block a mu
 one block per token, at most ``ceil(rows / 4)`` blocks, the given second stage launched with its
 own grid over exactly the rows the first stage wrote.  Each such sentence is one
 :class:`LaunchRule` in the step's ``launch_rules``; the grader (:func:`..grading._compare`)
-asks every rule about the launches it recorded (:class:`~ropelab.course.recording.Launch`) and
+asks every rule about the launches it recorded (:class:`~ropelab.course.launch_records.Launch`) and
 reports the first broken one, in the step's words, before it compares values: a launch that
 breaks its contract is wrong whatever numbers it happens to give.
 
@@ -33,6 +33,13 @@ class LaunchRule:
 
     def problem(self, case: Case, launches: list) -> str | None:
         return self.check(case, launches)
+
+
+def _same(a, b) -> bool:
+    """Whether two launch arguments are one object: the same token once they crossed from the
+    grading child (:class:`~ropelab.course.launch_records.ArgRef`), else the same object."""
+    token = getattr(a, "token", None)
+    return a is b or token is not None and token == getattr(b, "token", None)
 
 
 def _learners(launches: list) -> list:
@@ -116,12 +123,12 @@ def reads_what_was_written(kernel: str, position: int, per_block: int,
         if not given or given[-1].arguments is None:
             return None  # given_launch reports it
         buffer = given[-1].arguments[position]
-        writer = [launch for launch in mine if any(a is buffer for a in launch.arguments)]
+        writer = [launch for launch in mine if any(_same(a, buffer) for a in launch.arguments)]
         if not writer:
             return (f"the {what} {kernel} summed were never written: no launch of your kernel "
                     f"had that buffer as an argument (is the first stage missing, or given "
                     f"another buffer?)")
-        size = int(getattr(buffer, "size", 0))
+        size = max(int(getattr(buffer, "size", 0)), 0)
         want = writer[-1].blocks * per_block
         if size != want:
             return (f"the {what} buffer holds {size} floats, but {writer[-1].kernel}'s "

@@ -127,6 +127,8 @@ def time_entry(e, case, timer, repeats: int) -> dict:
     except Exception as exc:  # noqa: BLE001
         status = "error" if _context_alive() else "fault"
         return _row(e, step, status=status, error=f"timing: {_text(exc)}", **base)
+    if m["problem"] is not None:
+        return _row(e, step, status="wrong", error=f"timing: {m['problem']}", **base)
     mine, copy = m["mine"], m["copy"]
     return _row(e, step, status="ok", median_us=round(mine["median_us"], 3),
                 p20_us=round(mine["p20_us"], 3), p80_us=round(mine["p80_us"], 3),

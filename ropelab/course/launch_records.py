@@ -1,0 +1,279 @@
+"""What the grader records of each simulated launch, and the launch rules every GPU holds.
+
+:func:`intercepted_launches` records ``kernel[grid, block, stream, shared]`` of every launch,
+the arguments it is called with and the blocks that touched no watched array
+(:class:`~.recording.WatchedArray` tells :class:`Running`'s launch which blocks touched one),
+and refuses an illegal configuration, or arguments of other types than the step's contract,
+before a thread runs (:class:`LaunchRejected`).  A kernel object cannot leave the grading
+child, so what crosses to the parent is :meth:`Launch.portable`: the kernel as a
+:class:`KernelRef` (where its code was defined) and each argument as an :class:`ArgRef` (which
+object, how many elements).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..cuda_limits import MAX_GRID, MAX_THREADS_PER_BLOCK  # noqa: F401  (re-exported)
+
+MAX_BLOCK = (MAX_THREADS_PER_BLOCK, MAX_THREADS_PER_BLOCK, 64)
+MAX_DYNAMIC_SHARED = 227 * 1024  # bytes per block on an H100/H200 (opt-in maximum)
+
+
+class LaunchRejected(RuntimeError):
+    """A launch configuration a GPU would refuse; the message says which rule."""
+
+
+class Running:
+    """The launch whose threads are running now (launches run one at a time)."""
+
+    launch = None
+
+
+def _dims(value) -> tuple:
+    if isinstance(value, (int, np.integer)):
+        return (int(value), 1, 1)
+    dims = tuple(int(v) for v in value)
+    return dims + (1,) * (3 - len(dims))
+
+
+def launch_problem(grid, block, shared_bytes: int = 0) -> str | None:
+    """Which rule a launch configuration breaks, in words; None when a GPU would accept it."""
+    try:
+        g, b = _dims(grid), _dims(block)
+    except (TypeError, ValueError):
+        return f"grid {grid!r} and block {block!r} must be ints or tuples of ints"
+    if len(g) > 3 or len(b) > 3:
+        return "grid and block have at most three dimensions (x, y, z)"
+    if min(g) < 1 or min(b) < 1:
+        return f"grid {g[:len(g)]} and block {b} must be at least 1 in every dimension"
+    threads = b[0] * b[1] * b[2]
+    if threads > MAX_THREADS_PER_BLOCK:
+        return f"block of {threads} threads: the limit is {MAX_THREADS_PER_BLOCK}"
+    for axis, (n, cap) in enumerate(zip(b, MAX_BLOCK)):
+        if n > cap:
+            return f"block dimension {'xyz'[axis]} = {n}: the limit is {cap}"
+    for axis, (n, cap) in enumerate(zip(g, MAX_GRID)):
+        if n > cap:
+            return f"grid dimension {'xyz'[axis]} = {n} blocks: the limit is {cap}"
+    if shared_bytes > MAX_DYNAMIC_SHARED:
+        return (f"{shared_bytes} bytes of dynamic shared memory per block: the limit is "
+                f"{MAX_DYNAMIC_SHARED}")
+    return None
+
+
+def _ropelabs(module) -> bool:
+    return isinstance(module, str) and (module == "ropelab" or module.startswith("ropelab."))
+
+
+@dataclass
+class KernelRef:
+    """A launched kernel as data: its name, and the module, file and first line of its Python
+    function's code (what :mod:`.launched` finds it by in the parent); ``learners``: not one of
+    ropelab's."""
+
+    name: str
+    module: str
+    filename: str
+    line: int
+    learners: bool
+
+    @classmethod
+    def of(cls, kernel) -> KernelRef:
+        from .kernel_census import python_function
+
+        fn = python_function(kernel)
+        code = getattr(fn, "__code__", None)
+        module = getattr(fn or kernel, "__module__", "") or ""
+        module = module if isinstance(module, str) else ""
+        return cls(str(getattr(fn, "__name__", "kernel")), module,
+                   str(getattr(code, "co_filename", "?")),
+                   int(getattr(code, "co_firstlineno", 0)), not _ropelabs(module))
+
+    def same_code(self, code) -> bool:
+        """Whether ``code`` (a code object) is the one this kernel's function was made from."""
+        return (code.co_filename, code.co_firstlineno, code.co_name) == (
+            self.filename, self.line, self.name)
+
+
+@dataclass
+class ArgRef:
+    """One argument of a launch as data: ``token`` is the same for the same object within one
+    run (the buffer one launch writes and the next reads), ``size`` its elements (-1: not an
+    array)."""
+
+    token: int
+    size: int
+
+
+@dataclass
+class Launch:
+    kernel: str
+    grid: tuple
+    block: tuple
+    shared_bytes: int
+    fn: object = None  # the launched kernel object (a KernelRef once portable)
+    arguments: tuple | None = None  # what it was called with (None: configured, never called)
+    # blocks none of whose threads touched a watched array (an argument of the step), and the
+    # first of them (-1: none); counted when the launch returns
+    idle_blocks: int = 0
+    first_idle: int = -1
+
+    @property
+    def learners(self) -> bool:
+        """Whether the kernel is the learner's (not one of ropelab's, which a step may give)."""
+        if isinstance(self.fn, KernelRef):
+            return self.fn.learners
+        from .kernel_census import python_function
+
+        return not _ropelabs(getattr(python_function(self.fn) or self.fn, "__module__", ""))
+
+    def portable(self, tokens: dict) -> Launch:
+        """This launch as data (see the module docstring); ``tokens`` numbers the argument
+        objects of one run, and is filled as new ones are met."""
+        def ref(value):
+            key = id(value)
+            if key not in tokens:
+                tokens[key] = (len(tokens), value)  # the value kept: ids stay unique
+            size = getattr(value, "size", None) if hasattr(value, "shape") else None
+            return ArgRef(tokens[key][0], int(size) if isinstance(size, (int, np.integer))
+                          else -1)
+        arguments = None if self.arguments is None else tuple(ref(a) for a in self.arguments)
+        fn = self.fn if isinstance(self.fn, KernelRef) else KernelRef.of(self.fn)
+        return Launch(str(self.kernel), tuple(int(v) for v in self.grid),
+                      tuple(int(v) for v in self.block), int(self.shared_bytes), fn, arguments,
+                      int(self.idle_blocks), int(self.first_idle))
+
+    @property
+    def blocks(self) -> int:
+        return int(np.prod(self.grid))
+
+    @property
+    def threads_per_block(self) -> int:
+        return int(np.prod(self.block))
+
+    def text(self) -> str:
+        """"grid 3 x block 64" (trailing 1s dropped)."""
+        return f"grid {dims_text(self.grid)} x block {dims_text(self.block)}"
+
+
+def dims_text(dims: tuple) -> str:
+    used = list(dims)
+    while len(used) > 1 and used[-1] == 1:
+        used.pop()
+    return str(used[0]) if len(used) == 1 else "(" + ", ".join(map(str, used)) + ")"
+
+
+def _typeof(value):
+    """The Numba type a GPU launch gives ``value`` (an array of the simulator's, too)."""
+    from numba import typeof
+
+    for attr in ("data", "_ary"):  # WatchedArray / the simulator's device arrays
+        inner = getattr(value, attr, None)
+        if isinstance(inner, np.ndarray):
+            value = inner
+            break
+    return typeof(value)
+
+
+def _spelled(numba_type) -> str:
+    """"float32[::1]" / "uint64": a type as a signature string writes it."""
+    if hasattr(numba_type, "dtype") and hasattr(numba_type, "ndim"):
+        return f"{numba_type.dtype}[{', '.join([':'] * numba_type.ndim)}]"
+    return str(numba_type)
+
+
+def argument_problem(fn, arguments: tuple, signature: str) -> str | None:
+    """Which argument of a launch differs in type from ``signature`` (the step's contract), in
+    words; None when they all agree.  An array agrees in element type and dimensions."""
+    from numba.core import sigutils
+
+    from .kernel_census import python_function
+
+    wanted, _ = sigutils.normalize_signature(signature)
+    inner = python_function(fn)
+    names = list(inner.__code__.co_varnames[:inner.__code__.co_argcount]) if inner else []
+    if len(arguments) != len(wanted):
+        # A kernel of the learner's own besides the step's (a second stage, say): the others a
+        # launch step launches are the kernels it gives.
+        return (f"{len(arguments)} arguments, but the contract has {len(wanted)}: "
+                f"{signature} (every kernel of yours that this step launches is the kernel of "
+                "its contract; the step gives any other)")
+    for k, (value, want) in enumerate(zip(arguments, wanted)):
+        got = _typeof(value)
+        name = names[k] if k < len(names) else f"argument {k + 1}"
+        if hasattr(want, "dtype") and hasattr(want, "ndim"):
+            same = (getattr(got, "dtype", None) == want.dtype
+                    and getattr(got, "ndim", -1) == want.ndim)
+        else:
+            same = got == want
+        if not same:
+            python = {int: " (a Python int)", float: " (a Python float)",
+                      bool: " (a Python bool)"}.get(type(value), "")
+            fix = (f": pass numba.{want}({name})" if not hasattr(want, "ndim")
+                   and str(want) in ("uint64", "uint32", "int64", "int32", "float32") else "")
+            return (f"argument {k + 1} ({name}) is {_spelled(got)}{python}, but the contract "
+                    f"wants {_spelled(want)}{fix}")
+    return None
+
+
+class _Configured:
+    """``kernel[grid, block]``: launching it records the arguments (and checks their types)."""
+
+    def __init__(self, kernel, launch: Launch, signature: str | None):
+        self._kernel, self._launch, self._signature = kernel, launch, signature
+
+    def __call__(self, *args):
+        launch = self._launch
+        launch.arguments = args
+        if self._signature is not None and launch.learners:
+            problem = argument_problem(self._kernel, args, self._signature)
+            if problem is not None:
+                raise LaunchRejected(f"{launch.kernel}: {problem}")
+        launch.touched = set()
+        Running.launch = launch
+        try:
+            return self._kernel(*args)
+        finally:
+            Running.launch = None
+            idle = [b for b in range(launch.blocks) if b not in launch.touched]
+            launch.idle_blocks, launch.first_idle = len(idle), (idle[0] if idle else -1)
+
+    def __getattr__(self, attr):
+        return getattr(self._kernel, attr)
+
+
+@contextlib.contextmanager
+def intercepted_launches(signature: str | None = None):
+    """Record (and check) every simulated ``kernel[grid, block, ...](...)`` inside the block.
+
+    Yields the list of :class:`Launch` it fills.  An illegal configuration raises
+    :class:`LaunchRejected` at the ``[...]``, before any thread runs; so do arguments of the
+    learner's kernel whose types differ from ``signature`` (the step's contract), when given.
+    """
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    launches: list = []
+    original = FakeCUDAKernel.__getitem__
+
+    def getitem(self, configuration):
+        if not isinstance(configuration, tuple) or len(configuration) < 2:
+            raise LaunchRejected(f"a launch is kernel[grid, block]; got kernel[{configuration!r}]")
+        grid, block = configuration[:2]
+        shared = int(configuration[3]) if len(configuration) >= 4 else 0
+        problem = launch_problem(grid, block, shared)
+        if problem is not None:
+            raise LaunchRejected(problem)
+        name = getattr(getattr(self, "fn", None), "__name__", "kernel")
+        launch = Launch(name, _dims(grid), _dims(block), shared, fn=self)
+        launches.append(launch)
+        return _Configured(original(self, configuration), launch, signature)
+
+    FakeCUDAKernel.__getitem__ = getitem
+    try:
+        yield launches
+    finally:
+        FakeCUDAKernel.__getitem__ = original
