@@ -149,12 +149,10 @@ def qk_two_arrays(q, k, out, tokens):
 '''
 
 
-@pytest.mark.xfail(strict=True, reason="ropelab/sim/shared_race.py's wrapper calls the "
-                   "simulator's FakeCUDAShared.array, which keys each allocation by the line "
-                   "that called it: under the wrapper every shared array of a kernel is one "
-                   "array.  Puzzle ramp.13 uses one (2, 8, 8) array for its two tiles until "
-                   "that is fixed; then this passes and the puzzle may use two.")
 def test_two_shared_arrays_stay_apart_under_the_race_detector():
+    """Two ``cuda.shared.array`` calls of one kernel are two arrays under the race detector
+    (numba keys a block's arrays by the calling line; the detector's wrapper keys them by the
+    kernel's own line)."""
     import linecache
 
     filename = "<test qk_two_arrays>"

@@ -25,6 +25,7 @@ at least one.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 
 import numpy as np
@@ -185,7 +186,9 @@ def _atomic_wrapper(original, name: str):
 def watching():
     """Inside the block, simulated shared arrays report races (see the module docstring);
     yields the block's :class:`Watch`."""
+    from numba.core import types
     from numba.cuda.simulator import kernel, kernelapi
+    from numba.np import numpy_support
 
     original_array = kernelapi.FakeCUDAShared.array
     thread_class = kernel.BlockThread
@@ -197,13 +200,23 @@ def watching():
     watch = Watch()
 
     def array(self, shape, dtype, alignment=None):
-        data = original_array(self, shape, dtype, alignment)
+        frame = sys._getframe(1)
+        if shape == 0 or alignment is not None:  # dynamic shared memory, or numba's refusal
+            data = original_array(self, shape, dtype, alignment)
+        else:
+            # numba keys a block's shared arrays by the line that asked for one, which would be
+            # this wrapper's line for every array: key them by the kernel's own line instead
+            sites = self.__dict__.setdefault("_race_sites", {})
+            site = (frame.f_code.co_filename, frame.f_lineno)
+            data = sites.get(site)
+            if data is None:
+                if isinstance(dtype, types.Type):
+                    dtype = numpy_support.as_dtype(dtype)
+                data = sites[site] = np.empty(shape, dtype)
         key = id(data)
         if key not in wrapped:
             if data.dtype.kind == "f":  # np.empty: whatever the heap held; NaN instead, so a
                 data.fill(np.nan)  # read before the writes gives NaN (then a race), not noise
-            import sys
-            frame = sys._getframe(1)
             where = f"the shared array made on line {frame.f_lineno} of {frame.f_code.co_name}"
             wrapped[key] = (data, RaceArray(data, where, watch))  # keep data: ids stay unique
         return wrapped[key][1]
