@@ -106,8 +106,11 @@ def e4m3_bits(x):
     # Subnormal range (below 2**-6): adding 2**14, whose float32 ulp is 2**-9, rounds |x| to a
     # multiple of 2**-9 (nearest even) and leaves that multiple in the low mantissa bits.
     # Exact under fast-math too: flush-to-zero only touches inputs that round to 0 anyway.
-    sub = uint32(_float_bits(_bits_float(a) + float32(_SUB_ADD)) - uint32(_SUB_ADD_BITS))
-    r = normal if a >= uint32(_F32_MIN_NORMAL) else sub
+    # (Clamped above as well: no NaN or infinity meets the addition.)
+    small = a < uint32(_F32_MIN_NORMAL)
+    sa = a if small else uint32(0)
+    sub = uint32(_float_bits(_bits_float(sa) + float32(_SUB_ADD)) - uint32(_SUB_ADD_BITS))
+    r = sub if small else normal
     r = uint32(MAX_BITS) if a >= uint32(_F32_448) else r  # 448, past it, infinity: saturate
     r = uint32(NAN_BITS) if a > uint32(_INF) else r
     return uint32(r | sign)

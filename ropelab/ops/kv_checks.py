@@ -11,7 +11,7 @@ import numbers
 import numpy as np
 
 from ..problem import FusedProblem
-from ..validate import fail
+from ..validate import FLOAT32_MAX, fail
 from .arrays import ArrayInfo
 
 FP8_NAME = "float8_e4m3fn"
@@ -71,8 +71,9 @@ def check_scale(name: str, value, fp8: bool) -> float:
     value = float(value)
     if not (math.isfinite(value) and value > 0):
         fail(f"{name} must be positive and finite, got {value}")
-    inv = np.float32(1.0 / value)
-    if not (np.isfinite(inv) and inv > 0 and np.float32(value) > 0):
+    inv = 1.0 / value
+    if not (value <= FLOAT32_MAX and inv <= FLOAT32_MAX and np.float32(inv) > 0
+            and np.float32(value) > 0):
         fail(f"{name} = {value:g} has no finite, nonzero float32 reciprocal")
     return value
 
