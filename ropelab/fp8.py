@@ -17,15 +17,19 @@ The kernels' form (:func:`e4m3_bits`) is integer work on the float32 bits plus o
 addition that rounds the subnormal range, exact whatever ``fastmath`` does (flush-to-zero only
 touches inputs that round to zero anyway), and selects instead of branches; the host form
 (:func:`from_float32`) rounds the subnormals with integers alone, so the two check each other,
-and both are checked against torch.  A GPU of compute capability 8.9 or newer has a conversion
-instruction (``cvt.rn.satfinite.e4m3x2.f32``), but it writes every NaN as ``0x7F`` and drops
-the sign, and the simulator has no such thing: the kernels keep this form, the one truth.
+and both are checked against torch.  On a GPU of compute capability 8.9 or newer (the H200 is
+9.0) the kernels' :func:`pack2` / :func:`pack4` use the hardware conversion instead, one
+``cvt.rn.satfinite.e4m3x2.f32`` per two values (rounding and saturating as above; it writes
+every NaN as ``0x7F``, so the inputs' sign bits are put back), as :mod:`ropelab.bf16` does for
+bfloat16; the simulator and older GPUs run :func:`e4m3_bits`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import cuda, float32, uint32
+
+from .target import SIMULATED
 
 from .bf16 import _bits_float, _float_bits
 
@@ -118,13 +122,68 @@ def e4m3_bits(x):
 
 
 @cuda.jit(device=True, inline="always")
-def pack4(a, b, c, d):
-    """Four float32 -> one uint32 of four e4m3 bytes (``a`` in the lowest: little-endian)."""
-    return uint32(e4m3_bits(a) | uint32(e4m3_bits(b) << uint32(8))
-                  | uint32(e4m3_bits(c) << uint32(16)) | uint32(e4m3_bits(d) << uint32(24)))
+def pack2_integer(a, b):
+    """Two float32 -> two e4m3 bytes in the low half of a uint32 (``a`` in the lowest), by
+    :func:`e4m3_bits` (any GPU, and the simulator)."""
+    return uint32(e4m3_bits(a) | uint32(e4m3_bits(b) << uint32(8)))
+
+
+def _has_fp8_cvt() -> bool:
+    """Whether every visible GPU has ``cvt.rn.satfinite.e4m3x2.f32`` (compute capability 8.9
+    or later), asked of libcuda without a context; no driver (the census child, compiling for
+    sm_90) counts as yes."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return True
+    count, major, minor = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
+    if lib.cuInit(0) != 0 or lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return True
+    for dev in range(count.value):
+        # 75, 76: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, _MINOR
+        if (lib.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) == 0
+                and lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev) == 0
+                and (major.value, minor.value) < (8, 9)):
+            return False
+    return True
+
+
+if SIMULATED or not _has_fp8_cvt():
+    pack2 = pack2_integer
+else:
+    from llvmlite import ir
+    from numba import types
+    from numba.core.errors import TypingError
+    from numba.cuda.extending import intrinsic
+
+    _CVT_TYPE = ir.FunctionType(ir.IntType(16), [ir.FloatType(), ir.FloatType()])
+
+    @intrinsic
+    def _cvt_e4m3x2(typingctx, hi, lo):
+        """``cvt.rn.satfinite.e4m3x2.f32 d, hi, lo``: two e4m3 bytes, ``hi`` in the upper."""
+        if hi != types.float32 or lo != types.float32:
+            raise TypingError(f"_cvt_e4m3x2 needs two float32, got {hi}, {lo}")
+
+        def codegen(context, builder, sig, args):
+            asm = ir.InlineAsm(_CVT_TYPE, "cvt.rn.satfinite.e4m3x2.f32 $0, $1, $2;", "=h,f,f")
+            return builder.zext(builder.call(asm, args), ir.IntType(32))
+
+        return types.uint32(hi, lo), codegen
+
+    @cuda.jit(device=True, inline="always")
+    def pack2(a, b):
+        """Two float32 -> two e4m3 bytes (``a`` in the lowest) by one hardware conversion
+        (round to nearest even, saturating: :func:`e4m3_bits`'s result).  The instruction
+        writes every NaN as 0x7F; torch keeps a NaN's sign bit.  Every other result already
+        carries its input's sign (zeros included), so both signs are simply put in again."""
+        signs = uint32(uint32(_float_bits(float32(a)) >> uint32(24)) & uint32(0x80)) | uint32(
+            uint32(_float_bits(float32(b)) >> uint32(16)) & uint32(0x8000))
+        return uint32(_cvt_e4m3x2(float32(b), float32(a)) | signs)
 
 
 @cuda.jit(device=True, inline="always")
-def pack2(a, b):
-    """Two float32 -> two e4m3 bytes in the low half of a uint32 (``a`` in the lowest)."""
-    return uint32(e4m3_bits(a) | uint32(e4m3_bits(b) << uint32(8)))
+def pack4(a, b, c, d):
+    """Four float32 -> one uint32 of four e4m3 bytes (``a`` in the lowest: little-endian)."""
+    return uint32(pack2(a, b) | uint32(pack2(c, d) << uint32(16)))

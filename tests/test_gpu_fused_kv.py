@@ -4,8 +4,8 @@
   fast-math build, every storage, both layouts, FP8 and the Gemma norm;
 * on CUDA tensors, the op equals ``ropelab.fused_qknorm_rope`` followed by torch's
   ``index_copy_`` into the caches (and torch's FP8 cast), bit for bit;
-* the e4m3 conversion compiled with fast-math (flush-to-zero, the subnormal addition) equals
-  torch's on every tie, subnormal, saturated value and NaN;
+* both e4m3 conversions compiled with fast-math (the hardware one the kernels use here, and the
+  integer one) equal torch's on every tie, subnormal, saturated value and NaN;
 * a CUDA graph captured after a warm-up replays the eager call with new slots and positions;
 * a device slot past the cache is reported by ``check_errors``.
 """
@@ -75,10 +75,17 @@ def test_cuda_tensors_equal_fused_then_index_copy(fp8_cache, interleave):
         assert diff == 0, f"{diff} {name} cache bytes differ from the unfused chain's"
 
 
-def test_fp8_conversion_compiled_with_fastmath_is_torchs():
+def test_fp8_conversions_compiled_with_fastmath_are_torchs():
+    """Both device forms: pack4 (the kernels' path: the hardware conversion on this GPU, signs
+    put back) and e4m3_bits (the integer form the simulator runs)."""
     from numba import cuda
 
-    def convert(x, out):
+    def packed(x, out):
+        i = cuda.grid(1)
+        if i < out.shape[0]:
+            out[i] = fp8.pack4(x[4 * i], x[4 * i + 1], x[4 * i + 2], x[4 * i + 3])
+
+    def single(x, out):
         i = cuda.grid(1)
         if i < out.shape[0]:
             out[i] = fp8.e4m3_bits(x[i])
@@ -88,16 +95,22 @@ def test_fp8_conversion_compiled_with_fastmath_is_torchs():
     mids = ((finite[:-1] + finite[1:]) / 2).astype(np.float32)
     x = np.concatenate([finite.astype(np.float32), mids, np.nextafter(mids, np.float32(9e9)),
                         np.nextafter(mids, np.float32(-9e9)),
-                        np.array([np.inf, -np.inf, 1e-40, -1e-40, 500.0], np.float32),
-                        np.array([0x7FC00000, 0xFFC00000], np.uint32).view(np.float32),
+                        np.array([np.inf, -np.inf, 1e-40, -1e-40, 500.0, -0.0], np.float32),
+                        np.array([0x7FC00000, 0xFFC00000, 0xFF800001], np.uint32).view(np.float32),
                         np.random.default_rng(2).integers(0, 2**32, 1 << 20, dtype=np.uint64)
                         .astype(np.uint32).view(np.float32)])
-    out = cuda.device_array(x.size, np.uint32)
-    cuda.jit(fastmath=True)(convert)[(x.size + 255) // 256, 256](cuda.to_device(x), out)
-    got = out.copy_to_host().astype(np.uint8)
+    x = x[:x.size // 4 * 4]
     want = torch.from_numpy(x).to(torch.float8_e4m3fn).view(torch.uint8).numpy()
-    bad = np.nonzero(got != want)[0]
-    assert bad.size == 0, f"{bad.size} values differ, e.g. {x[bad[:5]]}: {got[bad[:5]]} vs {want[bad[:5]]}"
+    dx = cuda.to_device(x)
+    words = cuda.device_array(x.size // 4, np.uint32)
+    cuda.jit(fastmath=True)(packed)[(words.size + 255) // 256, 256](dx, words)
+    ones = cuda.device_array(x.size, np.uint32)
+    cuda.jit(fastmath=True)(single)[(x.size + 255) // 256, 256](dx, ones)
+    for name, got in (("pack4", words.copy_to_host().view(np.uint8)),
+                      ("e4m3_bits", ones.copy_to_host().astype(np.uint8))):
+        bad = np.nonzero(got != want)[0]
+        assert bad.size == 0, (f"{name}: {bad.size} values differ, e.g. {x[bad[:5]]}: "
+                               f"{got[bad[:5]]} vs torch {want[bad[:5]]}")
 
 
 def test_a_cuda_graph_replays_new_slots_and_positions():

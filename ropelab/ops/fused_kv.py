@@ -65,9 +65,14 @@ def fused_qknorm_rope_kv(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim
         Where Q goes instead of back into qkv (qkv is then only read); qkv's dtype.
     norm : ``"rms"`` or ``"gemma"``
         ``x / rms(x) * w``, or the Gemma / Qwen3-Next form ``x / rms(x) * (1 + w)``.
-    eps, base, rotary_dim, interleave, yarn, fastmath, cache, max_positions, cos_sin_cache,
-    stream, warps_per_block :
+    eps, base, rotary_dim, interleave, yarn, fastmath :
         As for :func:`ropelab.fused_qknorm_rope`.
+    cache, max_positions, cos_sin_cache, warps_per_block, stream :
+        As for :func:`ropelab.fused_qknorm_rope` (a device position without a row in the
+        cos/sin cache writes NaN for its token's Q and K, in the cache too).
+    check_slots : bool
+        Read device slots on the host before the launch and check them as NumPy slots are
+        (a synchronization, every call; for debugging).
 
     Raises
     ------
