@@ -95,16 +95,18 @@ def tensors(case: Case, fp8: bool, device: str = "cuda", seed: int = 0) -> dict:
         positions = rng.integers(0, MAX_POSITION, t)
         num_blocks = case.pool_blocks or DECODE_BLOCKS
         slots = rng.permutation(num_blocks)[:t] * BLOCK_SIZE + positions % BLOCK_SIZE
-    shape = (num_blocks, BLOCK_SIZE)
-    if fp8:
-        caches = [torch.randint(0, 256, shape + (h, d), dtype=torch.uint8) for h in (hk, hv)]
-    else:
-        caches = [torch.randn(shape + (h, d)).to(torch.bfloat16) for h in (hk, hv)]
     out = dict(qkv=qkv, q_weight=w[0].clone(), k_weight=w[1].clone(),
                positions=torch.from_numpy(positions.astype(np.int32)),
-               slot_mapping=torch.from_numpy(slots.astype(np.int64)), k_cache=caches[0],
-               v_cache=caches[1])
-    return {k: v.to(device) for k, v in out.items()}
+               slot_mapping=torch.from_numpy(slots.astype(np.int64)))
+    out = {k: v.to(device) for k, v in out.items()}
+    # The caches (up to 512 MiB each) are filled where they live: garbage in every row.
+    gen = torch.Generator(device=device).manual_seed(seed)
+    for name, h in (("k_cache", hk), ("v_cache", hv)):
+        shape = (num_blocks, BLOCK_SIZE, h, d)
+        out[name] = (torch.randint(0, 256, shape, dtype=torch.uint8, device=device, generator=gen)
+                     if fp8 else torch.randn(shape, device=device, generator=gen,
+                                             dtype=torch.bfloat16))
+    return out
 
 
 def options(case: Case) -> dict:
@@ -173,9 +175,10 @@ def cos_sin_table(case: Case, device: str):
             torch.from_numpy(np.sin(theta).astype(np.float32)).to(device))
 
 
-def chain(qkv, wq, wk, pos, slots, k_cache, v_cache, cos, sin, inv_k, inv_v, *, heads,
+def chain(qkv, wq, wk, pos, slots, k_rows, v_rows, cos, sin, inv_k, inv_v, *, heads,
           head_dim, interleave, fp8, eps=1e-6):
-    """The serving step in plain torch: what ``torch.compile`` gets to fuse."""
+    """The serving step in plain torch (the caches as ``[slots, heads, head_dim]`` rows): what
+    ``torch.compile`` gets to fuse."""
     import torch
 
     hq, hk, hv = heads
@@ -198,8 +201,8 @@ def chain(qkv, wq, wk, pos, slots, k_cache, v_cache, cos, sin, inv_k, inv_v, *, 
         k = (k.float() * inv_k).to(torch.float8_e4m3fn).view(torch.uint8)
         v = (v.float() * inv_v).to(torch.float8_e4m3fn).view(torch.uint8)
     x[:, :hq] = q
-    k_cache.view(-1, hk, head_dim).index_copy_(0, slots, k)
-    v_cache.view(-1, hv, head_dim).index_copy_(0, slots, v)
+    k_rows.index_copy_(0, slots, k)
+    v_rows.index_copy_(0, slots, v)
 
 
 def compiled_launcher(case: Case, t: dict, fp8: bool, backend: str = "inductor"):
@@ -213,8 +216,11 @@ def compiled_launcher(case: Case, t: dict, fp8: bool, backend: str = "inductor")
     fn = torch.compile(functools.partial(chain, heads=case.heads, head_dim=case.head_dim,
                                          interleave=case.interleave, fp8=fp8),
                        fullgraph=True, dynamic=False, backend=backend)
+    # The caches as rows of heads, views made here: a view of a graph input taken inside the
+    # compiled function could make the mutation a copy of the whole cache.
+    rows = [t[c].view(-1, *t[c].shape[2:]) for c in ("k_cache", "v_cache")]
     args = (t["qkv"], t["q_weight"], t["k_weight"], t["positions"].long(), t["slot_mapping"],
-            t["k_cache"], t["v_cache"], cos, sin, inv[0], inv[1])
+            rows[0], rows[1], cos, sin, inv[0], inv[1])
     return lambda: fn(*args)
 
 
