@@ -7,11 +7,12 @@ none) before ``numba.cuda`` is imported; see :mod:`ropelab.target`.
 from .target import (SIMULATED, TARGET, RopelabWarning, SimulatorWarning, TargetError,  # noqa: I001
                      announce, describe, format_description)  # (must run first)
 
-from . import kernels, reference, scaling, sim, tables
+from . import fp8, kernels, reference, scaling, sim, tables
 from .errors import RopeDeviceError, RopeInputError
 from .ops.call import check_errors
 from .ops.fused import fused_qknorm_rope
 from .ops.fused_backward import fused_qknorm_rope_backward
+from .ops.fused_kv import fused_qknorm_rope_kv
 from .ops.qk import rope_qk
 from .ops.rope import rope
 from .ops.streams import RawStream
@@ -29,9 +30,11 @@ __all__ = [
     "TargetError",
     "check_errors",
     "describe",
+    "fp8",
     "format_description",
     "fused_qknorm_rope",
     "fused_qknorm_rope_backward",
+    "fused_qknorm_rope_kv",
     "kernels",
     "reference",
     "rope",

@@ -398,3 +398,4 @@ _in_graph(_public_fused, _fused_in_place)
 
 
 __all__ = ["BACKWARD_FALLBACK", "backward_config", "decode", "encode", "fused_qknorm_rope", "rope"]
+from . import torch_kv  # noqa: E402,F401  (registers the serving op: ropelab::fused_qknorm_rope_kv)

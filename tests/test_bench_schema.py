@@ -89,9 +89,9 @@ def test_committed_records_have_their_kinds_columns(kind, path):
 def test_every_kind_that_records_exist_for_is_declared():
     # A committed kind written by a bench of this package must have a schema here.
     bench_kinds = {"bench", "bench_fused", "bench_rows", "launch_overhead", "bench_backward",
-                   "torch_ops", "controls", "real_model"}
+                   "torch_ops", "controls", "real_model", "serving"}
     assert set(kinds.SCHEMAS) == bench_kinds
-    assert {k for k, _ in _committed()} >= bench_kinds - {"real_model"}
+    assert {k for k, _ in _committed()} >= bench_kinds - {"real_model", "serving"}
 
 
 def test_tables_print_as_the_notebooks_show_them():

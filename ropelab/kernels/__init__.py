@@ -12,8 +12,8 @@ A new variant is one module plus one line in :data:`REGISTRY` below: the public 
 ``python -m ropelab check``, the bench plan and the census all read :data:`VARIANTS`.
 """
 
-from . import (block2d, flat, freq_table, fused_qknorm_rope, launch, pack4, pack4_scalar,
-               pair_sincos, rope_rows_host)
+from . import (block2d, flat, freq_table, fused_qknorm_rope, fused_qknorm_rope_kv, launch, pack4,
+               pack4_scalar, pair_sincos, rope_rows_host)
 from .fused_qknorm_rope import backward_host as qknorm_backward
 from ..errors import RopeInputError
 from .plan import Plan, Variant
@@ -36,6 +36,10 @@ ROWS: dict[str, Variant] = {rope_rows_host.VARIANT.name: rope_rows_host.VARIANT}
 # public call is ropelab.fused_qknorm_rope_backward (main kernel, then the reduction).
 BACKWARD: dict[str, Variant] = {qknorm_backward.VARIANT.name: qknorm_backward.VARIANT}
 
+# The serving op (QK-RMSNorm + RoPE with the K/V write into a paged cache; problem type
+# KVProblem): registered for the census; its public call is ropelab.fused_qknorm_rope_kv.
+SERVING: dict[str, Variant] = {fused_qknorm_rope_kv.VARIANT.name: fused_qknorm_rope_kv.VARIANT}
+
 
 def get(name) -> Variant:
     """The variant called ``name``, or a clear error listing the ones that exist."""
@@ -51,5 +55,5 @@ def variants_supporting(features) -> list[str]:
     return [n for n, v in VARIANTS.items() if set(features) <= v.features]
 
 
-__all__ = ["BACKWARD", "FUSED", "MODULES", "Plan", "ROWS", "VARIANTS", "Variant", "get", "launch",
-           "variants_supporting"]
+__all__ = ["BACKWARD", "FUSED", "MODULES", "Plan", "ROWS", "SERVING", "VARIANTS", "Variant", "get",
+           "launch", "variants_supporting"]

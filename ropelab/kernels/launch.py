@@ -107,7 +107,8 @@ _error_word = []
 
 
 def error_word():
-    """The device's int32[1] error word: 0, or an out-of-range position a kernel met.
+    """The device's int32[2] error word: ``[0]`` 0 or an out-of-range position a kernel met,
+    ``[1]`` 0 or a cache slot past the end of a paged KV cache (the serving kernel's).
 
     Allocated on first use.  Kernels store into it without reading it, and only
     :func:`read_errors` (a synchronization) reads and clears it.
@@ -115,25 +116,25 @@ def error_word():
     if not _error_word:
         with _state_lock:
             if not _error_word:
-                _error_word.append(cuda.to_device(np.zeros(1, np.int32)))
+                _error_word.append(cuda.to_device(np.zeros(2, np.int32)))
     return _error_word[0]
 
 
-def read_errors() -> int:
-    """Read and clear the error word.
+def read_errors() -> tuple[int, int]:
+    """Read and clear the error word: ``(position, slot)``, each 0 when none was met.
 
     It first synchronizes the whole context (``cuCtxSynchronize``), so kernels on *any* stream
     have finished, a PyTorch side stream included: a copy on the legacy stream alone does not
     wait for a non-blocking stream.
     """
     if not _error_word:
-        return 0
+        return 0, 0
     word = _error_word[0]
     cuda.synchronize()
-    value = int(word.copy_to_host()[0])
-    if value:
-        word.copy_to_device(np.zeros(1, np.int32))
-    return value
+    position, slot = (int(v) for v in word.copy_to_host())
+    if position or slot:
+        word.copy_to_device(np.zeros(2, np.int32))
+    return position, slot
 
 
 # ---- the launch ----------------------------------------------------------------------------------

@@ -80,7 +80,8 @@ TORCH_DTYPES = {"float32": (np.float32, None), "float16": (np.float16, None),
                  "bfloat16": (np.uint16, "bfloat16"), "float64": (np.float64, None),
                  "int32": (np.int32, None), "int64": (np.int64, None), "uint16": (np.uint16, None),
                  "uint32": (np.uint32, None), "int16": (np.int16, None), "uint8": (np.uint8, None),
-                 "int8": (np.int8, None), "bool": (np.bool_, None)}
+                 "int8": (np.int8, None), "bool": (np.bool_, None),
+                 "float8_e4m3fn": (np.uint8, "float8_e4m3fn")}  # an FP8 KV cache: its bits
 
 
 def _torch_info(t) -> ArrayInfo:

@@ -338,10 +338,16 @@ def check_errors() -> None:
     fused kernel's cache) do not stop on one: they write NaN for that token and store the
     position in a device error word.  This synchronizes the whole context (so kernels on every
     stream, PyTorch side streams included, have finished), then reads and clears the word: call
-    it where a synchronization is acceptable, e.g. once per step.
+    it where a synchronization is acceptable, e.g. once per step.  The serving kernel
+    (``ropelab.fused_qknorm_rope_kv``) records a device slot past its cache the same way (its
+    token's K and V are not written), and this raises for it too.
     """
-    value = read_errors()
-    if value:
-        raise RopeDeviceError(f"a kernel met position {value}, outside the range its mode is "
+    position, slot = read_errors()
+    if position:
+        raise RopeDeviceError(f"a kernel met position {position}, outside the range its mode is "
                               f"accurate for (see the variant's position limit); the affected "
                               f"tokens were written as NaN")
+    if slot:
+        raise RopeDeviceError(f"fused_qknorm_rope_kv met slot {slot} (or more), past the end of "
+                              f"its KV cache (num_blocks * block_size slots); those tokens' K "
+                              f"and V were not written")

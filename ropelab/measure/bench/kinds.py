@@ -75,8 +75,20 @@ REAL_MODEL = Schema(
      number("median_us", 10, ".1f", "median us"),
      number("vs_transformers", 15, ".3f", "vs transformers"), Cell("", 0, _note, "<")))
 
+SERVING = Schema(
+    "serving", ("case", "regime", "call", "tokens", "requests", "heads_q", "heads_k", "head_dim",
+                "layout", "dtype", "cache_dtype", "graph_calls") + TIMING
+    + ("vs_op", "cache_bytes_differing", "cache_max_diff") + HOST,
+    (text("case", 26), text("cache_dtype", 6, "cache"), text("call", 15), MEDIAN, percent(),
+     number("vs_op", 7, ".2f", "vs op"), number("cache_bytes_differing", 9, "", "bytes !="),
+     host()),
+    lambda rows: ["targets: op >= 90% of copy (prefill); op within 0.5 us of copy (decode); "
+                  "fused+scatter >= 1.5x op; compiled_chain >= 5x op",
+                  "bytes != : cache bytes that differ from the op's on the same inputs"]
+    + host_bound_note(rows))
+
 SCHEMAS = {s.kind: s for s in (BENCH, BENCH_FUSED, BENCH_ROWS, LAUNCH_OVERHEAD, BENCH_BACKWARD,
-                               TORCH_OPS, CONTROLS, REAL_MODEL)}
+                               TORCH_OPS, CONTROLS, REAL_MODEL, SERVING)}
 
 
 def schema_of(kind: str) -> Schema:

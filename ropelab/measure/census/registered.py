@@ -1,4 +1,5 @@
-"""The census of every registered kernel (``kernels.VARIANTS``, ``FUSED``, ``ROWS``, ``BACKWARD``).
+"""The census of every registered kernel (``kernels.VARIANTS``, ``FUSED``, ``ROWS``, ``BACKWARD``,
+``SERVING``).
 
 Each variant's kernels are compiled with the argument types their launch plans pass
 (:meth:`ropelab.kernels.Variant.census_plans`) for compute capability 9.0 (the H200), once with
@@ -32,7 +33,8 @@ def _registries():
 
     return [("VARIANTS", dict(kernels.VARIANTS)), ("FUSED", dict(kernels.FUSED)),
             ("ROWS", dict(kernels.ROWS)),  # plain RoPE on rows (16-bit, strides, q+k)
-            ("BACKWARD", dict(kernels.BACKWARD))]  # the fused op's backward
+            ("BACKWARD", dict(kernels.BACKWARD)),  # the fused op's backward
+            ("SERVING", dict(kernels.SERVING))]  # QK-norm + RoPE + the paged KV-cache write
 
 
 def targets() -> list[dict]:

@@ -1,0 +1,156 @@
+"""The serving op as PyTorch custom operators (registered when :mod:`ropelab.torch_ops` is
+imported):
+
+* ``torch.ops.ropelab.fused_qknorm_rope_kv(qkv!, q_weight, k_weight, positions, slot_mapping,
+  k_cache!, v_cache!, config, cos_sin_cache=None)``: Q normalized and rotated in place in qkv,
+  K and V written into the caches; declares that it mutates ``qkv`` and both caches;
+* ``torch.ops.ropelab.fused_qknorm_rope_kv_out(qkv, ..., v_cache!, q_out!, config,
+  cos_sin_cache=None)``: the same with Q into ``q_out`` (qkv only read); mutates ``q_out`` and
+  both caches.
+
+Users call :func:`fused_qknorm_rope_kv`, with the keywords of
+:func:`ropelab.fused_qknorm_rope_kv` (except ``stream``: PyTorch's current stream), which
+picks the op and returns the tensor holding Q.  Both ops are opaque to dynamo, so a function
+calling them compiles with ``torch.compile(fullgraph=True)``; a call of the public function met
+while tracing is replaced by this wrapper.  An FP8 cache may be a ``torch.float8_e4m3fn``
+tensor or ``torch.uint8`` (vLLM's); both are handed over as their bytes.
+
+An inference op: nothing here has a gradient.  A tensor that requires grad while autograd is
+recording is refused with a RuntimeError before anything runs (the wrapper and the ops'
+Autograd kernel both check), rather than letting a gradient vanish.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .ops.fused_kv import fused_qknorm_rope_kv as _public
+from .torch_args import call_public, decode, encode
+
+_NO_GRAD = ("ropelab's serving op fused_qknorm_rope_kv is for inference: it writes caches in "
+            "place and has no gradient; run it under torch.no_grad() / torch.inference_mode(), "
+            "or detach the tensors that require grad")
+
+
+def _bits(t: torch.Tensor | None) -> torch.Tensor | None:
+    """An FP8 tensor as its bytes (the same memory): what ropelab takes on both paths."""
+    return t.view(torch.uint8) if t is not None and t.dtype == torch.float8_e4m3fn else t
+
+
+def _run(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, q_out, config,
+         cos_sin_cache) -> None:
+    call_public(_public, {"qkv": qkv, "q_weight": q_weight, "k_weight": k_weight,
+                          "positions": positions, "slot_mapping": slot_mapping,
+                          "k_cache": _bits(k_cache), "v_cache": _bits(v_cache), "q_out": q_out,
+                          "cos_sin_cache": cos_sin_cache}, decode(config))
+
+
+@torch.library.custom_op("ropelab::fused_qknorm_rope_kv", mutates_args=("qkv", "k_cache", "v_cache"),
+                         device_types=("cpu", "cuda"))
+def _kv_op(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
+           positions: torch.Tensor, slot_mapping: torch.Tensor, k_cache: torch.Tensor,
+           v_cache: torch.Tensor, config: str, cos_sin_cache: torch.Tensor | None = None) -> None:
+    _run(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, None, config,
+         cos_sin_cache)
+
+
+@_kv_op.register_fake
+def _(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, config,
+      cos_sin_cache=None):
+    return None
+
+
+@torch.library.custom_op("ropelab::fused_qknorm_rope_kv_out",
+                         mutates_args=("k_cache", "v_cache", "q_out"), device_types=("cpu", "cuda"))
+def _kv_out_op(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
+               positions: torch.Tensor, slot_mapping: torch.Tensor, k_cache: torch.Tensor,
+               v_cache: torch.Tensor, q_out: torch.Tensor, config: str,
+               cos_sin_cache: torch.Tensor | None = None) -> None:
+    _run(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, q_out, config,
+         cos_sin_cache)
+
+
+@_kv_out_op.register_fake
+def _(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, q_out, config,
+      cos_sin_cache=None):
+    return None
+
+
+# custom_op's own Autograd kernel would let an op that writes in place run on tensors that
+# require grad and drop their gradient without a word; this one refuses, then hands the call on
+# below autograd (torch-internal keyset API, as ropelab.torch_ops does for its in-place op).
+_LIBRARY = torch.library.Library("ropelab", "FRAGMENT")
+
+
+def _refusing(name: str):
+    op = getattr(torch.ops.ropelab, name).default
+
+    def autograd(keyset, *args):
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
+                                           for a in args):
+            raise RuntimeError(_NO_GRAD)
+        return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
+
+    try:  # torch 2.8 - 2.12 refuse a second Autograd kernel unless asked; older ones lack it
+        _LIBRARY.impl(name, autograd, "Autograd", with_keyset=True, allow_override=True)
+    except TypeError:
+        _LIBRARY.impl(name, autograd, "Autograd", with_keyset=True)
+
+
+_refusing("fused_qknorm_rope_kv")
+_refusing("fused_qknorm_rope_kv_out")
+
+
+def fused_qknorm_rope_kv(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int,
+                         num_heads_v: int, head_dim: int, q_weight: torch.Tensor,
+                         k_weight: torch.Tensor, positions: torch.Tensor,
+                         slot_mapping: torch.Tensor, k_cache: torch.Tensor,
+                         v_cache: torch.Tensor, k_scale: float | None = None,
+                         v_scale: float | None = None, q_out: torch.Tensor | None = None,
+                         norm: str = "rms", eps: float = 1e-6, base: float = 10000.0,
+                         rotary_dim: int | None = None, interleave: bool = True, yarn=None,
+                         fastmath: bool = True, warps_per_block: int | None = None,
+                         cache: bool = False, max_positions: int | None = None,
+                         cos_sin_cache: torch.Tensor | None = None,
+                         check_slots: bool = False) -> torch.Tensor:
+    """:func:`ropelab.fused_qknorm_rope_kv` as a custom op (in place, or into ``q_out``);
+    returns the tensor holding Q.  Works inside ``torch.compile(fullgraph=True)`` and CUDA
+    graphs (after one warm-up call).
+
+    Raises
+    ------
+    RuntimeError
+        A tensor requires grad while autograd records: this op has no gradient.
+    TypeError, ropelab.RopeInputError
+        As the public function, before any kernel runs.
+    """
+    tensors = (qkv, q_weight, k_weight, k_cache, v_cache, q_out, cos_sin_cache)
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        raise RuntimeError(_NO_GRAD)
+    config = encode(num_heads_q=num_heads_q, num_heads_k=num_heads_k, num_heads_v=num_heads_v,
+                    head_dim=head_dim, k_scale=k_scale, v_scale=v_scale, norm=norm, eps=eps,
+                    base=base, rotary_dim=rotary_dim, interleave=interleave, yarn=yarn,
+                    fastmath=fastmath, warps_per_block=warps_per_block, cache=cache,
+                    max_positions=max_positions, check_slots=check_slots)
+    if q_out is None:
+        torch.ops.ropelab.fused_qknorm_rope_kv(qkv, q_weight, k_weight, positions, slot_mapping,
+                                               k_cache, v_cache, config, cos_sin_cache)
+        return qkv
+    torch.ops.ropelab.fused_qknorm_rope_kv_out(qkv, q_weight, k_weight, positions,
+                                               slot_mapping, k_cache, v_cache, q_out, config,
+                                               cos_sin_cache)
+    return q_out
+
+
+def _in_graph(*tensors, stream=None, **options):
+    if stream is not None:
+        raise TypeError("inside torch.compile ropelab runs on PyTorch's current stream; "
+                        "instead of stream=, call it under `with torch.cuda.stream(s):`")
+    return fused_qknorm_rope_kv(*tensors, **options)
+
+
+_substitute = getattr(torch.compiler, "substitute_in_graph", None)  # torch >= 2.5
+if _substitute is not None:
+    _substitute(_public, skip_signature_check=True)(_in_graph)
+
+__all__ = ["fused_qknorm_rope_kv"]
