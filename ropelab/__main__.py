@@ -107,7 +107,7 @@ def _add_profile(sub) -> None:
 
 def _exercises(args) -> int:
     from . import SIMULATED
-    from .course import exercises, verify
+    from .grader import steps, verify
 
     if args.time:
         if SIMULATED:
@@ -122,11 +122,11 @@ def _exercises(args) -> int:
             return USAGE_ERROR
         if _records_need_a_checkout("exercises --heldout --save-census", args.save_census):
             return USAGE_ERROR
-        from .course import heldout
+        from .grader import heldout
 
         return 0 if heldout.run(save_census=args.save_census) else 1
     if not args.verify:
-        print(exercises.listing())
+        print(steps.listing())
         return 0
     if _records_need_a_checkout("exercises --save-census", args.save_census):
         return USAGE_ERROR
@@ -144,7 +144,7 @@ def _exercises(args) -> int:
 
 
 def _progress(args) -> int:
-    from .course import steps
+    from .grader import steps
 
     if args.reset:
         steps.reset_progress()

@@ -1,7 +1,7 @@
 """One comparison of a kernel's output with the float64 judge: the one check row type.
 
 ``python -m ropelab check`` (:mod:`ropelab.check`), the notebooks' checks
-(:func:`ropelab.course.check`) and the fused kernel's checks (:func:`ropelab.check.check_case`)
+(:func:`ropelab.grader.check`) and the fused kernel's checks (:func:`ropelab.check.check_case`)
 all produce a :class:`CheckRow`, so a PASS means the same thing everywhere.
 """
 

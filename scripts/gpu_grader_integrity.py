@@ -22,7 +22,7 @@ import sys
 import textwrap
 
 import ropelab  # noqa: F401  (picks the target before numba.cuda is imported)
-from ropelab.course import grading, steps
+from ropelab.grader import grading, steps
 from ropelab.target import SIMULATED
 
 CELL = '''
@@ -55,7 +55,7 @@ def hunts_frames(x, out, cos_t, sin_t, n_pairs):
     honest(x, out, cos_t, sin_t, n_pairs)
 
 def patches_the_judge(x, out, cos_t, sin_t, n_pairs):
-    from ropelab.course import grading
+    from ropelab.grader import grading
     grading._compare = lambda *args: None
     honest(x, out, cos_t, sin_t, n_pairs)
 
@@ -119,7 +119,7 @@ def main() -> int:
         lambda v, t: refused(v, t) and "reaches past its arguments" in t)
     # The rows below test the defences behind that first rule (intake.reaching_out refuses
     # imports and frame walks before anything runs), so it is lifted for them.
-    from ropelab.course import intake
+    from ropelab.grader import intake
 
     intake._reaching_problem = lambda *args: None
     row("honest kernel (00.3)", kernel_step, ns["rotate_pairs"], passed,
@@ -136,7 +136,7 @@ def main() -> int:
     if not SIMULATED:
         row("hides on a non-blocking stream", launch, ns["hides_on_a_stream"], passed,
             lambda t: t.startswith("not timed:"))
-    assert grading._compare.__module__ == "ropelab.course.grading"  # the patch was undone
+    assert grading._compare.__module__ == "ropelab.grader.grading"  # the patch was undone
     for what, first, timed, ok in rows:
         print(f"{'ok  ' if ok else 'FAIL'} {what:<32} {first}")
         if timed:

@@ -14,13 +14,13 @@
 #   bash scripts/gpu_predict_timings.sh data/heldout/set_a .heldout_b
 # Comes back under $OUT: timings-<set>-<stamp>.csv per set (training, set_a, heldout_b),
 # timings-<stamp>.meta.json (GPU, driver, versions, date), predict.log, data.tgz.
-# Test it here first: python -m ropelab.measure.predict.timings --dry-run [SET_DIR ...] (the
+# Test it here first: python -m ropelab.grader.predict.timings --dry-run [SET_DIR ...] (the
 # simulator: every case, launch and feature, no times).
 LOG_NAME=predict.log source "$(dirname "$0")/gpu_common.sh"
 export NUMBA_CACHE_DIR=/tmp/numba-predict-cache
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu \
   --format=csv 2>&1 | tee -a "$LOG"
-step 430 timings python3 -m ropelab.measure.predict.timings --out "$OUT" --workers 12 \
+step 430 timings python3 -m ropelab.grader.predict.timings --out "$OUT" --workers 12 \
   --deadline 390 --repeats 15 "$@"
 ls -la "$OUT" 2>&1 | tee -a "$LOG"

@@ -98,5 +98,5 @@ def test_progress_draws_a_bar_per_row(cache):
 def test_the_child_compiles_for_measure_modules_only(capsys):
     from ropelab.measure.census import child
 
-    assert child.main(["child", "ropelab.course.kernel_census"]) == 2  # before reading stdin
+    assert child.main(["child", "ropelab.grader.kernel_census"]) == 2  # before reading stdin
     assert "modules of ropelab.measure only" in json.loads(capsys.readouterr().out)["fatal"]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ropelab.measure import charts
-from ropelab import course
+from ropelab import lessons
 
 META = {"gpu": "Test GPU", "driver": "1.0", "numba_cuda": "0.30.4", "date": "2026-01-02T03:04:05Z"}
 
@@ -102,7 +102,7 @@ def test_roof_chart_puts_the_fused_kernel_beside_its_twin_in_its_own_panel():
 def test_all_variants_chart_is_linear_and_labels_rows_off_its_scale():
     rec = _record()
     rec["rows"].append(_row("torch_slow", "big", 250.0 * 40, copy_t=250.0, nbytes=1_000_000_000))
-    ax = course.plot_all_variants(rec, "big")
+    ax = lessons.plot_all_variants(rec, "big")
     assert ax.get_xscale() == "linear"
     assert ax.get_xlim()[1] == pytest.approx(2 * 250.0)
     off = [t.get_text() for t in ax.texts]
@@ -115,7 +115,7 @@ def test_precision_buckets_skip_position_zero_and_fold_a_lone_last_position():
             for lo, hi, err in ((0, 0, 0.0), (1, 1, 1e-7), (2, 3, 2e-7), (4, 7, 4e-7),
                                 (8, 8, 1e-7))]
     rec = {"meta": META, "rows": [dict(r, variant="flat", options="-", fastmath=True) for r in rows]}
-    ax = course.plot_precision(rec, [dict(variant="flat")])
+    ax = lessons.plot_precision(rec, [dict(variant="flat")])
     (line,) = [ln for ln in ax.get_lines() if ln.get_label() == "flat"]
     drawn = [(int(x), float(y)) for x, y in zip(line.get_xdata(), line.get_ydata())]
     assert drawn == [(1, 1e-7), (3, 2e-7), (8, 4e-7)]  # position 0 left out, not clamped
@@ -128,28 +128,28 @@ def test_noise_table_compares_the_spread_with_the_repeat_gap():
         for variant, t in (("k_1", a), ("k_2", b), ("k_default", twin)):
             rows.append(_row(variant, shape, t, copy_t=50.0))
     rec = {"meta": META, "rows": rows}
-    gaps = course.repeat_gaps(rec, ("k_default", "k_1"))
+    gaps = lessons.repeat_gaps(rec, ("k_default", "k_1"))
     assert gaps == {"s1": pytest.approx(0.005), "s2": pytest.approx(0.002)}
-    lines = course.noise_table(rec, ["k_1", "k_2"], ("k_default", "k_1")).splitlines()
+    lines = lessons.noise_table(rec, ["k_1", "k_2"], ("k_default", "k_1")).splitlines()
     assert "up to 0.5% (s1)" in lines[0]
     assert lines[3].endswith("above noise by 0.5 points")  # 1.0% spread, 0.5% floor
     assert lines[4].endswith("above noise by 9.5 points")
     with pytest.raises(KeyError):
-        course.noise_table(rec, ["k_1"], ("k_default", "nope"))
+        lessons.noise_table(rec, ["k_1"], ("k_default", "nope"))
 
 
 def test_run_to_run_takes_the_largest_change_per_shape():
     before = {"meta": META, "rows": [_row("a", "s", 10.0, copy_t=5), _row("b", "s", 20.0, copy_t=5)]}
     after = {"meta": META, "rows": [_row("a", "s", 10.5, copy_t=5), _row("b", "s", 19.0, copy_t=5),
                                     _row("c", "s", 99.0, copy_t=5)]}
-    assert course.run_to_run(after, before, ["a", "b", "c"]) == {"s": pytest.approx(0.05)}
+    assert lessons.run_to_run(after, before, ["a", "b", "c"]) == {"s": pytest.approx(0.05)}
 
 
 def test_recorded_runs_are_oldest_first():
-    runs = course.recorded_runs("bench")
+    runs = lessons.recorded_runs("bench")
     dates = [r["meta"]["date"] for r in runs]
-    assert dates == sorted(dates) and runs[-1]["meta"]["date"] == course.recorded("bench")["meta"]["date"]
+    assert dates == sorted(dates) and runs[-1]["meta"]["date"] == lessons.recorded("bench")["meta"]["date"]
 
 
 def test_spread_prints_the_20_80_range():
-    assert course.spread({"p20_us": 310.74, "p80_us": 312.39}) == "310.7-312.4"
+    assert lessons.spread({"p20_us": 310.74, "p80_us": 312.39}) == "310.7-312.4"

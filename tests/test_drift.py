@@ -7,7 +7,7 @@
   points", "N times slower") sits in a notebook's Markdown, or the README, unless a placeholder
   produced it or the reviewed allowlist below says why it is not a measurement.
 * The four stale claims a review found, each checked against its record here, independently of
-  ``ropelab.course.numbers``, so a wrong registry entry fails too.
+  ``ropelab.lessons.numbers``, so a wrong registry entry fails too.
 
 Reads files only (no notebook runs); the registry imports ropelab (simulator, no kernel runs).
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ropelab.course import numbers
+from ropelab.lessons import numbers
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -126,7 +126,7 @@ def test_no_measured_number_in_markdown_without_a_placeholder(src):
         if kind == "markdown":
             problems += unexplained_numbers(src.stem[:2], numbers.PLACEHOLDER.sub(" ", text))
     assert not problems, ("measured-looking numbers typed into the prose; render them from "
-                          "their record ({{ key }}, ropelab/course/numbers.py) or allowlist "
+                          "their record ({{ key }}, ropelab/lessons/numbers.py) or allowlist "
                           "them with a reason:\n" + "\n".join(problems))
 
 
@@ -145,7 +145,7 @@ def test_readme_numbers_agree_with_the_records():
         text = (ROOT / name).read_text()
         assert numbers.README_MARK.search(text), f"{name} marks no numbers"
         assert numbers.render_readme(text) == text, (
-            f"{name} disagrees with the records: python -m ropelab.course.numbers --readme")
+            f"{name} disagrees with the records: python -m ropelab.lessons.numbers --readme")
 
 
 def test_readme_has_no_unmarked_measured_number():
@@ -245,17 +245,17 @@ def test_06_second_thread_map_traces_the_16bit_mapping():
 def test_trace_fused_draws_the_16bit_mapping_it_is_asked_for():
     """The figure under the 16-bit text must come from a 16-bit trace: half a warp per head,
     8 elements per lane, two heads per warp (colour = warp in the plot's title)."""
-    from ropelab import course
+    from ropelab import lessons
 
-    fmap = course.trace_fused(1, (2, 2, 1), 128, heads_per_warp=2, storage="float16")
+    fmap = lessons.trace_fused(1, (2, 2, 1), 128, heads_per_warp=2, storage="float16")
     assert fmap.elements_per_lane == 8
     q0, q1 = fmap.lane[0, 0], fmap.lane[0, 1]
     assert set(q0) == set(range(16)) and set(q1) == set(range(16, 32))
     assert (fmap.warp[0, 0] == fmap.warp[0, 1]).all() and fmap.warp[0, 0, 0] != fmap.warp[0, 2, 0]
-    ax = course.plot_fused_map(fmap)
+    ax = lessons.plot_fused_map(fmap)
     assert "float16: colour = warp" in ax.get_title()
     import matplotlib.pyplot as plt
 
     plt.close(ax.figure)
     with pytest.raises(ValueError, match="storage"):
-        course.trace_fused(1, (1, 1, 0), 64, storage="bfloat16")
+        lessons.trace_fused(1, (1, 1, 0), 64, storage="bfloat16")

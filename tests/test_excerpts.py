@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ropelab import kernels
-from ropelab.course import display
+from ropelab.lessons import display
 from ropelab.kernels import flat, freq_table
 
 ROOT = Path(__file__).resolve().parents[1]

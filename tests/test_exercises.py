@@ -13,7 +13,7 @@ import pytest
 
 import ropelab
 from ropelab.__main__ import main
-from ropelab.course import exercises, grading, kernel_census, steps, verify
+from ropelab.grader import grading, kernel_census, steps, verify
 
 SIM_ONLY = pytest.mark.skipif(not ropelab.SIMULATED, reason="simulator bounds checks")
 
@@ -58,7 +58,7 @@ def test_cli_time_refuses_on_the_simulator(capsys):
 
 
 def test_verify_fails_when_a_solution_is_wrong_or_a_message_is_not_the_expected_one(tmp_path):
-    ex = exercises.get("01-flat-index")
+    ex = steps.get("01-flat-index")
     ex_step = steps.get("01-flat-index")
     original = verify.solution_path(ex).read_text()
     broken = original + f"\nSOLUTIONS[{ex_step.id!r}] = pair_off_by_one\n"  # a wrong solution
@@ -79,7 +79,7 @@ def test_cli_verify_exits_nonzero_on_failure(tmp_path, monkeypatch, capsys):
 
 
 def test_a_wrong_kernel_is_a_verdict_never_an_exception(capsys):
-    ex = exercises.get("00-first-kernel")
+    ex = steps.get("00-first-kernel")
 
     def plain(x, out, cos_t, sin_t, n):
         pass
@@ -103,8 +103,8 @@ def test_a_wrong_kernel_is_a_verdict_never_an_exception(capsys):
         """, "crashes", "<test crashes>")
     assert ex.check(crashes).status == "error"
     assert "error" in capsys.readouterr().out
-    with pytest.raises(KeyError, match="no exercise"):
-        exercises.check(plain, "99-nope")
+    with pytest.raises(KeyError, match="no step"):
+        steps.check(plain, "99-nope")
 
 
 def test_blanks_are_found_in_the_source_and_reported_before_anything_runs():
@@ -114,7 +114,7 @@ def test_blanks_are_found_in_the_source_and_reported_before_anything_runs():
     blank = ("from numba import cuda\n\n\n@cuda.jit(fastmath=True)\n"
              "def my_rope_block2d(x, out, positions, n_pairs, base):\n"
              "    pair = cuda.threadIdx.x\n    while ...:\n        pair += ...\n")
-    step = dataclasses.replace(exercises.get("02-block2d-stride"), starter=blank)
+    step = dataclasses.replace(steps.get("02-block2d-stride"), starter=blank)
     verdict = grading.grade(step, verify.starter_kernel(step))
     assert str(verdict).startswith("not solved yet: my_rope_block2d still has 2 blanks")
 
@@ -139,7 +139,7 @@ def test_out_of_bounds_is_reported_with_the_thread_and_never_raises():
             i = cuda.grid(1)
             out[i] = x[i]
         """, "no_guard", "<test no_guard>")
-    verdict = grading.grade(exercises.get("00-first-kernel"), no_guard)
+    verdict = grading.grade(steps.get("00-first-kernel"), no_guard)
     assert verdict.status == "out of bounds"
     assert str(verdict).startswith("out of bounds at thread (block 0, thread ")
 
@@ -253,8 +253,8 @@ def test_time_says_why_nothing_is_timed(capsys):
 
 
 def test_every_exercise_has_a_notebook_a_solution_and_uneven_cases():
-    for ex in exercises.EXERCISES.values():
-        assert (exercises.NOTEBOOK_SOURCES / f"{ex.notebook}.py").is_file()
+    for ex in (s for s in steps.STEPS.values() if s.alias):
+        assert (steps.base.NOTEBOOK_SOURCES / f"{ex.notebook}.py").is_file()
         assert verify.solution_path(ex).is_file()
         assert ex.starter_source() is not None
         cases = ex.cases()
@@ -298,7 +298,7 @@ def test_time_solutions_times_exactly_the_solutions_that_pass(monkeypatch, capsy
 
 
 def test_a_passing_verdict_times_the_graded_kernel_on_the_steps_timing_case(monkeypatch):
-    from ropelab.course import learner_time
+    from ropelab.grader import learner_time
 
     seen = []
     monkeypatch.setattr(learner_time, "time_on_gpu",

@@ -1,4 +1,4 @@
-"""Every glossary-worthy term (``ropelab.course.glossary.TERMS``) a notebook uses is defined:
+"""Every glossary-worthy term (``ropelab.lessons.glossary.TERMS``) a notebook uses is defined:
 in notebook 00's glossary, and, where 00 uses it before its glossary, in place at first use.
 
 Reads the stored notebooks (Markdown and printed output) and the profile records; no kernel
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ropelab.course.glossary import BY_NAME, TERMS
+from ropelab.lessons.glossary import BY_NAME, TERMS
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))  # in course order
@@ -64,7 +64,7 @@ def test_every_listed_term_has_a_glossary_entry():
 def test_glossary_entries_are_all_listed_terms():
     """An entry the list does not know is an entry no test holds the notebooks to."""
     extra = sorted(glossary_entries() - set(BY_NAME))
-    assert not extra, f"glossary entries missing from ropelab.course.glossary.TERMS: {extra}"
+    assert not extra, f"glossary entries missing from ropelab.lessons.glossary.TERMS: {extra}"
 
 
 @pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p != GLOSSARY_NOTEBOOK],
@@ -259,7 +259,7 @@ def test_every_abbreviation_in_the_prose_is_a_term_or_a_common_word():
                 for word in unknown_abbreviations(text):
                     unknown.setdefault(word, set()).add(path.stem[:2])
     assert not unknown, ("abbreviations that are neither glossary terms "
-                         f"(ropelab.course.glossary) nor common words: {unknown}")
+                         f"(ropelab.lessons.glossary) nor common words: {unknown}")
 
 
 def test_a_planted_abbreviation_is_found():

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import ropelab
-from ropelab.course import grading, intake, kernel_census, learner_time, steps, verify
-from ropelab.course.recording import launch_problem
-from ropelab.course.steps.cases import NO_SIGNED_DIVISION
+from ropelab.grader import grading, intake, kernel_census, learner_time, steps, verify
+from ropelab.grader.recording import launch_problem
+from ropelab.grader.steps.cases import NO_SIGNED_DIVISION
 
 pytestmark = pytest.mark.skipif(not ropelab.SIMULATED, reason="simulator grader")
 
@@ -423,7 +423,7 @@ def test_time_without_a_gpu_says_it_predicts_or_that_no_model_is_installed(monke
     assert "no prediction model is installed" in capsys.readouterr().out
     seen = {}
 
-    class FakeModel:  # ropelab.measure.predict's interface, answering 12.5 us
+    class FakeModel:  # ropelab.grader.predict's interface, answering 12.5 us
         @staticmethod
         def explain_step(step, fn, progress=None):
             seen.update(step=step, fn=fn)
@@ -489,7 +489,7 @@ def test_syncwarp_orders_lanes_of_one_warp_but_not_two_warps():
 def test_an_interrupt_while_waiting_kills_the_child(monkeypatch):
     import os
 
-    from ropelab.course import child
+    from ropelab.grader import child
 
     started = []
     real_fork = os.fork
@@ -536,7 +536,7 @@ def test_ladder_rules_apply_once_a_notebook_has_a_ladder():
 def test_launch_steps_hand_the_learner_plain_python_ints():
     # numba-cuda on a GPU refuses a NumPy integer as a grid size, so a launch function must get
     # the sizes as a shape computation would give them; kernel steps keep their NumPy types.
-    from ropelab.course.trial import host_scalar
+    from ropelab.grader.trial import host_scalar
 
     launch_step, kernel_step = steps.get("00.4"), steps.get("01.4")
     assert launch_step.kind == "launch" and kernel_step.kind == "kernel"

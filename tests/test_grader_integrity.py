@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import ropelab
-from ropelab.course import (carried, child, grading, learner_time, runner, steps, tamper,
+from ropelab.grader import (carried, child, grading, learner_time, runner, steps, tamper,
                             unseen, wire)
 
 pytestmark = pytest.mark.skipif(not ropelab.SIMULATED, reason="the simulator's grader")
@@ -30,10 +30,10 @@ pytestmark = pytest.mark.skipif(not ropelab.SIMULATED, reason="the simulator's g
 @pytest.fixture(autouse=True)
 def behind_the_first_rule(monkeypatch):
     """Nearly every exploit here imports, walks frames or reads an argument's records, which
-    the grader refuses before anything runs (:func:`ropelab.course.intake.reaching_out`, tested
+    the grader refuses before anything runs (:func:`ropelab.grader.intake.reaching_out`, tested
     in tests/test_grader_loopholes.py).  These tests are of the defences behind that rule, so
     it is lifted here (in this process, where the intake runs)."""
-    from ropelab.course import intake
+    from ropelab.grader import intake
 
     monkeypatch.setattr(intake, "_reaching_problem", lambda *args: None)
 
@@ -105,7 +105,7 @@ def is_the_answer(value, want):
 
 import ropelab as _ropelab
 GRADER = os.path.dirname(_ropelab.__file__)  # frames of the grader's own code
-from ropelab.course import steps as _steps
+from ropelab.grader import steps as _steps
 PUBLIC_X = [c.inputs["x"].copy() for c in _steps.get("00.4").cases()]  # inputs, no answers
 
 def is_public(x):
@@ -181,36 +181,36 @@ EXPLOITS = [
         ''', ("never written",), timeout_s=60.0),  # a test runner's heap takes a while
     Exploit("a pickled PASS verdict written to the result pipe, then os._exit(0)", '''
         def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
-            from ropelab.course.grade_types import Verdict
+            from ropelab.grader.grade_types import Verdict
             forged = pickle.dumps(("ok", (Verdict("00.4", "PASS", ["PASS 00.4"]), {})))
             os.write(grader_pipe(), forged)
             os._exit(0)
         ''', ("bytes that are not a frame",)),
     Exploit("a well-formed frame that carries a PASS verdict", '''
         def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
-            from ropelab.course import wire
+            from ropelab.grader import wire
             message = ("failed", 0, "PASS", ["PASS 00.4: launch_rotate_pairs matches"])
             os.write(grader_pipe(), frame_of(wire.encode(message)))
             os._exit(0)
         ''', ("sent a verdict",)),
     Exploit("a well-formed frame with a failure that reads as a pass", '''
         def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
-            from ropelab.course import wire
+            from ropelab.grader import wire
             message = ("failed", 0, "error", ["error: none", "PASS 00.4: all right"])
             os.write(grader_pipe(), frame_of(wire.encode(message)))
             os._exit(0)
         ''', ("sent a verdict",)),
     Exploit("a well-formed frame about another case than the one asked", '''
         def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
-            from ropelab.course import wire
+            from ropelab.grader import wire
             message = ("failed", np.int64(0), "error", ["error: none"])
             os.write(grader_pipe(), frame_of(wire.encode(message)))
             os._exit(0)
         ''', ("something that is not an answer",)),
     Exploit("a well-formed frame with made-up results, sent before the real ones", '''
         def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
-            from ropelab.course import wire
-            from ropelab.course.trial import Trial
+            from ropelab.grader import wire
+            from ropelab.grader.trial import Trial
             size = data(out).size
             fake = Trial(np.zeros(size, np.float32), {}, [], {})
             os.write(grader_pipe(), frame_of(wire.encode(("ran", 0, fake))))
@@ -249,7 +249,7 @@ EXPLOITS = [
         ''', ("does not decode",)),
     Exploit("monkeypatching numpy and the grader's judging from inside the function", '''
         def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
-            from ropelab.course import carried, grading, runner
+            from ropelab.grader import carried, grading, runner
             np.abs = lambda a: np.zeros(np.shape(a))
             np.argmax = lambda a: 0
             grading._compare = lambda *args: None
@@ -261,7 +261,7 @@ EXPLOITS = [
     Exploit("patching the clock so that the time limit never comes", '''
         def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
             time.monotonic = time.perf_counter = time.time = lambda: 0.0
-            from ropelab.course import child
+            from ropelab.grader import child
             child.Child._spend = lambda self, since: 1e9
             while True:
                 pass
@@ -274,7 +274,7 @@ EXPLOITS = [
             honest_launch(x, out, cos_t, sin_t, n_pairs)
         ''', ("never written", "launched no kernel")),
     Exploit("stored answers: a table built from the step's public cases", '''
-        from ropelab.course import steps as _steps
+        from ropelab.grader import steps as _steps
         TABLE = {c.out_size: c.expected.ravel().astype(np.float32)
                  for c in _steps.get("00.4").cases()}
 
@@ -294,7 +294,7 @@ EXPLOITS = [
                 copy_kernel[(size + 63) // 64, 64](CACHE[size], out, cos_t, sin_t, n_pairs)
         ''', ("fresh random inputs",)),
     Exploit("a kernel that returns answers from a table in its globals", '''
-        from ropelab.course import steps as _steps
+        from ropelab.grader import steps as _steps
         _CASES = _steps.get("00.3").cases()
         OFFSETS = {}
         _at = 0
@@ -397,7 +397,7 @@ EXPLOITS = [
         ''', ("ended before",)),
     Exploit("a grandchild outside the process group that forges an answer later", '''
         def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
-            from ropelab.course import wire
+            from ropelab.grader import wire
             pipe = grader_pipe()
             if os.fork() == 0:
                 os.setsid()
@@ -532,7 +532,7 @@ def test_in_one_process_replacing_the_grader_or_numpy_is_caught_and_undone():
     original = (grading._compare, np.abs, time.perf_counter, steps.get(LAUNCH).make_cases)
     patches = _define('''
         def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
-            from ropelab.course import grading, steps as _steps
+            from ropelab.grader import grading, steps as _steps
             grading._compare = lambda *args: None
             np.abs = lambda a: np.zeros(np.shape(a))
             time.perf_counter = lambda: 0.0
@@ -542,7 +542,7 @@ def test_in_one_process_replacing_the_grader_or_numpy_is_caught_and_undone():
     verdict = grading.grade(steps.get(LAUNCH), patches)
     text = str(verdict)
     assert verdict.status == "error" and "could not trust this run" in text, text
-    for name in ("ropelab.course.grading._compare", "numpy.abs", "time.perf_counter",
+    for name in ("ropelab.grader.grading._compare", "numpy.abs", "time.perf_counter",
                  "the step.make_cases"):
         assert name in text or "more" in text, text
     assert (grading._compare, np.abs, time.perf_counter,

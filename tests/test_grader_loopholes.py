@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import ropelab
-from ropelab.course import grading, intake, kernel_census, launched, steps
-from ropelab.course.steps.base import Forbid
+from ropelab.grader import grading, intake, kernel_census, launched, steps
+from ropelab.grader.steps.base import Forbid
 from ropelab.sim import shared_race
 
 pytestmark = pytest.mark.skipif(not ropelab.SIMULATED, reason="the simulator's records")

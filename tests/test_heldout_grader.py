@@ -1,5 +1,5 @@
 """The grader on work nobody here wrote: every function of the held-out sets (``data/heldout``,
-loaded by :mod:`ropelab.course.heldout` from the files as their learners wrote them).
+loaded by :mod:`ropelab.grader.heldout` from the files as their learners wrote them).
 
 * ``probes_a``: each probe gets the verdict its learner expected, and where the learner named
   the cause of a wrong one, the verdict names it too (:data:`CAUSES`, words per probe);
@@ -17,7 +17,7 @@ file).  Budget: the simulator's runs, about 20 s of CPU for the 120 functions.
 import pytest
 
 import ropelab
-from ropelab.course import grading, heldout, kernel_census, steps
+from ropelab.grader import grading, heldout, kernel_census, steps
 
 pytestmark = pytest.mark.skipif(not ropelab.SIMULATED, reason="the simulator's verdicts")
 

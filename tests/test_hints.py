@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from ropelab.__main__ import main
-from ropelab.course import coach, hints, kernel_census, progress, starters, steps, verify
+from ropelab.grader import coach, hints, kernel_census, progress, starters, steps, verify
 
 REPO = Path(__file__).resolve().parents[1]
 ALL = list(steps.STEPS.values())
@@ -132,10 +132,10 @@ def test_a_failing_verdict_ends_with_the_hint_line_and_a_passing_one_has_none(st
 
 
 def test_the_old_exercise_ids_say_it_too(store):
-    from ropelab.course import exercises
+    from ropelab.grader import steps
 
     starter = verify.starter_kernel(steps.get("04.3"))
-    verdict = exercises.check(starter, "04-cache-lookup")
+    verdict = steps.check(starter, "04-cache-lookup")
     assert verdict.status == "not solved yet"
     assert verdict.lines[-1].startswith('stuck? steps.hint("04.3") gives a hint')
 
@@ -193,7 +193,7 @@ def test_a_folder_that_cannot_be_written_is_said_and_never_raises(tmp_path, monk
     blocker.write_text("")
     monkeypatch.setenv(progress.ENV, str(blocker / "below"))
     progress._said.clear()
-    from ropelab.course.grading import Verdict
+    from ropelab.grader.grading import Verdict
     passed = Verdict("ramp.1", "PASS", ["PASS ramp.1"])
     assert coach.after_check("ramp.1", passed) is passed
     assert steps.hint("ramp.1").level == 1  # shown although its level cannot be kept

@@ -21,7 +21,7 @@ import pytest
 from numba import cuda
 
 import ropelab
-from ropelab.course import grading, recording, steps, widening
+from ropelab.grader import grading, recording, steps, widening
 from ropelab.sim import shared_race
 
 pytestmark = pytest.mark.skipif(not ropelab.SIMULATED, reason="simulator grader")
@@ -300,7 +300,7 @@ _DEFINED: dict = {}
 def _function(probe: Probe):
     key = (probe.step, probe.name)
     if key not in _DEFINED:
-        from ropelab.course.steps.nb08 import REDUCE_THREADS, reduce_partials_kernel
+        from ropelab.grader.steps.nb08 import REDUCE_THREADS, reduce_partials_kernel
 
         names = {"REDUCE_THREADS": REDUCE_THREADS, "reduce_partials_kernel": reduce_partials_kernel}
         for alias, step_id, name in probe.uses:
@@ -500,7 +500,7 @@ def test_ptx_it_cannot_follow_gets_the_static_counts():
 
 
 def test_a_division_gate_names_the_range_that_divides():
-    from ropelab.course import census_gates
+    from ropelab.grader import census_gates
 
     ranges, written = census_gates.divisions_in(
         "def k(x, n):\n    for i in range(cuda.threadIdx.x, n, cuda.blockDim.x):\n"

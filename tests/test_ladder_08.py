@@ -13,8 +13,8 @@ import textwrap
 import numpy as np
 
 from ropelab import reference
-from ropelab.course import steps, verify
-from ropelab.course.steps import nb08
+from ropelab.grader import steps, verify
+from ropelab.grader.steps import nb08
 
 # A step's recorded wrong attempts: at least the two typical ones, and one more for each refusal
 # the grader learned since (a barrier, thread ownership, a launch rule, an argument type); each

@@ -1,4 +1,4 @@
-"""The ladders of notebooks 00-03 (ropelab.course.steps.nb00 ... nb03): their shape, their
+"""The ladders of notebooks 00-03 (ropelab.grader.steps.nb00 ... nb03): their shape, their
 solution files, and the rules only they carry.
 
 Whether each solution passes, each wrong attempt is rejected with its message and each starter
@@ -12,8 +12,8 @@ import re
 import numpy as np
 import pytest
 
-from ropelab.course import grading, steps, verify
-from ropelab.course.steps import nb01, nb02
+from ropelab.grader import grading, steps, verify
+from ropelab.grader.steps import nb01, nb02
 
 # A step's recorded wrong attempts: at least the two typical ones, and one more for each refusal
 # the grader learned since (a barrier, thread ownership, a launch rule, an argument type); each

@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from ropelab.course import steps
-from ropelab.course import verify
+from ropelab.grader import steps
+from ropelab.grader import verify
 
 # A step's recorded wrong attempts: at least the two typical ones, and one more for each refusal
 # the grader learned since (a barrier, thread ownership, a launch rule, an argument type); each

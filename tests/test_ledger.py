@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ropelab.measure import records
-from ropelab.course import ledger
+from ropelab.lessons import ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 

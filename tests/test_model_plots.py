@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from ropelab.course import model_plots
+from ropelab.lessons import model_plots
 
 META = {"gpu": "Test GPU", "torch": "2.0", "date": "2026-01-02T03:04:05Z"}
 TIMES = {("transformers", "eager", "forward"): 3000.0, ("qkv_gemm", "eager", "forward"): 3100.0,

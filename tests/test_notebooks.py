@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ropelab.course import steps as ladder
+from ropelab.grader import steps as ladder
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -98,7 +98,7 @@ def test_kernels_are_shown_from_ropelab_not_pasted(path):
             defined = set(re.findall(r"^def (\w+)\(", source, re.M))
             assert defined and defined <= starters, f"kernel code in a notebook cell:\n{source}"
     if path.name[:2] not in ("00", "07"):  # the variant notebooks print their kernel by region
-        assert any("course.excerpt(" in _text(c["source"]) for c in cells)
+        assert any("lessons.excerpt(" in _text(c["source"]) for c in cells)
 
 
 @pytest.mark.parametrize("path", STORED, ids=lambda p: p.stem)
@@ -114,8 +114,7 @@ def test_exercises_are_graded(path):
     for ex in exercises:
         starter = [i for i, src in enumerate(sources) if f"def {ex.kernel_name}(" in src]
         graded = [i for i, src in enumerate(sources)
-                  if f'steps.check({ex.kernel_name}, "{ex.id}")' in src
-                  or (ex.alias and f'exercises.check({ex.kernel_name}, "{ex.alias}")' in src)]
+                  if f'steps.check({ex.kernel_name}, "{ex.id}")' in src]
         assert len(starter) == 1 and len(graded) == 1 and starter[0] < graded[0]
         shown = "".join(_text(o.get("text", "")) for o in cells[graded[0]]["outputs"])
         assert shown.startswith("not solved yet: "), shown

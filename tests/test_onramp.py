@@ -1,4 +1,4 @@
-"""The on-ramp (notebooks/00_on_ramp.ipynb, ropelab.course.steps.onramp): its shape, its cases,
+"""The on-ramp (notebooks/00_on_ramp.ipynb, ropelab.grader.steps.onramp): its shape, its cases,
 and the sentence its verdicts add for someone on a first kernel.
 
 That every solution passes, every recorded wrong attempt is rejected with its message and every
@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ropelab.course import grading, steps, verify
-from ropelab.course.steps import base, onramp
+from ropelab.grader import grading, steps, verify
+from ropelab.grader.steps import base, onramp
 
 LADDER = steps.for_notebook("ramp")
 SOURCE = (base.NOTEBOOK_SOURCES / f"{onramp.NOTEBOOK}.py").read_text()

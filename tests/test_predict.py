@@ -13,7 +13,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from ropelab.measure.predict import features, lanes, model, ptx, record, recorded_fit
+from ropelab.grader.predict import features, lanes, model, ptx, record, recorded_fit
 
 HEAD = ".version 9.5\n.target sm_90\n.address_size 64\n.visible .entry K(\n)\n{\n"
 
@@ -242,7 +242,7 @@ def test_the_smooth_max_is_the_largest_ceiling_raised_a_little():
 # The record
 # --------------------------------------------------------------------------------------------
 
-STALE = ("data/predict is stale: run python -m ropelab.measure.predict --record, then "
+STALE = ("data/predict is stale: run python -m ropelab.grader.predict --record, then "
          "python scripts/notebooks/build.py 07")
 
 
@@ -280,7 +280,7 @@ def test_the_copy_curve_returns_the_recorded_copies_and_keeps_bandwidth_beyond()
 
 
 def test_the_error_bar_text():
-    from ropelab.measure import predict
+    from ropelab.grader import predict
 
     why = predict.explain_launches([features.launch_features(_counts(), (32768,), (64,),
                                                              33554432)])
@@ -297,8 +297,8 @@ def test_the_error_bar_text():
 # --------------------------------------------------------------------------------------------
 
 def test_derived_signatures_match_the_steps_census_signatures():
-    from ropelab.course import steps
-    from ropelab.measure.predict.learner import kernel_step_launch, signature
+    from ropelab.grader import steps
+    from ropelab.grader.predict.learner import kernel_step_launch, signature
 
     checked = 0
     for step in steps.STEPS.values():
@@ -311,9 +311,9 @@ def test_derived_signatures_match_the_steps_census_signatures():
 
 
 def test_a_launch_steps_launches_are_recorded_not_run():
-    from ropelab.course import steps
-    from ropelab.course.verify import load_solution, solution_path
-    from ropelab.measure.predict.learner import launch_step_launches
+    from ropelab.grader import steps
+    from ropelab.grader.verify import load_solution, solution_path
+    from ropelab.grader.predict.learner import launch_step_launches
 
     step = steps.get("00.4")
     fn = load_solution(solution_path(step)).SOLUTIONS["00.4"]
@@ -326,10 +326,10 @@ def test_a_launch_steps_launches_are_recorded_not_run():
 
 
 def test_verdict_time_without_a_gpu_prints_the_prediction_with_its_error_bar():
-    from ropelab.course import learner_time, steps
-    from ropelab.course.grading import Verdict
-    from ropelab.course.verify import load_solution, solution_path
-    from ropelab.measure import predict
+    from ropelab.grader import learner_time, steps
+    from ropelab.grader.grading import Verdict
+    from ropelab.grader.verify import load_solution, solution_path
+    from ropelab.grader import predict
 
     step = steps.get("00.4")  # a launch step: its one launch is found on the simulator
     fn = load_solution(solution_path(step)).SOLUTIONS["00.4"]
@@ -344,7 +344,7 @@ def test_verdict_time_without_a_gpu_prints_the_prediction_with_its_error_bar():
 
 
 def test_a_broken_set_gives_error_entries_not_exceptions(tmp_path):
-    from ropelab.measure.predict.entries import load_set
+    from ropelab.grader.predict.entries import load_set
 
     (tmp_path / "learner_01.py").write_text("raise RuntimeError('no')\n")
     (tmp_path / "learner_02.py").write_text("ENTRIES = [('99.9', 'x', print), ('00.1',)]\n")
@@ -353,8 +353,8 @@ def test_a_broken_set_gives_error_entries_not_exceptions(tmp_path):
 
 
 def test_the_timing_parent_restarts_a_faulted_child_and_keeps_every_row(tmp_path):
-    from ropelab.measure.predict import timings
-    from ropelab.measure.predict.entries import Entry
+    from ropelab.grader.predict import timings
+    from ropelab.grader.predict.entries import Entry
 
     entries = [Entry("probe", "m", k, "00.1", f"k{k}") for k in range(4)]
     # A stub child: answers the meta line, then one row per entry; "faults" on m/1 once.
@@ -402,10 +402,10 @@ class _StandInTimer:
 
 
 def test_a_timing_row_checks_the_output_first_and_reads_the_timer():
-    from ropelab.course import steps
-    from ropelab.course.verify import load_solution, solution_path
-    from ropelab.measure.predict import gpu_child
-    from ropelab.measure.predict.entries import Entry
+    from ropelab.grader import steps
+    from ropelab.grader.verify import load_solution, solution_path
+    from ropelab.grader.predict import gpu_child
+    from ropelab.grader.predict.entries import Entry
 
     step = steps.get("00.1")
     solution = load_solution(solution_path(step))
@@ -431,8 +431,8 @@ def _probe_kernel(x, out):
 
 
 def test_a_kernel_compiles_without_a_gpu_and_reports_its_registers(tmp_path, monkeypatch):
-    from ropelab.measure.predict import compiled
-    from ropelab.measure.predict.learner import Launch, describe, features_of, light
+    from ropelab.grader.predict import compiled
+    from ropelab.grader.predict.learner import Launch, describe, features_of, light
 
     monkeypatch.setenv("ROPELAB_CACHE", str(tmp_path))
     monkeypatch.setattr(compiled, "DATA_FILE", tmp_path / "none.json")

@@ -6,7 +6,7 @@ matplotlib.use("Agg")
 
 import pytest
 
-from ropelab.course import primer
+from ropelab.lessons import primer
 
 
 @pytest.mark.parametrize("stride, first, sectors", [

@@ -1,4 +1,4 @@
-"""A kernel shown as one build compiles it (``ropelab.course.specialise``): the branches its
+"""A kernel shown as one build compiles it (``ropelab.lessons.specialise``): the branches its
 build constants decide are resolved, and the text compiles to the same PTX as the package's
 kernel for that build.
 
@@ -60,7 +60,7 @@ def child() -> int:
     text's, and the planted text's (the first build only), normalized."""
     from numba import cuda
 
-    from ropelab.course import specialise
+    from ropelab.lessons import specialise
 
     out = {}
     for k, (name, options, aligned) in enumerate(BUILDS):
@@ -82,7 +82,7 @@ def child() -> int:
 
 
 def _key() -> str:
-    from ropelab.course import branches, specialise
+    from ropelab.lessons import branches, specialise
     from ropelab.measure.census import engine
 
     plans = [_plan(o, a) for _, o, a in BUILDS]
@@ -100,24 +100,27 @@ def _key() -> str:
 def _compiled() -> dict:
     from ropelab.measure.census import engine
 
+    def build(todo):
+        (key,) = todo
+        env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", ROPELAB_TARGET="gpu", ROPELAB_QUIET="1",
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT),
+                                                            os.environ.get("PYTHONPATH")])))
+        proc = subprocess.run([sys.executable, __file__, "--child"], capture_output=True,
+                              text=True, env=env, cwd=str(ROOT), timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        found = json.loads(proc.stdout.strip().splitlines()[-1])
+        # Only what a test reads is kept: whether each pair is equal, and the planted one differs.
+        builds = {name: {"name": f["name"], "same": f["package"] == f["specialised"],
+                         "planted_differs": (f["planted"] != f["package"]
+                                             if "planted" in f else None),
+                         "diff": _first_difference(f["package"], f["specialised"])}
+                  for name, f in found.items()}
+        return {key: {"key": key, "builds": builds}}
+
     key = _key()
-    cache = engine.user_cache_dir() / "specialise-ptx.json"
-    doc = engine.lookup(key, COMMITTED, cache)
-    if doc is not None:
-        return doc["builds"]
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="0", ROPELAB_TARGET="gpu", ROPELAB_QUIET="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run([sys.executable, __file__, "--child"], capture_output=True, text=True,
-                          env=env, cwd=str(ROOT), timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    found = json.loads(proc.stdout.strip().splitlines()[-1])
-    # Only what a test reads is kept: whether each pair is equal, and the planted one differs.
-    builds = {name: {"name": f["name"], "same": f["package"] == f["specialised"],
-                     "planted_differs": f["planted"] != f["package"] if "planted" in f else None,
-                     "diff": _first_difference(f["package"], f["specialised"])}
-              for name, f in found.items()}
-    engine.remember(cache, {"key": key, "builds": builds})
-    return builds
+    served = engine.cached("specialise-ptx", {key: None}, build, committed=COMMITTED,
+                           label="notebook 06's specialised kernels")
+    return served[key]["builds"]
 
 
 def save() -> int:
@@ -210,7 +213,7 @@ def body(x, n):
 
 
 def _text(**constants):
-    from ropelab.course.branches import specialise_text
+    from ropelab.lessons.branches import specialise_text
 
     return specialise_text(SAMPLE, constants)
 
@@ -241,7 +244,7 @@ def test_an_if_line_comment_stays_and_undecided_operands_stay():
 
 
 def test_unknown_names_and_kept_constants_leave_the_text_as_written():
-    from ropelab.course.branches import specialise_text
+    from ropelab.lessons.branches import specialise_text
 
     text, deciding = specialise_text(SAMPLE, {})
     assert text == SAMPLE.rstrip("\n") and deciding == []
@@ -250,7 +253,7 @@ def test_unknown_names_and_kept_constants_leave_the_text_as_written():
 
 
 def test_a_block_left_empty_gets_a_pass():
-    from ropelab.course.branches import specialise_text
+    from ropelab.lessons.branches import specialise_text
 
     text, _ = specialise_text("for i in r:\n    if C:\n        x = 1\ny = 2\n", {"C": False})
     assert text == "for i in r:\n    pass\ny = 2"
@@ -269,7 +272,7 @@ def _fused(*args, **kwargs):
 def test_the_fused_kernel_as_built_reads_no_decided_constant(args, kwargs):
     import ast
 
-    from ropelab.course import display, specialise
+    from ropelab.lessons import display, specialise
 
     kernel = _fused(*args, **kwargs)
     spec = specialise.specialise(kernel, REGION)
@@ -289,7 +292,7 @@ def test_the_fused_kernel_as_built_reads_no_decided_constant(args, kwargs):
 
 
 def test_a_region_the_build_does_not_run_is_refused():
-    from ropelab.course import specialise
+    from ropelab.lessons import specialise
 
     shuffled = _fused(128, False, "float32", 16, 1, 32)  # NeoX partners by shuffle: no in-lane pairs
     with pytest.raises(specialise.SpecialiseError, match="runs none of region 'fused_rope_gptj'"):

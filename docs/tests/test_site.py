@@ -105,8 +105,8 @@ API = {
     "api/scaling.html": ["ropelab.scaling.Linear", "ropelab.scaling.NTK", "ropelab.scaling.YaRN",
                          "ropelab.scaling.Llama3", "ropelab.scaling.from_dict"],
     "api/tables.html": ["ropelab.tables.flux_cache", "ropelab.tables.mrope_cache"],
-    "api/course.html": ["ropelab.course.steps.check", "ropelab.course.grading.Verdict",
-                        "ropelab.course.grading.Verdict.show", "ropelab.course.grading.Verdict.time"],
+    "api/course.html": ["ropelab.grader.steps.check", "ropelab.grader.grading.Verdict",
+                        "ropelab.grader.grading.Verdict.show", "ropelab.grader.grading.Verdict.time"],
 }
 
 

@@ -2,7 +2,7 @@
 
 ``python -m ropelab exercises --verify`` grades ``SOLUTIONS[step_id]`` (it must pass) and every
 kernel of ``WRONG[step_id]`` (each must be rejected with a verdict containing the fragment next
-to it).  The puzzles (ropelab.course.steps.onramp): ramp.1 map, ramp.2 zip, ramp.3 guard,
+to it).  The puzzles (ropelab.grader.steps.onramp): ramp.1 map, ramp.2 zip, ramp.3 guard,
 ramp.4 several blocks, ramp.5 the launch, ramp.6 a 2-D grid, ramp.7 the angle table, ramp.8
 the interleaved pair swap, ramp.9 the half-split swap through shared memory, ramp.10 a block
 reduction, ramp.11 a warp shuffle, ramp.12 a dot product, ramp.13 a tiled Q K^T, ramp.14 a

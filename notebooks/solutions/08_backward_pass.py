@@ -15,7 +15,7 @@ import numpy as np
 import ropelab  # noqa: F401  (chooses the GPU or the simulator before numba.cuda is imported)
 from numba import cuda, float32
 
-from ropelab.course.steps.nb08 import REDUCE_THREADS, reduce_partials_kernel
+from ropelab.grader.steps.nb08 import REDUCE_THREADS, reduce_partials_kernel
 
 FULL_MASK = 0xFFFFFFFF  # every lane of the warp takes part
 

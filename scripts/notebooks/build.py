@@ -25,7 +25,7 @@ source whose Markdown or code comments name a dotted ``ropelab.`` name (a module
 constant) that does not resolve by import and attribute lookup.
 
 Measured numbers in Markdown are placeholders, ``{{ fused.neox_16bit_pct }}``, rendered here
-from the records under ``data/`` by :mod:`ropelab.course.numbers`; each rendered cell notes in
+from the records under ``data/`` by :mod:`ropelab.lessons.numbers`; each rendered cell notes in
 its metadata (``ropelab_numbers``: key -> record) where its numbers came from.  After a prose-only
 edit, ``--markdown-only`` re-renders the Markdown of the stored notebooks and keeps their
 outputs (it refuses when a code cell differs from the source: then rebuild).
@@ -148,7 +148,7 @@ def render_cells(src: Path) -> list[tuple[str, str, dict]]:
     """``[(kind, text, numbers)]`` of a source as the stored notebook holds it: Markdown with its
     ``{{ key }}`` placeholders rendered from today's records, ``numbers`` the key -> record map
     of what was rendered (empty for code cells, which are never rendered)."""
-    from ropelab.course import numbers
+    from ropelab.lessons import numbers
 
     out = []
     for kind, text in parse_source(src.read_text()):

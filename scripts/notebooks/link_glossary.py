@@ -1,7 +1,7 @@
 """Link each glossary term, where a notebook first uses it in prose, to notebook 00's glossary.
 
 Notebook 00 defines the course's terms (its ``## 9. Glossary``; the list is
-``ropelab.course.glossary.TERMS``).  A later notebook may be read on its own, so
+``ropelab.lessons.glossary.TERMS``).  A later notebook may be read on its own, so
 ``tests/test_glossary.py`` wants each term it uses defined where it first uses it: in italics in
 place, or by a link to the glossary.  This script writes the links into the sources:
 
@@ -142,7 +142,7 @@ def printed_first(stored: Path, terms) -> list[str]:
 
 def main(argv=None) -> int:
     sys.path.insert(0, str(REPO))
-    from ropelab.course.glossary import TERMS
+    from ropelab.lessons.glossary import TERMS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("only", nargs="*", help="notebook name prefixes (default: all after 00)")

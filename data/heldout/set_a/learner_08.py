@@ -3,7 +3,7 @@ from numba import cuda, float32, int64
 import math
 import numpy as np
 
-from ropelab.course.steps.nb08 import REDUCE_THREADS, reduce_partials_kernel
+from ropelab.grader.steps.nb08 import REDUCE_THREADS, reduce_partials_kernel
 
 FULL_MASK = 0xFFFFFFFF
 

@@ -5,14 +5,14 @@ controlled kernel of :mod:`ropelab.measure.controls`, launched on step 02.3's co
 problem), ``n_pairs`` and ``base``; these launch functions build the kernel's plan for that
 shape, as the bench did when it recorded them, and launch it through ropelab's launch path
 (on the simulator that path is a ``kernel[grid, block]`` launch, which the dry run sees).
-The bench records hold the same kernels at other shapes (:mod:`ropelab.measure.predict.
+The bench records hold the same kernels at other shapes (:mod:`ropelab.grader.predict.
 sources`); these rows time them again beside the learners' kernels, with the same timer.
 """
 
 from ropelab import kernels
 from ropelab.kernels.launch import launch
 from ropelab.measure import controls
-from ropelab.course.steps.cases import MAX_POSITION
+from ropelab.grader.steps.cases import MAX_POSITION
 from ropelab.problem import RopeProblem
 
 

@@ -11,7 +11,7 @@ import math
 import numpy as np
 from numba import cuda, float32
 
-from ropelab.course.steps.nb08 import REDUCE_THREADS, reduce_partials_kernel
+from ropelab.grader.steps.nb08 import REDUCE_THREADS, reduce_partials_kernel
 
 FULL = 0xFFFFFFFF
 

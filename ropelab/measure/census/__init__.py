@@ -10,7 +10,7 @@ rules (:mod:`.counting`), SASS through nvJitLink and nvdisasm (:mod:`.sass`), an
 - :mod:`.shipped`: a kernel that exists only as source (a learner's), shipped to the child;
 - :mod:`ropelab.measure.controls`: the controlled kernels;
 - :mod:`ropelab.measure.seed_claims`: the seed-claims experiments (Numba and NVRTC);
-- :mod:`ropelab.course.kernel_census`: the grader's cache of learner kernels' counts.
+- :mod:`ropelab.grader.kernel_census`: the grader's cache of learner kernels' counts.
 """
 
 from .counting import count_extras, count_ptx, count_sass

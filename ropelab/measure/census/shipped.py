@@ -11,7 +11,7 @@ Counts are :func:`~.counting.count_ptx`'s plus the three the exercises grade on
 (:func:`~.counting.count_extras`), fast-math, cc 9.0.  :func:`job_key` keys a job on its code as
 a syntax tree (comments, blank lines and the ``@cuda.jit`` options do not matter), what it was
 shipped with, the signature, the PTX producers, and the compiled code of any ropelab function
-it names.  The cache of these counts is the course's (:mod:`ropelab.course.kernel_census`).
+it names.  The cache of these counts is the course's (:mod:`ropelab.grader.kernel_census`).
 """
 
 from __future__ import annotations

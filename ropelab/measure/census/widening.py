@@ -11,7 +11,7 @@ operands that are float64 already are the consequence, not the cause, and are no
 are operations whose float64 operand an earlier operation widened.
 
 :func:`compile_rows` is this module's census-child entry (a shipped kernel, :mod:`.shipped`,
-typed with the simulator off); the grader words the findings (:mod:`ropelab.course.widening`).
+typed with the simulator off); the grader words the findings (:mod:`ropelab.grader.widening`).
 """
 
 from __future__ import annotations

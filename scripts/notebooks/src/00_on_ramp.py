@@ -31,7 +31,7 @@ except ImportError:
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ropelab.course import steps
+from ropelab.grader import steps
 
 print(ropelab.format_description())
 

@@ -38,7 +38,7 @@ import inspect
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ropelab import course, reference
+from ropelab import lessons, reference
 from ropelab.measure import census as ptx
 
 print(ropelab.format_description())
@@ -252,9 +252,9 @@ print(inspect.getsource(reference.rope))
 # The picture draws all three ideas, with the SM count and L2 size read from the GPU record:
 
 # %%
-bench = course.recorded("bench")
+bench = lessons.recorded("bench")
 meta = bench["meta"] if bench is not None else {"sm_count": 132, "l2_bytes": 60 * 2**20}
-course.plot_execution_model(sm_count=meta["sm_count"], l2_mib=meta["l2_bytes"] / 2**20)
+lessons.plot_execution_model(sm_count=meta["sm_count"], l2_mib=meta["l2_bytes"] / 2**20)
 plt.show()
 
 # %% [markdown]
@@ -265,7 +265,7 @@ plt.show()
 # %%
 print(f"{'lane k reads float':<20} {'sectors':>8} {'bytes fetched':>14} {'bytes used':>11} {'used':>6}")
 for stride, what in ((1, "x[k]"), (2, "x[2k]"), (4, "x[4k]"), (8, "x[8k]"), (32, "x[32k]")):
-    sectors = course.sectors_touched(stride)
+    sectors = lessons.sectors_touched(stride)
     fetched = sectors * 32
     print(f"{what:<20} {sectors:>8} {fetched:>14} {32 * 4:>11} {32 * 4 / fetched:>6.0%}")
 
@@ -282,7 +282,7 @@ for stride, what in ((1, "x[k]"), (2, "x[2k]"), (4, "x[4k]"), (8, "x[8k]"), (32,
 # time HBM needs to move one float32 pair in and out (16 bytes):
 
 # %%
-budget = course.paper_budget(meta["sm_count"])
+budget = lessons.paper_budget(meta["sm_count"])
 print(f"HBM moves {budget['pairs_per_s'] / 1e9:,.0f} billion pairs per second (16 bytes each)")
 print(f"in that time: about {budget['fp32_per_pair']:.0f} FP32 instructions per pair, "
       f"{budget['sfu_per_pair']:.0f} SFU instructions per pair")
@@ -329,7 +329,7 @@ print(f"in that time: about {budget['fp32_per_pair']:.0f} FP32 instructions per 
 flat_ptx = ptx.row(ptx.census(), "flat", fastmath=True)
 sass_record = ptx.census(sass=True)  # the recorded SASS counts, read without nvdisasm
 flat_sass = ptx.row(sass_record, "flat", fastmath=True)
-course.plot_compile_pipeline({"PTX": f"rope_flat: {flat_ptx['instructions']} instructions",
+lessons.plot_compile_pipeline({"PTX": f"rope_flat: {flat_ptx['instructions']} instructions",
                               "SASS": f"rope_flat: {flat_sass['sass_instructions']} instructions"})
 plt.show()
 print("rope_flat's special-function instructions in PTX:", flat_ptx["sfu"])
@@ -374,7 +374,7 @@ print("target:", info["target"], "-", info["reason"])
 # %% [markdown]
 # A first kernel call.  `ropelab.rope` takes a float32 `[tokens, hidden]` array (one head of
 # `hidden` floats, as in the seed kernels) or `[tokens, heads, head_dim]`, checks everything,
-# runs the chosen variant and returns the result.  `course.check` compares it with the
+# runs the chosen variant and returns the result.  `lessons.check` compares it with the
 # reference under the tolerance the test suite uses and prints only deterministic facts;
 # the raw error goes in a separate cell, because it differs between the simulator and a GPU.
 
@@ -382,7 +382,7 @@ print("target:", info["target"], "-", info["reason"])
 x = rng.standard_normal((5, 130)).astype(np.float32)  # 65 pairs per token: fills no block evenly
 pos = np.array([0, 1, 7, 300, 4095], dtype=np.int32)
 y = ropelab.rope(x, variant="flat", positions=pos)
-first_call = course.check("flat", x, y, pos)
+first_call = lessons.check("flat", x, y, pos)
 print(y.shape, y.dtype)
 print(first_call.line)
 
@@ -394,7 +394,7 @@ print(f"max |error| = {first_call.max_error:.2e} on the {ropelab.TARGET}")
 # ## 9. Glossary
 #
 # The words the later notebooks use, defined once (the list is kept in
-# `ropelab.course.glossary`, and `tests/test_glossary.py` fails when a notebook uses one that is
+# `ropelab.lessons.glossary`, and `tests/test_glossary.py` fails when a notebook uses one that is
 # not defined here).  Many come from the two tools that look inside a kernel: the *SASS census*
 # (`ropelab census --sass`, the machine code, no GPU needed) and *Nsight Compute* (`ncu`,
 # NVIDIA's profiler, whose records are under `data/profile/`).
@@ -591,7 +591,7 @@ def copy(x, out):
     pass
 
 # %%
-from ropelab.course import steps
+from ropelab.grader import steps
 
 verdict = steps.check(copy, "00.1")
 

@@ -28,7 +28,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ropelab.measure import charts, census as ptx
-from ropelab import course, reference
+from ropelab import lessons, reference
 from ropelab.problem import RopeProblem
 
 print(ropelab.format_description())
@@ -53,11 +53,11 @@ print(ropelab.format_description())
 # ## The kernel
 #
 # This is the code that runs, printed from `ropelab` (the course never pastes a kernel).
-# `course.excerpt` prints one region of a kernel file, marked there with `# ex: begin` and
+# `lessons.excerpt` prints one region of a kernel file, marked there with `# ex: begin` and
 # `# ex: end` comment lines:
 
 # %%
-print(course.excerpt(ropelab.kernels.flat, "rope_flat"))
+print(lessons.excerpt(ropelab.kernels.flat, "rope_flat"))
 
 # %% [markdown]
 # Two details carry the whole course:
@@ -76,14 +76,14 @@ print(course.excerpt(ropelab.kernels.flat, "rope_flat"))
 #
 # ## The thread map
 #
-# Which thread writes which float?  `course.trace_threads` runs the real kernel on the
+# Which thread writes which float?  `lessons.trace_threads` runs the real kernel on the
 # simulator with arrays that record the `(blockIdx, threadIdx)` of every write.  With 3 tokens
 # of 20 floats and, for the picture, blocks of 8 threads:
 
 # %%
-tmap = course.trace_threads("flat", tokens=3, hidden=20, threads_per_block=8)
+tmap = lessons.trace_threads("flat", tokens=3, hidden=20, threads_per_block=8)
 print(tmap.summary())
-course.plot_thread_map(tmap, label="global")
+lessons.plot_thread_map(tmap, label="global")
 plt.show()
 
 # %% [markdown]
@@ -120,7 +120,7 @@ for tokens, hidden in [(1, 2), (7, 130), (3, 2048)]:
     for fastmath in (True, False):
         y = ropelab.rope(x, variant="flat", positions=pos, fastmath=fastmath)
         name = "flat" if fastmath else "flat:exact"
-        results.append(course.check(name, x, y, pos, fastmath=fastmath))
+        results.append(lessons.check(name, x, y, pos, fastmath=fastmath))
         print(results[-1].line)
 
 # %%
@@ -181,10 +181,10 @@ print("global loads by width :", flat_fast["ld_global"], " stores:", flat_fast["
 # to the 80th percentile), the bandwidth that time implies, and its share of the roof.
 
 # %%
-bench = course.recorded("bench")
+bench = lessons.recorded("bench")
 if bench is not None:
-    print(course.provenance(bench))
-    print(course.bench_table(bench, ["torch_copy", "flat", "cuda_flat"]))
+    print(lessons.provenance(bench))
+    print(lessons.bench_table(bench, ["torch_copy", "flat", "cuda_flat"]))
 
 # %%
 if bench is not None:
@@ -207,9 +207,9 @@ if bench is not None:
 if bench is not None:
     big = "32768x4096"
     for v in ("copy_d2d", "torch_copy", "flat", "cuda_flat"):
-        r = course.bench_row(bench, v, big)
-        print(f"{v:<11} {r['median_us']:>7.1f} us  {100 * course.share_of_roof(bench, v, big):5.1f}% of the roof")
-    twin = course.bench_row(bench, "flat", big)["median_us"] / course.bench_row(bench, "cuda_flat", big)["median_us"]
+        r = lessons.bench_row(bench, v, big)
+        print(f"{v:<11} {r['median_us']:>7.1f} us  {100 * lessons.share_of_roof(bench, v, big):5.1f}% of the roof")
+    twin = lessons.bench_row(bench, "flat", big)["median_us"] / lessons.bench_row(bench, "cuda_flat", big)["median_us"]
     print(f"flat / cuda_flat time ratio: {twin:.2f}")
 
 # %% [markdown]
@@ -229,7 +229,7 @@ if bench is not None:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(course.live_bench(["flat"]))
+print(lessons.live_bench(["flat"]))
 
 # %% [markdown]
 # ## Takeaways
@@ -285,7 +285,7 @@ def pair_angles(out, positions, inv_freq, n_pairs, total_pairs):
     pass
 
 # %%
-from ropelab.course import steps
+from ropelab.grader import steps
 
 verdict = steps.check(pair_angles, "01.1")
 

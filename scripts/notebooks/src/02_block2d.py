@@ -26,7 +26,7 @@ except ImportError:
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ropelab import course
+from ropelab import lessons
 from ropelab.measure import census as ptx
 from ropelab.problem import RopeProblem
 
@@ -48,7 +48,7 @@ print(ropelab.format_description())
 # the seed.
 
 # %%
-print(course.excerpt(ropelab.kernels.block2d, "rope_block2d"))
+print(lessons.excerpt(ropelab.kernels.block2d, "rope_block2d"))
 
 # %% [markdown]
 # The frequency exponent step `2 / hidden` is computed once per thread, outside the loop, and
@@ -62,9 +62,9 @@ print(course.excerpt(ropelab.kernels.block2d, "rope_block2d"))
 # pair `t`.  The block is rounded up to one warp, so 22 of its 32 threads have nothing to do.
 
 # %%
-tmap = course.trace_threads("block2d", tokens=3, hidden=20)
+tmap = lessons.trace_threads("block2d", tokens=3, hidden=20)
 print(tmap.summary())
-course.plot_thread_map(tmap)
+lessons.plot_thread_map(tmap)
 plt.show()
 
 # %% [markdown]
@@ -73,9 +73,9 @@ plt.show()
 # touch neighbouring floats on each pass, so accesses stay [coalesced](00_rope_in_one_notebook.ipynb#9-glossary).
 
 # %%
-tmap = course.trace_threads("block2d", tokens=3, hidden=20, threads_per_block=4)
+tmap = lessons.trace_threads("block2d", tokens=3, hidden=20, threads_per_block=4)
 print(tmap.summary())
-course.plot_thread_map(tmap)
+lessons.plot_thread_map(tmap)
 plt.show()
 
 # %% [markdown]
@@ -126,7 +126,7 @@ for (tokens, hidden), tpb in cases:
     pos = rng.integers(0, 4096, tokens).astype(np.int32)
     y = ropelab.rope(x, variant="block2d", positions=pos, threads_per_block=tpb)
     name = "block2d" if tpb is None else f"block2d/{tpb}"
-    results.append(course.check(name, x, y, pos))
+    results.append(lessons.check(name, x, y, pos))
     print(results[-1].line)
 
 # %%
@@ -172,14 +172,14 @@ for name in ("flat", "block2d"):
 # to the 80th percentile), the bandwidth that time implies, and its share of the roof:
 
 # %%
-bench = course.recorded("bench")
+bench = lessons.recorded("bench")
 if bench is not None:
-    print(course.provenance(bench))
-    print(course.bench_table(bench, ["torch_copy", "flat", "block2d"]))
+    print(lessons.provenance(bench))
+    print(lessons.bench_table(bench, ["torch_copy", "flat", "block2d"]))
 
 # %%
 if bench is not None:
-    course.plot_roof(bench, ["flat", "block2d"])
+    lessons.plot_roof(bench, ["flat", "block2d"])
     plt.show()
 
 # %% [markdown]
@@ -187,7 +187,7 @@ if bench is not None:
 
 # %%
 if bench is not None:
-    print(course.relative_times(bench, "flat", ["block2d"]))
+    print(lessons.relative_times(bench, "flat", ["block2d"]))
 
 # %% [markdown]
 # Set the two reductions side by side: the machine code lost more than half its instructions,
@@ -196,7 +196,7 @@ if bench is not None:
 
 # %%
 if bench is not None:
-    ratios = [course.bench_row(bench, "block2d", s)["median_us"] / course.bench_row(bench, "flat", s)["median_us"]
+    ratios = [lessons.bench_row(bench, "block2d", s)["median_us"] / lessons.bench_row(bench, "flat", s)["median_us"]
               for s in ("4096x512", "4096x1024", "8192x512", "8192x1024", "32768x4096")]
     print(f"block2d takes {100 * (min(ratios) - 1):.0f} to {100 * (max(ratios) - 1):.0f} percent longer than flat")
 
@@ -233,9 +233,9 @@ for name in block2d_entries:
 # the same bytes, same run):
 
 # %%
-ctl = course.recorded("controls")
+ctl = lessons.recorded("controls")
 if ctl is not None:
-    print(course.provenance(ctl))
+    print(lessons.provenance(ctl))
     print(format_rows([r for r in ctl["rows"] if r["entry"] in block2d_entries + ["copy_d2d"]],
                       "controls"))
 
@@ -302,7 +302,7 @@ for r in rows:
 # beside long_scoreboard the stall reasons [not_selected](00_rope_in_one_notebook.ipynb#9-glossary), [`wait`](00_rope_in_one_notebook.ipynb#9-glossary) and [mio_throttle](00_rope_in_one_notebook.ipynb#9-glossary):
 
 # %%
-prof = course.recorded("profile")
+prof = lessons.recorded("profile")
 if prof is not None:
     print(ncu.profile_table(prof, r"^(flat|block2d\w*|flat_\w+)@"))
 
@@ -374,7 +374,7 @@ if prof is not None and ctl is not None:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(course.live_bench(["flat", "block2d"]))
+print(lessons.live_bench(["flat", "block2d"]))
 
 # %% [markdown]
 # ## Takeaways
@@ -429,7 +429,7 @@ def rope_rows(x, out, positions, inv_freq, n_pairs):
     pass
 
 # %%
-from ropelab.course import steps
+from ropelab.grader import steps
 
 verdict = steps.check(rope_rows, "02.1")
 

@@ -33,7 +33,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ropelab.measure import baselines, charts, census as ptx
-from ropelab import course
+from ropelab import lessons
 
 print(ropelab.format_description())
 
@@ -59,7 +59,7 @@ print(ropelab.format_description())
 # unpacked to float32 before the math and rounded back (to nearest even) on the store.
 
 # %%
-print(course.excerpt(ropelab.kernels.pack4, "rope_pack4"))
+print(lessons.excerpt(ropelab.kernels.pack4, "rope_pack4"))
 
 # %% [markdown]
 # The scalar variant does the same work as `pack4` with 4-byte accesses.  Here it is as it was
@@ -85,7 +85,7 @@ print(inspect.getsource(controls.rope_pack4_scalar_unhoisted))
 # ordinary Python functions with the same names.
 
 # %%
-print(course.excerpt(ropelab.kernels.vec, "vec4_load"))
+print(lessons.excerpt(ropelab.kernels.vec, "vec4_load"))
 
 # %% [markdown]
 # ## The thread map
@@ -93,9 +93,9 @@ print(course.excerpt(ropelab.kernels.vec, "vec4_load"))
 # Sixteen floats per token: four threads per row, four floats each.
 
 # %%
-tmap = course.trace_threads("pack4", tokens=3, hidden=16, threads_per_block=8)
+tmap = lessons.trace_threads("pack4", tokens=3, hidden=16, threads_per_block=8)
 print(tmap.summary())
-course.plot_thread_map(tmap, label="global")
+lessons.plot_thread_map(tmap, label="global")
 plt.show()
 
 # %% [markdown]
@@ -103,9 +103,9 @@ plt.show()
 # scalar kernel, and the last thread of each row rotates one pair only:
 
 # %%
-tmap = course.trace_threads("pack4", tokens=3, hidden=10, threads_per_block=8)
+tmap = lessons.trace_threads("pack4", tokens=3, hidden=10, threads_per_block=8)
 print(tmap.summary())
-course.plot_thread_map(tmap, label="global")
+lessons.plot_thread_map(tmap, label="global")
 plt.show()
 
 # %% [markdown]
@@ -122,7 +122,7 @@ for variant in ("pack4", "pack4_scalar"):
         x = rng.standard_normal((tokens, hidden)).astype(np.float32)
         pos = rng.integers(0, 4096, tokens).astype(np.int32)
         y = ropelab.rope(x, variant=variant, positions=pos)
-        results.append(course.check(variant, x, y, pos))
+        results.append(lessons.check(variant, x, y, pos))
         print(results[-1].line)
 
 # %%
@@ -164,18 +164,18 @@ for name, pairs in (("flat", 1), ("pack4_scalar", 2), ("pack4", 2)):
 # to the 80th percentile), the bandwidth that time implies, and its share of the roof.
 
 # %%
-bench = course.recorded("bench")
+bench = lessons.recorded("bench")
 if bench is not None:
-    print(course.provenance(bench))
-    print(course.bench_table(bench, ["torch_copy", "flat", "pack4_scalar", "pack4"]))
+    print(lessons.provenance(bench))
+    print(lessons.bench_table(bench, ["torch_copy", "flat", "pack4_scalar", "pack4"]))
 
 # %%
 if bench is not None:
-    print(course.relative_times(bench, "pack4_scalar", ["pack4", "flat"]))
+    print(lessons.relative_times(bench, "pack4_scalar", ["pack4", "flat"]))
 
 # %%
 if bench is not None:
-    course.plot_roof(bench, ["flat", "block2d", "pack4_scalar", "pack4"])
+    lessons.plot_roof(bench, ["flat", "block2d", "pack4_scalar", "pack4"])
     plt.show()
 
 # %% [markdown]
@@ -187,14 +187,14 @@ if bench is not None:
     seed_and_big = ("4096x512", "4096x1024", "8192x512", "8192x1024", "32768x4096")
 
     def time_ratio(a, b):
-        r = [course.bench_row(bench, a, s)["median_us"] / course.bench_row(bench, b, s)["median_us"]
+        r = [lessons.bench_row(bench, a, s)["median_us"] / lessons.bench_row(bench, b, s)["median_us"]
              for s in seed_and_big]
         return f"{min(r):.2f} to {max(r):.2f}"
 
     print("pack4_scalar / flat        :", time_ratio("pack4_scalar", "flat"))
     print("pack4 / pack4_scalar       :", time_ratio("pack4", "pack4_scalar"))
     for v in ("flat", "pack4_scalar", "pack4"):
-        print(f"{v:<13} on 32768x4096: {100 * course.share_of_roof(bench, v, '32768x4096'):5.1f}% of the roof")
+        print(f"{v:<13} on 32768x4096: {100 * lessons.share_of_roof(bench, v, '32768x4096'):5.1f}% of the roof")
 
 # %% [markdown]
 # * **More work per thread alone** (`pack4_scalar` against `flat`): the same accesses, half as
@@ -242,9 +242,9 @@ for r in pack_rows:
 # (`python -m ropelab.measure.bench.controls`; `ratio` is the median time over the reference's):
 
 # %%
-ctl = course.recorded("controls")
+ctl = lessons.recorded("controls")
 if ctl is not None:
-    print(course.provenance(ctl))
+    print(lessons.provenance(ctl))
     print(format_rows([r for r in ctl["rows"]
                        if r["entry"] in ("copy_d2d", "flat", "pack4", "pack4_scalar", "pack4_scalar_unhoisted")],
                       "controls"))
@@ -268,7 +268,7 @@ if ctl is not None:
 # [imc_miss](00_rope_in_one_notebook.ipynb#9-glossary)):
 
 # %%
-prof = course.recorded("profile")
+prof = lessons.recorded("profile")
 if prof is not None:
     print(ncu.profile_table(prof, r"^(flat|pack4|pack4_scalar|pack4_scalar_unhoisted|copy_f32x4)@"))
 
@@ -331,7 +331,7 @@ if bench is not None:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(course.live_bench(["pack4_scalar", "pack4"]))
+print(lessons.live_bench(["pack4_scalar", "pack4"]))
 
 # %% [markdown]
 # ## Takeaways
@@ -381,7 +381,7 @@ def rope_two_pairs(x, out, positions, inv_freq, n_pairs):
     pass
 
 # %%
-from ropelab.course import steps
+from ropelab.grader import steps
 
 verdict = steps.check(rope_two_pairs, "03.1")
 
@@ -516,4 +516,4 @@ verdict.time()
 # version and with `notebooks/solutions/03_pack4.py`):
 
 # %%
-print(course.excerpt(ropelab.kernels.pack4, "rope_pack4_scalar"))
+print(lessons.excerpt(ropelab.kernels.pack4, "rope_pack4_scalar"))

@@ -33,7 +33,7 @@ except ImportError:
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ropelab import course, reference
+from ropelab import lessons, reference
 from ropelab.measure import census as ptx
 from ropelab.kernels import freq_table
 from ropelab.problem import RopeProblem
@@ -50,19 +50,19 @@ print(ropelab.format_description())
 # that do not rotate.  The layout is two integers, `step` and `partner`, instead of a branch.
 
 # %%
-print(course.excerpt(freq_table, "rope_freq_table"))
+print(lessons.excerpt(freq_table, "rope_freq_table"))
 
 # %% [markdown]
 # With the cache, the angle disappears too; the position indexes a row of the table:
 
 # %%
-print(course.excerpt(freq_table, "rope_cos_sin_cache"))
+print(lessons.excerpt(freq_table, "rope_cos_sin_cache"))
 
 # %% [markdown]
 # The host side builds the tables in float64 and rounds once to float32:
 
 # %%
-print(course.excerpt(freq_table, "cos_sin_cache"))
+print(lessons.excerpt(freq_table, "cos_sin_cache"))
 
 # %% [markdown]
 # ## The thread map
@@ -72,10 +72,10 @@ print(course.excerpt(freq_table, "cos_sin_cache"))
 # 0 and 1 rotate pairs (0, 2) and (1, 3); threads 2 and 3 copy floats 4-5 and 6-7.
 
 # %%
-tmap = course.trace_threads("freq_table", tokens=2, hidden=16, heads=2, interleave=False,
+tmap = lessons.trace_threads("freq_table", tokens=2, hidden=16, heads=2, interleave=False,
                             rotary_dim=4, threads_per_block=8)
 print(tmap.summary())
-course.plot_thread_map(tmap, label="global")
+lessons.plot_thread_map(tmap, label="global")
 plt.show()
 
 # %% [markdown]
@@ -95,7 +95,7 @@ for mode, options in modes.items():
         pos = rng.integers(0, 4096, 5).astype(np.int32)
         y = ropelab.rope(x, variant="freq_table", positions=pos, **options, **layout)
         label = ",".join(f"{k}={v}" for k, v in layout.items()) or "interleaved"
-        results.append(course.check(mode, x, y, pos, **layout))
+        results.append(lessons.check(mode, x, y, pos, **layout))
         print(f"{results[-1].line}   {label}")
 
 # %%
@@ -164,9 +164,9 @@ for p, a32, a64 in zip(positions, angle32, angle64):
 # float32 angles:
 
 # %%
-sincos = course.recorded("sincos_error")
+sincos = lessons.recorded("sincos_error")
 if sincos is not None:
-    course.plot_sincos_error(sincos)
+    lessons.plot_sincos_error(sincos)
     plt.show()
 
 # %% [markdown]
@@ -174,8 +174,8 @@ if sincos is not None:
 
 # %%
 if sincos is not None:
-    print(course.provenance(sincos))
-    print(course.sincos_table(sincos))
+    print(lessons.provenance(sincos))
+    print(lessons.sincos_table(sincos))
 
 # %% [markdown]
 # The fast-math error grows about tenfold per decade of angle above 10 radians: about
@@ -189,16 +189,16 @@ if sincos is not None:
 # largest input value:
 
 # %%
-precision = course.recorded("precision")
+precision = lessons.recorded("precision")
 cases_04 = [dict(variant="flat"), dict(variant="flat", fastmath=False),
             dict(variant="freq_table"), dict(variant="freq_table", options="reduce_angle=True"),
             dict(variant="freq_table", options="cache=True")]
 if precision is not None:
-    print(course.precision_table(precision, cases_04))
+    print(lessons.precision_table(precision, cases_04))
 
 # %%
 if precision is not None:
-    course.plot_precision(precision, cases_04)
+    lessons.plot_precision(precision, cases_04)
     plt.show()
 
 # %% [markdown]
@@ -218,7 +218,7 @@ if precision is not None:
 # is accurate:
 
 # %%
-print(course.excerpt(freq_table, "reduced_angle"))
+print(lessons.excerpt(freq_table, "reduced_angle"))
 
 # %% [markdown]
 # ## Timing on an H200
@@ -228,14 +228,14 @@ print(course.excerpt(freq_table, "reduced_angle"))
 # bandwidth that time implies, and its share of the roof.
 
 # %%
-bench = course.recorded("bench")
+bench = lessons.recorded("bench")
 if bench is not None:
-    print(course.provenance(bench))
-    print(course.bench_table(bench, ["torch_copy", "flat", "freq_table", "freq_table:cache"]))
+    print(lessons.provenance(bench))
+    print(lessons.bench_table(bench, ["torch_copy", "flat", "freq_table", "freq_table:cache"]))
 
 # %%
 if bench is not None:
-    course.plot_roof(bench, ["flat", "block2d", "pack4", "freq_table", "freq_table:cache"])
+    lessons.plot_roof(bench, ["flat", "block2d", "pack4", "freq_table", "freq_table:cache"])
     plt.show()
 
 # %% [markdown]
@@ -245,7 +245,7 @@ if bench is not None:
 
 # %%
 if bench is not None:
-    print(course.relative_times(bench, "flat", ["freq_table", "freq_table:cache"]))
+    print(lessons.relative_times(bench, "flat", ["freq_table", "freq_table:cache"]))
 
 # %% [markdown]
 # The table is level with `flat`, on every shape.  Removing `pow` removed two special-function calls per pair and
@@ -273,9 +273,9 @@ if bench is not None:
 if bench is not None:
     print(f"{'shape':<12} {'minimum MB':>10} {'table MB':>9} {'bytes / minimum':>16} {'time cache / table':>19}")
     for shape in ("4096x512", "4096x1024", "8192x512", "8192x1024", "32768x4096"):
-        row = course.bench_row(bench, "freq_table:cache", shape)
+        row = lessons.bench_row(bench, "freq_table:cache", shape)
         table_bytes = row["tokens"] * (row["hidden"] // 2) * 2 * 4  # cos and sin, float32, one row per token
-        ratio = row["median_us"] / course.bench_row(bench, "freq_table", shape)["median_us"]
+        ratio = row["median_us"] / lessons.bench_row(bench, "freq_table", shape)["median_us"]
         print(f"{shape:<12} {row['bytes_moved'] / 1e6:>10.1f} {table_bytes / 1e6:>9.1f} "
               f"{(row['bytes_moved'] + table_bytes) / row['bytes_moved']:>16.2f} {ratio:>19.2f}")
 
@@ -290,7 +290,7 @@ if bench is not None:
 # the top stall reasons in [cycles/issue](00_rope_in_one_notebook.ipynb#9-glossary) ([long_scoreboard](00_rope_in_one_notebook.ipynb#9-glossary), [`wait`](00_rope_in_one_notebook.ipynb#9-glossary), [not_selected](00_rope_in_one_notebook.ipynb#9-glossary)):
 
 # %%
-prof = course.recorded("profile")
+prof = lessons.recorded("profile")
 if prof is not None:
     from ropelab.measure import profile as ncu
 
@@ -305,7 +305,7 @@ if prof is not None:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(course.live_bench(["flat", "freq_table"]))
+print(lessons.live_bench(["flat", "freq_table"]))
 
 # %% [markdown]
 # ## Takeaways
@@ -344,7 +344,7 @@ import math
 
 from numba import cuda, float32, uint64
 
-from ropelab.course import steps
+from ropelab.grader import steps
 
 
 @cuda.jit(fastmath=True)

@@ -35,7 +35,7 @@ except ImportError:
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ropelab import course, reference, scaling
+from ropelab import lessons, reference, scaling
 from ropelab.measure import census as ptx
 from ropelab.kernels import pair_sincos
 from ropelab.problem import RopeProblem
@@ -55,12 +55,12 @@ print(ropelab.format_description())
 # load and round to nearest even on the store, and a GPT-J pair moves as one 32-bit word.
 
 # %%
-print(course.excerpt(pair_sincos, "rope_pair_sincos"))
+print(lessons.excerpt(pair_sincos, "rope_pair_sincos"))
 
 # %%
-print(course.excerpt(pair_sincos, "first_freq"))
+print(lessons.excerpt(pair_sincos, "first_freq"))
 print()
-print(course.excerpt(pair_sincos, "blended"))
+print(lessons.excerpt(pair_sincos, "blended"))
 
 # %% [markdown]
 # ## The thread map
@@ -73,10 +73,10 @@ print(course.excerpt(pair_sincos, "blended"))
 # %%
 fig, axes = plt.subplots(2, 1, figsize=(12, 3.2))
 for ax, chunk in zip(axes, (4, 16)):
-    tmap = course.trace_threads("pair_sincos", tokens=2, hidden=32, threads_per_block=8,
+    tmap = lessons.trace_threads("pair_sincos", tokens=2, hidden=32, threads_per_block=8,
                                 pairs_per_thread=chunk)
     print(tmap.summary())
-    course.plot_thread_map(tmap, ax=ax, label="global")
+    lessons.plot_thread_map(tmap, ax=ax, label="global")
     ax.set_title(f"pairs_per_thread={chunk}: colour = block, number = global thread", fontsize=9)
 fig.tight_layout()
 plt.show()
@@ -102,7 +102,7 @@ for chunk in (1, 4, 64):
         x = rng.standard_normal((3, 2, 128)).astype(np.float32)
         pos = rng.integers(0, 4096, 3).astype(np.int32)
         y = ropelab.rope(x, variant="pair_sincos", positions=pos, pairs_per_thread=chunk, **layout)
-        results.append(course.check(f"chunk {chunk}", x, y, pos, **ref_options))
+        results.append(lessons.check(f"chunk {chunk}", x, y, pos, **ref_options))
         print(f"{results[-1].line}   {label}")
 
 # %%
@@ -167,14 +167,14 @@ for steps in (0, 3, 15, 63):
 # position 131072:
 
 # %%
-drift = course.recorded("freq_drift")
+drift = lessons.recorded("freq_drift")
 if drift is not None:
-    print(course.provenance(drift))
-    print(course.drift_table(drift))
+    print(lessons.provenance(drift))
+    print(lessons.drift_table(drift))
 
 # %%
 if drift is not None:
-    course.plot_freq_drift(drift)
+    lessons.plot_freq_drift(drift)
     plt.show()
 
 # %% [markdown]
@@ -189,15 +189,15 @@ if drift is not None:
 # precision run on real inputs:
 
 # %%
-precision = course.recorded("precision")
+precision = lessons.recorded("precision")
 cases_05 = [dict(variant="flat"), dict(variant="freq_table"), dict(variant="pair_sincos"),
             dict(variant="freq_table", options="cache=True")]
 if precision is not None:
-    print(course.precision_table(precision, cases_05))
+    print(lessons.precision_table(precision, cases_05))
 
 # %%
 if precision is not None:
-    course.plot_precision(precision, cases_05)
+    lessons.plot_precision(precision, cases_05)
     plt.show()
 
 # %% [markdown]
@@ -213,14 +213,14 @@ if precision is not None:
 # bandwidth that time implies, and its share of the roof.
 
 # %%
-bench = course.recorded("bench")
+bench = lessons.recorded("bench")
 if bench is not None:
-    print(course.provenance(bench))
-    print(course.bench_table(bench, ["torch_copy", "flat", "freq_table", "pair_sincos"]))
+    print(lessons.provenance(bench))
+    print(lessons.bench_table(bench, ["torch_copy", "flat", "freq_table", "pair_sincos"]))
 
 # %%
 if bench is not None:
-    course.plot_roof(bench, ["flat", "pack4", "freq_table", "pair_sincos"])
+    lessons.plot_roof(bench, ["flat", "pack4", "freq_table", "pair_sincos"])
     plt.show()
 
 # %% [markdown]
@@ -228,9 +228,9 @@ if bench is not None:
 
 # %%
 if bench is not None:
-    print(course.relative_times(bench, "flat", ["pair_sincos"]))
+    print(lessons.relative_times(bench, "flat", ["pair_sincos"]))
     for v in ("flat", "pair_sincos", "pack4"):
-        print(f"{v:<12} on 32768x4096: {100 * course.share_of_roof(bench, v, '32768x4096'):5.1f}% of the roof")
+        print(f"{v:<12} on 32768x4096: {100 * lessons.share_of_roof(bench, v, '32768x4096'):5.1f}% of the roof")
 
 # %% [markdown]
 # On the 1 GB shape `pair_sincos` is clearly faster than `flat`, the fastest kernel of the
@@ -247,7 +247,7 @@ if bench is not None:
 
 # %%
 # NBVAL_IGNORE_OUTPUT
-print(course.live_bench(["flat", "pair_sincos"]))
+print(lessons.live_bench(["flat", "pair_sincos"]))
 
 # %% [markdown]
 # ## Takeaways
@@ -288,7 +288,7 @@ import math
 
 from numba import cuda, float32, uint64
 
-from ropelab.course import steps
+from ropelab.grader import steps
 
 
 @cuda.jit(fastmath=True)

@@ -48,7 +48,7 @@ except ImportError:
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ropelab import course, shapes
+from ropelab import lessons, shapes
 from ropelab.ops import fused
 from ropelab import check as ropelab_check
 from ropelab.measure import census as ptx
@@ -75,11 +75,11 @@ print(ropelab.format_description())
 # `VEC4`, `CACHE`, ...) in Python, and the code it returns reads them as plain names: Numba
 # compiles them in, and a branch on one of them disappears from the builds where it is false.
 # The source file therefore holds the branches of every build, several hundred lines of them;
-# `course.excerpt(fused_kernel, "fused_kernel")` prints it all.
+# `lessons.excerpt(fused_kernel, "fused_kernel")` prints it all.
 #
 # This notebook starts with one build: heads of 128 bfloat16 values, GPT-J pairs, every dim
 # rotated, one head per warp, `qkv` read as 32-bit words of two bfloat16 each.
-# `course.specialised` prints the kernel's body as that build compiles it, read from the same
+# `lessons.specialised` prints the kernel's body as that build compiles it, read from the same
 # file: the branches the build does not take removed, and the constants it reads listed with
 # their values (`tests/test_specialise.py` compiles this text and checks that it gives the
 # package kernel's [PTX](00_rope_in_one_notebook.ipynb#9-glossary), instruction for instruction).  The body is what the two entry points
@@ -87,14 +87,14 @@ print(ropelab.format_description())
 
 # %%
 one_head = fused_kernel.make_kernel(128, True, "bfloat16", heads_per_warp=1, full_rotary=True)
-print(course.specialised(one_head, "fused_kernel"))
+print(lessons.specialised(one_head, "fused_kernel"))
 
 # %% [markdown]
 # Against the full source, every build's branches in one text (`print(full)` shows it):
 
 # %%
-full = course.excerpt(fused_kernel, "fused_kernel")
-shown = course.specialised(one_head, "fused_kernel")
+full = lessons.excerpt(fused_kernel, "fused_kernel")
+shown = lessons.specialised(one_head, "fused_kernel")
 print(f"every build's source: {len(full.splitlines())} lines; this build's: "
       f"{len(shown.splitlines())}, its header included")
 
@@ -132,7 +132,7 @@ print(f"every build's source: {len(full.splitlines())} lines; this build's: "
 # Step 3 in the kernel:
 
 # %%
-print(course.specialised(one_head, "fused_butterfly"))
+print(lessons.specialised(one_head, "fused_butterfly"))
 
 # %% [markdown]
 # The same butterfly acted out by NumPy on 32 integers (exact, so the check is exact):
@@ -157,9 +157,9 @@ print("every lane holds the total:", bool((state == partial.sum()).all()))
 # each number a lane, placed over the four elements it owns:
 
 # %%
-fmap = course.trace_fused(tokens=2, heads=(2, 2, 1), head_dim=128, heads_per_warp=1)
+fmap = lessons.trace_fused(tokens=2, heads=(2, 2, 1), head_dim=128, heads_per_warp=1)
 print(fmap.summary())
-course.plot_fused_map(fmap, token=0)
+lessons.plot_fused_map(fmap, token=0)
 plt.show()
 
 # %% [markdown]
@@ -269,7 +269,7 @@ for r in census["rows"]:
 # one head per warp:
 
 # %%
-fused_runs = course.recorded_runs("bench_fused")
+fused_runs = lessons.recorded_runs("bench_fused")
 
 
 def newest_with(variant, runs=fused_runs):
@@ -280,8 +280,8 @@ def newest_with(variant, runs=fused_runs):
 sweep = newest_with("fused_qknorm_rope:1token_blocks")
 production = list(shapes.PRODUCTION_SHAPES)
 if sweep is not None:
-    print(course.provenance(sweep))
-    print(course.copy_table(sweep, ["fused_qknorm_rope_1head"], shapes=production))
+    print(lessons.provenance(sweep))
+    print(lessons.copy_table(sweep, ["fused_qknorm_rope_1head"], shapes=production))
 
 # %% [markdown]
 # A fused kernel of this kind has no arithmetic reason to be slower than the copy: per
@@ -303,7 +303,7 @@ if sweep is not None:
 sms = sweep["meta"]["sm_count"] if sweep is not None else None
 LATENCY_NS = (600, 800)  # assumed loaded DRAM latency, H100/H200 class (not measured here)
 if sweep is not None:
-    copy_gbps = course.bench_row(sweep, "copy_d2d", "flux_1024", "bfloat16")["gbps"]
+    copy_gbps = lessons.bench_row(sweep, "copy_d2d", "flux_1024", "bfloat16")["gbps"]
     per_sm = copy_gbps / sms  # GB/s = bytes per ns
     need = [per_sm * t for t in LATENCY_NS]
     print(f"copy of flux_1024's bfloat16 bytes: {copy_gbps:.0f} GB/s over {sms} SMs = {per_sm:.1f} bytes per ns per SM")
@@ -319,7 +319,7 @@ if sweep is not None:
 # the old 16-bit mapping, one head per warp on 32 lanes, for comparison:
 
 # %%
-prof = course.recorded("profile")
+prof = lessons.recorded("profile")
 ITEM = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
@@ -360,9 +360,9 @@ if prof is not None and sweep is not None:
 # 128-bit word).  Two warps cover the four Q and K heads that took four warps above.
 
 # %%
-fmap2 = course.trace_fused(tokens=1, heads=(2, 2, 1), head_dim=128, heads_per_warp=2, storage="float16")
+fmap2 = lessons.trace_fused(tokens=1, heads=(2, 2, 1), head_dim=128, heads_per_warp=2, storage="float16")
 print(fmap2.summary())
-course.plot_fused_map(fmap2, token=0)
+lessons.plot_fused_map(fmap2, token=0)
 plt.show()
 
 # %% [markdown]
@@ -375,9 +375,9 @@ plt.show()
 # %%
 half_warp = fused_kernel.make_kernel(128, True, "bfloat16", vector_bytes=16, heads_per_warp=2,
                                      lanes_per_head=16, full_rotary=True)
-print(course.specialised(half_warp, "fused_loads"))
+print(lessons.specialised(half_warp, "fused_loads"))
 print()
-print(course.specialised(half_warp, "fused_butterfly"))
+print(lessons.specialised(half_warp, "fused_butterfly"))
 
 # %% [markdown]
 # The sweep times every setting:
@@ -385,13 +385,13 @@ print(course.specialised(half_warp, "fused_butterfly"))
 # %%
 hpw_rows = ["fused_qknorm_rope_1head", "fused_qknorm_rope_2heads", "fused_qknorm_rope_4heads"]
 if sweep is not None:
-    print(course.copy_table(sweep, hpw_rows, shapes=production, dtypes=("bfloat16", "float16", "float32")))
+    print(lessons.copy_table(sweep, hpw_rows, shapes=production, dtypes=("bfloat16", "float16", "float32")))
 
 # %%
 if sweep is not None:
     for storage in ("bfloat16", "float16", "float32"):
         shares = [bench_row["frac_of_copy"] for bench_row in
-                  (course.bench_row(sweep, v, "flux_1024", storage) for v in hpw_rows)]
+                  (lessons.bench_row(sweep, v, "flux_1024", storage) for v in hpw_rows)]
         print(f"flux_1024 {storage:<9} of copy with 1 / 2 / 4 heads per warp: "
               + " / ".join(f"{100 * f:.1f}%" for f in shares))
 print("default heads per warp by storage:", fused_kernel.HEADS_PER_WARP)
@@ -405,9 +405,9 @@ print("default heads per warp by storage:", fused_kernel.HEADS_PER_WARP)
 # %%
 twins = ("fused_qknorm_rope", "fused_qknorm_rope_1head")  # float32 default: one head per warp
 if sweep is not None:
-    print("the run", course.provenance(sweep))
+    print("the run", lessons.provenance(sweep))
     for storage in ("float32", "bfloat16"):
-        print(course.noise_table(sweep, hpw_rows, twins, shapes=production, dtype=storage,
+        print(lessons.noise_table(sweep, hpw_rows, twins, shapes=production, dtype=storage,
                                  same_dtype="float32"))
 
 # %% [markdown]
@@ -417,7 +417,7 @@ if sweep is not None:
 if sweep is not None:
     for storage in ("bfloat16", "float16", "float32"):
         for shape in production:
-            times = {v: course.bench_row(sweep, v, shape, storage)["median_us"] for v in hpw_rows}
+            times = {v: lessons.bench_row(sweep, v, shape, storage)["median_us"] for v in hpw_rows}
             best = min(times, key=times.get)
             print(f"{storage:<9} {shape:<19} fastest {best:<25} (1 / 2 / 4 heads: "
                   + " / ".join(f"{times[v]:.1f}" for v in hpw_rows) + " us)")
@@ -445,14 +445,14 @@ LAYOUTS = (("gptj", "fused_qknorm_rope", "cuda_fused"), ("neox", "fused_qknorm_r
 
 def row_or_none(run, variant, shape, storage):
     try:
-        return course.bench_row(run, variant, shape, storage)
+        return lessons.bench_row(run, variant, shape, storage)
     except KeyError:  # a row the run's time budget skipped
         return None
 
 
 targets = [s for s in production if shapes.PRODUCTION_SHAPES[s].rotary_dim == shapes.PRODUCTION_SHAPES[s].head_dim]
 if latest is not None:
-    print(course.provenance(latest), "at", latest["meta"]["date"][11:16], "UTC")
+    print(lessons.provenance(latest), "at", latest["meta"]["date"][11:16], "UTC")
     print(f"{'shape':<19} {'storage':<9} {'layout':<6} {'ropelab':>8} {'twin':>7} {'ropelab / twin':>15}")
     worst_share, worst_ratio = {}, 0.0
     for shape in production:
@@ -563,7 +563,7 @@ if sass is not None:
 # [`XU%`](00_rope_in_one_notebook.ipynb#9-glossary) (the [SFUs](00_rope_in_one_notebook.ipynb#9-glossary)' pipe):
 
 # %%
-profiles = course.recorded_runs("profile")
+profiles = lessons.recorded_runs("profile")
 for run in (profiles[0], profiles[-1]) if len(profiles) > 1 else profiles:
     print("the profile of", run["meta"]["date"][:16])
     for storage in ("bfloat16", "float16", "float32"):
@@ -598,8 +598,8 @@ if sweep is not None:
     for label, without, with_ in controls:
         for shape in targets:
             for storage in ("bfloat16", "float16", "float32"):
-                off = course.bench_row(sweep, without, shape, storage)
-                on = course.bench_row(sweep, with_, shape, storage)
+                off = lessons.bench_row(sweep, without, shape, storage)
+                on = lessons.bench_row(sweep, with_, shape, storage)
                 print(f"{label:<31} {shape:<16} {storage:<9} {100 * off['frac_of_copy']:>7.1f}% "
                       f"{100 * on['frac_of_copy']:>6.1f}%")
 
@@ -635,7 +635,7 @@ if sweep is not None:
 from ropelab.measure import fused_precision, records
 
 fprec = records.load("precision_fused", records.DATA_DIR / "precision")
-print(course.provenance(fprec))
+print(lessons.provenance(fprec))
 by_path = {}
 for r in fprec["rows"]:
     if r["storage"] == "float32" and r["layout"] == "gptj" and r["yarn"] == "-" and r["fastmath"]:
@@ -669,7 +669,7 @@ for w in sorted(fused_precision.worst_by_case(fprec["rows"]),
 # %%
 cache_run = newest_with("fused_qknorm_rope:cache")
 if cache_run is not None:
-    print(course.provenance(cache_run), "at", cache_run["meta"]["date"][11:16], "UTC")
+    print(lessons.provenance(cache_run), "at", cache_run["meta"]["date"][11:16], "UTC")
     print(f"{'shape':<19} {'storage':<9} {'sin/cos':>8} {'cache':>7} {'cache / sin/cos':>16}")
     for shape in production:
         for storage in ("bfloat16", "float16", "float32"):
@@ -690,7 +690,7 @@ if ropelab.TARGET == "gpu":
     sized = [s for s in bench_module.shapes_for(["production"]) if s.label == "flux_1024"]
     print(bench_module.format_rows(bench_module.sweep(sized, entries, timer=timer, progress=False).rows))
 else:
-    print(course.live_bench(["fused_qknorm_rope"]))
+    print(lessons.live_bench(["fused_qknorm_rope"]))
 
 # %% [markdown]
 # ## Takeaways
@@ -745,7 +745,7 @@ import math
 
 from numba import cuda, float32
 
-from ropelab.course import steps
+from ropelab.grader import steps
 
 FULL_MASK = 0xFFFFFFFF  # every lane of the warp takes part
 

@@ -35,8 +35,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ropelab.measure import bench, census as ptx
-from ropelab import course
-from ropelab.course import ledger
+from ropelab import lessons
+from ropelab.lessons import ledger
 from ropelab.measure import seed_claims
 
 print(ropelab.format_description())
@@ -84,10 +84,10 @@ for (tokens, hidden), ms in seed_rows:
 # shortened to `bf16` in the table).
 
 # %%
-public = course.recorded("public_path")
+public = lessons.recorded("public_path")
 if public is not None:
-    print(course.provenance(public))
-    print(course.public_path_table(public))
+    print(lessons.provenance(public))
+    print(lessons.public_path_table(public))
 
 # %% [markdown]
 # Before, every call copied the device `positions` to the host to check their values.  A
@@ -110,14 +110,14 @@ if public is not None:
 # The host cost per call, beside other launchers measured in the same run:
 
 # %%
-overhead = course.recorded("launch_overhead")
+overhead = lessons.recorded("launch_overhead")
 if overhead is not None:
-    print(course.provenance(overhead))
+    print(lessons.provenance(overhead))
     print(bench.format_rows(overhead["rows"], "launch_overhead"))
 
 # %%
 if overhead is not None:
-    course.plot_launch_overhead(overhead)
+    lessons.plot_launch_overhead(overhead)
     plt.show()
 
 # %% [markdown]
@@ -132,9 +132,9 @@ if overhead is not None:
 # run-to-run noise:
 
 # %%
-bench_record = course.recorded("bench")
+bench_record = lessons.recorded("bench")
 if bench_record is not None:
-    print(course.public_vs_kernel(bench_record, shapes=("4096x512", "32768x4096", "flux_1024")))
+    print(lessons.public_vs_kernel(bench_record, shapes=("4096x512", "32768x4096", "flux_1024")))
 
 # %% [markdown]
 # Because a call neither synchronizes nor allocates once its shape is known, it can be
@@ -182,7 +182,7 @@ print(inspect.getsource(bench.Timer.time))
 # %%
 if bench_record is not None:
     meta = bench_record["meta"]
-    print(course.provenance(bench_record))
+    print(lessons.provenance(bench_record))
     print(f"fill {meta['flush_bytes'] / 2**20:,.0f} MiB, L2 {meta['l2_bytes'] / 2**20:,.0f} MiB, "
           f"{meta['sm_count']} SMs")
     print(bench_record["method"])
@@ -245,9 +245,9 @@ from ropelab.measure import records
 
 first_run = records.validate(json.loads(
     (records.DATA_DIR / "history" / "bench-first-run-sync-copy-20261129.json").read_text()))
-print(course.provenance(first_run))
+print(lessons.provenance(first_run))
 copy_pair_table(first_run)
-flat_first = course.bench_row(first_run, "flat", "4096x512")
+flat_first = lessons.bench_row(first_run, "flat", "4096x512")
 print(f"flat on 4096x512 in that run: {flat_first['median_us']:.1f} us, "
       f"{100 * flat_first['frac_of_copy']:,.0f}% of 'the copy'")
 
@@ -281,11 +281,11 @@ print(f"flat on 4096x512 in that run: {flat_first['median_us']:.1f} us, "
 # %%
 unchanged = ["cuda_flat", "cuda_flat_i32", "cuda_float4", "torch_copy", "torch_cached",
              "torch_compile"]
-runs = course.recorded_runs("bench")
+runs = lessons.recorded_runs("bench")
 if len(runs) > 1:
-    print("between", course.provenance(runs[-2]))
-    print("    and", course.provenance(runs[-1]))
-    noise = course.run_to_run(runs[-1], runs[-2], unchanged)
+    print("between", lessons.provenance(runs[-2]))
+    print("    and", lessons.provenance(runs[-1]))
+    noise = lessons.run_to_run(runs[-1], runs[-2], unchanged)
     for shape in ("4096x512", "4096x1024", "8192x512", "8192x1024", "32768x4096"):
         print(f"{shape:<12} same code, two runs: medians differ by up to {100 * noise[shape]:4.1f}%")
 
@@ -307,16 +307,16 @@ if bench_record is not None:
     everything = ["torch_copy", "flat", "block2d", "pack4_scalar", "pack4", "freq_table",
                   "pair_sincos", "cuda_flat", "cuda_flat_i32", "cuda_float4", "torch_compile",
                   "torch_cached", "torch_complex_seed"]
-    print(course.bench_table(bench_record, everything, shapes=["32768x4096"]))
+    print(lessons.bench_table(bench_record, everything, shapes=["32768x4096"]))
 
 # %%
 if bench_record is not None:
-    course.plot_all_variants(bench_record, "32768x4096")
+    lessons.plot_all_variants(bench_record, "32768x4096")
     plt.show()
 
 # %%
 if bench_record is not None:
-    course.plot_roof(bench_record, ["flat", "block2d", "pack4", "freq_table", "pair_sincos",
+    lessons.plot_roof(bench_record, ["flat", "block2d", "pack4", "freq_table", "pair_sincos",
                                     "cuda_float4", "torch_compile"])
     plt.show()
 
@@ -378,7 +378,7 @@ print("Numba's flat kernel, math.sin and math.cos of one angle:", ptx.row(ptx.ce
 # between the two forms (no [RMSNorm](00_rope_in_one_notebook.ipynb#9-glossary): only the step the PR changed):
 
 # %%
-print(course.excerpt(seed_claims, "sglang_style_rope"))
+print(lessons.excerpt(seed_claims, "sglang_style_rope"))
 
 # %% [markdown]
 # The census of both forms, from Numba and from NVRTC compiling the same two forms written in
@@ -431,7 +431,7 @@ if bench_record is not None:
 # per function).  The blend it calls:
 
 # %%
-print(course.excerpt(seed_claims, "yarn_blend"))
+print(lessons.excerpt(seed_claims, "yarn_blend"))
 
 # %% [markdown]
 # The census of the three builds, beside the C++ template versions:
@@ -536,7 +536,7 @@ if torch is not None:
 
 # %%
 if torch is not None:
-    print(course.excerpt(rt, "torch_rope_backward"))
+    print(lessons.excerpt(rt, "torch_rope_backward"))
 
 # %% [markdown]
 # Check it against the float64 reference: for an upstream gradient $g$, $\partial L / \partial x$
@@ -553,7 +553,7 @@ if torch is not None:
         return (rt.rope(x, variant="pair_sincos", interleave=False, positions=positions) * g).sum()
 
     loss(x).backward()
-    print(course.check("dL/dx from ropelab's backward", g.numpy(), x.grad.numpy(), positions.numpy(),
+    print(lessons.check("dL/dx from ropelab's backward", g.numpy(), x.grad.numpy(), positions.numpy(),
                        interleave=False, inverse=True).line)
 
     x_compiled = x.detach().clone().requires_grad_()
@@ -594,9 +594,9 @@ if torch is not None:
 # most `1.03`.
 
 # %%
-torch_record = course.recorded("torch_ops")
+torch_record = lessons.recorded("torch_ops")
 if torch_record is not None:
-    print(course.provenance(torch_record))
+    print(lessons.provenance(torch_record))
     print(bench.format_rows(torch_record["rows"], "torch_ops"))
 
 # %% [markdown]
@@ -618,7 +618,7 @@ if torch_record is not None:
 # * the launch: blocks, threads per block, how many fit on an SM (threads, registers, shared
 #   memory), and so how many waves fill the 132 SMs.
 #
-# `ropelab.measure.predict` turns those into five ceilings, each a physical limit (the DRAM's
+# `ropelab.grader.predict` turns those into five ceilings, each a physical limit (the DRAM's
 # bandwidth, the L2's for the sectors asked for, waves times a warp's lifetime of latencies,
 # a cost per block started, the schedulers' issue rate), and predicts a launch fixed time plus
 # a smooth maximum of the five.  A handful of constants are fitted on {{ predict.rows }}
@@ -627,8 +627,8 @@ if torch_record is not None:
 # recorded kernel at every size) is predicted by a fit made without it.
 
 # %%
-from ropelab.course import prediction
-from ropelab.measure import predict
+from ropelab.lessons import prediction
+from ropelab.grader import predict
 
 predict_record = predict.recorded_fit()
 print(prediction.validation_table(predict_record))
@@ -648,7 +648,7 @@ plt.show()
 # error, and it is wider than the spread of repeated timings: a prediction says where a kernel
 # stands against the copy, not what it measures.
 #
-# `python -m ropelab.measure.predict --record` refits the model and rewrites the record from the
+# `python -m ropelab.grader.predict --record` refits the model and rewrites the record from the
 # timings it names; `scripts/gpu_predict_timings.sh` is the H200 run behind them.
 
 # %% [markdown]
@@ -702,7 +702,7 @@ print(f"exercise 2: correct, about {answer_2:,.0f} launches per second")
 # (32768 x 4096 float32: x read, out written, positions read)?
 
 # %%
-roof = course.roof_gbps(bench_record)
+roof = lessons.roof_gbps(bench_record)
 answer_3 = bench.rope_bytes(32768, 4096) / (roof * 1e3)  # your answer here, in us
 
 # %%
@@ -730,14 +730,14 @@ print("exercise 4: correct, the backward pass is one inverse-rotation launch")
 # launch in microseconds.  Which one sets your kernel's time?  Set `answer_5` to its name.
 
 # %%
-from ropelab.course import exercises, verify
+from ropelab.grader import steps, verify
 
-exercise_03 = exercises.get("03-pack4-loads-first")
+exercise_03 = steps.get("03.4")
 # Your kernel from notebook 03: paste its definition, decorator and all, in place of the
 # next line, which loads the solution (notebooks/solutions/03_pack4.py).
 solution_03 = verify.load_solution(verify.solution_path(exercise_03))
 my_rope_pack4_scalar = solution_03.my_rope_pack4_scalar
-verdict = exercises.check(my_rope_pack4_scalar, exercise_03.id)
+verdict = steps.check(my_rope_pack4_scalar, exercise_03.id)
 
 # %%
 # NBVAL_IGNORE_OUTPUT

@@ -42,7 +42,7 @@ except ImportError:
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ropelab import bf16, course, reference, shapes
+from ropelab import bf16, lessons, reference, shapes
 from ropelab import check as ropelab_check
 from ropelab.kernels.fused_qknorm_rope import backward as backward_kernel, backward_host
 from ropelab.measure.bench import backward as bench_backward
@@ -220,12 +220,12 @@ for name in bench_backward.SHAPES:
 # Like the forward, the kernel comes from a factory whose constants remove branches at build
 # time.  Printed as the default bfloat16 build compiles it (heads of 128, vector accesses, the
 # two-stage weight gradient, no cos/sin cache), with its layout test `INTERLEAVE` left as
-# written, since both layouts are read here; `course.excerpt(backward_kernel,
+# written, since both layouts are read here; `lessons.excerpt(backward_kernel,
 # "backward_kernel")` prints every build's branches:
 
 # %%
 backward_build = backward_kernel.make_kernel(128, True, "bfloat16", vector=True)
-print(course.specialised(backward_build, "backward_kernel", keep=("INTERLEAVE",)))
+print(lessons.specialised(backward_build, "backward_kernel", keep=("INTERLEAVE",)))
 
 # %% [markdown]
 # Reading the loop body: load `x`, `dy` and the weight of the head's kind; reduce the sum of
@@ -265,7 +265,7 @@ for interleave, rotary_dim in ((True, 64), (False, 32)):
 # blocks:
 
 # %%
-print(course.excerpt(backward_kernel, "backward_block_sum"))
+print(lessons.excerpt(backward_kernel, "backward_block_sum"))
 
 # %% [markdown]
 # * **atomic**: `cuda.atomic.add` of the block's row into `dw`.  One launch, but blocks
@@ -282,7 +282,7 @@ print(course.excerpt(backward_kernel, "backward_block_sum"))
 # one per partial row when there are fewer.
 
 # %%
-print(course.excerpt(backward_kernel, "backward_reduce"))
+print(lessons.excerpt(backward_kernel, "backward_reduce"))
 
 # %% [markdown]
 # Why the order changes the bits, in NumPy: the same float32 numbers (a weight gradient's
@@ -329,7 +329,7 @@ if torch is None:
 else:
     import ropelab.torch_ops as rt
 
-    print(course.excerpt(rt, "torch_fused_backward"))
+    print(lessons.excerpt(rt, "torch_fused_backward"))
     tq = torch.from_numpy(bf16.to_float32(qkv)).requires_grad_()
     tw = torch.ones(64, requires_grad=True)
     y = rt.fused_qknorm_rope(tq, q_weight=tw, k_weight=tw, positions=torch.from_numpy(pos),
@@ -364,9 +364,9 @@ for r in ptx.census()["rows"]:
 # Liger's chain.
 
 # %%
-record = course.recorded("bench_backward")
+record = lessons.recorded("bench_backward")
 if record is not None:
-    print(course.provenance(record))
+    print(lessons.provenance(record))
     for row in record["rows"]:
         frac = "" if row["frac_of_copy"] is None else f"{row['frac_of_copy']:.2f} of the copy"
         bits = "" if row["runs_differing"] is None else f"{row['runs_differing']} runs differ"
@@ -459,7 +459,7 @@ assert answer_3 == backward_host.partial_rows(main_plan) * 2 * 128
 # %%
 from numba import cuda, float32
 
-from ropelab.course import steps
+from ropelab.grader import steps
 
 FULL_MASK = 0xFFFFFFFF  # every lane of the warp takes part
 
@@ -537,7 +537,7 @@ verdict = steps.check(dw_partials, "08.3")
 # (`cuda.device_array`), then the two launches.
 
 # %%
-from ropelab.course.steps.nb08 import REDUCE_THREADS, reduce_partials_kernel
+from ropelab.grader.steps.nb08 import REDUCE_THREADS, reduce_partials_kernel
 
 
 def launch_dw(dz, n, out, tokens, heads):

@@ -35,7 +35,7 @@ import warnings
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ropelab import course
+from ropelab import lessons
 from ropelab.models import missing
 
 print(ropelab.format_description())
@@ -103,7 +103,7 @@ print("q_proj", tuple(attn.q_proj.weight.shape), " k_proj", tuple(attn.k_proj.we
 # The new forward, printed from the package:
 
 # %%
-print(course.excerpt(qwen3, "qwen3_fused_forward"))
+print(lessons.excerpt(qwen3, "qwen3_fused_forward"))
 
 # %%
 patched = qwen3.patch_qwen3(copy.deepcopy(original))
@@ -202,7 +202,7 @@ print("original:", [f"{v:.6f}" for v in theirs])
 # loss, against the bound `training.CURVE_RTOL` (right, a linear axis from zero):
 
 # %%
-course.plot_loss_curves(ours, theirs, training.CURVE_RTOL)
+lessons.plot_loss_curves(ours, theirs, training.CURVE_RTOL)
 plt.show()
 
 # %% [markdown]
@@ -217,7 +217,7 @@ plt.show()
 # `cos_sin_cache=`, with `positions = arange(tokens)`:
 
 # %%
-print(course.excerpt(flux, "flux_fused_call"))
+print(lessons.excerpt(flux, "flux_fused_call"))
 
 # %% [markdown]
 # The check: a small FLUX-like sequence (2 text tokens, a 2 x 3 grid of image patches, 2
@@ -274,10 +274,10 @@ print(("PASS" if within else "FAIL") + ": FLUX q/k within the cache mode's bound
 # same way in the same run.
 
 # %%
-layer_record = course.recorded("real_model")
+layer_record = lessons.recorded("real_model")
 if layer_record is not None:
-    print(course.provenance(layer_record))
-    course.plot_layer_times(layer_record)
+    print(lessons.provenance(layer_record))
+    lessons.plot_layer_times(layer_record)
     plt.show()
 
 # %% [markdown]

@@ -23,16 +23,16 @@ _MISSING = object()
 
 # Whole namespaces: ropelab's grading and timing modules never rebind their globals at run time.
 WHOLE_MODULES = (
-    "ropelab.reference", "ropelab.tolerance", "ropelab.course.grading",
-    "ropelab.course.grade_types", "ropelab.course.trial", "ropelab.course.recording",
-    "ropelab.course.launch_records",
-    "ropelab.course.intake", "ropelab.course.kernel_census", "ropelab.course.carried",
-    "ropelab.course.census_gates", "ropelab.course.judging", "ropelab.course.launched",
-    "ropelab.course.widening", "ropelab.course.steps.contracts",
-    "ropelab.course.wire", "ropelab.course.unseen", "ropelab.course.learner_time",
-    "ropelab.course.timed",
-    "ropelab.course.tamper", "ropelab.course.runner", "ropelab.course.child",
-    "ropelab.course.steps", "ropelab.course.steps.base", "ropelab.course.steps.cases",
+    "ropelab.reference", "ropelab.tolerance", "ropelab.grader.grading",
+    "ropelab.grader.grade_types", "ropelab.grader.trial", "ropelab.grader.recording",
+    "ropelab.grader.launch_records",
+    "ropelab.grader.intake", "ropelab.grader.kernel_census", "ropelab.grader.carried",
+    "ropelab.grader.census_gates", "ropelab.grader.judging", "ropelab.grader.launched",
+    "ropelab.grader.widening", "ropelab.grader.steps.contracts",
+    "ropelab.grader.wire", "ropelab.grader.unseen", "ropelab.grader.learner_time",
+    "ropelab.grader.timed",
+    "ropelab.grader.tamper", "ropelab.grader.runner", "ropelab.grader.child",
+    "ropelab.grader.steps", "ropelab.grader.steps.base", "ropelab.grader.steps.cases",
     "ropelab.measure.bench.timer", "ropelab.measure.bench.stats",
 )
 # Third-party names the judging and the timing call.
@@ -63,10 +63,10 @@ DRIVER_CALLS = ("cuEventCreate", "cuEventRecord", "cuEventSynchronize", "cuEvent
 def _classes() -> list:
     """The grader's classes (their methods judge) and the launchers' (they record)."""
     found = []
-    for module, names in (("ropelab.course.grade_types", ("Case", "CaseInputs", "Verdict")),
-                          ("ropelab.course.trial", ("Trial",)),
-                          ("ropelab.course.recording", ("WatchedArray", "Access")),
-                          ("ropelab.course.launch_records", ("Launch", "KernelRef", "ArgRef")),
+    for module, names in (("ropelab.grader.grade_types", ("Case", "CaseInputs", "Verdict")),
+                          ("ropelab.grader.trial", ("Trial",)),
+                          ("ropelab.grader.recording", ("WatchedArray", "Access")),
+                          ("ropelab.grader.launch_records", ("Launch", "KernelRef", "ArgRef")),
                           ("ropelab.measure.bench.timer", ("Timer",)),
                           ("numba.cuda.simulator.kernel", ("FakeCUDAKernel",)),
                           ("numba.cuda.dispatcher", ("CUDADispatcher",)),

@@ -1,6 +1,6 @@
 """Numbers the prose quotes about the plain RoPE kernels (notebooks 01-03, 07, the README):
 the bench, the Nsight Compute profile, the public call's cost, and the seed's own table.
-Each entry reads its record; see :mod:`ropelab.course.numbers`."""
+Each entry reads its record; see :mod:`ropelab.lessons.numbers`."""
 
 from __future__ import annotations
 
@@ -193,7 +193,7 @@ def public_flat_small_events_after_us():
 
 # ------------------------------------------------------------------ the seed's note (07)
 
-SEED_NOTE = "the seed's note (its RTX 4090 table, quoted in ropelab/course/ledger.py)"
+SEED_NOTE = "the seed's note (its RTX 4090 table, quoted in ropelab/lessons/ledger.py)"
 # The seed's other columns and its headline factor, as its note states them (its f32 column is
 # ledger.SEED_TABLE, which notebook 07's computations use).
 SEED_PACK4_MS = {"4096x512": 0.00602, "8192x1024": 0.01843}
@@ -227,6 +227,6 @@ def seed_f32_8192x1024_ms():
 
 @number("seed.dram_4090_gbps")
 def seed_dram_4090_gbps():
-    return Rendered(f"{DRAM_4090_GBPS:,} GB/s", "the RTX 4090 data sheet (ropelab/course/ledger.py)")
+    return Rendered(f"{DRAM_4090_GBPS:,} GB/s", "the RTX 4090 data sheet (ropelab/lessons/ledger.py)")
 
 

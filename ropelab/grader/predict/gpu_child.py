@@ -1,6 +1,6 @@
 """The GPU side of :mod:`.timings`: the timing child, and the processes that compile first.
 
-``python -m ropelab.measure.predict.gpu_child`` reads ``{directories, training, keys, repeats,
+``python -m ropelab.grader.predict.gpu_child`` reads ``{directories, training, keys, repeats,
 deadline_s}`` on stdin, times those entries in order and prints one JSON row per entry.  After
 an error it checks that the CUDA context still works; if it does not (a kernel that faulted
 poisons it), it exits with status 3 and the parent starts a fresh child for the rest.
@@ -94,8 +94,8 @@ def time_entry(e, case, timer, repeats: int) -> dict:
     """One row of the CSV (see :data:`.timings.COLUMNS`)."""
     from numba import cuda
 
-    from ...course import learner_time, steps, trial
-    from ...course.grading import first_wrong
+    from .. import learner_time, steps, trial
+    from ..grading import first_wrong
     from .rows import error_text as _text, row as _row
 
     step = steps.get(e.step_id)
@@ -150,7 +150,7 @@ def _entries(payload):
 
 
 def _case(cases: dict, step_id: str):
-    from ...course import steps
+    from .. import steps
 
     if step_id not in cases:
         cases[step_id] = steps.get(step_id).timing_case()
@@ -158,8 +158,8 @@ def _case(cases: dict, step_id: str):
 
 
 def timing_child(payload) -> int:
-    from ...course import learner_time
-    from .. import records
+    from .. import learner_time
+    from ...measure import records
     from .rows import error_text as _text, row as _row
 
     t0 = time.monotonic()
@@ -189,7 +189,7 @@ def timing_child(payload) -> int:
 
 def compile_child(payload) -> int:
     """Run each entry once (compiling into numba's cache); errors are the timing child's."""
-    from ...course import steps, trial
+    from .. import steps, trial
 
     entries = _entries(payload)
     enable_caching(entries)
@@ -209,7 +209,7 @@ def probe_child(payload) -> int:
     """Run the entries once with the disk cache on and print how many kernels it served."""
     from numba.cuda.dispatcher import CUDADispatcher
 
-    from ...course import steps, trial
+    from .. import steps, trial
 
     entries = _entries(payload)
     enable_caching(entries)
@@ -230,7 +230,7 @@ def probe_child(payload) -> int:
 
 def _run(mode: str, payload, timeout_s: float):
     """``gpu_child --MODE`` on ``payload``; its JSON lines (none after ``timeout_s``)."""
-    proc = subprocess.Popen([sys.executable, "-m", "ropelab.measure.predict.gpu_child",
+    proc = subprocess.Popen([sys.executable, "-m", "ropelab.grader.predict.gpu_child",
                              f"--{mode}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True)
     try:
@@ -271,7 +271,7 @@ def precompile(directories, training: bool, workers: int, deadline_s: float) -> 
     for keys in (s for s in shares if s):
         payload = {"directories": [str(d) for d in directories], "training": training,
                    "keys": keys}
-        p = subprocess.Popen([sys.executable, "-m", "ropelab.measure.predict.gpu_child",
+        p = subprocess.Popen([sys.executable, "-m", "ropelab.grader.predict.gpu_child",
                               "--compile"], stdin=subprocess.PIPE, text=True,
                              stdout=subprocess.DEVNULL)
         p.stdin.write(json.dumps(payload))

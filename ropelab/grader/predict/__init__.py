@@ -7,8 +7,8 @@ without a GPU), the launch's quantities (:mod:`.features`) and the roofline mode
 Every figure comes with its error bar: the range that held the middle 80% of the measured
 times of kernels the fit had not seen, in the record's cross-validation.
 
-``python -m ropelab.measure.predict`` refits from the recorded timings (:mod:`.record`);
-``python -m ropelab.measure.predict.timings`` is the GPU run that times the training and
+``python -m ropelab.grader.predict`` refits from the recorded timings (:mod:`.record`);
+``python -m ropelab.grader.predict.timings`` is the GPU run that times the training and
 held-out kernels (``scripts/gpu_predict_timings.sh``).
 """
 

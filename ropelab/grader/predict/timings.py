@@ -1,6 +1,6 @@
-"""``python -m ropelab.measure.predict.timings [--dry-run] [DIR ...]``: the prediction's GPU run.
+"""``python -m ropelab.grader.predict.timings [--dry-run] [DIR ...]``: the prediction's GPU run.
 
-Times, through ``verdict.time()``'s own GPU path (:func:`ropelab.course.learner_time.
+Times, through ``verdict.time()``'s own GPU path (:func:`ropelab.grader.learner_time.
 measure_on_gpu`: the step's timing case, the project's cold-L2 timer, a device copy of the
 same bytes), every entry of the training set (:func:`.entries.training_entries`) and of every
 set directory given (``learner_*.py`` modules), and writes one CSV per set under ``--out``:
@@ -39,7 +39,7 @@ from .rows import row as make_row
 
 def dry_run(entries, writer: Writer, show=print) -> int:
     """Features of every entry (simulator); returns how many failed."""
-    from ...course import steps
+    from .. import steps
     from . import compiled, explain_launches, recorded_fit
     from .learner import describe, features_of, step_launches
 
@@ -88,8 +88,8 @@ def dry_run(entries, writer: Writer, show=print) -> int:
 def check_entries(entries, show=print) -> int:
     """Run every entry on its step's graded (small) cases on the simulator and compare with
     the reference, as the grader does before its census; returns how many failed."""
-    from ...course import steps, trial
-    from ...course.grading import first_wrong
+    from .. import steps, trial
+    from ..grading import first_wrong
 
     failed = 0
     for e in entries:
@@ -114,7 +114,7 @@ def check_entries(entries, show=print) -> int:
 # The GPU run: a parent that restarts its timing child when a kernel poisons the context
 # --------------------------------------------------------------------------------------------
 
-CHILD = (sys.executable, "-m", "ropelab.measure.predict.gpu_child")
+CHILD = (sys.executable, "-m", "ropelab.grader.predict.gpu_child")
 ROW_TIMEOUT_S = 120.0  # no row for this long: the child is stuck (a kernel that never ends)
 
 
@@ -205,7 +205,7 @@ def run_gpu(entries, writer: Writer, *, repeats: int, deadline_s: float, workers
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ropelab.measure.predict.timings")
+    parser = argparse.ArgumentParser(prog="python -m ropelab.grader.predict.timings")
     parser.add_argument("sets", nargs="*", help="directories of learner_*.py modules")
     parser.add_argument("--dry-run", action="store_true", help="simulator: features, no times")
     parser.add_argument("--check", action="store_true", help="simulator: run each entry on "

@@ -1,6 +1,6 @@
 """Numbers the prose quotes about the fused QK-norm + RoPE kernel (notebook 06, the README,
 ``data/history/README.md``), each read from its run under ``data/bench_fused/`` (or the first
-full run under ``data/bench/``); see :mod:`ropelab.course.numbers`."""
+full run under ``data/bench/``); see :mod:`ropelab.lessons.numbers`."""
 
 from __future__ import annotations
 

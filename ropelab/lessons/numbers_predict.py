@@ -1,6 +1,6 @@
 """Numbers the prose quotes about the predicted-H200-time model (notebook 07), each read from
-the ``data/predict/`` record (:mod:`ropelab.measure.predict.record`).  See
-:mod:`ropelab.course.numbers`."""
+the ``data/predict/`` record (:mod:`ropelab.grader.predict.record`).  See
+:mod:`ropelab.lessons.numbers`."""
 
 from __future__ import annotations
 

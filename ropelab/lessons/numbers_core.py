@@ -1,4 +1,4 @@
-"""The registry behind :mod:`ropelab.course.numbers`: how an entry is declared, how it finds
+"""The registry behind :mod:`ropelab.lessons.numbers`: how an entry is declared, how it finds
 its record under ``data/``, and how the prose writes each kind of number.
 
 The entries themselves live in :mod:`.numbers_plain` (the plain RoPE kernels, the public call,

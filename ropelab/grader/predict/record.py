@@ -1,4 +1,4 @@
-"""``python -m ropelab.measure.predict --record``: fit, validate, and write ``data/predict/``.
+"""``python -m ropelab.grader.predict --record``: fit, validate, and write ``data/predict/``.
 
 The rows come from two kinds of H200 timings, both by the project's cold-L2 timer:
 
@@ -26,7 +26,7 @@ import math
 from functools import lru_cache
 from pathlib import Path
 
-from .. import records
+from ...measure import records
 from . import model, sources
 
 KIND = "predict"
@@ -35,7 +35,7 @@ METHOD = ("computed from H200 timings, not measured: rows are the prediction's G
           "training kernel on its step's timing case through verdict.time()'s GPU path, cold "
           "L2, median of the repeats) and the bench's records (ropelab's variants and controls); "
           "features from each kernel's PTX (cc 9.0, compiled without a GPU) and launch; model = "
-          "launch_us + smooth max of five ceilings (ropelab.measure.predict.model), constants a "
+          "launch_us + smooth max of five ceilings (ropelab.grader.predict.model), constants a "
           "least-squares fit of log(predicted / measured) with weak priors; validation = refit "
           "with each family (a step, or a recorded kernel) left out, error = predicted / "
           "measured - 1; trivial model = the copy of the step's bytes / a fixed fraction fitted "
@@ -48,7 +48,7 @@ def recorded_fit() -> dict:
     """The newest ``data/predict/`` record (its meta holds the constants and the error bar)."""
     paths = sorted(DATA_DIR.glob(f"{KIND}-*.json"))
     if not paths:
-        raise FileNotFoundError("no data/predict record: run python -m ropelab.measure.predict "
+        raise FileNotFoundError("no data/predict record: run python -m ropelab.grader.predict "
                                 "--record")
     return records.validate(json.loads(paths[-1].read_text()))
 
@@ -100,7 +100,7 @@ def read_timings(path) -> dict:
 
 def entry_rows(entries, timings: dict, progress=None) -> tuple[list[dict], list[str]]:
     """Model rows of the timed ``entries``: features recomputed from their sources."""
-    from ...course import steps
+    from .. import steps
     from . import compiled
     from .learner import NotPredictable, describe, features_of, step_launches
 
@@ -228,8 +228,8 @@ COMMITTED_SOLUTIONS = ("03.4", "00.4")
 def save_committed_kernels() -> Path:
     """Compile (or read) the kernels of :data:`COMMITTED_SOLUTIONS` and write them alone to
     ``data/predict/kernels.json``."""
-    from ...course import steps
-    from ...course.verify import load_solution, solution_path
+    from .. import steps
+    from ..verify import load_solution, solution_path
     from . import compiled
     from .learner import step_features
 

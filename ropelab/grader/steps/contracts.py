@@ -4,7 +4,7 @@ A launch step's text says more than "legal and covering": threads per block a mu
 one block per token, at most ``ceil(rows / 4)`` blocks, the given second stage launched with its
 own grid over exactly the rows the first stage wrote.  Each such sentence is one
 :class:`LaunchRule` in the step's ``launch_rules``; the grader (:func:`..grading._compare`)
-asks every rule about the launches it recorded (:class:`~ropelab.course.launch_records.Launch`) and
+asks every rule about the launches it recorded (:class:`~ropelab.grader.launch_records.Launch`) and
 reports the first broken one, in the step's words, before it compares values: a launch that
 breaks its contract is wrong whatever numbers it happens to give.
 
@@ -37,7 +37,7 @@ class LaunchRule:
 
 def _same(a, b) -> bool:
     """Whether two launch arguments are one object: the same token once they crossed from the
-    grading child (:class:`~ropelab.course.launch_records.ArgRef`), else the same object."""
+    grading child (:class:`~ropelab.grader.launch_records.ArgRef`), else the same object."""
     token = getattr(a, "token", None)
     return a is b or token is not None and token == getattr(b, "token", None)
 

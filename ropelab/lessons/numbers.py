@@ -14,7 +14,7 @@ the prose and the record it read (a path under ``data/``, or the seed note it qu
 ``profile``, ``history``, ``launch``, ``seed``).
 
 The measured numbers of the README and of ``data/history/README.md`` sit between markers,
-``<!--n:KEY-->TEXT<!--/n-->`` (invisible when rendered); ``python -m ropelab.course.numbers
+``<!--n:KEY-->TEXT<!--/n-->`` (invisible when rendered); ``python -m ropelab.lessons.numbers
 --readme`` rewrites the text between them, and ``--check-readme`` exits 1 when one disagrees
 with the records.
 """
@@ -51,7 +51,7 @@ def render(text: str) -> tuple[str, dict[str, str]]:
     def one(match):
         key = match.group(1)
         if key not in REGISTRY:
-            raise KeyError(f"no number {key!r} in ropelab.course.numbers (known: "
+            raise KeyError(f"no number {key!r} in ropelab.lessons.numbers (known: "
                            f"{', '.join(sorted(REGISTRY))})")
         value = REGISTRY[key]()
         used[key] = value.record
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
                   + ("agree with the records" if fresh == text else
                      "disagreed" + ("" if args.check_readme else ", rewritten")))
         if args.check_readme and stale:
-            print("run: python -m ropelab.course.numbers --readme")
+            print("run: python -m ropelab.lessons.numbers --readme")
             return 1
         return 0
     for key in sorted(REGISTRY):

@@ -2,7 +2,7 @@
 
 A notebook grades a learner's function with::
 
-    from ropelab.course import steps
+    from ropelab.grader import steps
     verdict = steps.check(my_kernel, "01.2")
 
 Step ids are ``"NN.k"``: notebook NN, k-th step of its ladder; the on-ramp before notebook 00

@@ -161,7 +161,7 @@ def _on_simulator(name: str, args: list):
         return json.loads(json.dumps(globals()[name](*args)))
     env = dict(os.environ, ROPELAB_TARGET="simulator", ROPELAB_QUIET="1")
     env.pop("NUMBA_ENABLE_CUDASIM", None)
-    code = ("import json, sys; from ropelab.course import tracing; "
+    code = ("import json, sys; from ropelab.lessons import tracing; "
             f"print(json.dumps(tracing.{name}(*json.loads(sys.argv[1]))))")
     done = subprocess.run([sys.executable, "-c", code, json.dumps(args)], env=env,
                           capture_output=True, text=True, check=False)

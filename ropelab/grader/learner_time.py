@@ -7,7 +7,7 @@ evicted before every launch), as a median with its p20-p80 spread, by the projec
 
 With no GPU nothing can be timed: a simulated launch measures Python threads.  Then the
 learner gets a *predicted* H200 time for the same timing case, with its error bar, if the
-prediction model is installed (:mod:`ropelab.measure.predict`: the launches the timing would
+prediction model is installed (:mod:`ropelab.grader.predict`: the launches the timing would
 make, found on the simulator without running them, each kernel's PTX compiled without a GPU,
 a roofline fitted on H200 timings); otherwise a sentence saying that no model is installed.
 This module holds no model.
@@ -35,9 +35,9 @@ def _timer_class():
 
 
 def prediction_model():
-    """The prediction package (``ropelab.measure.predict``) if it is installed, else None."""
+    """The prediction package (``ropelab.grader.predict``) if it is installed, else None."""
     try:
-        module = importlib.import_module("ropelab.measure.predict")
+        module = importlib.import_module("ropelab.grader.predict")
     except ImportError:
         return None
     return module if hasattr(module, "explain_step") else None
@@ -53,7 +53,7 @@ def predicted(verdict) -> str:
     model = prediction_model()
     head = "nothing timed: no GPU in this process (a simulated launch times Python threads)"
     if model is None:
-        return (f"{head}; and no prediction model is installed (ropelab.measure.predict), "
+        return (f"{head}; and no prediction model is installed (ropelab.grader.predict), "
                 "so no predicted H200 time either")
     if verdict.subject is None:
         return f"{head}; a prediction needs the graded function, which this verdict has not"

@@ -23,7 +23,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import records
+from ...measure import records
 
 TRAINING_DIR = records.DATA_DIR / "predict" / "training"
 
@@ -61,7 +61,7 @@ def _short(exc: BaseException) -> str:
 
 def load_set(directory, set_name: str | None = None) -> list[Entry]:
     """Every entry of every ``learner_*.py`` in ``directory`` (sorted by file name)."""
-    from ...course import steps
+    from .. import steps
 
     directory = Path(directory)
     set_name = set_name or directory.name.lstrip(".")
@@ -89,8 +89,8 @@ def load_set(directory, set_name: str | None = None) -> list[Entry]:
 
 def solution_entries() -> list[Entry]:
     """ropelab's solution of every step (``SOLUTIONS`` of ``notebooks/solutions/NN_*.py``)."""
-    from ...course import steps
-    from ...course.verify import load_solution, solution_path
+    from .. import steps
+    from ..verify import load_solution, solution_path
 
     out, modules = [], {}
     for k, step in enumerate(steps.STEPS.values()):

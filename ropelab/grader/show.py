@@ -166,8 +166,8 @@ def _partial(step, case, fn):
 def _map(ax, block, thread, tpb, title, name):
     """One thread map in the notebooks' style (:func:`.plots.plot_thread_map`): colour =
     block, number = global thread (``-``: nobody)."""
-    from .plots import plot_thread_map
-    from .tracing import ThreadMap
+    from ..lessons.plots import plot_thread_map
+    from ..lessons.tracing import ThreadMap
 
     rows, cols = block.shape
     blocks = int(block.max()) + 1 if block.size and block.max() >= 0 else 1

@@ -2,7 +2,7 @@
 
 A notebook's ladder is a list of :class:`Step`, from an empty body to the notebook's whole
 variant.  A step says what the learner writes (``kind``), what it is launched with (the
-contract and the :class:`~ropelab.course.grading.Case` list), what it must produce, and what it
+contract and the :class:`~ropelab.grader.grading.Case` list), what it must produce, and what it
 must not do (``forbid``: source rules; ``gates``: census rules).  :mod:`..grading` does the
 checking; nothing here runs a kernel.
 

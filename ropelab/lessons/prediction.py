@@ -1,6 +1,6 @@
 """Notebook 07's view of the predicted-H200-time model: its validation as a table and a chart.
 
-The model and its record are :mod:`ropelab.measure.predict`'s; this module only shows them.
+The model and its record are :mod:`ropelab.grader.predict`'s; this module only shows them.
 Every figure here is a *held-out* one: each row predicted by a fit that left its family (its
 step, or its recorded kernel) out.
 """

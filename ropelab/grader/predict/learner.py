@@ -79,7 +79,7 @@ def light(value):
 
 def _host_scalar(value):
     # What a launch function gets for a scalar of the contract: a plain Python number (see
-    # ropelab.course.trial.host_scalar, whose rule this mirrors for the timer's arguments).
+    # ropelab.grader.trial.host_scalar, whose rule this mirrors for the timer's arguments).
     return value.item() if isinstance(value, np.generic) else value
 
 
@@ -213,7 +213,7 @@ def job_of(kernel) -> dict:
     its source, as the grader's census ships it."""
     import sys
 
-    from ...course import kernel_census
+    from .. import kernel_census
 
     fn = kernel_census.python_function(kernel)
     module = getattr(fn, "__module__", "") or ""

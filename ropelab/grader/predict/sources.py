@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import records
+from ...measure import records
 
 DATA_DIR = records.DATA_DIR
 SOURCE_KINDS = ("bench", "controls")
@@ -59,7 +59,7 @@ def _plain_plan(name: str, tokens: int, hidden: int):
 
 def _control_plan(name: str, tokens: int, hidden: int):
     from ...kernels.plan import Plan
-    from .. import controls
+    from ...measure import controls
 
     e = controls.KERNELS[name]
     grid, threads, scalars = e.config(tokens, hidden)

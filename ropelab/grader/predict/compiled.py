@@ -22,11 +22,11 @@ import hashlib
 import re
 import sys
 
-from .. import records
-from ..census import engine, shipped
+from ...measure import records
+from ...measure.census import engine, shipped
 
 DATA_FILE = records.DATA_DIR / "predict" / "kernels.json"
-CLIENT = "ropelab.measure.predict.compiled"
+CLIENT = "ropelab.grader.predict.compiled"
 
 
 def _rules_digest() -> str:

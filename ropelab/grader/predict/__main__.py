@@ -1,4 +1,4 @@
-"""``python -m ropelab.measure.predict``: the fit's report; ``--record`` writes data/predict/;
+"""``python -m ropelab.grader.predict``: the fit's report; ``--record`` writes data/predict/;
 ``--check-set DIR`` judges a held-out set by the recorded model."""
 
 import argparse
@@ -14,7 +14,7 @@ def _progress(done, total):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ropelab.measure.predict",
+    parser = argparse.ArgumentParser(prog="python -m ropelab.grader.predict",
                                      description="fit the predicted-H200-time model on the "
                                      "recorded timings and report its leave-one-family-out "
                                      "error")

@@ -5,7 +5,7 @@ Python (``E``, ``PACKED``, ``VEC4``, ``CACHE`` ...) and returns code that reads 
 names; Numba compiles them in, and a branch on one of them is gone from the builds where it is
 false.  The full source holds every build's branches.  A lesson about one build shows
 :func:`specialised`: the same marked region, read from the package file as
-:func:`~ropelab.course.display.excerpt` reads it, with
+:func:`~ropelab.lessons.display.excerpt` reads it, with
 
 * every ``if`` / ``elif`` / ``else`` whose test the build constants decide replaced by the
   branch taken (dedented; a branch not taken is removed, with the comments inside it);

@@ -28,5 +28,5 @@ def levels(step_id: str) -> tuple:
     try:
         return HINTS[step_id]
     except KeyError:
-        raise KeyError(f"step {step_id!r} has no hints; ropelab/course/hints/ holds those of "
+        raise KeyError(f"step {step_id!r} has no hints; ropelab/grader/hints/ holds those of "
                        f"{', '.join(HINTS)}") from None
