@@ -6,7 +6,9 @@ infinities and one NaN pattern per sign (``S.1111.111``), so the largest finite 
 ``S.1111.110`` = 448; the smallest normal is 2**-6 and the subnormals are multiples of 2**-9.
 
 Conversion from float32 (what ``tensor.to(torch.float8_e4m3fn)`` does on torch 2.13, and what
-:func:`from_float32` / :func:`e4m3_bits` do here, bit for bit):
+:func:`from_float32` / :func:`e4m3_bits` do here, bit for bit; torch 2.11's cast, on the
+H200 image, differs only past 448, which it makes NaN: ropelab saturates there, as a KV-cache
+quantiser must, and equals torch's cast of the clamped value on both):
 
 * round to nearest, ties to even, in the normal range (the mantissa keeps 3 of 23 bits) and in
   the subnormal range (a multiple of 2**-9);

@@ -122,10 +122,12 @@ def main() -> int:
     from ropelab.grader import intake
 
     intake._reaching_problem = lambda *args: None
+    # Timed: the report opens with the learner's time (a refusal opens with "not timed:"; a
+    # later line may say that ropelab's own kernel was not timed beside it).
     row("honest kernel (00.3)", kernel_step, ns["rotate_pairs"], passed,
-        lambda t: "your kernel" in t and "not timed" not in t)
+        lambda t: "your kernel" in t and not t.startswith("not timed"))
     row("honest launch (00.4)", launch, ns["honest"], passed,
-        lambda t: "your kernel" in t and "not timed" not in t)
+        lambda t: "your kernel" in t and not t.startswith("not timed"))
     row("hunts the grader's frames", launch, ns["hunts_frames"], passed)
     row("patches the judging", launch, ns["patches_the_judge"],
         lambda v, t: refused(v, t) and "could not trust" in t)

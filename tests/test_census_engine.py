@@ -3,6 +3,7 @@ with builds that only pretend to compile; and the child's refusal of clients out
 
 import io
 import json
+import sys
 import threading
 import time
 
@@ -65,6 +66,38 @@ def test_a_missing_producer_is_refused_before_the_build(cache, monkeypatch):
     with pytest.raises(engine.CensusError, match="t census needs nvidia-cuda-nvdisasm"):
         engine.cached("t", {"a": 1}, _builder(log), needs=("ptx", "sass"), label="t census")
     assert log == [] and stream.getvalue() == ""
+
+
+def test_a_toolkit_libnvvm_stands_in_for_the_wheel_and_never_hits_the_committed_keys(monkeypatch):
+    """Without the nvidia-nvvm wheel (a CUDA toolkit's libNVVM: conda, the H200 image) the PTX
+    stage is not missing: it is named by the library's path, so its census is built, not
+    refused and not served from files made with the wheel.  No library at all: missing."""
+    import types
+
+    real_version = engine.metadata.version
+
+    def version(dist):
+        if dist == "nvidia-nvvm":
+            raise engine.metadata.PackageNotFoundError(dist)
+        return real_version(dist)
+
+    monkeypatch.setattr(engine.metadata, "version", version)
+    found = types.SimpleNamespace(abs_path="/opt/cuda/nvvm/lib64/libnvvm.so.4")
+    pathfinder = types.SimpleNamespace(load_nvidia_dynamic_lib=lambda name: found)
+    monkeypatch.setitem(sys.modules, "cuda.pathfinder", pathfinder)
+    engine._installed.cache_clear()
+    try:
+        assert engine.versions("ptx")["nvidia-nvvm"] == "toolkit:/opt/cuda/nvvm/lib64/libnvvm.so.4"
+        assert engine.missing_producers("ptx") == []
+
+        def no_library(name):
+            raise OSError("libnvvm.so: cannot open shared object file")
+
+        monkeypatch.setattr(pathfinder, "load_nvidia_dynamic_lib", no_library)
+        engine._installed.cache_clear()
+        assert engine.missing_producers("ptx") == ["nvidia-nvvm"]
+    finally:
+        engine._installed.cache_clear()
 
 
 def test_a_second_process_waits_for_the_first_build_instead_of_its_own(cache):

@@ -70,6 +70,19 @@ def _installed(dist: str) -> str | None:
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
+        return _toolkit_libnvvm() if dist == "nvidia-nvvm" else None
+
+
+def _toolkit_libnvvm() -> str | None:
+    """The libNVVM numba-cuda compiles with where no ``nvidia-nvvm`` wheel is installed (a CUDA
+    toolkit's: a conda environment, a GPU image such as the H200's), named by its path; None
+    where there is none.  Such a name never equals a wheel's version, so a census made with it
+    is built here, never served from the committed files (made with the pinned wheel)."""
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        return "toolkit:" + str(load_nvidia_dynamic_lib("nvvm").abs_path)
+    except Exception:  # noqa: BLE001  (no pathfinder, no library, a library that will not load)
         return None
 
 

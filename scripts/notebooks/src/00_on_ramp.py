@@ -94,7 +94,7 @@ print(ropelab.format_description())
 # with exactly as many threads as `x` has floats, so thread `i`'s number in the block,
 # `cuda.threadIdx.x`, is the index of its float.
 #
-# **Comes back in** notebook 06: RMSNorm (root-mean-square normalization: a vector divided by
+# **Comes back in** notebook 06: *RMSNorm* (root-mean-square normalization: a vector divided by
 # the square root of the mean of its squares) squares every float of a head before adding the
 # squares up (puzzle ramp.10 adds them).
 
@@ -375,8 +375,8 @@ verdict = steps.check(row_sum_squares, "ramp.10")
 # The 32 threads of a warp are its *lanes* (lane `threadIdx.x % 32`).  They can hand values to
 # each other directly, without shared memory or a barrier, by a *warp shuffle*:
 # `cuda.shfl_xor_sync(0xFFFFFFFF, v, m)` returns the value `v` held by the lane whose number
-# is yours XOR `m` (the mask `0xFFFFFFFF` says that all 32 lanes take part, and all 32 must
-# reach the call).  Adding your partner's value at `m = 16`, then 8, 4, 2 and 1 leaves the
+# is `lane ^ m`: yours with the bits of `m` flipped (the mask `0xFFFFFFFF` says that all 32
+# lanes take part, and all 32 must reach the call).  Adding your partner's value at `m = 16`, then 8, 4, 2 and 1 leaves the
 # sum of the warp's 32 floats in *every* lane: a butterfly.  Each block here is one warp;
 # every lane writes the warp's sum.
 #

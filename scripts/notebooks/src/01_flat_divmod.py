@@ -1,8 +1,8 @@
 # %% [markdown]
 # # 01 — The flat kernel: one thread per pair, div/mod indexing
 #
-# The first kernel is the most direct translation of the formula: launch one CUDA thread for
-# every pair of every token, in one long 1-D grid, and let each thread work out *which* token
+# The first kernel is the most direct translation of the formula: launch one CUDA [thread](00_rope_in_one_notebook.ipynb#9-glossary) for
+# every pair of every token, in one long 1-D [grid](00_rope_in_one_notebook.ipynb#9-glossary), and let each thread work out *which* token
 # and pair it owns with an integer division and a remainder.  It is the seed's first CUDA
 # kernel, ported to Numba, with two changes: a bounds guard, and positions read from an array.
 #
@@ -48,7 +48,7 @@ print(ropelab.format_description())
 #
 # Then the thread computes that pair's frequency `base ** (-2 pair / hidden)`, the angle
 # `position[token] * frequency`, a cosine and a sine, and rotates its two floats.  Blocks have
-# 256 threads, and there are as many blocks as it takes to cover every pair.
+# 256 threads, and there are as many [blocks](00_rope_in_one_notebook.ipynb#9-glossary) as it takes to cover every pair.
 #
 # ## The kernel
 #

@@ -1,9 +1,9 @@
 # %% [markdown]
 # # 02 — One block per token: indexing without division
 #
-# Notebook 01 paid an integer division and a remainder in every thread to recover
+# Notebook 01 paid an integer division and a remainder in every [thread](00_rope_in_one_notebook.ipynb#9-glossary) to recover
 # `(token, pair)` from a flat thread number.  The launch can hand out those coordinates
-# directly: make the grid one block per token and the block one thread per pair, and
+# directly: make the [grid](00_rope_in_one_notebook.ipynb#9-glossary) one [block](00_rope_in_one_notebook.ipynb#9-glossary) per token and the block one thread per pair, and
 # `blockIdx.x` *is* the token, `threadIdx.x` *is* the pair.  This is the seed's second kernel.
 #
 # It removes the division, and it brings a new limit with it: a CUDA block has at most 1024

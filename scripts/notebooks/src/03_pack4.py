@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 03 — Two pairs per thread, and 128-bit loads
 #
-# The seed's third kernel gives each thread four floats (two pairs) and moves them with one
+# The seed's third kernel gives each [thread](00_rope_in_one_notebook.ipynb#9-glossary) four floats (two pairs) and moves them with one
 # 16-byte `float4` load and one 16-byte store instead of four 4-byte ones.  Wide accesses are
 # a standard first move for elementwise kernels: fewer load instructions, fewer threads, fewer
 # index computations per byte.
@@ -90,7 +90,8 @@ print(lessons.excerpt(ropelab.kernels.vec, "vec4_load"))
 # %% [markdown]
 # ## The thread map
 #
-# Sixteen floats per token: four threads per row, four floats each.
+# Sixteen floats per token: four threads per row, four floats each.  Each colour below is
+# one [block](00_rope_in_one_notebook.ipynb#9-glossary) of 8 threads, and the [grid](00_rope_in_one_notebook.ipynb#9-glossary) is all of them.
 
 # %%
 tmap = lessons.trace_threads("pack4", tokens=3, hidden=16, threads_per_block=8)
@@ -262,7 +263,7 @@ if ctl is not None:
 # (`python -m ropelab profile`, under `data/profile/`) shows what remains.  [`sect/req`](00_rope_in_one_notebook.ipynb#9-glossary) is the
 # number of 32-byte sectors a warp's load (or store) request touches.  The other columns:
 # [`DRAM%`](00_rope_in_one_notebook.ipynb#9-glossary), the HBM throughput; traffic, the DRAM bytes over the minimum; [`occ%`](00_rope_in_one_notebook.ipynb#9-glossary), achieved /
-# theoretical occupancy; [`reg`](00_rope_in_one_notebook.ipynb#9-glossary), the registers per thread, and `limit`, what caps the blocks
+# theoretical occupancy; [`reg`](00_rope_in_one_notebook.ipynb#9-glossary), the registers per thread, and `limit`, what caps the [blocks](00_rope_in_one_notebook.ipynb#9-glossary)
 # an [SM](00_rope_in_one_notebook.ipynb#9-glossary) holds; [issue%](00_rope_in_one_notebook.ipynb#9-glossary), the share of cycles a scheduler issued in; [`XU%`](00_rope_in_one_notebook.ipynb#9-glossary), the [SFUs](00_rope_in_one_notebook.ipynb#9-glossary)' pipe; and
 # the top stall reasons in [cycles/issue](00_rope_in_one_notebook.ipynb#9-glossary) (here [long_scoreboard](00_rope_in_one_notebook.ipynb#9-glossary), [`wait`](00_rope_in_one_notebook.ipynb#9-glossary), [drain](00_rope_in_one_notebook.ipynb#9-glossary), [mio_throttle](00_rope_in_one_notebook.ipynb#9-glossary) and
 # [imc_miss](00_rope_in_one_notebook.ipynb#9-glossary)):
@@ -399,7 +400,7 @@ plt.show()
 # %% [markdown]
 # ### Step 03.2: the odd tail, on a flat grid
 #
-# Now notebook 01's flat grid, one thread per *quad* (two neighbouring pairs), over rows of 1, 5
+# Now notebook 01's flat [grid](00_rope_in_one_notebook.ipynb#9-glossary), one thread per *quad* (two neighbouring pairs), over rows of 1, 5
 # and 65 pairs.  Quads do not run across rows: a row of `n_pairs` pairs has
 # `quads_per_row = ceil(n_pairs / 2)` quads, and when `n_pairs` is odd its last quad holds one
 # pair only.  Quad `q` finds its token with one unsigned division, `token = q // quads_per_row`,

@@ -1,7 +1,7 @@
 # %% [markdown]
 # # 04 — Tables instead of `pow`, and the precision story
 #
-# Every kernel so far recomputes `base ** (-2i / d)` in every thread, although it depends on
+# Every kernel so far recomputes `base ** (-2i / d)` in every [thread](00_rope_in_one_notebook.ipynb#9-glossary), although it depends on
 # the pair index alone: a model with 128-float heads has only 64 distinct frequencies.  This
 # notebook moves that work to the host, in two steps:
 #
@@ -69,7 +69,8 @@ print(lessons.excerpt(freq_table, "cos_sin_cache"))
 #
 # Two tokens, two heads of 8 floats each, half-split layout, and only the first 4 floats of
 # each head rotated (`rotary_dim = 4`).  Each head has 4 slots, so 4 threads per head: threads
-# 0 and 1 rotate pairs (0, 2) and (1, 3); threads 2 and 3 copy floats 4-5 and 6-7.
+# 0 and 1 rotate pairs (0, 2) and (1, 3); threads 2 and 3 copy floats 4-5 and 6-7.  The map
+# colours each [block](00_rope_in_one_notebook.ipynb#9-glossary) of 8 threads; the [grid](00_rope_in_one_notebook.ipynb#9-glossary) is the blocks together.
 
 # %%
 tmap = lessons.trace_threads("freq_table", tokens=2, hidden=16, heads=2, interleave=False,
@@ -286,7 +287,7 @@ if bench is not None:
 # [L2](00_rope_in_one_notebook.ipynb#9-glossary) for every kernel, so all of them read less than the minimum from DRAM) and shows that the
 # cache kernel uses no transcendental unit at all ([`XU%`](00_rope_in_one_notebook.ipynb#9-glossary)).  The other columns: [`occ%`](00_rope_in_one_notebook.ipynb#9-glossary),
 # achieved / theoretical occupancy; [`reg`](00_rope_in_one_notebook.ipynb#9-glossary), the registers per thread, and `limit`, what caps
-# the blocks an [SM](00_rope_in_one_notebook.ipynb#9-glossary) holds (here [warp](00_rope_in_one_notebook.ipynb#9-glossary) slots); [`sect/req`](00_rope_in_one_notebook.ipynb#9-glossary), the sectors per request; [issue%](00_rope_in_one_notebook.ipynb#9-glossary); and
+# the [blocks](00_rope_in_one_notebook.ipynb#9-glossary) an [SM](00_rope_in_one_notebook.ipynb#9-glossary) holds (here [warp](00_rope_in_one_notebook.ipynb#9-glossary) slots); [`sect/req`](00_rope_in_one_notebook.ipynb#9-glossary), the sectors per request; [issue%](00_rope_in_one_notebook.ipynb#9-glossary); and
 # the top stall reasons in [cycles/issue](00_rope_in_one_notebook.ipynb#9-glossary) ([long_scoreboard](00_rope_in_one_notebook.ipynb#9-glossary), [`wait`](00_rope_in_one_notebook.ipynb#9-glossary), [not_selected](00_rope_in_one_notebook.ipynb#9-glossary)):
 
 # %%
@@ -380,7 +381,7 @@ plt.show()
 # finished copying.  `cuda.syncthreads()` is that wait: no thread of the block passes it until
 # all have reached it.  Without it the simulator may still print the right numbers, so the
 # grader watches every shared-memory access and reports a read of an element that another
-# thread wrote with no barrier in between.
+# thread wrote with no [barrier](00_rope_in_one_notebook.ipynb#9-glossary) in between.
 #
 # Write the whole kernel: the table, the copy (the block's threads share it: thread `t` copies
 # entries `t`, `t + 64`, ... while they are below `n_pairs`; a row of 130 floats has 65 pairs,
@@ -487,7 +488,7 @@ verdict = steps.check(rope_freq_table_heads, "04.4")
 # %% [markdown]
 # ### Step 04.5: the launch
 #
-# So far the grader chose the grid.  Now write the host function that does: from the shape
+# So far the grader chose the [grid](00_rope_in_one_notebook.ipynb#9-glossary).  Now write the host function that does: from the shape
 # (`tokens`, `heads`, `head_dim`, the layout, and the frequency table, whose length is
 # `n_pairs`) compute the kernel's arguments and a launch that gives every slot a thread.  A
 # block holds at most 1024 threads, and a block with no work is a wasted block: the grader

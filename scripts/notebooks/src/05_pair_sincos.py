@@ -2,7 +2,7 @@
 # # 05 — One sincos per pair, and a frequency recurrence
 #
 # The idea of this notebook comes from a change to SGLang's fused QK-norm + RoPE kernel
-# (PR 21654).  That kernel gave each thread a few consecutive *elements* of a head and
+# (PR 21654).  That kernel gave each [thread](00_rope_in_one_notebook.ipynb#9-glossary) a few consecutive *elements* of a head and
 # computed a frequency, a `pow`, a sine and a cosine for every element, although the two
 # elements of an interleaved pair rotate by the same angle.  The change computed them once per
 # *pair*, halving the special-function work.
@@ -68,7 +68,8 @@ print(lessons.excerpt(pair_sincos, "blended"))
 # Two tokens, 32 floats (16 pairs) per token.  With the default 4 pairs per thread, four
 # threads share a row and thread `t` owns pairs `t, t+4, t+8, t+12`: at every step the threads
 # of a [warp](00_rope_in_one_notebook.ipynb#9-glossary) touch neighbouring pairs, so each load and store instruction stays [coalesced](00_rope_in_one_notebook.ipynb#9-glossary).
-# With `pairs_per_thread=16`, one thread rotates the whole row.
+# With `pairs_per_thread=16`, one thread rotates the whole row.  Colours are the
+# [block](00_rope_in_one_notebook.ipynb#9-glossary)s of 8 threads, the [grid](00_rope_in_one_notebook.ipynb#9-glossary) all of them.
 
 # %%
 fig, axes = plt.subplots(2, 1, figsize=(12, 3.2))
@@ -279,7 +280,7 @@ print(lessons.live_bench(["flat", "pair_sincos"]))
 # angle, one `cos` and one `sin`, and rotates both floats of the pair with them.  The census
 # must show at most one `sin` and one `cos`, one `pow`, and no float64.  The grader counts them
 # per pass through your kernel: a loop body once, and the copies of it that the compiler makes
-# for cases that exclude each other once (it duplicates a grid-stride loop, with and without
+# for cases that exclude each other once (it duplicates a [grid](00_rope_in_one_notebook.ipynb#9-glossary)-stride loop, with and without
 # the division, for `n_pairs == 0`), so a grid-stride loop with one `sin` and one `cos` a pair
 # passes too.
 
@@ -356,7 +357,7 @@ verdict = steps.check(my_rope_strided, "05.2")
 # Step 05.2's kernel needs five numbers that depend only on the shape: `n_pairs`, `stride`,
 # `total_threads`, `exponent_step` and `stride_ratio`.  Write the host function that computes
 # them from `tokens`, `hidden` and `base`, and launches `my_rope_strided` (your kernel above)
-# with enough blocks for `total_threads` threads.  Compute `stride_ratio` in Python's float64
+# with enough [blocks](00_rope_in_one_notebook.ipynb#9-glossary) for `total_threads` threads.  Compute `stride_ratio` in Python's float64
 # and round it once, to `float32`, when you pass it: the kernel's recurrence then adds one
 # rounding per step, no more.  Pass the index arguments as `uint64(...)` and `total_threads`
 # as a plain int (int64).  The grader checks the output, that no block of your grid is wholly

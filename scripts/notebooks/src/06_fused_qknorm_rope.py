@@ -11,7 +11,7 @@
 #
 # * a **[warp](00_rope_in_one_notebook.ipynb#9-glossary) per head**: 32 [lanes](00_rope_in_one_notebook.ipynb#9-glossary) share one head, each lane keeping `head_dim / 32`
 #   consecutive elements in [registers](00_rope_in_one_notebook.ipynb#9-glossary);
-# * a **shuffle reduction**: the [RMSNorm](00_rope_in_one_notebook.ipynb#9-glossary) needs the sum of squares of the whole head, which
+# * a **[shuffle](00_rope_in_one_notebook.ipynb#9-glossary) reduction**: the [RMSNorm](00_rope_in_one_notebook.ipynb#9-glossary) needs the sum of squares of the whole head, which
 #   the lanes combine by exchanging registers directly ([`shfl_xor_sync`](00_rope_in_one_notebook.ipynb#9-glossary)), with no shared
 #   memory and no `syncthreads`;
 # * **in place on a packed `qkv` buffer**, `[tokens, (Q heads + K heads + V heads) * head_dim]`,
@@ -22,7 +22,7 @@
 #   profiler says about the rest;
 # * the **instruction diet** that followed, each step read off the [SASS](00_rope_in_one_notebook.ipynb#9-glossary) census and timed:
 #   32-bit index arithmetic, the norm's scale folded into cos and sin, NeoX pairs held whole by
-#   one lane, a select instead of a branch, and blocks filled with several tokens;
+#   one lane, a select instead of a branch, and [blocks](00_rope_in_one_notebook.ipynb#9-glossary) filled with several tokens;
 # * a **CUDA C++ twin** of the same algorithm, timed in the same run;
 # * a **long-context path**: a float32 cos/sin cache, and its precision by position.
 #
@@ -101,7 +101,7 @@ print(f"every build's source: {len(full.splitlines())} lines; this build's: "
 # %% [markdown]
 # Reading it top to bottom:
 #
-# 1. **Which head.**  The grid is two-dimensional: `blockIdx.x` (with `threadIdx.y`, when a
+# 1. **Which head.**  The [grid](00_rope_in_one_notebook.ipynb#9-glossary) is two-dimensional: `blockIdx.x` (with `threadIdx.y`, when a
 #    block holds several tokens) is the token, and `blockIdx.y` with the warp number inside
 #    the block selects the warp.  A warp owns `heads_per_warp` consecutive heads starting at
 #    `head0 = warp * heads_per_warp`; with one head per warp, the mapping this notebook starts
@@ -147,14 +147,14 @@ for offset in (16, 8, 4, 2, 1):
 print("every lane holds the total:", bool((state == partial.sum()).all()))
 
 # %% [markdown]
-# The simulator has no warp shuffles; `ropelab.sim.warp` emulates them with one barrier per
+# The simulator has no warp shuffles; `ropelab.sim.warp` emulates them with one [barrier](00_rope_in_one_notebook.ipynb#9-glossary) per
 # warp, so the same kernel runs here.
 #
 # ## The thread map
 #
 # One token of a small `qkv`: two Q heads, two K heads and one V head of 128 floats, with one
 # head per warp (`heads_per_warp=1`, passed explicitly).  Each colour is one warp (one head),
-# each number a lane, placed over the four elements it owns:
+# each number a lane (one [thread](00_rope_in_one_notebook.ipynb#9-glossary) of the warp), placed over the four elements it owns:
 
 # %%
 fmap = lessons.trace_fused(tokens=2, heads=(2, 2, 1), head_dim=128, heads_per_warp=1)
@@ -164,7 +164,7 @@ plt.show()
 
 # %% [markdown]
 # A warp reads 32 lanes x 4 consecutive elements = one contiguous head: the loads of a warp
-# cover one 256-byte (bfloat16) or 512-byte (float32) span.  The V head is grey: no thread
+# cover one 256-byte (bfloat16) or 512-byte (float32) span.  The V head is grey: no [thread](00_rope_in_one_notebook.ipynb#9-glossary)
 # writes it, which the correctness check below also verifies bit for bit.
 #
 # ## Correctness
@@ -773,7 +773,7 @@ verdict = steps.check(my_rms_norm_warp, "06.1")
 # warp `w` stores its warp's sum in `partial[w]` (a `cuda.shared.array(4, float32)`), the block
 # waits at `cuda.syncthreads()` until all four are stored, and then every thread adds them.
 # One block per row.  The grader watches the shared array: a sum read before the barrier is
-# a race, whatever numbers it happens to give on the simulator.
+# a [race](00_rope_in_one_notebook.ipynb#9-glossary), whatever numbers it happens to give on the simulator.
 
 # %%
 import math

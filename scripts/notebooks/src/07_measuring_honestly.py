@@ -446,7 +446,7 @@ print(ledger.census_table([("numba", "per_pair"), ("numba", "per_pair_yarn_on"),
 # Both compilers agree.  The build without YaRN has no blend and no extra branch; the build
 # with it pays the blend's arithmetic and nothing else; the runtime test is the largest of
 # the three: the compiler hoisted the test out of the loop and kept two copies of the loop,
-# one for each outcome, which is why its sines and cosines appear twice (a thread runs only
+# one for each outcome, which is why its sines and cosines appear twice (a [thread](00_rope_in_one_notebook.ipynb#9-glossary) runs only
 # one copy).  The closure constant is Numba's `if constexpr`.  Confirmed.
 #
 # ### The whole ledger
@@ -456,6 +456,7 @@ print(ledger.census_table([("numba", "per_pair"), ("numba", "per_pair_yarn_on"),
 # them; the README carries the same verdicts in a table, and `tests/test_ledger.py` checks that
 # the two agree.  The claims are about [fast-math](00_rope_in_one_notebook.ipynb#9-glossary), the [HBM](00_rope_in_one_notebook.ipynb#9-glossary) bandwidth a kernel reaches, and
 # [coalescing](00_rope_in_one_notebook.ipynb#9-glossary): how many [sectors](00_rope_in_one_notebook.ipynb#9-glossary) a warp's loads touch.
+# Some are about the shape of a launch: how many threads a [block](00_rope_in_one_notebook.ipynb#9-glossary) holds.
 
 # %%
 print(ledger.format_ledger())
@@ -605,16 +606,16 @@ if torch_record is not None:
 # Without a GPU nothing can be timed: a simulated launch times Python threads.  What a
 # machine without a GPU *can* know is the code and the launch.  `verdict.time()` on the
 # simulator finds the launches the GPU timing would make (a launch step's function is run with
-# every `kernel[grid, block]` recorded, not executed), compiles each kernel's PTX for the H200
-# (no GPU needed; nvJitLink reports its registers) and reads from it what sets a time:
+# every [`kernel[grid, block]`](00_rope_in_one_notebook.ipynb#9-glossary) recorded, not executed), compiles each kernel's PTX for the H200
+# (no GPU needed; [nvJitLink](00_rope_in_one_notebook.ipynb#9-glossary) reports its registers) and reads from it what sets a time:
 #
 # * how many memory latencies a thread waits for in series (a load whose address needs an
 #   earlier load's value, a load the compiler cannot move above a store, a loop's passes), and
 #   how many loads it has in flight before the first wait;
 # * the lanes' strides, hence the 32-byte sectors each access touches (a float per lane moves
 #   one sector run; a transposed walk, a sector per lane);
-# * the instructions by kind: special functions (sin, cos, pow), integer division, shuffles,
-#   shared memory, barriers, atomics;
+# * the instructions by kind: special functions (sin, cos, pow), integer division, [shuffles](00_rope_in_one_notebook.ipynb#9-glossary),
+#   [shared memory](00_rope_in_one_notebook.ipynb#9-glossary), [barriers](00_rope_in_one_notebook.ipynb#9-glossary), atomics;
 # * the launch: blocks, threads per block, how many fit on an SM (threads, registers, shared
 #   memory), and so how many waves fill the 132 SMs.
 #
@@ -727,7 +728,8 @@ print("exercise 4: correct, the backward pass is one inverse-rotation launch")
 # 03 into the next cell (it loads the solution until you do).  On a GPU, `verdict.time()`
 # times it against a copy of the same bytes; without one it prints the predicted H200 time
 # with its error bar.  The cell after it takes the prediction apart: each ceiling of your
-# launch in microseconds.  Which one sets your kernel's time?  Set `answer_5` to its name.
+# launch in microseconds (memory, L2, [latency](00_rope_in_one_notebook.ipynb#9-glossary), blocks, issue).  Which one sets your kernel's
+# time?  Set `answer_5` to its name.
 
 # %%
 from ropelab.grader import steps, verify

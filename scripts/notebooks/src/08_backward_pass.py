@@ -12,7 +12,7 @@
 # Liger-Kernel ships an [RMSNorm](00_rope_in_one_notebook.ipynb#9-glossary) backward and a RoPE backward as two Triton kernels;
 # TransformerEngine fuses RoPE's forward and backward but not with the norm.  This notebook
 # builds the fused backward, and meets the first reduction of the course that crosses the whole
-# grid: where atomics, two-stage sums and determinism stop being theory.
+# [grid](00_rope_in_one_notebook.ipynb#9-glossary): where atomics, two-stage sums and determinism stop being theory.
 #
 # New in this notebook:
 #
@@ -21,7 +21,7 @@
 # * what the forward should save for the backward, decided by counting bytes;
 # * a grid-stride kernel: a fixed grid whose [warps](00_rope_in_one_notebook.ipynb#9-glossary) loop over (token, head) units, so the weight
 #   gradient has a fixed number of partial sums;
-# * the weight gradient two ways: per-block partial sums reduced in a fixed order (the same bits
+# * the weight gradient two ways: per-[block](00_rope_in_one_notebook.ipynb#9-glossary) partial sums reduced in a fixed order (the same bits
 #   on every run), and `cuda.atomic.add` (one launch fewer, bits that depend on timing);
 # * the backward wired into PyTorch's autograd through a custom op.
 
@@ -212,7 +212,7 @@ for name in bench_backward.SHAPES:
 # A head is cut into groups of four elements (two whole pairs); [lane](00_rope_in_one_notebook.ipynb#9-glossary) `l` takes groups
 # `l, l + 32, ...`.  In GPT-J the group is four neighbours; in NeoX a rotated group is two
 # neighbours and their two partners `rotary_dim / 2` further on, so no lane ever needs another
-# lane's element (no shuffle), and in 16-bit storage every access is a 32-bit word (four
+# lane's element (no [shuffle](00_rope_in_one_notebook.ipynb#9-glossary)), and in 16-bit storage every access is a 32-bit word (four
 # neighbours: one 64-bit access of two words).  Because a
 # lane holds the same dims of every head it visits, its share of `dq_weight` and `dk_weight`
 # stays in a few registers for the whole loop.
@@ -275,7 +275,7 @@ print(lessons.excerpt(backward_kernel, "backward_block_sum"))
 #   head_dim]`, and a second, tiny kernel sums the rows in a fixed order.  The same bits on every
 #   run, for one more launch and a buffer of `blocks * 2 * head_dim` floats.
 #
-# The second stage is built by `make_reduce(PHASES)`: the block's height, `PHASES` thread rows of
+# The second stage is built by `make_reduce(PHASES)`: the block's height, `PHASES` [thread](00_rope_in_one_notebook.ipynb#9-glossary) rows of
 # 32, is a compile-time constant, so both loops unroll.  Read from `cuda.blockDim` instead, it
 # made the two-stage backward measurably slower on the H200 (the 17:54 run under
 # `data/bench_backward/`, against the runs before and after it).  ropelab launches 32 rows, or
@@ -508,8 +508,8 @@ verdict = steps.check(rms_norm_backward_head, "08.2")
 # The four groups then meet in shared memory: each thread stores its sum in
 # `part = cuda.shared.array(256, float32)`, the block waits at `cuda.syncthreads()`, and the
 # first 64 threads write `out[blockIdx.x * 64 + c]`, the sum of the four groups' column `c`.
-# The grader gives the grid and watches the shared array: a slot read before the barrier is a
-# race, whatever numbers the simulator happens to give.
+# The grader gives the grid and watches the shared array: a slot read before the [barrier](00_rope_in_one_notebook.ipynb#9-glossary) is a
+# [race](00_rope_in_one_notebook.ipynb#9-glossary), whatever numbers the simulator happens to give.
 
 # %%
 @cuda.jit(fastmath=True)

@@ -220,7 +220,7 @@ plt.show()
 print(lessons.excerpt(flux, "flux_fused_call"))
 
 # %% [markdown]
-# The check: a small FLUX-like sequence (2 text tokens, a 2 x 3 grid of image patches, 2
+# The check: a small FLUX-like sequence (2 text tokens, a 2 x 3 [grid](00_rope_in_one_notebook.ipynb#9-glossary) of image patches, 2
 # heads), against `ropelab.models.flux.reference_flux_qk`.  That is the float64 formula:
 # the norm from `ropelab.reference`, then FLUX's rotation with `reference.flux_cos_sin`.  The
 # bound is the cache mode's: cos and sin are rounded once on the host, and no angle is formed
