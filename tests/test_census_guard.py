@@ -32,7 +32,7 @@ def test_the_committed_census_passes_when_the_compiler_agrees(committed):
     doc, inputs = committed
     sample = guard.sample(doc)
     assert guard.to_compile(doc, inputs, sample) == sample  # nothing stale: the sample alone
-    assert {s[0] for s in sample} == {"VARIANTS", "FUSED", "ROWS", "BACKWARD"}
+    assert {s[0] for s in sample} == {"VARIANTS", "FUSED", "ROWS", "BACKWARD", "SERVING"}
     assert guard.verify(doc, inputs, _as_compiled(doc, sample)) == []
 
 

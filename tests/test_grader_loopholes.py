@@ -285,6 +285,42 @@ def test_a_source_that_is_not_the_code_that_runs_is_refused():
                                    "is not the code that runs"), str(verdict)
 
 
+def test_a_cell_that_imports_beside_its_kernel_is_graded_as_ipython_compiled_it():
+    """IPython compiles each top-level statement of a cell on its own: a kernel defined beside
+    ``from numba import cuda`` then calls ``cuda.grid`` as a method (compiled with the cell
+    whole, as an import-bound name, it would not).  Its source is its code all the same; an
+    edit of the cell after it ran is still refused."""
+    import ast
+
+    source = textwrap.dedent('''
+        import math
+
+        from numba import cuda
+
+
+        @cuda.jit(fastmath=True)
+        def beside_imports(x, out, cos_t, sin_t, n_pairs):
+            p = cuda.grid(1)
+            if p < n_pairs:
+                out[2 * p] = x[2 * p] * cos_t[p] - x[2 * p + 1] * sin_t[p]
+                out[2 * p + 1] = x[2 * p] * sin_t[p] + x[2 * p + 1] * cos_t[p] + 0 * math.pi
+        ''')
+    filename = "<ipython-input-beside-imports>"
+    lines = source.splitlines(keepends=True)
+    linecache.cache[filename] = (len(source), None, lines, filename)
+    namespace = {"__name__": "__main__"}
+    for node in ast.parse(source).body:  # one statement at a time, as IPython runs a cell
+        exec(compile(ast.Module([node], type_ignores=[]), filename, "exec"), namespace)
+    fn = kernel_census.python_function(namespace["beside_imports"])
+    whole = compile(source, filename, "exec", dont_inherit=True)
+    as_whole = next(c for c in whole.co_consts if getattr(c, "co_name", "") == "beside_imports")
+    assert as_whole.co_code != fn.__code__.co_code  # the two compilations really differ
+    assert intake.source_is_code(fn, kernel_census.function_source(fn))
+    edited = [line.replace("cos_t[p] - x", "cos_t[p] + x") for line in lines]
+    linecache.cache[filename] = (len(source), None, edited, filename)
+    assert not intake.source_is_code(fn, kernel_census.function_source(fn))
+
+
 def test_an_object_that_only_looks_like_a_kernel_is_refused():
     honest = _define('''
         @cuda.jit(fastmath=True)

@@ -130,6 +130,16 @@ def _codes(code):
             yield from _codes(const)
 
 
+def _compiled_as_run(text: str, filename: str):
+    """The code objects ``text`` compiles to, both ways Python runs a file or a cell: whole (an
+    imported file, ``exec``), and one top-level statement at a time (IPython compiles each
+    statement of a cell on its own, so a function defined beside an ``import`` of a module it
+    calls sees no import there, and calls the module's function another way)."""
+    yield compile(text, filename, "exec", dont_inherit=True)
+    for node in ast.parse(text, filename).body:
+        yield compile(ast.Module([node], type_ignores=[]), filename, "exec", dont_inherit=True)
+
+
 def source_is_code(fn, source: str) -> bool:
     """Whether the source text Python shows for ``fn`` (``source``, as
     :func:`.kernel_census.function_source` read it) is the code ``fn`` runs.  The census
@@ -144,10 +154,11 @@ def source_is_code(fn, source: str) -> bool:
     code = fn.__code__
     lines = linecache.getlines(code.co_filename)
     try:
-        whole = compile("".join(lines), code.co_filename, "exec", dont_inherit=True)
         want = _fingerprint(code)
         return any(c.co_name == code.co_name and c.co_firstlineno == code.co_firstlineno
-                   and _fingerprint(c) == want for c in _codes(whole))
+                   and _fingerprint(c) == want
+                   for unit in _compiled_as_run("".join(lines), code.co_filename)
+                   for c in _codes(unit))
     except (SyntaxError, ValueError):
         pass
     text = textwrap.dedent(source)
