@@ -111,7 +111,9 @@ def _note(step_id, fn):
     ("ramp.5", "launch_scale_too_wide", "a GPU refuses such a launch"),
 ])
 def test_a_failing_verdict_says_what_it_means_for_a_first_kernel(step_id, attempt, words):
-    assert words in _note(step_id, getattr(SOLUTIONS, attempt))
+    step = steps.get(step_id)
+    verdict = grading.grade(step, getattr(SOLUTIONS, attempt))
+    assert words in step.first_kernel_note(verdict), f"{verdict.status}: {verdict}"
 
 
 def test_a_pass_an_unsolved_starter_and_a_self_explaining_verdict_get_no_note():
