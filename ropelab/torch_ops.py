@@ -152,16 +152,28 @@ def _recording(*tensors) -> bool:
 
 # ---- ropelab::rope -------------------------------------------------------------------------------
 
+def _run_rope(x, positions, out, config, cos_sin_cache):
+    """``ropelab.rope`` into ``out``.  A CUDA ``x`` that autograd does not track goes straight
+    to the public function with only the keywords it needs (the host time of every eager call);
+    anything else through :func:`call_public` (NumPy views on the CPU, detached tensors)."""
+    options = options_for(_public_rope, config)
+    if x.is_cuda and not (x.requires_grad and torch.is_grad_enabled()):
+        if cos_sin_cache is None:
+            return _public_rope(x=x, positions=positions, out=out, **options)
+        return _public_rope(x=x, positions=positions, out=out, cos_sin_cache=cos_sin_cache,
+                            **options)
+    return call_public(_public_rope, {"x": x, "positions": positions, "out": out,
+                                      "cos_sin_cache": cos_sin_cache}, options)
+
+
 def _rope_kernel(x, positions, config, cos_sin_cache=None):
     out = result_like(x)
-    call_public(_public_rope, {"x": x, "positions": positions, "out": out,
-                               "cos_sin_cache": cos_sin_cache}, options_for(_public_rope, config))
+    _run_rope(x, positions, out, config, cos_sin_cache)
     return out
 
 
 def _rope_out_kernel(x, positions, out, config, cos_sin_cache=None):
-    call_public(_public_rope, {"x": x, "positions": positions, "out": out,
-                               "cos_sin_cache": cos_sin_cache}, options_for(_public_rope, config))
+    _run_rope(x, positions, out, config, cos_sin_cache)
 
 
 _ROPE = _define("rope(Tensor x, Tensor? positions, str config, Tensor? cos_sin_cache=None) "
@@ -321,14 +333,23 @@ def rope(x: torch.Tensor, *, variant: str | None = None, positions: torch.Tensor
 
 # ---- ropelab::fused_qknorm_rope ------------------------------------------------------------------
 
-def _fused_tensors(qkv, q_weight, k_weight, positions, cos_sin_cache) -> dict:
-    return {"qkv": qkv, "q_weight": q_weight, "k_weight": k_weight, "positions": positions,
-            "cos_sin_cache": cos_sin_cache}
+def _run_fused(qkv, q_weight, k_weight, positions, config, cos_sin_cache):
+    """``ropelab.fused_qknorm_rope`` in place on ``qkv``; the routes of :func:`_run_rope`."""
+    options = options_for(_public_fused, config)
+    if qkv.is_cuda and not (torch.is_grad_enabled() and (
+            qkv.requires_grad or q_weight.requires_grad or k_weight.requires_grad)):
+        if cos_sin_cache is None:
+            return _public_fused(qkv=qkv, q_weight=q_weight, k_weight=k_weight,
+                                 positions=positions, **options)
+        return _public_fused(qkv=qkv, q_weight=q_weight, k_weight=k_weight, positions=positions,
+                             cos_sin_cache=cos_sin_cache, **options)
+    return call_public(_public_fused, {"qkv": qkv, "q_weight": q_weight, "k_weight": k_weight,
+                                       "positions": positions, "cos_sin_cache": cos_sin_cache},
+                       options)
 
 
 def _fused_kernel(qkv, q_weight, k_weight, positions, config, cos_sin_cache=None):
-    call_public(_public_fused, _fused_tensors(qkv, q_weight, k_weight, positions, cos_sin_cache),
-                options_for(_public_fused, config))
+    _run_fused(qkv, q_weight, k_weight, positions, config, cos_sin_cache)
 
 
 _FUSED = _define("fused_qknorm_rope(Tensor(a!) qkv, Tensor q_weight, Tensor k_weight, "
@@ -446,8 +467,7 @@ def _fused_functional_kernel(qkv, q_weight, k_weight, positions, config, cos_sin
     # The kernel is in place, so the result starts as a copy of qkv (V's columns are the
     # result's; Q's and K's are overwritten): one copy pass, then the kernel's pass over Q and K.
     out = qkv.clone(memory_format=torch.contiguous_format)
-    call_public(_public_fused, _fused_tensors(out, q_weight, k_weight, positions, cos_sin_cache),
-                options_for(_public_fused, config))
+    _run_fused(out, q_weight, k_weight, positions, config, cos_sin_cache)
     return out
 
 
