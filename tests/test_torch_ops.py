@@ -453,3 +453,24 @@ def test_in_place_ops_bump_the_version_of_what_they_write():
     rt.rope(x, positions=_pos(3), out=x)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
+
+
+# ---- gradcheck: float32, the README's tolerances ------------------------------------------------
+
+def _rope_gradcheck():
+    pos = torch.tensor([0, 3, 5], dtype=torch.int32)
+    x = torch.randn(3, 2, 16, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    return torch.autograd.gradcheck(
+        lambda t: rt.rope(t, variant="pair_sincos", positions=pos, fastmath=False), (x,),
+        eps=1e-2, atol=1e-3, rtol=1e-3, raise_exception=False)
+
+
+def test_float32_gradcheck_with_the_documented_tolerances(monkeypatch):
+    assert _rope_gradcheck()
+    # The fused op's line in the README (eps=1e-2, atol=rtol=1e-2) passes too, but its ~900
+    # simulated launches take minutes here: its gradients are tested against float64 autograd
+    # in tests/test_torch_fused_backward.py instead.
+    with pytest.raises(ropelab.RopeInputError, match="float32"):  # refused, not cast
+        rt.rope(torch.randn(3, 16, dtype=torch.float64), positions=_pos(3))
+    monkeypatch.setattr(rt, "backward_config", lambda config: config)  # the forward rotation again
+    assert not _rope_gradcheck()
