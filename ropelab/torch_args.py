@@ -3,12 +3,15 @@ option as one canonical JSON ``config`` string, and the tensors handed to the pu
 (CUDA tensors as they are, CPU tensors as NumPy views of their memory) and back.
 
 Adding an op to :mod:`ropelab.torch_ops` (e.g. for ``ropelab.rope_qk(q, k, ...)`` in place) is
-local: one ``custom_op`` with ``mutates_args=("q", "k")`` whose body is ``call_public(public,
-{"q": q, "k": k, "positions": positions}, decode(config))``, a fake implementation returning
-None, a wrapper that encodes the keywords, and ``_in_graph(public, wrapper)``.  A new tensor
-option becomes one more ``Tensor?`` argument of the op and one more entry of the dict given to
-:func:`call_public` (as the fused ops' ``cos_sin_cache``: last, defaulting to None, so older
-positional calls still fit the schema); new dtypes and strides need no change here.
+local: one ``_define`` with a schema marking what it writes (``Tensor(a!) q, Tensor(b!) k``)
+and a kernel whose body is ``call_public(public, {"q": q, "k": k, "positions": positions},
+options_for(public, config))``, a fake kernel returning None, an Autograd kernel (a formula, or
+a refusal when a tensor requires grad), a wrapper that turns the keywords into the config
+(:func:`config_of` eagerly, :func:`encode` while compiling), and ``_in_graph(public,
+wrapper)``.  A new tensor option becomes one more ``Tensor?`` argument of the op and one more
+entry of the dict given to :func:`call_public` (as the fused ops' ``cos_sin_cache``: last,
+defaulting to None, so older positional calls still fit the schema); new dtypes and strides
+need no change here.
 """
 
 from __future__ import annotations
