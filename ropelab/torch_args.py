@@ -3,17 +3,22 @@ option as one canonical JSON ``config`` string, and the tensors handed to the pu
 (CUDA tensors as they are, CPU tensors as NumPy views of their memory) and back.
 
 Adding an op to :mod:`ropelab.torch_ops` (e.g. for ``ropelab.rope_qk(q, k, ...)`` in place) is
-local: one ``custom_op`` with ``mutates_args=("q", "k")`` whose body is ``call_public(public,
-{"q": q, "k": k, "positions": positions}, decode(config))``, a fake implementation returning
-None, a wrapper that encodes the keywords, and ``_in_graph(public, wrapper)``.  A new tensor
-option becomes one more ``Tensor?`` argument of the op and one more entry of the dict given to
-:func:`call_public` (as the fused ops' ``cos_sin_cache``: last, defaulting to None, so older
-positional calls still fit the schema); new dtypes and strides need no change here.
+local: one ``_define`` with a schema marking what it writes (``Tensor(a!) q, Tensor(b!) k``)
+and a kernel whose body is ``call_public(public, {"q": q, "k": k, "positions": positions},
+options_for(public, config))``, a fake kernel returning None, an Autograd kernel (a formula, or
+a refusal when a tensor requires grad), a wrapper that turns the keywords into the config
+(:func:`config_of` eagerly, :func:`encode` while compiling), and ``_in_graph(public,
+wrapper)``.  A new tensor option becomes one more ``Tensor?`` argument of the op and one more
+entry of the dict given to :func:`call_public` (as the fused ops' ``cos_sin_cache``: last,
+defaulting to None, so older positional calls still fit the schema); new dtypes and strides
+need no change here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import json
 
 import numpy as np
@@ -58,8 +63,59 @@ def encode(**options) -> str:
 
 
 def decode(config: str) -> dict:
-    """Keyword arguments for the public function from an op's ``config`` string."""
+    """Keyword arguments for the public function from an op's ``config`` string (a new dict:
+    the caller may change it)."""
+    return dict(decoded(config))
+
+
+# An op runs with the same few config strings over and over: parsing JSON and rebuilding the
+# scaling objects on every call was a measurable part of its host time (issue 25).  Bounded, so
+# a program that cycles through many configs keeps only the recent ones.
+MAX_CONFIGS = 1024
+
+
+@functools.lru_cache(maxsize=MAX_CONFIGS)
+def decoded(config: str) -> dict:
+    """:func:`decode`, remembered per string: the same dict every time, to be read, never
+    changed (the public functions take it as ``**options``)."""
     return {k: restore(v) for k, v in json.loads(config).items()}
+
+
+@functools.lru_cache(maxsize=MAX_CONFIGS)
+def options_for(public, config: str) -> dict:
+    """The keywords ``public`` gets for ``config``: :func:`decoded` less the options equal to
+    ``public``'s own defaults, same type included (it would take the same value anyway, and
+    each keyword passed costs the call host time).  Remembered; read, never changed."""
+    try:
+        defaults = {n: p.default for n, p in inspect.signature(public).parameters.items()
+                    if p.default is not inspect.Parameter.empty}
+    except (TypeError, ValueError):  # no signature to read: pass everything
+        return decoded(config)
+    sentinel = object()
+    return {k: v for k, v in decoded(config).items()
+            if not (type(v) is type(d := defaults.get(k, sentinel)) and v == d)}
+
+
+_configs: dict = {}
+
+
+def config_of(names: tuple, values: tuple) -> str:
+    """``encode(**dict(zip(names, values)))``, remembered per (names, values, their types): the
+    wrappers' eager calls look it up instead of writing JSON (types are in the key: ``True ==
+    1`` and ``2.0 == 2`` in Python, but they encode, and validate, differently).  An unhashable
+    value (a dict ``scaling``) is encoded every call.  Not for traced code: a compiled wrapper
+    calls :func:`encode`, which dynamo evaluates once as a constant."""
+    key = (names, values, tuple(map(type, values)))
+    try:
+        hit = _configs.get(key)
+    except TypeError:
+        return encode(**dict(zip(names, values)))
+    if hit is None:
+        hit = encode(**dict(zip(names, values)))
+        if len(_configs) >= MAX_CONFIGS:
+            _configs.clear()
+        _configs[key] = hit
+    return hit
 
 
 # ---- running the public function on tensors ------------------------------------------------------
@@ -77,13 +133,21 @@ def host_view(t: torch.Tensor | None):
 def call_public(public, tensors: dict, options: dict):
     """Run ``public(**tensors, **options)`` on the tensors' device: CUDA tensors as they are (the
     device path, torch's current stream), CPU tensors through NumPy views (the host path)."""
-    if any(t is not None and t.is_cuda for t in tensors.values()):
-        # The op's autograd formula is registered around this call; the public function refuses a
-        # tensor that requires grad (its launch is invisible to autograd), so hand it a detached
-        # view of the same memory.
-        return public(**{k: t.detach() if t is not None and t.requires_grad else t
-                         for k, t in tensors.items()}, **options)
-    return public(**{k: host_view(t) for k, t in tensors.items()}, **options)
+    # Every op call comes through here: one pass over the tensors, no temporary generators.
+    on_device = needs_grad = False
+    for t in tensors.values():
+        if t is not None:
+            on_device = on_device or t.is_cuda
+            needs_grad = needs_grad or t.requires_grad
+    if not on_device:
+        return public(**{k: host_view(t) for k, t in tensors.items()}, **options)
+    if needs_grad and torch.is_grad_enabled():
+        # The op's autograd formula is registered around this call; the public function refuses
+        # a tensor that requires grad (its launch is invisible to autograd), so hand it a
+        # detached view of the same memory.
+        tensors = {k: t.detach() if t is not None and t.requires_grad else t
+                   for k, t in tensors.items()}
+    return public(**tensors, **options)
 
 
 def result_like(x: torch.Tensor) -> torch.Tensor:

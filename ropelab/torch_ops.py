@@ -49,6 +49,7 @@ How the ops carry their arguments, and how to add one: :mod:`ropelab.torch_args`
 
 from __future__ import annotations
 
+import functools
 import json
 
 import torch
@@ -59,7 +60,8 @@ from . import rope as _public_rope
 from .errors import RopeInputError
 from .kernels import VARIANTS
 from .problem import INVERSE
-from .torch_args import call_public, decode, encode, from_host, result_like
+from .torch_args import (call_public, config_of, decode, decoded, encode, from_host, options_for,
+                         result_like)
 
 # The variant that runs the backward of a variant without an inverse rotation (the seed's
 # kernels: flat, block2d, pack4): freq_table computes the same float32 frequencies
@@ -81,32 +83,109 @@ def _refuse_cache_grad(cos_sin_cache, recording: bool) -> None:
                              "table), or compute a learned rotation in torch")
 
 
+# ---- how the ops are registered ------------------------------------------------------------------
+# torch.library.define + impl rather than torch.library.custom_op: an eager custom_op call runs
+# through several Python layers (backend_impl, its _disable_dynamo wrappers, its own Autograd and
+# ADInplaceOrView kernels) that cost ~25 us of host time per call where a defined op's dispatch
+# costs ~3 (scripts/host_cost_probe.py; issue 25).  What custom_op gave is spelled out here: the
+# schema with its mutation annotations, one Python kernel for CPU and CUDA, the fake kernel
+# (torch.compile, meta tensors) and an Autograd kernel per op: a formula, or a refusal.
+
+_LIBRARY = torch.library.Library("ropelab", "FRAGMENT")
+_BELOW_AUTOGRAD = torch._C._after_autograd_keyset
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _define(schema: str, kernel, fake):
+    """Define ``ropelab::<name>`` by ``schema``, run by ``kernel`` on CPU and CUDA tensors and by
+    ``fake`` on fake and meta tensors; return its overload."""
+    name = schema.split("(", 1)[0]
+    _LIBRARY.define(schema)
+    for key in ("CPU", "CUDA"):
+        _LIBRARY.impl(name, kernel, key)
+    torch.library.register_fake(f"ropelab::{name}", fake, lib=_LIBRARY)
+    return getattr(torch.ops.ropelab, name).default
+
+
+def _autograd(name: str, kernel) -> None:
+    _LIBRARY.impl(name, kernel, "Autograd", with_keyset=True)
+
+
+def _direct(*tensors) -> bool:
+    """Whether an eager wrapper call may run the op's kernel function itself instead of going
+    through torch's dispatcher to the same function: only when nothing could see the
+    difference, i.e. plain CPU/CUDA tensors (no fake, functional or other subclass), no torch
+    function or dispatch mode, no functorch transform, no profiler (whose trace names the op)
+    and no JIT tracer.  The caller checks ``torch.compiler.is_compiling()`` first (so dynamo
+    never traces this).  Saves the dispatch (~3 us) and any Autograd kernel's Python frame."""
+    if (torch._C._len_torch_dispatch_stack() or torch._C._is_torch_function_mode_enabled()
+            or torch._C._autograd._profiler_enabled()
+            or torch._C._functorch.peek_interpreter_stack() is not None
+            or torch._C._get_tracing_state() is not None):
+        return False
+    for t in tensors:
+        if t is not None and (type(t) not in _PLAIN or not (t.is_cuda or t.is_cpu)):
+            return False
+    return True
+
+
+_bump_versions = getattr(torch._C, "_increment_version", torch.autograd.graph.increment_version)
+
+
+def _wrote(t: torch.Tensor) -> None:
+    # What the ADInplaceOrView kernel of an op that writes ``t`` does: bump its version, so a
+    # backward that saved it before the write fails loudly instead of using the new values.
+    # (Inference tensors have no version counter and are skipped.)  The C function behind
+    # torch.autograd.graph.increment_version, without its Python frame.
+    if type(t) in _PLAIN:
+        _bump_versions((t,))
+
+
+def _recording(*tensors) -> bool:
+    if not torch.is_grad_enabled():
+        return False
+    for t in tensors:
+        if t is not None and t.requires_grad:
+            return True
+    return False
+
+
 # ---- ropelab::rope -------------------------------------------------------------------------------
 
-@torch.library.custom_op("ropelab::rope", mutates_args=(), device_types=("cpu", "cuda"))
-def _rope_op(x: torch.Tensor, positions: torch.Tensor | None, config: str) -> torch.Tensor:
+def _run_rope(x, positions, out, config, cos_sin_cache):
+    """``ropelab.rope`` into ``out``.  A CUDA ``x`` that autograd does not track goes straight
+    to the public function with only the keywords it needs (the host time of every eager call);
+    anything else through :func:`call_public` (NumPy views on the CPU, detached tensors)."""
+    options = options_for(_public_rope, config)
+    if x.is_cuda and not (x.requires_grad and torch.is_grad_enabled()):
+        if cos_sin_cache is None:
+            return _public_rope(x=x, positions=positions, out=out, **options)
+        return _public_rope(x=x, positions=positions, out=out, cos_sin_cache=cos_sin_cache,
+                            **options)
+    return call_public(_public_rope, {"x": x, "positions": positions, "out": out,
+                                      "cos_sin_cache": cos_sin_cache}, options)
+
+
+def _rope_kernel(x, positions, config, cos_sin_cache=None):
     out = result_like(x)
-    call_public(_public_rope, {"x": x, "positions": positions, "out": out}, decode(config))
+    _run_rope(x, positions, out, config, cos_sin_cache)
     return out
 
 
-@_rope_op.register_fake
-def _(x, positions, config):
-    return result_like(x)
+def _rope_out_kernel(x, positions, out, config, cos_sin_cache=None):
+    _run_rope(x, positions, out, config, cos_sin_cache)
 
 
-@torch.library.custom_op("ropelab::rope_out", mutates_args=("out",), device_types=("cpu", "cuda"))
-def _rope_out_op(x: torch.Tensor, positions: torch.Tensor | None, out: torch.Tensor,
-                 config: str) -> None:
-    call_public(_public_rope, {"x": x, "positions": positions, "out": out}, decode(config))
-
-
-@_rope_out_op.register_fake
-def _(x, positions, out, config):
-    return None
+_ROPE = _define("rope(Tensor x, Tensor? positions, str config, Tensor? cos_sin_cache=None) "
+                "-> Tensor", _rope_kernel,
+                lambda x, positions, config, cos_sin_cache=None: result_like(x))
+_ROPE_OUT = _define("rope_out(Tensor x, Tensor? positions, Tensor(a!) out, str config, "
+                    "Tensor? cos_sin_cache=None) -> ()", _rope_out_kernel,
+                    lambda x, positions, out, config, cos_sin_cache=None: None)
 
 
 # ex: begin torch_rope_backward
+@functools.lru_cache(maxsize=1024)  # one JSON round trip per forward config, not per call
 def backward_config(config: str) -> str:
     """The config of the call that undoes ``config``'s rotation: ``inverse`` flipped, on the same
     variant when it has an inverse rotation, else on :data:`BACKWARD_FALLBACK` with the same
@@ -122,42 +201,86 @@ def backward_config(config: str) -> str:
     return json.dumps(options, sort_keys=True)
 
 
-def _rope_setup_context(ctx, inputs, output):
-    x, positions, config = inputs
-    ctx.save_for_backward(positions)
-    ctx.backward = backward_config(config)
+class _RopeGrad(torch.autograd.Function):
+    """y = R(p) x with R orthogonal (times YaRN's attention factor m), so dL/dx = m R(p)^T dL/dy:
+    the inverse rotation of the incoming gradient, by the same kernel family.  ``below`` is the
+    keyset to redispatch to (the op's Autograd kernel), or None: run the kernel function (an
+    eager wrapper call, see :func:`_direct`)."""
 
+    @staticmethod
+    def forward(ctx, below, x, positions, config, cos_sin_cache):
+        ctx.save_for_backward(positions, cos_sin_cache)
+        ctx.backward = backward_config(config)
+        if below is None:
+            return _rope_kernel(x, positions, config, cos_sin_cache)
+        return _ROPE.redispatch(below, x, positions, config, cos_sin_cache)
 
-def _rope_backward(ctx, grad):
-    # y = R(p) x with R orthogonal (times YaRN's attention factor m), so dL/dx = m R(p)^T dL/dy:
-    # the inverse rotation of the incoming gradient, by the same kernel family.  The gradient
-    # may arrive expanded or strided (from a sum, a slice): the kernel wants it dense.
-    (positions,) = ctx.saved_tensors
-    return torch.ops.ropelab.rope(grad.contiguous(), positions, ctx.backward), None, None
-
-
-torch.library.register_autograd("ropelab::rope", _rope_backward, setup_context=_rope_setup_context)
+    @staticmethod
+    def backward(ctx, grad):
+        positions, cos_sin_cache = ctx.saved_tensors
+        # The gradient may arrive expanded or strided (from a sum, a slice): the kernel wants it
+        # dense.  A user cos/sin table is read again (it has no gradient: refused at forward).
+        grad = grad.contiguous()
+        if not torch.is_grad_enabled() and _direct(grad, positions, cos_sin_cache):
+            dx = _rope_kernel(grad, positions, ctx.backward, cos_sin_cache)
+        else:  # traced, or create_graph=True: through the op (differentiable again)
+            dx = _ROPE(grad, positions, ctx.backward, cos_sin_cache)
+        return None, dx, None, None, None
 # ex: end torch_rope_backward
+
+
+def _rope_autograd(keyset, x, positions, config, cos_sin_cache=None):
+    below = keyset & _BELOW_AUTOGRAD
+    _refuse_cache_grad(cos_sin_cache, torch.is_grad_enabled())
+    if _recording(x):
+        return _RopeGrad.apply(below, x, positions, config, cos_sin_cache)
+    return _ROPE.redispatch(below, x, positions, config, cos_sin_cache)
+
+
+def _rope_out_autograd(keyset, x, positions, out, config, cos_sin_cache=None):
+    if _recording(x, out):
+        raise RuntimeError(_NO_GRAD_ROPE_OUT)
+    _refuse_cache_grad(cos_sin_cache, torch.is_grad_enabled())
+    _ROPE_OUT.redispatch(keyset & _BELOW_AUTOGRAD, x, positions, out, config, cos_sin_cache)
+    _wrote(out)
+
+
+_autograd("rope", _rope_autograd)
+_autograd("rope_out", _rope_out_autograd)
+
+_NO_GRAD_ROPE_OUT = ("ropelab.torch_ops.rope(..., out=...) writes out in place and has no "
+                     "gradient; call it without out= (a new tensor, differentiable), or under "
+                     "torch.no_grad()")
+
+# The wrapper's options in order, the key of its remembered config strings.
+_ROPE_OPTIONS = ("variant", "base", "rotary_dim", "interleave", "inverse", "scaling", "fastmath",
+                 "threads_per_block", "check_positions")
 
 
 def rope(x: torch.Tensor, *, variant: str | None = None, positions: torch.Tensor | None = None,
          base: float = 10000.0, rotary_dim: int | None = None, interleave: bool = True,
          inverse: bool = False, scaling=None, out: torch.Tensor | None = None,
          fastmath: bool = True, threads_per_block: int | None = None,
-         check_positions: bool = False, **variant_options) -> torch.Tensor:
+         check_positions: bool = False, cos_sin_cache: torch.Tensor | None = None,
+         **variant_options) -> torch.Tensor:
     """Rotary position embedding of a tensor, as the custom op ``ropelab::rope``.
 
     The arguments are those of :func:`ropelab.rope` (see it for each one), except ``stream``:
-    the op runs on PyTorch's current stream.  ``x`` and ``positions`` are torch tensors, on the
-    CPU (host path; the simulator without a GPU) or on a CUDA device (device path).
+    the op runs on PyTorch's current stream.  ``x``, ``positions`` and ``cos_sin_cache`` are
+    torch tensors, on the CPU (host path; the simulator without a GPU) or on a CUDA device
+    (device path).
 
     Without ``out``, returns a new C-contiguous tensor and is differentiable in ``x``: the
     backward pass is the inverse rotation of the gradient by a ropelab kernel (the same variant
-    with ``inverse`` flipped; the seed variants without an inverse rotation use ``freq_table``).
-    With ``out`` (``out=x`` for in place), writes ``out`` and returns it; that form has no
-    gradient, so an ``x`` or ``out`` that requires grad raises a RuntimeError.
+    with ``inverse`` flipped; the seed variants without an inverse rotation use ``freq_table``;
+    with ``cos_sin_cache``, the same table read again).  With ``out`` (``out=x`` for in place),
+    writes ``out`` and returns it; that form has no gradient, so an ``x`` or ``out`` that
+    requires grad raises a RuntimeError.  A ``cos_sin_cache`` gets no gradient: one that
+    requires grad (under grad mode) is refused with :class:`ropelab.RopeInputError`.
 
     Works inside ``torch.compile(fullgraph=True)`` (no graph break) and inside CUDA graphs.
+    An eager call with nothing watching (see :func:`_direct`) runs the op's kernel function
+    without torch's dispatcher: the same code, less host time.
 
     Raises
     ------
@@ -175,65 +298,84 @@ def rope(x: torch.Tensor, *, variant: str | None = None, positions: torch.Tensor
     >>> bool(torch.allclose(x.grad[0], torch.ones(8)))  # position 0 does not rotate
     True
     """
-    config = encode(variant=variant, base=base, rotary_dim=rotary_dim, interleave=interleave,
-                    inverse=inverse, scaling=scaling, fastmath=fastmath,
-                    threads_per_block=threads_per_block, check_positions=check_positions,
-                    **variant_options)
+    if torch.compiler.is_compiling():  # dynamo: encode is evaluated once, as a constant
+        config = encode(variant=variant, base=base, rotary_dim=rotary_dim, interleave=interleave,
+                        inverse=inverse, scaling=scaling, fastmath=fastmath,
+                        threads_per_block=threads_per_block, check_positions=check_positions,
+                        **variant_options)
+        direct = False
+    else:
+        values = (variant, base, rotary_dim, interleave, inverse, scaling, fastmath,
+                  threads_per_block, check_positions)
+        if variant_options:
+            config = config_of(_ROPE_OPTIONS + tuple(variant_options),
+                               values + tuple(variant_options.values()))
+        else:
+            config = config_of(_ROPE_OPTIONS, values)
+        direct = _direct(x, positions, out, cos_sin_cache)
     if out is None:
-        return torch.ops.ropelab.rope(x, positions, config)
-    if torch.is_grad_enabled() and (x.requires_grad or out.requires_grad):
-        raise RuntimeError("ropelab.torch_ops.rope(..., out=...) writes out in place and has no "
-                           "gradient; call it without out= (a new tensor, differentiable), or "
-                           "under torch.no_grad()")
-    torch.ops.ropelab.rope_out(x, positions, out, config)
+        if not direct:
+            return _ROPE(x, positions, config, cos_sin_cache)
+        _refuse_cache_grad(cos_sin_cache, torch.is_grad_enabled())
+        if _recording(x):
+            return _RopeGrad.apply(None, x, positions, config, cos_sin_cache)
+        return _rope_kernel(x, positions, config, cos_sin_cache)
+    if _recording(x, out):
+        raise RuntimeError(_NO_GRAD_ROPE_OUT)
+    if not direct:
+        _ROPE_OUT(x, positions, out, config, cos_sin_cache)
+        return out
+    _refuse_cache_grad(cos_sin_cache, torch.is_grad_enabled())
+    _rope_out_kernel(x, positions, out, config, cos_sin_cache)
+    _wrote(out)
     return out
 
 
 # ---- ropelab::fused_qknorm_rope ------------------------------------------------------------------
 
-@torch.library.custom_op("ropelab::fused_qknorm_rope", mutates_args=("qkv",),
-                         device_types=("cpu", "cuda"))
-def _fused_op(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
-              positions: torch.Tensor, config: str,
-              cos_sin_cache: torch.Tensor | None = None) -> None:
-    call_public(_public_fused, {"qkv": qkv, "q_weight": q_weight, "k_weight": k_weight,
-                                "positions": positions, "cos_sin_cache": cos_sin_cache},
-                decode(config))
+def _run_fused(qkv, q_weight, k_weight, positions, config, cos_sin_cache):
+    """``ropelab.fused_qknorm_rope`` in place on ``qkv``; the routes of :func:`_run_rope`."""
+    options = options_for(_public_fused, config)
+    if qkv.is_cuda and not (torch.is_grad_enabled() and (
+            qkv.requires_grad or q_weight.requires_grad or k_weight.requires_grad)):
+        if cos_sin_cache is None:
+            return _public_fused(qkv=qkv, q_weight=q_weight, k_weight=k_weight,
+                                 positions=positions, **options)
+        return _public_fused(qkv=qkv, q_weight=q_weight, k_weight=k_weight, positions=positions,
+                             cos_sin_cache=cos_sin_cache, **options)
+    return call_public(_public_fused, {"qkv": qkv, "q_weight": q_weight, "k_weight": k_weight,
+                                       "positions": positions, "cos_sin_cache": cos_sin_cache},
+                       options)
 
 
-@_fused_op.register_fake
-def _(qkv, q_weight, k_weight, positions, config, cos_sin_cache=None):
-    return None
+def _fused_kernel(qkv, q_weight, k_weight, positions, config, cos_sin_cache=None):
+    _run_fused(qkv, q_weight, k_weight, positions, config, cos_sin_cache)
 
 
-# A mutating op cannot have an autograd formula (torch.library refuses one), and custom_op's
-# default autograd kernel lets a gradient pass silently (an in-place op on a tracked tensor keeps
-# the old grad_fn).  This kernel at the Autograd key refuses instead, in eager mode and while
-# torch.compile traces, and otherwise hands the call on to the CPU/CUDA implementation.  (The
-# keyset arithmetic is torch-internal API, the one way to redispatch below autograd here.)
-_LIBRARY = torch.library.Library("ropelab", "FRAGMENT")
+_FUSED = _define("fused_qknorm_rope(Tensor(a!) qkv, Tensor q_weight, Tensor k_weight, "
+                 "Tensor positions, str config, Tensor? cos_sin_cache=None) -> ()",
+                 _fused_kernel, lambda qkv, q_weight, k_weight, positions, config,
+                 cos_sin_cache=None: None)
 
 
+# A mutating op cannot have an autograd formula, and a gradient must never pass silently (an
+# in-place write on a tracked tensor would keep its old grad_fn): this Autograd kernel refuses,
+# in eager mode and while torch.compile traces, and otherwise hands the call on to the CPU/CUDA
+# kernel.
 def _fused_autograd(keyset, qkv, q_weight, k_weight, positions, config, cos_sin_cache=None):
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (qkv, q_weight, k_weight)):
+    if _recording(qkv, q_weight, k_weight):
         raise RuntimeError(_NO_GRAD_FUSED)
     _refuse_cache_grad(cos_sin_cache, torch.is_grad_enabled())
-    below = keyset & torch._C._after_autograd_keyset
-    return torch.ops.ropelab.fused_qknorm_rope.default.redispatch(
-        below, qkv, q_weight, k_weight, positions, config, cos_sin_cache)
+    _FUSED.redispatch(keyset & _BELOW_AUTOGRAD, qkv, q_weight, k_weight, positions, config,
+                      cos_sin_cache)
+    _wrote(qkv)
 
 
-def _override_autograd(name: str, fn) -> None:
-    # custom_op registered its own Autograd kernel through the same Python registry; torch 2.8 to
-    # 2.12 refuse a second one unless asked (allow_override, default True from 2.13 on), and
-    # torch before 2.8 has no such argument (nor the check).
-    try:
-        _LIBRARY.impl(name, fn, "Autograd", with_keyset=True, allow_override=True)
-    except TypeError:
-        _LIBRARY.impl(name, fn, "Autograd", with_keyset=True)
+_autograd("fused_qknorm_rope", _fused_autograd)
 
-
-_override_autograd("fused_qknorm_rope", _fused_autograd)
+_FUSED_OPTIONS = ("num_heads_q", "num_heads_k", "num_heads_v", "head_dim", "eps", "base",
+                  "rotary_dim", "interleave", "yarn", "fastmath", "warps_per_block",
+                  "heads_per_warp", "cache", "max_positions")
 
 
 def fused_qknorm_rope(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int, num_heads_v: int,
@@ -277,16 +419,30 @@ def fused_qknorm_rope(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int, 
     >>> bool(torch.allclose(qkv, torch.ones(1, 3 * 64), atol=1e-3))
     True
     """
-    config = encode(num_heads_q=num_heads_q, num_heads_k=num_heads_k, num_heads_v=num_heads_v,
-                    head_dim=head_dim, eps=eps, base=base, rotary_dim=rotary_dim,
-                    interleave=interleave, yarn=yarn, fastmath=fastmath,
-                    warps_per_block=warps_per_block, heads_per_warp=heads_per_warp, cache=cache,
-                    max_positions=max_positions)
+    if torch.compiler.is_compiling():
+        config = encode(num_heads_q=num_heads_q, num_heads_k=num_heads_k,
+                        num_heads_v=num_heads_v, head_dim=head_dim, eps=eps, base=base,
+                        rotary_dim=rotary_dim, interleave=interleave, yarn=yarn,
+                        fastmath=fastmath, warps_per_block=warps_per_block,
+                        heads_per_warp=heads_per_warp, cache=cache, max_positions=max_positions)
+        direct = False
+    else:
+        config = config_of(_FUSED_OPTIONS, (num_heads_q, num_heads_k, num_heads_v, head_dim, eps,
+                                            base, rotary_dim, interleave, yarn, fastmath,
+                                            warps_per_block, heads_per_warp, cache,
+                                            max_positions))
+        direct = _direct(qkv, q_weight, k_weight, positions, cos_sin_cache)
     _refuse_cache_grad(cos_sin_cache, torch.is_grad_enabled())
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (qkv, q_weight, k_weight)):
-        return torch.ops.ropelab.fused_qknorm_rope_functional(qkv, q_weight, k_weight, positions,
-                                                              config, cos_sin_cache)
-    torch.ops.ropelab.fused_qknorm_rope(qkv, q_weight, k_weight, positions, config, cos_sin_cache)
+    if _recording(qkv, q_weight, k_weight):
+        if direct:
+            return _FusedGrad.apply(None, qkv, q_weight, k_weight, positions, config,
+                                    cos_sin_cache)
+        return _FUSED_FUNCTIONAL(qkv, q_weight, k_weight, positions, config, cos_sin_cache)
+    if direct:
+        _fused_kernel(qkv, q_weight, k_weight, positions, config, cos_sin_cache)
+        _wrote(qkv)
+    else:
+        _FUSED(qkv, q_weight, k_weight, positions, config, cos_sin_cache)
     return qkv
 
 
@@ -301,64 +457,93 @@ _BACKWARD_OPTIONS = ("num_heads_q", "num_heads_k", "num_heads_v", "head_dim", "e
                      "rotary_dim", "interleave", "yarn", "fastmath", "cache", "max_positions")
 
 
-@torch.library.custom_op("ropelab::fused_qknorm_rope_functional", mutates_args=(),
-                         device_types=("cpu", "cuda"))
-def _fused_functional_op(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
-                         positions: torch.Tensor, config: str,
-                         cos_sin_cache: torch.Tensor | None = None) -> torch.Tensor:
-    out = result_like(qkv)
-    out.copy_(qkv)
-    call_public(_public_fused, {"qkv": out, "q_weight": q_weight, "k_weight": k_weight,
-                                "positions": positions, "cos_sin_cache": cos_sin_cache},
-                decode(config))
+@functools.lru_cache(maxsize=1024)
+def _backward_options(config: str) -> dict:
+    """The backward's keywords from the forward's config (remembered: read, never changed)."""
+    return {k: v for k, v in decoded(config).items() if k in _BACKWARD_OPTIONS}
+
+
+def _fused_functional_kernel(qkv, q_weight, k_weight, positions, config, cos_sin_cache=None):
+    # The kernel is in place, so the result starts as a copy of qkv (V's columns are the
+    # result's; Q's and K's are overwritten): one copy pass, then the kernel's pass over Q and K.
+    out = qkv.clone(memory_format=torch.contiguous_format)
+    _run_fused(out, q_weight, k_weight, positions, config, cos_sin_cache)
     return out
 
 
-@_fused_functional_op.register_fake
-def _(qkv, q_weight, k_weight, positions, config, cos_sin_cache=None):
-    return result_like(qkv)
-
-
-@torch.library.custom_op("ropelab::fused_qknorm_rope_backward", mutates_args=(),
-                         device_types=("cpu", "cuda"))
-def _fused_backward_op(qkv: torch.Tensor, grad: torch.Tensor, q_weight: torch.Tensor,
-                       k_weight: torch.Tensor, positions: torch.Tensor, config: str,
-                       cos_sin_cache: torch.Tensor | None = None
-                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    options = {k: v for k, v in decode(config).items() if k in _BACKWARD_OPTIONS}
+def _fused_backward_kernel(qkv, grad, q_weight, k_weight, positions, config, cos_sin_cache=None):
     dqkv, dq, dk = call_public(_public_backward, {
         "qkv": qkv, "grad": grad, "q_weight": q_weight, "k_weight": k_weight,
-        "positions": positions, "cos_sin_cache": cos_sin_cache}, options)
+        "positions": positions, "cos_sin_cache": cos_sin_cache}, _backward_options(config))
     if not qkv.is_cuda:
         dqkv, dq, dk = from_host(dqkv, qkv), torch.from_numpy(dq), torch.from_numpy(dk)
     # The weight gradients are float32 sums; the weights' own dtype is what autograd expects.
     return dqkv, dq.to(q_weight.dtype, copy=True), dk.to(k_weight.dtype, copy=True)
 
 
-@_fused_backward_op.register_fake
-def _(qkv, grad, q_weight, k_weight, positions, config, cos_sin_cache=None):
-    return result_like(qkv), result_like(q_weight), result_like(k_weight)
+_FUSED_FUNCTIONAL = _define(
+    "fused_qknorm_rope_functional(Tensor qkv, Tensor q_weight, Tensor k_weight, "
+    "Tensor positions, str config, Tensor? cos_sin_cache=None) -> Tensor",
+    _fused_functional_kernel,
+    lambda qkv, q_weight, k_weight, positions, config, cos_sin_cache=None: result_like(qkv))
+_FUSED_BACKWARD = _define(
+    "fused_qknorm_rope_backward(Tensor qkv, Tensor grad, Tensor q_weight, Tensor k_weight, "
+    "Tensor positions, str config, Tensor? cos_sin_cache=None) -> (Tensor, Tensor, Tensor)",
+    _fused_backward_kernel,
+    lambda qkv, grad, q_weight, k_weight, positions, config, cos_sin_cache=None: (
+        result_like(qkv), result_like(q_weight), result_like(k_weight)))
 
 
-def _fused_setup_context(ctx, inputs, output):
-    qkv, q_weight, k_weight, positions, config, cos_sin_cache = inputs
-    # The wrapper refuses a cache that requires grad before anything runs; a direct call of the
-    # op is refused here, at the forward, rather than losing the cache's gradient in backward.
-    # (Autograd calls this only while it records, from its Function's forward: grad mode off.)
-    _refuse_cache_grad(cos_sin_cache, True)
-    ctx.save_for_backward(qkv, q_weight, k_weight, positions, cos_sin_cache)
-    ctx.config = config
+class _FusedGrad(torch.autograd.Function):
+    """The functional fused op under autograd: saves the input ``qkv`` and the weights, and its
+    backward is ropelab's backward kernel.  ``below``: as for :class:`_RopeGrad`."""
+
+    @staticmethod
+    def forward(ctx, below, qkv, q_weight, k_weight, positions, config, cos_sin_cache):
+        ctx.save_for_backward(qkv, q_weight, k_weight, positions, cos_sin_cache)
+        ctx.config = config
+        if below is None:
+            return _fused_functional_kernel(qkv, q_weight, k_weight, positions, config,
+                                            cos_sin_cache)
+        return _FUSED_FUNCTIONAL.redispatch(below, qkv, q_weight, k_weight, positions, config,
+                                            cos_sin_cache)
+
+    @staticmethod
+    def backward(ctx, grad):
+        qkv, q_weight, k_weight, positions, cos_sin_cache = ctx.saved_tensors
+        grad = grad.contiguous()
+        if not torch.is_grad_enabled() and _direct(qkv, grad, q_weight, k_weight, positions,
+                                                   cos_sin_cache):
+            dqkv, dq, dk = _fused_backward_kernel(qkv, grad, q_weight, k_weight, positions,
+                                                  ctx.config, cos_sin_cache)
+        else:  # traced (or create_graph=True, which the backward op refuses)
+            dqkv, dq, dk = _FUSED_BACKWARD(qkv, grad, q_weight, k_weight, positions, ctx.config,
+                                           cos_sin_cache)
+        return None, dqkv, dq, dk, None, None, None
 
 
-def _fused_backward(ctx, grad):
-    qkv, q_weight, k_weight, positions, cos_sin_cache = ctx.saved_tensors
-    dqkv, dq, dk = torch.ops.ropelab.fused_qknorm_rope_backward(
-        qkv, grad.contiguous(), q_weight, k_weight, positions, ctx.config, cos_sin_cache)
-    return dqkv, dq, dk, None, None, None
+def _fused_functional_autograd(keyset, qkv, q_weight, k_weight, positions, config,
+                               cos_sin_cache=None):
+    # A cache that would need a gradient is refused before anything runs (no op computes one).
+    _refuse_cache_grad(cos_sin_cache, torch.is_grad_enabled())
+    below = keyset & _BELOW_AUTOGRAD
+    if _recording(qkv, q_weight, k_weight):
+        return _FusedGrad.apply(below, qkv, q_weight, k_weight, positions, config, cos_sin_cache)
+    return _FUSED_FUNCTIONAL.redispatch(below, qkv, q_weight, k_weight, positions, config,
+                                        cos_sin_cache)
 
 
-torch.library.register_autograd("ropelab::fused_qknorm_rope_functional", _fused_backward,
-                                setup_context=_fused_setup_context)
+def _fused_backward_autograd(keyset, qkv, grad, q_weight, k_weight, positions, config,
+                             cos_sin_cache=None):
+    if _recording(qkv, grad, q_weight, k_weight, cos_sin_cache):
+        raise RuntimeError("ropelab::fused_qknorm_rope_backward has no gradient of its own (no "
+                           "double backward): call backward() without create_graph=True")
+    return _FUSED_BACKWARD.redispatch(keyset & _BELOW_AUTOGRAD, qkv, grad, q_weight, k_weight,
+                                      positions, config, cos_sin_cache)
+
+
+_autograd("fused_qknorm_rope_functional", _fused_functional_autograd)
+_autograd("fused_qknorm_rope_backward", _fused_backward_autograd)
 # ex: end torch_fused_backward
 
 

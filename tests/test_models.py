@@ -152,6 +152,26 @@ def test_models_ropelab_cannot_serve_are_refused_before_any_change():
         qwen3.patch_qwen3(tiny_qwen3(head_dim=32))
 
 
+@pytest.mark.parametrize("options", [dict(interleave="False"), dict(interleave=None),
+                                     dict(cache="yes"), dict(cache=1)])
+def test_non_bool_options_are_refused_before_any_change(original, options):
+    """A string "False" is truthy: it used to patch in GPT-J pairs without a word."""
+    model = copy.deepcopy(original)
+    with pytest.raises(TypeError, match="must be True or False"):
+        qwen3.patch_qwen3(model, **options)
+    assert not qwen3.is_patched(model.model.layers[0].self_attn)
+
+
+def test_patching_twice_is_a_no_op_and_returns_the_model(original, input_ids, reference_logits):
+    model = qwen3.patch_qwen3(copy.deepcopy(original))
+    weight = model.model.layers[0].self_attn.qkv_proj.weight
+    assert qwen3.patch_qwen3(model) is model
+    assert model.model.layers[0].self_attn.qkv_proj.weight is weight  # not fused a second time
+    with torch.no_grad():
+        ours = model(input_ids).logits
+    assert compare.check_logits(ours, *reference_logits).passed
+
+
 # ---- FLUX-style attention: 3-axis ids through the user cos/sin cache ----------------------------
 
 from ropelab.models import flux  # noqa: E402

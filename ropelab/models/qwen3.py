@@ -44,6 +44,7 @@ from transformers.models.qwen3 import modeling_qwen3
 
 import ropelab.torch_ops as rt
 from ropelab.kernels.fused_qknorm_rope import HEAD_DIMS
+from ropelab.validate import check_bool
 
 
 class PatchError(ValueError):
@@ -191,13 +192,16 @@ def patch_attention(attn, *, interleave: bool = False, qk: str = "ropelab",
                     cache: bool = False) -> None:
     """Patch one ``Qwen3Attention`` in place (see :func:`patch_qwen3`)."""
     theta = check_attention(attn)
+    interleave = check_bool("interleave", interleave)
+    cache = check_bool("cache", cache)
     attn.ropelab_cos_sin = ({"cache": True, "max_positions": attn.config.max_position_embeddings}
                             if cache else {})
-    attn.qkv_proj = _fuse_projections(attn)
-    del attn.q_proj, attn.k_proj, attn.v_proj
+    if not is_patched(attn):  # patched before: the projections are fused already
+        attn.qkv_proj = _fuse_projections(attn)
+        del attn.q_proj, attn.k_proj, attn.v_proj
     attn.ropelab_theta = theta
     # interleave=True (GPT-J pairs) is wrong for Qwen3; tests plant it to prove they can fail.
-    attn.ropelab_interleave = bool(interleave)
+    attn.ropelab_interleave = interleave
     attn.forward = types.MethodType(QK_OPS[qk], attn)
 
 
@@ -217,10 +221,17 @@ def patch_qwen3(model, *, interleave: bool = False, qk: str = "ropelab", cache: 
     place and returned.  Parameters keep their dtype and device; the fused op runs where they
     are (CUDA: the GPU kernel; CPU: the host path, the simulator without a GPU).
 
+    Patching a patched model again is allowed: its projections stay fused, and the layers take
+    this call's ``interleave``, ``qk`` and ``cache`` (so the same options make it a no-op).
+
     Raises :class:`PatchError` before changing anything for a model ropelab cannot serve
-    (a rope_type other than "default", a head_dim the op lacks, different q/k norm eps), and
-    ValueError when there is no Qwen3 attention layer to patch.
+    (a rope_type other than "default", a head_dim the op lacks, different q/k norm eps),
+    TypeError for an ``interleave`` or ``cache`` that is not a bool (``"False"`` is truthy: it
+    would have meant GPT-J pairs), and ValueError when there is no Qwen3 attention layer to
+    patch.
     """
+    interleave = check_bool("interleave", interleave)
+    cache = check_bool("cache", cache)
     if qk not in QK_OPS:
         raise ValueError(f"qk must be one of {', '.join(QK_OPS)}, got {qk!r}")
     layers = [m for m in model.modules() if isinstance(m, modeling_qwen3.Qwen3Attention)]

@@ -321,7 +321,7 @@ print("atomic vs two-stage, largest difference in dq_weight:",
 #
 # `ropelab.torch_ops.fused_qknorm_rope` on tensors that require grad goes out of place (the
 # custom op `ropelab::fused_qknorm_rope_functional`), saves its input, and registers this
-# backward with `torch.library.register_autograd`:
+# backward as an `autograd.Function` at the op's Autograd kernel:
 
 # %%
 if torch is None:

@@ -1,0 +1,193 @@
+"""Host cost and training speed of ``ropelab.torch_ops`` on the GPU (issue 25); JSON to --out.
+
+1. ``host``: host microseconds per call, no synchronization inside the timed loop, on tiny
+   problems (the host is the bottleneck there): the direct public call against the torch op
+   for ``rope`` (``out=``), ``rope_qk`` (direct only: it has no torch op), the fused forward
+   in place, and the fused backward (direct against the backward op).  The target: each op
+   at most 1.5x its direct call.
+2. ``training``: 50 iterations of ``y = rt.fused_qknorm_rope(qkv)`` on bf16 leaves that require
+   grad, then ``y.backward(g)``, at the production shapes (flux_1024, qwen_image_1024,
+   zimage_1024), GPT-J and NeoX: wall us/iteration (synchronized at the end) and host
+   us/iteration (the time to enqueue, with the GPU kept busy by nothing: a host-bound loop has
+   wall ~ host).  Beside it the same math in PyTorch under ``torch.compile`` (the backward
+   bench's ``torch_math``), forward + backward.
+
+``--dry-run``: CPU tensors, a tiny shape and 2 iterations (the simulator without a GPU), so the
+driver is checked where there is no GPU; its numbers mean nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def _sync(device):
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def host_us(fn, device, number: int, repeat: int) -> float:
+    """Best-of-``repeat`` host us per call of ``number`` back-to-back calls (synchronized
+    between runs only, so the launch queue never fills for long)."""
+    best = float("inf")
+    for _ in range(repeat):
+        _sync(device)
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / number)
+    _sync(device)
+    return best * 1e6
+
+
+def host_rows(device, number, repeat) -> list[dict]:
+    import torch
+
+    import ropelab
+    import ropelab.torch_ops as rt
+    from ropelab.ops.fused_backward import fused_qknorm_rope_backward
+    from ropelab.torch_args import host_view
+
+    heads = dict(num_heads_q=1, num_heads_k=1, num_heads_v=1, head_dim=64)
+    tokens = 4
+    pos = torch.arange(tokens, dtype=torch.int32, device=device)
+    x = torch.randn(tokens, 64, device=device)
+    out = torch.empty_like(x)
+    q, k = torch.randn(tokens, 64, device=device), torch.randn(tokens, 64, device=device)
+    qkv = torch.randn(tokens, 3 * 64, device=device, dtype=torch.bfloat16)
+    g = torch.randn_like(qkv)
+    w = torch.ones(64, device=device, dtype=torch.bfloat16)
+    fused = dict(heads, q_weight=w, k_weight=w, positions=pos)
+    config = rt.encode(**heads)
+    # The direct calls take CUDA tensors as they are; in a dry run, NumPy views of the CPU
+    # tensors (what the public functions take on the host).
+    a = (lambda t: t) if device == "cuda" else host_view
+    d_fused = dict(heads, q_weight=a(w), k_weight=a(w), positions=a(pos))
+    pairs = [
+        ("rope", lambda: ropelab.rope(a(x), positions=a(pos), out=a(out)),
+         lambda: rt.rope(x, positions=pos, out=out)),
+        ("rope_qk", lambda: ropelab.rope_qk(a(q), a(k), positions=a(pos), head_dim=64), None),
+        ("fused_qknorm_rope", lambda: ropelab.fused_qknorm_rope(a(qkv), **d_fused),
+         lambda: rt.fused_qknorm_rope(qkv, **fused)),
+        ("fused_qknorm_rope_backward",
+         lambda: fused_qknorm_rope_backward(a(qkv), a(g), **d_fused),
+         lambda: torch.ops.ropelab.fused_qknorm_rope_backward(qkv, g, w, w, pos, config)),
+    ]
+    rows = []
+    for name, direct, op in pairs:
+        direct()
+        row = {"op": name, "direct_host_us": round(host_us(direct, device, number, repeat), 2)}
+        if op is not None:
+            op()
+            row["torch_op_host_us"] = round(host_us(op, device, number, repeat), 2)
+            row["ratio"] = round(row["torch_op_host_us"] / row["direct_host_us"], 3)
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
+def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> list[dict]:
+    import torch
+
+    import ropelab.torch_ops as rt
+    from ropelab.measure.bench.backward_calls import torch_math
+
+    rows = []
+    for shape in shapes:
+        heads = dict(num_heads_q=shape.heads_q, num_heads_k=shape.heads_k,
+                     num_heads_v=shape.heads_v, head_dim=shape.head_dim,
+                     rotary_dim=shape.rotary_dim)
+        width = (shape.heads_q + shape.heads_k + shape.heads_v) * shape.head_dim
+        gen = torch.Generator(device=device).manual_seed(0)
+        qkv = torch.randn(shape.tokens, width, device=device, generator=gen).to(torch.bfloat16)
+        g = torch.randn(shape.tokens, width, device=device, generator=gen).to(torch.bfloat16)
+        pos = torch.arange(shape.tokens, dtype=torch.int32, device=device)
+        for interleave in (True, False):
+            leaves = [qkv.clone().requires_grad_(),
+                      torch.ones(shape.head_dim, device=device,
+                                 dtype=torch.bfloat16).requires_grad_(),
+                      torch.ones(shape.head_dim, device=device,
+                                 dtype=torch.bfloat16).requires_grad_()]
+
+            def ropelab_step():
+                y = rt.fused_qknorm_rope(leaves[0], q_weight=leaves[1], k_weight=leaves[2],
+                                         positions=pos, interleave=interleave, **heads)
+                y.backward(g)
+
+            steps = [("ropelab", ropelab_step)]
+            if compile_baseline:
+                forward = torch.compile(torch_math(shape, interleave))
+
+                def compiled_step():
+                    y = forward(leaves[0], leaves[1], leaves[2], pos)
+                    y.backward(g)
+
+                steps.append(("torch.compile", compiled_step))
+            for name, step in steps:
+                try:
+                    for _ in range(3):  # compile, upload tables, warm the allocator
+                        step()
+                    _sync(device)
+                    t0 = time.perf_counter()
+                    for _ in range(iterations):
+                        step()
+                    t1 = time.perf_counter()
+                    _sync(device)
+                    t2 = time.perf_counter()
+                    row = {"shape": shape.name, "layout": "gptj" if interleave else "neox",
+                           "impl": name, "iterations": iterations,
+                           "host_us_per_iter": round((t1 - t0) / iterations * 1e6, 1),
+                           "wall_us_per_iter": round((t2 - t0) / iterations * 1e6, 1)}
+                except Exception as exc:  # one failing baseline must not lose the other rows
+                    row = {"shape": shape.name, "layout": "gptj" if interleave else "neox",
+                           "impl": name, "error": f"{type(exc).__name__}: {exc}"[:500]}
+                rows.append(row)
+                print(row, flush=True)
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=os.environ.get("OUT", "out"), help="folder for JSON")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="CPU tensors, tiny shape, 2 iterations (no GPU needed)")
+    parser.add_argument("--iterations", type=int, default=50)
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile row")
+    args = parser.parse_args(argv)
+    import torch
+
+    from ropelab.shapes import FLUX_1024, QWEN_IMAGE_1024, ZIMAGE_1024, FusedShape
+
+    if args.dry_run:
+        device, number, repeat, iterations = "cpu", 3, 2, 2
+        shapes = [FusedShape("dry_tiny", 2, 1, 1, 1, 64, 64)]
+    else:
+        if not torch.cuda.is_available():
+            print("no CUDA device: run with --dry-run", file=sys.stderr)
+            return 2
+        device, number, repeat, iterations = "cuda", 2000, 7, args.iterations
+        shapes = [FLUX_1024, QWEN_IMAGE_1024, ZIMAGE_1024]
+    result = {
+        "what": "host us per call (no sync, tiny problems) and training-loop us per iteration",
+        "device": torch.cuda.get_device_name() if device == "cuda" else "cpu (dry run)",
+        "torch": torch.__version__, "dry_run": args.dry_run,
+        "host": host_rows(device, number, repeat),
+        "training": training_rows(shapes, device, iterations,
+                                  compile_baseline=not (args.no_compile or args.dry_run)),
+    }
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "training_speed.json")
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
