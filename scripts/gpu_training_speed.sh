@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25 on the H200, in one short call (limits sum to 420 s):
+# The training path's host cost and speed on the H200, in one short call (limits sum to 420 s):
 #   1. the CPU probe of the ops' host cost with the launch stubbed (a reference beside 2)
 #   2. host us per call, direct vs torch op (rope, rope_qk, fused forward, fused backward), and
 #      50 training iterations of rt.fused_qknorm_rope forward + backward in bf16 at flux_1024,
