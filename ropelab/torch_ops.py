@@ -87,7 +87,7 @@ def _refuse_cache_grad(cos_sin_cache, recording: bool) -> None:
 # torch.library.define + impl rather than torch.library.custom_op: an eager custom_op call runs
 # through several Python layers (backend_impl, its _disable_dynamo wrappers, its own Autograd and
 # ADInplaceOrView kernels) that cost ~25 us of host time per call where a defined op's dispatch
-# costs ~3 (scripts/host_cost_probe.py; issue 25).  What custom_op gave is spelled out here: the
+# costs ~3 (scripts/host_cost_probe.py).  What custom_op gave is spelled out here: the
 # schema with its mutation annotations, one Python kernel for CPU and CUDA, the fake kernel
 # (torch.compile, meta tensors) and an Autograd kernel per op: a formula, or a refusal.
 

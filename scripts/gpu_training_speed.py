@@ -1,4 +1,4 @@
-"""Host cost and training speed of ``ropelab.torch_ops`` on the GPU (issue 25); JSON to --out.
+"""Host cost and training speed of ``ropelab.torch_ops`` on the GPU; JSON to --out.
 
 1. ``host``: host microseconds per call, no synchronization inside the timed loop, on tiny
    problems (the host is the bottleneck there): the direct public call against the torch op
