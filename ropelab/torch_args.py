@@ -69,8 +69,9 @@ def decode(config: str) -> dict:
 
 
 # An op runs with the same few config strings over and over: parsing JSON and rebuilding the
-# scaling objects on every call was a measurable part of its host time (scripts/host_cost_probe.py).  Bounded, so
-# a program that cycles through many configs keeps only the recent ones.
+# scaling objects on every call was a measurable part of its host time
+# (scripts/host_cost_probe.py).  Bounded, so a program that cycles through many configs keeps
+# only the recent ones.
 MAX_CONFIGS = 1024
 
 
