@@ -374,7 +374,12 @@ if record is not None:
               f"{row['median_us'] or '':>8} {frac}{bits} {row['note']}")
 
 # %% [markdown]
-# What the record says, through the public calls on PyTorch tensors:
+# What the records say.  First as a trainer calls it (`data/training/`): a loop of
+# `rt.fused_qknorm_rope` forward and `.backward()` through autograd takes
+# {{ training.loop_us }} per iteration on the three shapes, and `torch.compile`'s forward +
+# backward of the same math {{ training.compile_ratio }} as long; that loop is bound by the
+# host (the time to enqueue its launches), not by these kernels.  Then the kernels' own speed,
+# through the direct public calls on PyTorch tensors:
 #
 # * forward + backward reach {{ backward.fwd_bwd_pct }} of the copy [roof](00_rope_in_one_notebook.ipynb#9-glossary) of their bytes, the
 #   backward alone {{ backward.bwd_pct }}: short of the `0.8` target;
