@@ -282,3 +282,38 @@ def test_a_thread_raising_a_base_exception_ends_the_launch_instead_of_hanging():
     dst = np.zeros(8, np.int32)
     with pytest.raises(SystemExit, match=r"tid=\[3, 0, 0\]"):
         cuda.jit(one_thread_exits)[1, 8](dst)
+
+
+def test_a_pooled_thread_that_runs_two_threads_of_a_block_is_two_threads_to_the_race_detector():
+    """A pooled simulator thread runs one simulated thread after another, often two of one
+    block (the first ended before the second was handed out).  The race detector records the
+    simulated thread, not the OS thread: a write by the first and a read by the second, with
+    no barrier between, is a race however the pool scheduled them (it was missed, depending on
+    the machine's load, when the OS thread stood for both)."""
+    from types import SimpleNamespace
+
+    from ropelab.sim import shared_race
+
+    me = threading.current_thread()
+    data = np.zeros(4, np.float32)
+    row = shared_race.RaceArray(data, "a test array")
+
+    def become(tid):  # what block.Worker.assign does between two simulated threads
+        for name in ("_race_who", "_race_epoch", "_race_warp_epoch"):
+            me.__dict__.pop(name, None)
+        me.threadIdx, me.blockIdx, me.thread_id = SimpleNamespace(x=tid, y=0, z=0), (0, 0, 0), tid
+
+    try:
+        become(2)
+        row[2] = 1.0
+        become(0)
+        with pytest.raises(shared_race.SharedMemoryRace, match="thread 2 wrote it and thread 0 "
+                                                              "read it"):
+            _ = row[2]
+        become(1)
+        row[1] = 1.0
+        _ = row[1]  # one simulated thread reading its own write: no race
+    finally:
+        for name in ("_race_who", "_race_epoch", "_race_warp_epoch", "threadIdx", "blockIdx",
+                     "thread_id"):
+            me.__dict__.pop(name, None)

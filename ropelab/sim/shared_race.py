@@ -35,10 +35,34 @@ class SharedMemoryRace(RuntimeError):
     """Two threads of one block touched one shared element with no barrier between them."""
 
 
+def _label(thread) -> str:
+    tid = thread.threadIdx
+    return str(tid.x) if tid.y == tid.z == 0 else f"({tid.x}, {tid.y}, {tid.z})"
+
+
+class _Simulated:
+    """One simulated CUDA thread, as the detector records it.  Not the OS thread: a pooled
+    simulator thread (:mod:`ropelab.sim.block`) runs one simulated thread after another, often
+    two of the same block when the first ends before the next is handed out, and two accesses
+    by one OS thread would then look ordered."""
+
+    __slots__ = ("thread_id", "label", "blockIdx")
+
+    def __init__(self, thread):
+        self.thread_id = getattr(thread, "thread_id", -1)
+        self.label = _label(thread) if hasattr(thread, "threadIdx") else thread.name
+        self.blockIdx = tuple(getattr(thread, "blockIdx", (0, 0, 0)))
+
+
 def _thread():
-    """The current simulated thread and its clock: (barriers passed, warp barriers passed)."""
+    """The current simulated thread and its clock: (barriers passed, warp barriers passed).
+    Its record lives on the OS thread until the pool hands that thread a new simulated thread
+    (which clears every attribute the simulated thread set: this one and the clocks)."""
     t = threading.current_thread()
-    return t, (getattr(t, "_race_epoch", 0), getattr(t, "_race_warp_epoch", 0))
+    who = t.__dict__.get("_race_who")
+    if who is None:
+        who = t._race_who = _Simulated(t)
+    return who, (getattr(t, "_race_epoch", 0), getattr(t, "_race_warp_epoch", 0))
 
 
 def _ordered(a, a_clock, b, b_clock) -> bool:
@@ -50,9 +74,6 @@ def _ordered(a, a_clock, b, b_clock) -> bool:
     return same_warp and a_clock[1] != b_clock[1]
 
 
-def _label(thread) -> str:
-    tid = thread.threadIdx
-    return str(tid.x) if tid.y == tid.z == 0 else f"({tid.x}, {tid.y}, {tid.z})"
 
 
 class Watch:
@@ -100,15 +121,15 @@ class RaceArray:
     def _race(self, flat, first, first_did: str, me, me_did: str) -> SharedMemoryRace:
         self = self._root
         return SharedMemoryRace(
-            f"shared-memory race on element {flat} of {self.where}: thread {_label(first)} "
-            f"{first_did} and thread {_label(me)} {me_did} with no cuda.syncthreads() between")
+            f"shared-memory race on element {flat} of {self.where}: thread {first.label} "
+            f"{first_did} and thread {me.label} {me_did} with no cuda.syncthreads() between")
 
     def _check(self, flat, what: str):
         """Record an access (``"read"``, ``"write"`` or ``"atomic"``) of element ``flat``, or
         raise for the first unordered pair of accesses, at least one of them plain."""
         self = self._root
         me, epoch = _thread()
-        block = tuple(getattr(me, "blockIdx", (0, 0, 0)))
+        block = me.blockIdx
         did = {"read": "read it", "write": "wrote it", "atomic": "updated it atomically"}[what]
         with self._lock:
             if block != self._block:  # blocks run one after another; a new one starts clean
