@@ -431,3 +431,26 @@ def test_a_shared_step_whose_threads_never_meet_in_shared_memory_is_not_solved()
         ''', "table_kernel", steps.get("04.2"))
     assert text.startswith("not solved yet: the values are right, but no thread read a shared "
                            "element that another thread of its block wrote"), text
+
+
+def test_a_value_two_threads_stored_gets_the_same_hint_whatever_the_schedule():
+    """Thread 0 also stores to out[2], thread 1's: which store lands last is the simulator's
+    schedule, so the value there, and which typical mistake pair 1 resembles, could change
+    from run to run (thread 1 also gets out[3] wrong, so pair 1 is always the first wrong one).
+    The hint is the step's own, with the element named, on every run."""
+    overlapping = _define('''
+        @cuda.jit(fastmath=True)
+        def overlapping(x, out, cos_t, sin_t, n_pairs):
+            p = cuda.grid(1)
+            if p < n_pairs:
+                out[2 * p] = x[2 * p] * cos_t[p] - x[2 * p + 1] * sin_t[p]
+                second = x[2 * p] * sin_t[p] + x[2 * p + 1] * cos_t[p]
+                out[2 * p + 1] = -second if p == 1 else second
+                if p == 0 and n_pairs > 1:
+                    out[2] = x[0]
+        ''', "overlapping")
+    step = steps.get("00.3")
+    hints = {str(grading.grade(step, overlapping, fresh=False)).splitlines()[-1] for _ in range(4)}
+    assert len(hints) == 1, hints
+    (hint,) = hints
+    assert "two threads stored to out[2]" in hint and step.hint in hint, hint

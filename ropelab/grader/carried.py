@@ -116,16 +116,18 @@ def _launch_ok(x) -> bool:
 
 def _records_ok(fields: dict, shape: tuple) -> bool:
     """A WatchedArray's judging records: owner, the first unwritten read, the first foreign
-    write, the first host access (see :mod:`.recording`)."""
+    write, the first host access, the first element two threads stored to (see
+    :mod:`.recording`)."""
     owner = fields.get("owner")
-    read, foreign, host = (fields.get(k) for k in ("read_unwritten", "foreign_write",
-                                                   "host_access"))
+    read, foreign, host, twice = (fields.get(k) for k in (
+        "read_unwritten", "foreign_write", "host_access", "twice_written"))
     return ((owner is None or type(owner) is np.ndarray and owner.shape == shape)
             and (read is None or type(read) is tuple and len(read) == 2 and _ints(read[0])
                  and _ints(read[1], 2))
             and (foreign is None or type(foreign) is tuple and len(foreign) == 3
                  and _ints(foreign[0]) and _ints(foreign[1], 2) and type(foreign[2]) is int)
-            and (host is None or type(host) is str and len(host) <= LINE_CHARS))
+            and (host is None or type(host) is str and len(host) <= LINE_CHARS)
+            and (twice is None or _ints(twice)))
 
 
 def portable(trial):

@@ -127,6 +127,12 @@ def diagnose(case: Case, got: np.ndarray, e: int, fallback: str, arguments=None,
     if not any(judging.written(trial, got, wrong)):
         return ("this element was never written: no thread stored to it (a guard that stops "
                 "too early, or a loop that does not reach every element?)")
+    twice = judging.stored_twice(trial, wrong)
+    if twice is not None:
+        # An element two threads stored to holds whichever store the schedule put last: no
+        # typical mistake can be matched against it (the hint would change from run to run).
+        return (f"{fallback} (besides, two threads stored to out[{twice}]: what it holds "
+                "depends on which store came last)")
     if case.diagnose is not None:
         found = case.diagnose(got, e)
         if found:

@@ -64,6 +64,17 @@ def written(trial, got: np.ndarray, idx: list) -> list[bool]:
     return [not unwritten(got[i:i + 1])[0] for i in idx]
 
 
+def stored_twice(trial, idx: list) -> int | None:
+    """The lowest flat index of ``out`` that two threads stored to, when it is not past these
+    indices (an element the schedule decides, at or before the first wrong one); else None.
+    The record is the same whatever order the threads ran in."""
+    out = trial.watched.get("out") if trial is not None else None
+    if out is None or getattr(out, "twice_written", None) is None:
+        return None
+    first = int(np.ravel_multi_index(out.twice_written, out.shape))
+    return first if idx and first <= max(idx) else None
+
+
 def read_before_written(trial, idx: list) -> str | None:
     """The hint when ``out`` was read where no thread had written yet (``out[i] += ...``)."""
     out = trial.watched.get("out") if trial is not None else None

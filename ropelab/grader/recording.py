@@ -78,6 +78,8 @@ class WatchedArray:
         # and (index, (block, thread), owner) of the lowest one written by a thread not its owner
         self.read_unwritten = None
         self.foreign_write = None
+        # the lowest element stored to by two different threads: its value is the schedule's
+        self.twice_written = None
         self.host_access = None  # "read x[...]" / "wrote out[...]": the first from the host
 
     def __getattr__(self, attr):  # strides, nbytes, ...: what NumPy says
@@ -167,6 +169,10 @@ class WatchedArray:
                 if owner >= 0 and owner != who[0] * _threads_per_block() + who[1] and (
                         self.foreign_write is None or index < self.foreign_write[0]):
                     self.foreign_write = (index, who, owner)
+            if isinstance(index, tuple) and a.writer_block[index] >= 0 and (
+                    int(a.writer_block[index]), int(a.writer_thread[index])) != who and (
+                    self.twice_written is None or index < self.twice_written):
+                self.twice_written = index
             a.writer_block[index], a.writer_thread[index] = who
         else:
             if isinstance(index, tuple) and a.writer_block[index] < 0 and (
