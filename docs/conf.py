@@ -31,8 +31,24 @@ extensions = [
 ]
 
 root_doc = "index"
-# README.md describes the build; tests/ checks the built site; course/ is a link to notebooks/,
-# whose solutions/ and checkpoints are not pages.
+# course/ is a copy of the stored notebooks, made here at every build (never committed).  Not a
+# link to notebooks/: Sphinx resolves a page's relative links from the file's real path, and a
+# notebook's link to the glossary (00_rope_in_one_notebook.ipynb#9-glossary) would then point
+# outside the site.
+COURSE = Path(__file__).resolve().parent / "course"
+if COURSE.is_symlink():  # a checkout from before the copy
+    COURSE.unlink()
+COURSE.mkdir(exist_ok=True)
+_stored = {p.name for p in (ROOT / "notebooks").glob("*.ipynb")}
+for _old in COURSE.glob("*.ipynb"):
+    if _old.name not in _stored:
+        _old.unlink()
+for _name in sorted(_stored):
+    _text = (ROOT / "notebooks" / _name).read_bytes()
+    if not (COURSE / _name).is_file() or (COURSE / _name).read_bytes() != _text:
+        (COURSE / _name).write_bytes(_text)  # unchanged files keep their time: no rebuild
+# README.md describes the build; tests/ checks the built site; solutions/ and checkpoints are
+# not pages.
 exclude_patterns = ["_build", "README.md", "tests", "course/solutions",
                     "**/.ipynb_checkpoints"]
 
