@@ -152,6 +152,24 @@ def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> li
     return rows
 
 
+COLUMNS = ("part", "op", "shape", "layout", "impl", "iterations", "direct_host_us",
+           "torch_op_host_us", "ratio", "host_us_per_iter", "wall_us_per_iter", "error")
+METHOD = ("host: host microseconds per call, no synchronization inside the timed loop, tiny "
+          "problems, direct public call against the torch op (ropelab.torch_ops). training: "
+          "50 iterations of y = rt.fused_qknorm_rope(qkv) on bfloat16 leaves that require "
+          "grad, then y.backward(g), synchronized at the end: wall us/iteration, and host "
+          "us/iteration (time to enqueue); beside it the same math in PyTorch under "
+          "torch.compile (measure.bench.backward_calls.torch_math). One run; warm L2 (a "
+          "training loop, not the cold-L2 timer). Recorded by scripts/gpu_training_speed.sh.")
+
+
+def record_rows(host: list[dict], training: list[dict]) -> list[dict]:
+    """Both parts as one record's rows, every row with every column (None where it has none)."""
+    rows = [dict(r, part="host") for r in host]
+    rows += [dict(r, part="training", op="fused_qknorm_rope") for r in training]
+    return [{c: r.get(c) for c in COLUMNS} for r in rows]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT", "out"), help="folder for JSON")
@@ -173,18 +191,19 @@ def main(argv=None) -> int:
             return 2
         device, number, repeat, iterations = "cuda", 2000, 7, args.iterations
         shapes = [FLUX_1024, QWEN_IMAGE_1024, ZIMAGE_1024]
-    result = {
-        "what": "host us per call (no sync, tiny problems) and training-loop us per iteration",
-        "device": torch.cuda.get_device_name() if device == "cuda" else "cpu (dry run)",
-        "torch": torch.__version__, "dry_run": args.dry_run,
-        "host": host_rows(device, number, repeat),
-        "training": training_rows(shapes, device, iterations,
-                                  compile_baseline=not (args.no_compile or args.dry_run)),
-    }
+    host = host_rows(device, number, repeat)
+    training = training_rows(shapes, device, iterations,
+                             compile_baseline=not (args.no_compile or args.dry_run))
+    rows = record_rows(host, training)
     os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "training_speed.json")
-    with open(path, "w") as f:
-        json.dump(result, f, indent=1)
+    if args.dry_run:  # the simulator's numbers are no measurement: printed and kept, never a record
+        path = os.path.join(args.out, "training_speed-dry-run.json")
+        with open(path, "w") as f:
+            json.dump({"dry_run": True, "rows": rows}, f, indent=1)
+    else:
+        from ropelab.measure import records
+
+        path = records.save("training_speed", rows, method=METHOD, directory=args.out)
     print(f"wrote {path}")
     return 0
 

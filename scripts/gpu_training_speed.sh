@@ -4,7 +4,7 @@
 #   2. host us per call, direct vs torch op (rope, rope_qk, fused forward, fused backward), and
 #      50 training iterations of rt.fused_qknorm_rope forward + backward in bf16 at flux_1024,
 #      qwen_image_1024, zimage_1024, GPT-J and NeoX, beside torch.compile of the same math
-#                                                         -> $OUT/training_speed.json
+#                                                         -> $OUT/training_speed-GPU-STAMP.json (a data/training_speed/ record)
 LOG_NAME=training_speed.log source "$(dirname "$0")/gpu_common.sh"
 
 step 120 probe python3 scripts/host_cost_probe.py --json "$OUT/host_cost_probe.json"

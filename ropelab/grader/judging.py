@@ -69,7 +69,7 @@ def stored_twice(trial, idx: list) -> int | None:
     indices (an element the schedule decides, at or before the first wrong one); else None.
     The record is the same whatever order the threads ran in."""
     out = trial.watched.get("out") if trial is not None else None
-    if out is None or getattr(out, "twice_written", None) is None:
+    if out is None or out.twice_written is None:
         return None
     first = int(np.ravel_multi_index(out.twice_written, out.shape))
     return first if idx and first <= max(idx) else None

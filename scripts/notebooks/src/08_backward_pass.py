@@ -374,7 +374,7 @@ if record is not None:
               f"{row['median_us'] or '':>8} {frac}{bits} {row['note']}")
 
 # %% [markdown]
-# What the records say.  First as a trainer calls it (`data/training/`): a loop of
+# What the records say.  First as a trainer calls it (`data/training_speed/`): a loop of
 # `rt.fused_qknorm_rope` forward and `.backward()` through autograd takes
 # {{ training.loop_us }} per iteration on the three shapes, and `torch.compile`'s forward +
 # backward of the same math {{ training.compile_ratio }} as long; that loop is bound by the
