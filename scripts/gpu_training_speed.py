@@ -52,7 +52,7 @@ def host_rows(device, number, repeat) -> list[dict]:
     import ropelab
     import ropelab.torch_ops as rt
     from ropelab.ops.fused_backward import fused_qknorm_rope_backward
-    from ropelab.torch_args import host_view
+    from ropelab.torch_ops.args import host_view
 
     heads = dict(num_heads_q=1, num_heads_k=1, num_heads_v=1, head_dim=64)
     tokens = 4

@@ -10,7 +10,7 @@ wrapper, torch's dispatch, the config string, the engine's cached fast path, and
 proportional to the data (a copy, a ``.contiguous()``) that the launch would not do itself.
 
 How a CPU machine stands in for the GPU: CPU tensors are routed through the *device* path a
-CUDA tensor takes (the engine's key, cache lookup and ``DeviceCall.run``, ``torch_args``'
+CUDA tensor takes (the engine's key, cache lookup and ``DeviceCall.run``, ``torch_ops.args``'
 device branch), by :func:`ropelab.measure.bench.host_path.host_route` (its ``NullBound`` is
 the stubbed launch, its stream reader a C call) plus, here, ``torch.Tensor.is_cuda`` reading
 True and the other ops' array readers describing CPU tensors as CUDA tensors.  What differs

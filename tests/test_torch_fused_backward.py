@@ -85,13 +85,13 @@ def test_gradients_match_torch_autograd_of_the_float64_formula(rng, dtype, stora
 
 def test_a_planted_wiring_error_is_caught(rng, monkeypatch):
     """q and k weight gradients swapped in the backward op: the comparison names both."""
-    public = rt._public_backward
+    public = rt.fused_op._public_backward
 
     def swapped(**kwargs):
         dqkv, dq, dk = public(**kwargs)
         return dqkv, dk, dq
 
-    monkeypatch.setattr(rt, "_public_backward", swapped)
+    monkeypatch.setattr(rt.fused_op, "_public_backward", swapped)
     qkv, wq, wk, pos, grad = _inputs(rng, torch.float32)
     leaves = [t.clone().requires_grad_() for t in (qkv, wq, wk)]
     rt.fused_qknorm_rope(leaves[0], q_weight=leaves[1], k_weight=leaves[2], positions=pos,

@@ -1,4 +1,4 @@
-"""The serving op as torch custom ops (ropelab.torch_kv, registered by ropelab.torch_ops): the
+"""The serving op as torch custom ops (ropelab.torch_ops.kv_op): the
 op equals the public call bit for bit, FP8 caches as torch.float8_e4m3fn tensors, opcheck,
 torch.compile(fullgraph=True) equals eager, and no gradient (refused clearly).  CPU tensors: the
 kernel runs on the simulator, so shapes are small."""
@@ -9,8 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import ropelab  # noqa: E402
-import ropelab.torch_ops  # noqa: E402,F401  (registers the ops)
-from ropelab import check_kv, torch_kv  # noqa: E402
+import ropelab.torch_ops as rt  # noqa: E402  (registers the ops)
+from ropelab import check_kv  # noqa: E402
 
 HEADS, D, T = (2, 1, 1), 64, 3
 KW = dict(num_heads_q=2, num_heads_k=1, num_heads_v=1, head_dim=D)
@@ -38,7 +38,7 @@ def _bytes(t):
 def test_the_op_equals_the_public_call(rng, fp8_cache):
     host, t = _tensors(rng, fp8_cache)
     scales = dict(k_scale=0.5, v_scale=2.0) if fp8_cache else {}
-    got = torch_kv.fused_qknorm_rope_kv(t["qkv"], q_weight=t["q_weight"], k_weight=t["k_weight"],
+    got = rt.fused_qknorm_rope_kv(t["qkv"], q_weight=t["q_weight"], k_weight=t["k_weight"],
                                         positions=t["positions"], slot_mapping=t["slot_mapping"],
                                         k_cache=t["k_cache"], v_cache=t["v_cache"], **scales, **KW)
     assert got is t["qkv"]
@@ -54,7 +54,7 @@ def test_q_out_leaves_qkv_and_returns_q_out(rng):
     _, t = _tensors(rng)
     before = t["qkv"].clone()
     q_out = torch.empty(T, 2, D, dtype=torch.bfloat16)
-    got = torch_kv.fused_qknorm_rope_kv(t["qkv"], q_weight=t["q_weight"], k_weight=t["k_weight"],
+    got = rt.fused_qknorm_rope_kv(t["qkv"], q_weight=t["q_weight"], k_weight=t["k_weight"],
                                         positions=t["positions"], slot_mapping=t["slot_mapping"],
                                         k_cache=t["k_cache"], v_cache=t["v_cache"], q_out=q_out,
                                         **KW)
@@ -66,7 +66,7 @@ def test_opcheck_both_ops(rng):
     _, t = _tensors(rng, fp8_cache=True)
     t["k_cache"] = t["k_cache"].view(torch.uint8)  # vLLM's FP8 storage (opcheck's own checks
     # compute on the tensors, which float8_e4m3fn does not support on the CPU)
-    config = torch_kv.encode(k_scale=0.5, v_scale=None, **KW)
+    config = rt.encode(k_scale=0.5, v_scale=None, **KW)
     args = (t["qkv"], t["q_weight"], t["k_weight"], t["positions"], t["slot_mapping"],
             t["k_cache"], t["v_cache"])
     torch.library.opcheck(torch.ops.ropelab.fused_qknorm_rope_kv.default, (*args, config))
@@ -76,7 +76,7 @@ def test_opcheck_both_ops(rng):
 
 
 def _step(qkv, wq, wk, pos, slots, kc, vc):
-    q = torch_kv.fused_qknorm_rope_kv(qkv, q_weight=wq, k_weight=wk, positions=pos,
+    q = rt.fused_qknorm_rope_kv(qkv, q_weight=wq, k_weight=wk, positions=pos,
                                       slot_mapping=slots, k_cache=kc, v_cache=vc, **KW)
     return q[:, :2 * D].float().sum() + kc.float().sum()
 
@@ -110,17 +110,17 @@ def test_no_gradient_is_refused_clearly(rng):
     k_before = t["k_cache"].clone()
     wq = t["q_weight"].clone().requires_grad_()
     with pytest.raises(RuntimeError, match="for inference"):
-        torch_kv.fused_qknorm_rope_kv(t["qkv"], q_weight=wq, k_weight=t["k_weight"],
+        rt.fused_qknorm_rope_kv(t["qkv"], q_weight=wq, k_weight=t["k_weight"],
                                       positions=t["positions"], slot_mapping=t["slot_mapping"],
                                       k_cache=t["k_cache"], v_cache=t["v_cache"], **KW)
-    config = torch_kv.encode(**KW)
+    config = rt.encode(**KW)
     with pytest.raises(RuntimeError, match="for inference"):  # the op itself, called directly
         torch.ops.ropelab.fused_qknorm_rope_kv(t["qkv"], wq, t["k_weight"], t["positions"],
                                                t["slot_mapping"], t["k_cache"], t["v_cache"],
                                                config)
     assert torch.equal(t["k_cache"], k_before)
     with torch.no_grad():  # fine without autograd
-        torch_kv.fused_qknorm_rope_kv(t["qkv"], q_weight=wq, k_weight=t["k_weight"],
+        rt.fused_qknorm_rope_kv(t["qkv"], q_weight=wq, k_weight=t["k_weight"],
                                       positions=t["positions"], slot_mapping=t["slot_mapping"],
                                       k_cache=t["k_cache"], v_cache=t["v_cache"], **KW)
     assert not torch.equal(t["k_cache"], k_before)

@@ -20,7 +20,7 @@ from ropelab import scaling
 
 torch = pytest.importorskip("torch")
 rt = pytest.importorskip("ropelab.torch_ops")
-torch_args = pytest.importorskip("ropelab.torch_args")
+torch_args = pytest.importorskip("ropelab.torch_ops.args")
 
 YARN = scaling.YaRN(4.0, original_max_positions=64)  # attention factor != 1: it must reach dx
 
@@ -185,20 +185,20 @@ def test_rope_gradient_matches_float64_autograd(kwargs):
 
 
 def test_a_backward_that_forgets_the_inverse_fails(monkeypatch):
-    monkeypatch.setattr(rt, "backward_config", lambda config: config)  # the forward rotation again
+    monkeypatch.setattr(rt.rope_op, "backward_config", lambda config: config)  # the forward rotation again
     with pytest.raises(AssertionError, match="gradient error"):
         assert_gradient_matches_reference((4, 2, 16), variant="pair_sincos")
 
 
 def test_backward_is_a_kernel_launch_with_the_inverse_rotation(monkeypatch):
     calls = []
-    public = rt._public_rope
+    public = rt.rope_op._public_rope
 
     def spy(**kwargs):
         calls.append((kwargs["variant"], kwargs["inverse"]))
         return public(**kwargs)
 
-    monkeypatch.setattr(rt, "_public_rope", spy)
+    monkeypatch.setattr(rt.rope_op, "_public_rope", spy)
     x = torch.randn(4, 16, requires_grad=True)
     rt.rope(x, variant="flat").sum().backward()
     assert calls == [("flat", False), (rt.BACKWARD_FALLBACK, True)]
@@ -472,5 +472,5 @@ def test_float32_gradcheck_with_the_documented_tolerances(monkeypatch):
     # in tests/test_torch_fused_backward.py instead.
     with pytest.raises(ropelab.RopeInputError, match="float32"):  # refused, not cast
         rt.rope(torch.randn(3, 16, dtype=torch.float64), positions=_pos(3))
-    monkeypatch.setattr(rt, "backward_config", lambda config: config)  # the forward rotation again
+    monkeypatch.setattr(rt.rope_op, "backward_config", lambda config: config)  # the forward rotation again
     assert not _rope_gradcheck()

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .. import torch_kv
+from ..torch_ops import fused_qknorm_rope_kv
 from . import qwen3
 
 
@@ -90,7 +90,7 @@ def _attention(attn, layer: int, hidden: torch.Tensor, positions, slots, request
     hq, hk, d = attn.config.num_attention_heads, attn.config.num_key_value_heads, attn.head_dim
     qkv = attn.qkv_proj(hidden).contiguous()  # [tokens, (hq + 2 hk) * d]
     fp8 = cache.k[layer].dtype == torch.float8_e4m3fn
-    torch_kv.fused_qknorm_rope_kv(
+    fused_qknorm_rope_kv(
         qkv, num_heads_q=hq, num_heads_k=hk, num_heads_v=hk, head_dim=d,
         q_weight=attn.q_norm.weight, k_weight=attn.k_norm.weight,
         positions=torch.from_numpy(positions.astype(np.int32)),

@@ -533,11 +533,11 @@ if torch is not None:
 #
 # the same kernel run with the angle negated: as cheap as the forward, and no torch arithmetic.
 # The seed's variants (`flat`, `block2d`, `pack4`) have no inverse rotation, so their backward
-# runs `freq_table` with the same frequencies.  The autograd wiring, from `ropelab/torch_ops.py`:
+# runs `freq_table` with the same frequencies.  The autograd wiring, from `ropelab/torch_ops/rope_op.py`:
 
 # %%
 if torch is not None:
-    print(lessons.excerpt(rt, "torch_rope_backward"))
+    print(lessons.excerpt(rt.rope_op, "torch_rope_backward"))
 
 # %% [markdown]
 # Check it against the float64 reference: for an upstream gradient $g$, $\partial L / \partial x$

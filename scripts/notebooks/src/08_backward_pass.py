@@ -329,7 +329,7 @@ if torch is None:
 else:
     import ropelab.torch_ops as rt
 
-    print(lessons.excerpt(rt, "torch_fused_backward"))
+    print(lessons.excerpt(rt.fused_op, "torch_fused_backward"))
     tq = torch.from_numpy(bf16.to_float32(qkv)).requires_grad_()
     tw = torch.ones(64, requires_grad=True)
     y = rt.fused_qknorm_rope(tq, q_weight=tw, k_weight=tw, positions=torch.from_numpy(pos),

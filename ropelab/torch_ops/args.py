@@ -3,11 +3,11 @@ option as one canonical JSON ``config`` string, and the tensors handed to the pu
 (CUDA tensors as they are, CPU tensors as NumPy views of their memory) and back.
 
 Adding an op to :mod:`ropelab.torch_ops` (e.g. for ``ropelab.rope_qk(q, k, ...)`` in place) is
-local: one ``_define`` with a schema marking what it writes (``Tensor(a!) q, Tensor(b!) k``)
+one module of the package: one :func:`~ropelab.torch_ops.registry.define` with a schema marking what it writes (``Tensor(a!) q, Tensor(b!) k``)
 and a kernel whose body is ``call_public(public, {"q": q, "k": k, "positions": positions},
 options_for(public, config))``, a fake kernel returning None, an Autograd kernel (a formula, or
-a refusal when a tensor requires grad), a wrapper that turns the keywords into the config
-(:func:`config_of` eagerly, :func:`encode` while compiling), and ``_in_graph(public,
+a refusal when a tensor requires grad: ``registry.refusing_autograd``), a wrapper that turns the keywords into the config
+(:func:`config_of` eagerly, :func:`encode` while compiling), and ``registry.in_graph(public,
 wrapper)``.  A new tensor option becomes one more ``Tensor?`` argument of the op and one more
 entry of the dict given to :func:`call_public` (as the fused ops' ``cos_sin_cache``: last,
 defaulting to None, so older positional calls still fit the schema); new dtypes and strides
@@ -24,7 +24,7 @@ import json
 import numpy as np
 import torch
 
-from . import scaling as _scaling
+from .. import scaling as _scaling
 
 
 # ---- the config string: every non-tensor argument, as canonical JSON -----------------------------

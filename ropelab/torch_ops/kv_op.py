@@ -1,5 +1,5 @@
 """The serving op as PyTorch custom operators (registered when :mod:`ropelab.torch_ops` is
-imported):
+imported; how: :mod:`ropelab.torch_ops.registry`):
 
 * ``torch.ops.ropelab.fused_qknorm_rope_kv(qkv!, q_weight, k_weight, positions, slot_mapping,
   k_cache!, v_cache!, config, cos_sin_cache=None)``: Q normalized and rotated in place in qkv,
@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import torch
 
-from .ops.fused_kv import fused_qknorm_rope_kv as _public
-from .torch_args import call_public, decode, encode
+from ..ops.fused_kv import fused_qknorm_rope_kv as _public
+from .args import call_public, decode, encode
+from .registry import define, in_graph, recording, refusing_autograd
 
 _NO_GRAD = ("ropelab's serving op fused_qknorm_rope_kv is for inference: it writes caches in "
             "place and has no gradient; run it under torch.no_grad() / torch.inference_mode(), "
@@ -45,60 +46,30 @@ def _run(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, q_o
                           "cos_sin_cache": cos_sin_cache}, decode(config))
 
 
-@torch.library.custom_op("ropelab::fused_qknorm_rope_kv", mutates_args=("qkv", "k_cache", "v_cache"),
-                         device_types=("cpu", "cuda"))
-def _kv_op(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
-           positions: torch.Tensor, slot_mapping: torch.Tensor, k_cache: torch.Tensor,
-           v_cache: torch.Tensor, config: str, cos_sin_cache: torch.Tensor | None = None) -> None:
+def _kv_kernel(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, config,
+               cos_sin_cache=None):
     _run(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, None, config,
          cos_sin_cache)
 
 
-@_kv_op.register_fake
-def _(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, config,
-      cos_sin_cache=None):
-    return None
-
-
-@torch.library.custom_op("ropelab::fused_qknorm_rope_kv_out",
-                         mutates_args=("k_cache", "v_cache", "q_out"), device_types=("cpu", "cuda"))
-def _kv_out_op(qkv: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor,
-               positions: torch.Tensor, slot_mapping: torch.Tensor, k_cache: torch.Tensor,
-               v_cache: torch.Tensor, q_out: torch.Tensor, config: str,
-               cos_sin_cache: torch.Tensor | None = None) -> None:
+def _kv_out_kernel(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, q_out,
+                   config, cos_sin_cache=None):
     _run(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, q_out, config,
          cos_sin_cache)
 
 
-@_kv_out_op.register_fake
-def _(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, q_out, config,
-      cos_sin_cache=None):
-    return None
-
-
-# custom_op's own Autograd kernel would let an op that writes in place run on tensors that
-# require grad and drop their gradient without a word; this one refuses, then hands the call on
-# below autograd (torch-internal keyset API, as ropelab.torch_ops does for its in-place op).
-_LIBRARY = torch.library.Library("ropelab", "FRAGMENT")
-
-
-def _refusing(name: str):
-    op = getattr(torch.ops.ropelab, name).default
-
-    def autograd(keyset, *args):
-        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
-                                           for a in args):
-            raise RuntimeError(_NO_GRAD)
-        return op.redispatch(keyset & torch._C._after_autograd_keyset, *args)
-
-    try:  # torch 2.8 - 2.12 refuse a second Autograd kernel unless asked; older ones lack it
-        _LIBRARY.impl(name, autograd, "Autograd", with_keyset=True, allow_override=True)
-    except TypeError:
-        _LIBRARY.impl(name, autograd, "Autograd", with_keyset=True)
-
-
-_refusing("fused_qknorm_rope_kv")
-_refusing("fused_qknorm_rope_kv_out")
+_KV = define("fused_qknorm_rope_kv(Tensor(a!) qkv, Tensor q_weight, Tensor k_weight, "
+             "Tensor positions, Tensor slot_mapping, Tensor(b!) k_cache, Tensor(c!) v_cache, "
+             "str config, Tensor? cos_sin_cache=None) -> ()", _kv_kernel,
+             lambda *args, **kwargs: None)
+_KV_OUT = define("fused_qknorm_rope_kv_out(Tensor qkv, Tensor q_weight, Tensor k_weight, "
+                 "Tensor positions, Tensor slot_mapping, Tensor(a!) k_cache, Tensor(b!) v_cache, "
+                 "Tensor(c!) q_out, str config, Tensor? cos_sin_cache=None) -> ()",
+                 _kv_out_kernel, lambda *args, **kwargs: None)
+# An op that writes in place must not drop a gradient without a word: its Autograd kernel
+# refuses a tensor that requires grad, then hands the call on below autograd.
+refusing_autograd("fused_qknorm_rope_kv", _NO_GRAD)
+refusing_autograd("fused_qknorm_rope_kv_out", _NO_GRAD)
 
 
 def fused_qknorm_rope_kv(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int,
@@ -124,8 +95,7 @@ def fused_qknorm_rope_kv(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: in
     TypeError, ropelab.RopeInputError
         As the public function, before any kernel runs.
     """
-    tensors = (qkv, q_weight, k_weight, k_cache, v_cache, q_out, cos_sin_cache)
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+    if recording(qkv, q_weight, k_weight, k_cache, v_cache, q_out, cos_sin_cache):
         raise RuntimeError(_NO_GRAD)
     config = encode(num_heads_q=num_heads_q, num_heads_k=num_heads_k, num_heads_v=num_heads_v,
                     head_dim=head_dim, k_scale=k_scale, v_scale=v_scale, norm=norm, eps=eps,
@@ -133,24 +103,14 @@ def fused_qknorm_rope_kv(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: in
                     fastmath=fastmath, warps_per_block=warps_per_block, cache=cache,
                     max_positions=max_positions, check_slots=check_slots)
     if q_out is None:
-        torch.ops.ropelab.fused_qknorm_rope_kv(qkv, q_weight, k_weight, positions, slot_mapping,
-                                               k_cache, v_cache, config, cos_sin_cache)
+        _KV(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, config,
+            cos_sin_cache)
         return qkv
-    torch.ops.ropelab.fused_qknorm_rope_kv_out(qkv, q_weight, k_weight, positions,
-                                               slot_mapping, k_cache, v_cache, q_out, config,
-                                               cos_sin_cache)
+    _KV_OUT(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, q_out, config,
+            cos_sin_cache)
     return q_out
 
 
-def _in_graph(*tensors, stream=None, **options):
-    if stream is not None:
-        raise TypeError("inside torch.compile ropelab runs on PyTorch's current stream; "
-                        "instead of stream=, call it under `with torch.cuda.stream(s):`")
-    return fused_qknorm_rope_kv(*tensors, **options)
-
-
-_substitute = getattr(torch.compiler, "substitute_in_graph", None)  # torch >= 2.5
-if _substitute is not None:
-    _substitute(_public, skip_signature_check=True)(_in_graph)
+in_graph(_public, fused_qknorm_rope_kv)
 
 __all__ = ["fused_qknorm_rope_kv"]
