@@ -98,15 +98,28 @@ def array_of(message: str) -> str | None:
     return m.group(1) if m else None
 
 
+def wrong_mask(case: Case, got: np.ndarray) -> np.ndarray:
+    """True where ``got`` (flat, the expected size) is wrong: outside the tolerance (a NaN
+    counts as wrong), or, where the expected value is NaN, written at all.  A NaN in
+    ``expected`` means *left untouched*: a paged cache's slots that no token maps to keep what
+    they held, and the grader's ``out`` holds the never-written sentinel there."""
+    expected = case.expected.ravel()
+    bad = ~(np.abs(got.astype(np.float64) - expected) <= case.tol)
+    keep = np.isnan(expected)
+    if keep.any():
+        bad[keep] = ~unwritten(got[keep])
+    return bad
+
+
 def first_wrong(case: Case, got: np.ndarray) -> int | None:
-    """Flat index of the first element outside the tolerance (NaN counts as wrong), or None."""
-    err = np.abs(got.astype(np.float64) - case.expected.ravel())
-    bad = ~(err <= case.tol)
+    """Flat index of the first wrong element (:func:`wrong_mask`), or None."""
+    bad = wrong_mask(case, got)
     return int(np.argmax(bad)) if bad.any() else None
 
 
 def _values(a: np.ndarray, idx: list) -> str:
-    vals = [f"{float(a[i]):.6g}" for i in idx]
+    # A NaN of the reference is an element that must stay untouched (see wrong_mask).
+    vals = ["untouched" if np.isnan(a[i]) else f"{float(a[i]):.6g}" for i in idx]
     return vals[0] if len(vals) == 1 else "(" + ", ".join(vals) + ")"
 
 
@@ -120,7 +133,8 @@ def diagnose(case: Case, got: np.ndarray, e: int, fallback: str, arguments=None,
     """
     expected = case.expected.ravel()
     absent = [n for n in case.inputs if arguments is not None and n not in arguments]
-    wrong = [i for i in case.unit(e) if not abs(float(got[i]) - expected[i]) <= case.tol]
+    bad = wrong_mask(case, got)
+    wrong = [i for i in case.unit(e) if bad[i]]
     uninitialised = judging.read_before_written(trial, wrong)
     if uninitialised:
         return uninitialised
