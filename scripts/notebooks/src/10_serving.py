@@ -128,7 +128,7 @@ rows = k_cache.reshape(-1, heads * head_dim)  # a view: a row per slot
 keep = slots >= 0
 rows[slots[keep]] = k[keep]
 print("cache rows written:", sorted(slots[keep].tolist()))
-print("slot 9 holds token 4's row:", np.array_equal(rows[9], k[4]))
+print("slot 0 holds token 7's row (request 1, position 4):", np.array_equal(rows[0], k[7]))
 
 # %% [markdown]
 # ## Coalescing when neighbouring tokens land in different blocks
@@ -270,9 +270,10 @@ print(f"smallest error at scale = amax / 448 x {scales[best] / (amax / 448):g}; 
       f"values saturated at the smallest scale shown: {saturated[0]:.1%}")
 
 # %% [markdown]
-# Left of the dashed line the error climbs steeply (saturated values lose everything above
-# 448); to its right it climbs slowly (more values among the subnormals).  A scale a little
-# below `amax / 448` can win, trading the few largest values for finer steps elsewhere.
+# Near the dashed line the curve is flat: in the normal range the relative step is the same
+# at any scale, so only the tails decide.  Left of it the error climbs steeply (saturated
+# values lose everything above 448); far to its right it climbs again, slowly, as more values
+# sink among the subnormals, whose step is fixed.
 
 # %% [markdown]
 # ## Ragged batches
