@@ -4,11 +4,11 @@
 # Notebook 06 normalized and rotated Q and K in place.  A serving engine does one more thing
 # with every token before attention: it stores the token's K and V in the *KV cache*, where
 # every later decoding step reads them again.  `ropelab.fused_qknorm_rope_kv` does it all in one
-# launch: the norm and the rotation, then K and V written at each token's place in a paged
+# launch: the [RMSNorm](00_rope_in_one_notebook.ipynb#9-glossary) and the rotation, then K and V written at each token's place in a paged
 # cache, optionally rounded to FP8.  This notebook teaches what that write is:
 #
 # * why the cache is paged, and what `slot_mapping` says;
-# * a scatter write, and why it still moves whole sectors when neighbouring tokens land far
+# * a scatter write, and why it still moves whole [sectors](00_rope_in_one_notebook.ipynb#9-glossary) when neighbouring tokens land far
 #   apart;
 # * FP8 e4m3: its bits, how a float32 is rounded to it, and what the per-tensor scale does to
 #   the error;
@@ -135,11 +135,11 @@ print("slot 0 holds token 7's row (request 1, position 4):", np.array_equal(rows
 #
 # Consecutive tokens of a request are consecutive slots only inside a block: token 3 of the
 # second request above sits in block 4 and token 4 in block 0.  Does a scatter lose the
-# coalescing of notebook 01?  It depends on which way the threads are laid over the data.  A
+# [coalescing](00_rope_in_one_notebook.ipynb#9-glossary) of notebook 01?  It depends on which way the [threads](00_rope_in_one_notebook.ipynb#9-glossary) are laid over the data.  A
 # [warp](00_rope_in_one_notebook.ipynb#9-glossary)'s store is served in 32-byte *sectors*.  Two mappings, counted for one store
 # instruction of one warp, float32, a cache row of 8 heads of 128 (4 KiB):
 #
-# * **lanes along a row**: lane `l` writes float `l` of one token's row.  The 32 lanes cover
+# * **[lanes](00_rope_in_one_notebook.ipynb#9-glossary) along a row**: lane `l` writes float `l` of one token's row.  The 32 lanes cover
 #   128 contiguous bytes of that row, wherever the row is: 4 sectors, the least possible.
 # * **lanes along tokens**: lane `l` writes float `c` of token `l`'s row.  The 32 addresses are a
 #   row apart, in blocks anywhere: 32 sectors for 128 useful bytes.
@@ -161,7 +161,7 @@ print("lanes along tokens, slots scattered:",
 # ## The kernel
 #
 # `ropelab.fused_qknorm_rope_kv` runs the fused kernel of notebook 06 and changes where the
-# results go.  Printed for the build the course shows (bfloat16 storage, heads of 128,
+# results go.  Printed for the build the course shows ([bfloat16](00_rope_in_one_notebook.ipynb#9-glossary) storage, heads of 128,
 # interleaved pairs, half a warp per head, an FP8 cache): first how a warp reads its token's
 # slot (`lessons.excerpt(kv_kernel.kernel, "kv_kernel")` prints every build's whole kernel):
 
@@ -213,7 +213,7 @@ for name, got, ref in zip(("K cache", "V cache"), caches, want[1:]):
 # ## FP8 e4m3
 #
 # An FP8 cache halves the bytes of a bfloat16 one: a decoding step reads the whole cache, so
-# that is half the traffic of attention.  The format vLLM and FlashInfer use is e4m3fn
+# that is half the [traffic](00_rope_in_one_notebook.ipynb#9-glossary) of attention.  The format vLLM and FlashInfer use is e4m3fn
 # (`torch.float8_e4m3fn`): 1 sign bit, 4 exponent bits (bias 7), 3 mantissa bits.  The "fn"
 # variant has no infinity and one NaN per sign (`S.1111.111`), so the largest value is
 # `S.1111.110` = 448.  Below the smallest normal, 2**-6, come the subnormals: multiples of
@@ -296,7 +296,7 @@ print("starts (cu_seqlens without its total):", starts.tolist())
 print("positions:", batch_positions.tolist())
 
 # %% [markdown]
-# The launch needs no per-request work: one warp per token of the whole batch, the grid from
+# The launch needs no per-request work: one warp per token of the whole batch, the [grid](00_rope_in_one_notebook.ipynb#9-glossary) from
 # the total number of tokens.  The engine builds the positions and slots on the host, where the
 # scheduler's lengths are, and copies them over once per step.
 #
@@ -312,7 +312,7 @@ print("positions:", batch_positions.tolist())
 #
 # The GPU run (`data/serving/`, an H200, the public call on torch tensors) measured the op on a
 # prefill of 4 requests of 1024 tokens and on decode steps of 64 requests and of 1 request
-# captured in a CUDA graph, against a copy of the bytes it must move (the *copy roof*), the
+# captured in a CUDA graph, against a copy of the bytes it must move (the *copy [roof](00_rope_in_one_notebook.ipynb#9-glossary)*), the
 # fused op followed by torch's scatter (two launches), and `torch.compile` of the whole chain:
 #
 # * prefill reaches {{ serving.prefill_bf16_pct }} of the copy roof with a bfloat16 cache and
@@ -350,7 +350,7 @@ if record is not None:
 # cache slots no token maps to must stay untouched), and says which typical mistake a wrong
 # value matches.  A kernel with right values is then compiled for the H200 (no GPU needed) and
 # must hold the notebook's rules: no float64 arithmetic (a bare literal or an `int32 *
-# float32` is a float64 in Numba), and the shuffle butterfly for the norm in step 10.3.
+# float32` is a float64 in Numba), and the [shuffle](00_rope_in_one_notebook.ipynb#9-glossary) butterfly for the norm in step 10.3.
 # Solutions: `notebooks/solutions/10_serving.py`.
 #
 # ### Step 10.1: the slot scatter
@@ -413,7 +413,7 @@ verdict = steps.check(e4m3_codes, "10.2")
 # normalized (the sum of squares by the butterfly, divided by 64, plus `eps = 1e-6`), weighted
 # by `k_weight`, turned by `positions[token] * inv_freq[l]` and stored at its slot's K row,
 # `out[slot * 64 + 2l]`; V is copied to `out[(num_slots + slot) * 64 + 2l]`.  A token whose slot
-# is negative is skipped by its whole warp (so the shuffles stay warp-uniform).
+# is negative is skipped by its whole warp (so the shuffles stay [warp-uniform](00_rope_in_one_notebook.ipynb#9-glossary)).
 
 # %%
 @cuda.jit(fastmath=True)
