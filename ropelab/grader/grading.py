@@ -50,7 +50,7 @@ from .grade_types import Case, CaseInputs, Verdict, tampered, verdict_of  # noqa
 from .intake import (_parameters, blanks, empty_body, identify, intake,  # noqa: F401
                      numpy_calls, read_source)
 from .recording import LaunchRejected
-from .trial import SENTINEL, run, unwritten  # noqa: F401  (SENTINEL re-exported)
+from .trial import SENTINEL, run, unwritten, wrong_mask  # noqa: F401  (re-exported)
 
 # Floats after ``out`` on a GPU, and the never-written sentinel: see :mod:`.trial`.
 SLACK = 64
@@ -96,19 +96,6 @@ def array_of(message: str) -> str | None:
     """The argument an out-of-bounds message names (``[array=x]``, from :mod:`.recording`)."""
     m = re.search(r"\[array=(\w+)\]", message)
     return m.group(1) if m else None
-
-
-def wrong_mask(case: Case, got: np.ndarray) -> np.ndarray:
-    """True where ``got`` (flat, the expected size) is wrong: outside the tolerance (a NaN
-    counts as wrong), or, where the expected value is NaN, written at all.  A NaN in
-    ``expected`` means *left untouched*: a paged cache's slots that no token maps to keep what
-    they held, and the grader's ``out`` holds the never-written sentinel there."""
-    expected = case.expected.ravel()
-    bad = ~(np.abs(got.astype(np.float64) - expected) <= case.tol)
-    keep = np.isnan(expected)
-    if keep.any():
-        bad[keep] = ~unwritten(got[keep])
-    return bad
 
 
 def first_wrong(case: Case, got: np.ndarray) -> int | None:

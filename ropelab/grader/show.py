@@ -88,14 +88,13 @@ def recorded_run(step, inputs, fn):
 def trace_of(step, case, trial, error: str | None, name: str) -> Trace:
     """The :class:`Trace` of a recorded run on ``case`` (its answer from this process)."""
     from . import trial as trials
-    from .grading import wrong_mask  # late, as the grader's other modules are
 
     shape = _shape_of(case.expected)
     out = trial.watched["out"]
     got = np.asarray(out.data, dtype=np.float32)[:case.expected.size]
     expected = case.expected.reshape(shape)
     never = trials.unwritten(got).reshape(shape)
-    wrong = wrong_mask(case, got).reshape(shape)  # NaN expected: must stay untouched
+    wrong = trials.wrong_mask(case, got).reshape(shape)  # NaN expected: must stay untouched
     tpb = trial.launches[-1].threads_per_block if trial.launches else int(np.prod(case.block))
     reader_name = "x" if "x" in trial.watched else next(
         (n for n, w in trial.watched.items() if n != "out" and w.size == case.expected.size),
