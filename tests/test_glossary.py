@@ -233,6 +233,7 @@ COMMON_WORDS = {
     "IR", "FP32",  # "intermediate representation" spelled out where used; float32 lanes
     "DRAM",  # in HBM's entry
     "PHASES",  # notebook 08's constant, named as the code names it
+    "KV", "FP8",  # notebook 10's "KV cache" (in italics there) and the 8-bit float it spells out
 }
 ABBREVIATION = re.compile(r"(?<![\w`.$/-])[A-Z][A-Z0-9]+s?(?![\w`])")
 

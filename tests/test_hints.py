@@ -108,7 +108,7 @@ def test_a_hint_shows_its_level_names_the_next_and_the_last_points_to_the_soluti
 
 def test_an_alias_gets_its_steps_hints_and_an_unknown_step_or_level_is_a_clear_error(store):
     assert steps.hint("04-cache-lookup", level=1).step_id == "04.3"
-    with pytest.raises(KeyError, match=r"no step '04\.9'; the steps are ramp\.1, .*08\.4"):
+    with pytest.raises(KeyError, match=r"no step '04\.9'; the steps are ramp\.1, .*10\.4"):
         steps.hint("04.9")
     for bad in (0, 4, "2", True):
         with pytest.raises(ValueError, match=r"the levels of step 04\.2 are 1 \(a direction\)"):

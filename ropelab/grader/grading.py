@@ -50,7 +50,7 @@ from .grade_types import Case, CaseInputs, Verdict, tampered, verdict_of  # noqa
 from .intake import (_parameters, blanks, empty_body, identify, intake,  # noqa: F401
                      numpy_calls, read_source)
 from .recording import LaunchRejected
-from .trial import SENTINEL, run, unwritten  # noqa: F401  (SENTINEL re-exported)
+from .trial import SENTINEL, run, unwritten, wrong_mask  # noqa: F401  (re-exported)
 
 # Floats after ``out`` on a GPU, and the never-written sentinel: see :mod:`.trial`.
 SLACK = 64
@@ -99,14 +99,14 @@ def array_of(message: str) -> str | None:
 
 
 def first_wrong(case: Case, got: np.ndarray) -> int | None:
-    """Flat index of the first element outside the tolerance (NaN counts as wrong), or None."""
-    err = np.abs(got.astype(np.float64) - case.expected.ravel())
-    bad = ~(err <= case.tol)
+    """Flat index of the first wrong element (:func:`wrong_mask`), or None."""
+    bad = wrong_mask(case, got)
     return int(np.argmax(bad)) if bad.any() else None
 
 
 def _values(a: np.ndarray, idx: list) -> str:
-    vals = [f"{float(a[i]):.6g}" for i in idx]
+    # A NaN of the reference is an element that must stay untouched (see wrong_mask).
+    vals = ["untouched" if np.isnan(a[i]) else f"{float(a[i]):.6g}" for i in idx]
     return vals[0] if len(vals) == 1 else "(" + ", ".join(vals) + ")"
 
 
@@ -120,7 +120,8 @@ def diagnose(case: Case, got: np.ndarray, e: int, fallback: str, arguments=None,
     """
     expected = case.expected.ravel()
     absent = [n for n in case.inputs if arguments is not None and n not in arguments]
-    wrong = [i for i in case.unit(e) if not abs(float(got[i]) - expected[i]) <= case.tol]
+    bad = wrong_mask(case, got)
+    wrong = [i for i in case.unit(e) if bad[i]]
     uninitialised = judging.read_before_written(trial, wrong)
     if uninitialised:
         return uninitialised

@@ -94,8 +94,7 @@ def trace_of(step, case, trial, error: str | None, name: str) -> Trace:
     got = np.asarray(out.data, dtype=np.float32)[:case.expected.size]
     expected = case.expected.reshape(shape)
     never = trials.unwritten(got).reshape(shape)
-    err = np.abs(got.astype(np.float64).reshape(shape) - expected)
-    wrong = ~(err <= case.tol)
+    wrong = trials.wrong_mask(case, got).reshape(shape)  # NaN expected: must stay untouched
     tpb = trial.launches[-1].threads_per_block if trial.launches else int(np.prod(case.block))
     reader_name = "x" if "x" in trial.watched else next(
         (n for n, w in trial.watched.items() if n != "out" and w.size == case.expected.size),
@@ -224,7 +223,7 @@ def draw(trace: Trace):
     else:
         ax_r.set_title("no input of out's size to draw", fontsize=9)
         ax_r.axis("off")
-    limits = float(np.abs(trace.expected).max()) or 1.0
+    limits = float(np.nanmax(np.abs(trace.expected), initial=0.0)) or 1.0
     _values(ax_ref, trace.expected, "reference (float64)", limits)
     n_wrong = int(trace.wrong.sum())
     _values(ax_got, trace.got, f"yours: {n_wrong} wrong (red), {int(trace.unwritten.sum())} "

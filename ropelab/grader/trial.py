@@ -32,6 +32,19 @@ def unwritten(values: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(values, dtype=np.float32).view(np.uint32) == SENTINEL_BITS
 
 
+def wrong_mask(case, got: np.ndarray) -> np.ndarray:
+    """True where ``got`` (flat, the expected size) is wrong: outside the tolerance (a NaN
+    counts as wrong), or, where the expected value is NaN, written at all.  A NaN in
+    ``expected`` means *left untouched*: a paged cache's slots that no token maps to keep what
+    they held, and the grader's ``out`` holds the never-written sentinel there."""
+    expected = case.expected.ravel()
+    bad = ~(np.abs(got.astype(np.float64) - expected) <= case.tol)
+    keep = np.isnan(expected)
+    if keep.any():
+        bad[keep] = ~unwritten(got[keep])
+    return bad
+
+
 @dataclass
 class Trial:
     out: np.ndarray  # float32, the expected size (plus SLACK on a GPU)

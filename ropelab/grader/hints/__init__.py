@@ -9,13 +9,13 @@ learner has reached.
 
 from __future__ import annotations
 
-from . import nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08, ramp
+from . import nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08, nb10, ramp
 
 LEVELS = 3
 LEVEL_NAMES = ("a direction", "the structure", "the key line")
 
 HINTS: dict = {}
-for _module in (ramp, nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08):
+for _module in (ramp, nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08, nb10):
     for _id, _levels in _module.HINTS.items():
         if _id in HINTS:
             raise ValueError(f"two hint entries for step {_id!r}")

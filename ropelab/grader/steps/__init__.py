@@ -7,20 +7,20 @@ A notebook grades a learner's function with::
 
 Step ids are ``"NN.k"``: notebook NN, k-th step of its ladder; the on-ramp before notebook 00
 has ``"ramp.k"``.  Each ladder lives in its own module (:mod:`.onramp`, :mod:`.nb00` ...
-:mod:`.nb08`, a list ``STEPS``); :mod:`.base` holds the record.
+:mod:`.nb10`, a list ``STEPS``); :mod:`.base` holds the record.
 """
 
 from __future__ import annotations
 
 from .. import coach
-from . import nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08, onramp
+from . import nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08, nb10, onramp
 from ..grading import COUNTER_LABELS
 from .base import Case, Forbid, Gate, Step
 
 __all__ = ["STEPS", "Case", "Forbid", "Gate", "Step", "UnknownStep", "check", "checked",
            "for_notebook", "get", "hint", "listing", "notebooks", "progress", "reset_progress"]
 
-_LADDERS = (onramp, nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08)
+_LADDERS = (onramp, nb00, nb01, nb02, nb03, nb04, nb05, nb06, nb08, nb10)
 
 STEPS: dict = {}
 for _module in _LADDERS:
