@@ -115,7 +115,11 @@ def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> li
                       torch.ones(shape.head_dim, device=device,
                                  dtype=torch.bfloat16).requires_grad_()]
 
+            # A trainer's step starts from no gradient (optimizer.zero_grad(set_to_none=True)):
+            # the backward then hands its result to .grad instead of adding into the last one.
             def ropelab_step():
+                for t in leaves:
+                    t.grad = None
                 y = rt.fused_qknorm_rope(leaves[0], q_weight=leaves[1], k_weight=leaves[2],
                                          positions=pos, interleave=interleave, **heads)
                 y.backward(g)
@@ -125,6 +129,8 @@ def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> li
                 forward = torch.compile(torch_math(shape, interleave))
 
                 def compiled_step():
+                    for t in leaves:
+                        t.grad = None
                     y = forward(leaves[0], leaves[1], leaves[2], pos)
                     y.backward(g)
 
@@ -157,7 +163,8 @@ COLUMNS = ("part", "op", "shape", "layout", "impl", "iterations", "direct_host_u
 METHOD = ("host: host microseconds per call, no synchronization inside the timed loop, tiny "
           "problems, direct public call against the torch op (ropelab.torch_ops). training: "
           "50 iterations of y = rt.fused_qknorm_rope(qkv) on bfloat16 leaves that require "
-          "grad, then y.backward(g), synchronized at the end: wall us/iteration, and host "
+          "grad (their .grad set to None first, as zero_grad(set_to_none=True) does), then "
+          "y.backward(g), synchronized at the end: wall us/iteration, and host "
           "us/iteration (time to enqueue); beside it the same math in PyTorch under "
           "torch.compile (measure.bench.backward_calls.torch_math). One run; warm L2 (a "
           "training loop, not the cold-L2 timer). Recorded by scripts/gpu_training_speed.sh.")
