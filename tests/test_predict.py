@@ -99,6 +99,48 @@ def test_a_loop_pays_its_rounds_each_pass_and_counts_its_traffic_per_pass():
     assert a["sectors_loop"] == 8  # two coalesced 4-byte accesses: 4 sectors each
 
 
+# A loop LLVM unrolled by two (two independent loads a pass) and its remainder loop, marked
+# nounroll, which runs at most once more: the pass is the unrolled body alone.
+UNROLLED = kernel("""
+    mov.u32 %r1, %tid.x;
+    cvt.s64.s32 %rd3, %r1;
+    shl.b64 %rd4, %rd3, 2;
+$L__BB0_1:
+    add.s64 %rd5, %rd1, %rd4;
+    ld.global.f32 %f1, [%rd5];
+    ld.global.f32 %f2, [%rd5+1024];
+    add.f32 %f3, %f1, %f2;
+    add.f32 %f9, %f9, %f3;
+    add.s64 %rd4, %rd4, 2048;
+    setp.lt.u64 %p1, %rd4, %rd7;
+    @%p1 bra $L__BB0_1;
+$L__BB0_2:
+    .pragma "nounroll";
+    add.s64 %rd6, %rd1, %rd4;
+    ld.global.f32 %f4, [%rd6];
+    add.f32 %f9, %f9, %f4;
+    add.s64 %rd4, %rd4, 1024;
+    setp.lt.u64 %p2, %rd4, %rd8;
+    @%p2 bra $L__BB0_2;
+    add.s64 %rd9, %rd2, %rd4;
+    st.global.f32 [%rd9], %f9;
+    ret;
+""")
+
+
+def test_the_remainder_loop_of_an_unrolled_loop_is_not_a_second_pass():
+    a = ptx.analyze(UNROLLED)
+    # the body's two loads are one round a pass; the remainder's load is counted once
+    assert a["ld_bytes_loop"] == 8 and a["ld_bytes_out"] == 4
+    assert a["rounds_loop"] == 1
+    # without the pragma both loops are passes: one load and one round more per pass
+    plain = ptx.analyze(UNROLLED.replace('.pragma "nounroll";', ""))
+    assert plain["ld_bytes_loop"] == 12 and plain["rounds_loop"] == 2
+    # a marked loop with no unrolled body beside it is the loop itself
+    alone = ptx.analyze(LOOP.replace("$L__BB0_1:", '$L__BB0_1:\n    .pragma "nounroll";'))
+    assert alone["ld_bytes_loop"] == 4 and alone["rounds_loop"] == 1
+
+
 def test_lane_steps_give_sectors_and_a_known_parameter_makes_a_stride_known():
     assert lanes.sectors(4, 4.0) == 4 and lanes.useful_bytes(4, 4.0) == 128
     assert lanes.sectors(4, 8.0) == 8  # two floats apart: half of every sector unused
