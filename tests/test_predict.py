@@ -485,3 +485,18 @@ def test_a_kernel_compiles_without_a_gpu_and_reports_its_registers(tmp_path, mon
     (f,) = features_of([launch], [built])
     assert f["dram_bytes"] == 2 * x.nbytes and f["rounds"] == 1
     assert math.isclose(f["sectors"], 8 * f["warps"])  # a coalesced load and store per warp
+
+
+def test_unsteady_and_stale_training_rows_are_left_out_of_the_fit():
+    def row(key, spread):
+        return {"key": key, "spread": spread}
+
+    rows = [row("training/learner_t00/0", 1.05), row("training/learner_t00/1", 2.4),
+            row("training/learner_records/0", 1.02), row("training/solutions/3", 1.5)]
+    kept, left = record.steady_rows(rows, "20261202T000118")
+    assert [r["key"] for r in kept] == ["training/learner_t00/0", "training/solutions/3"]
+    assert any("unsteady" in x and "learner_t00/1" in x for x in left)
+    assert any("host work" in x and "learner_records/0" in x for x in left)
+    # a newer GPU run of the fixed module is learned from again
+    kept, _ = record.steady_rows(rows, "20261203T090000")
+    assert "training/learner_records/0" in [r["key"] for r in kept]
