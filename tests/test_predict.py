@@ -99,6 +99,48 @@ def test_a_loop_pays_its_rounds_each_pass_and_counts_its_traffic_per_pass():
     assert a["sectors_loop"] == 8  # two coalesced 4-byte accesses: 4 sectors each
 
 
+# A loop LLVM unrolled by two (two independent loads a pass) and its remainder loop, marked
+# nounroll, which runs at most once more: the pass is the unrolled body alone.
+UNROLLED = kernel("""
+    mov.u32 %r1, %tid.x;
+    cvt.s64.s32 %rd3, %r1;
+    shl.b64 %rd4, %rd3, 2;
+$L__BB0_1:
+    add.s64 %rd5, %rd1, %rd4;
+    ld.global.f32 %f1, [%rd5];
+    ld.global.f32 %f2, [%rd5+1024];
+    add.f32 %f3, %f1, %f2;
+    add.f32 %f9, %f9, %f3;
+    add.s64 %rd4, %rd4, 2048;
+    setp.lt.u64 %p1, %rd4, %rd7;
+    @%p1 bra $L__BB0_1;
+$L__BB0_2:
+    .pragma "nounroll";
+    add.s64 %rd6, %rd1, %rd4;
+    ld.global.f32 %f4, [%rd6];
+    add.f32 %f9, %f9, %f4;
+    add.s64 %rd4, %rd4, 1024;
+    setp.lt.u64 %p2, %rd4, %rd8;
+    @%p2 bra $L__BB0_2;
+    add.s64 %rd9, %rd2, %rd4;
+    st.global.f32 [%rd9], %f9;
+    ret;
+""")
+
+
+def test_the_remainder_loop_of_an_unrolled_loop_is_not_a_second_pass():
+    a = ptx.analyze(UNROLLED)
+    # the body's two loads are one round a pass; the remainder's load is counted once
+    assert a["ld_bytes_loop"] == 8 and a["ld_bytes_out"] == 4
+    assert a["rounds_loop"] == 1
+    # without the pragma both loops are passes: one load and one round more per pass
+    plain = ptx.analyze(UNROLLED.replace('.pragma "nounroll";', ""))
+    assert plain["ld_bytes_loop"] == 12 and plain["rounds_loop"] == 2
+    # a marked loop with no unrolled body beside it is the loop itself
+    alone = ptx.analyze(LOOP.replace("$L__BB0_1:", '$L__BB0_1:\n    .pragma "nounroll";'))
+    assert alone["ld_bytes_loop"] == 4 and alone["rounds_loop"] == 1
+
+
 def test_lane_steps_give_sectors_and_a_known_parameter_makes_a_stride_known():
     assert lanes.sectors(4, 4.0) == 4 and lanes.useful_bytes(4, 4.0) == 128
     assert lanes.sectors(4, 8.0) == 8  # two floats apart: half of every sector unused
@@ -222,11 +264,16 @@ def test_a_planted_tenfold_error_in_one_constant_is_caught_by_the_validation():
     kept = recorded_fit()["meta"]["constants"]
     lines = record.evaluate(rows, kept, recorded_fit()["meta"]["trivial_fraction_of_copy"])
     good = model.summary(lines)
-    for name in ("round_us", "dram_bytes_per_us"):
-        planted = dict(kept, **{name: kept[name] * 10})
-        bad = model.summary(record.evaluate(rows, planted, 1.0))
-        assert bad["model_mean"] > 3 * good["model_mean"], name
-        assert bad["model_max"] > 0.3
+    # A bandwidth ten times too high leaves the memory ceiling its fixed ramp, which the other
+    # ceilings partly cover, so the bar is "more than doubles"; a latency ten times too short
+    # only stops binding where it rarely binds, so it is planted ten times too long.
+    for name, factor in (("round_us", 10), ("dram_bytes_per_us", 10),
+                         ("dram_bytes_per_us", 0.1), ("block_us", 10)):
+        if True:
+            planted = dict(kept, **{name: kept[name] * factor})
+            bad = model.summary(record.evaluate(rows, planted, 1.0))
+            assert bad["model_mean"] > 2 * good["model_mean"], (name, factor)
+            assert bad["model_max"] > 0.3
 
 
 def test_the_smooth_max_is_the_largest_ceiling_raised_a_little():
@@ -323,6 +370,23 @@ def test_a_launch_steps_launches_are_recorded_not_run():
     threads = launch.block[0]
     assert launch.grid[0] == (n_pairs + threads - 1) // threads
     assert launch.args[0].nbytes == case.inputs["x"].nbytes  # a description, not the data
+
+
+def test_a_later_launch_reading_what_an_earlier_one_was_given_is_warm_and_waits_less():
+    from ropelab.grader import steps
+    from ropelab.grader.verify import load_solution, solution_path
+    from ropelab.grader.predict.learner import launch_step_launches
+
+    step = steps.get("08.4")  # stage one writes partial sums, stage two reads them
+    fn = load_solution(solution_path(step)).SOLUTIONS["08.4"]
+    first, second = launch_step_launches(step, step.timing_case(), fn)
+    assert first.warm == 0.0
+    partials = second.args[0].nbytes
+    assert second.warm == pytest.approx(partials / (partials + second.args[1].nbytes))
+    f = features.launch_features(_counts(), (2,), (256,), 262400, warm=1.0)
+    cold = dict(f, warm=0.0)
+    c = recorded_fit()["meta"]["constants"]
+    assert model.roofs(f, c)["latency"] < model.roofs(cold, c)["latency"]
 
 
 def test_verdict_time_without_a_gpu_prints_the_prediction_with_its_error_bar():
@@ -443,3 +507,18 @@ def test_a_kernel_compiles_without_a_gpu_and_reports_its_registers(tmp_path, mon
     (f,) = features_of([launch], [built])
     assert f["dram_bytes"] == 2 * x.nbytes and f["rounds"] == 1
     assert math.isclose(f["sectors"], 8 * f["warps"])  # a coalesced load and store per warp
+
+
+def test_unsteady_and_stale_training_rows_are_left_out_of_the_fit():
+    def row(key, spread):
+        return {"key": key, "spread": spread}
+
+    rows = [row("training/learner_t00/0", 1.05), row("training/learner_t00/1", 2.4),
+            row("training/learner_records/0", 1.02), row("training/solutions/3", 1.5)]
+    kept, left = record.steady_rows(rows, "20261202T000118")
+    assert [r["key"] for r in kept] == ["training/learner_t00/0", "training/solutions/3"]
+    assert any("unsteady" in x and "learner_t00/1" in x for x in left)
+    assert any("host work" in x and "learner_records/0" in x for x in left)
+    # a newer GPU run of the fixed module is learned from again
+    kept, _ = record.steady_rows(rows, "20261203T090000")
+    assert "training/learner_records/0" in [r["key"] for r in kept]

@@ -30,6 +30,9 @@ and returns plain numbers of physical meaning, all per launch:
     32-byte sectors the launch's warps ask the memory system for (L2 traffic), over all passes.
 ``blocks``
     the blocks of the grid.
+``warm``
+    the share of the launch's array bytes that an earlier launch of the same step was given
+    (0 for a step's first launch): those reads hit the L2, whose latency is shorter.
 
 :data:`ISSUE_CYCLES` are fixed from the machine's published rates (instructions a
 sub-partition of an SM starts per cycle: 32 lanes of float32, a quarter of that in the special
@@ -92,7 +95,8 @@ def issue_cycles(counts: dict, where: str) -> float:
     return float(total)
 
 
-def launch_features(counts: dict, grid, block, dram_bytes: int, dynamic_shared: int = 0) -> dict:
+def launch_features(counts: dict, grid, block, dram_bytes: int, dynamic_shared: int = 0,
+                    warm: float = 0.0) -> dict:
     """The model's inputs for one launch (see the module docstring)."""
     if dram_bytes <= 0:
         raise ValueError(f"a launch must move some bytes, got {dram_bytes!r}")
@@ -127,4 +131,4 @@ def launch_features(counts: dict, grid, block, dram_bytes: int, dynamic_shared: 
             "warps": warps, "resident_warps": float(occ["resident_warps"]),
             "occupancy_limit": occ["limit"], "waves": waves, "passes": passes,
             "rounds": float(rounds), "issue": issue, "sectors": float(sectors),
-            "dram_bytes": float(dram_bytes)}
+            "dram_bytes": float(dram_bytes), "warm": float(warm)}

@@ -38,6 +38,7 @@ class Launch:
     block: tuple
     shared: int = 0
     args: list = field(default_factory=list)
+    warm: float = 0.0  # share of its array bytes an earlier launch of the step was given
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ def recorded_launches():
     from numba.cuda.simulator.kernel import FakeCUDAKernel
 
     found: list = []
+    seen: set = set()  # the arrays earlier launches were given (by identity)
     getitem, forall = FakeCUDAKernel.__getitem__, getattr(FakeCUDAKernel, "forall", None)
 
     def configured(self, configuration):
@@ -109,7 +111,15 @@ def recorded_launches():
         shared = int(configuration[3]) if len(configuration) >= 4 else 0
 
         def launch(*args):
-            found.append(Launch(self, dims(grid), dims(block), shared, [light(a) for a in args]))
+            # An array an earlier launch of the step wrote or read (stage one's partial sums
+            # read by stage two) is in the L2 when this launch reads it: the cold-L2 timer
+            # empties the L2 before the step, not between its launches.
+            arrays = [(id(_array(a)), light(a).nbytes) for a in args if _array(a) is not None]
+            total = sum(n for _, n in arrays)
+            warm = sum(n for k, n in arrays if k in seen) / total if total else 0.0
+            seen.update(k for k, _ in arrays)
+            found.append(Launch(self, dims(grid), dims(block), shared, [light(a) for a in args],
+                                warm))
         return launch
 
     def no_forall(self, *args, **kwargs):
@@ -253,7 +263,7 @@ def counts_of(launch: Launch, built: dict) -> dict:
 def features_of(launches: list[Launch], built: list[dict]) -> list[dict]:
     """One feature dict per launch, from its compiled row."""
     return [launch_features(counts_of(x, b), x.grid, x.block, max(array_bytes(x.args), 1),
-                            x.shared) for x, b in zip(launches, built)]
+                            x.shared, warm=x.warm) for x, b in zip(launches, built)]
 
 
 def step_features(step, fn, case=None, progress=None) -> list[dict]:

@@ -6,12 +6,16 @@ One launch (:func:`.features.launch_features`) takes::
 
 with five ceilings, each a physical limit:
 
-``memory``   the arrays' bytes over the DRAM bandwidth;
+``memory``   the arrays' bytes over the DRAM bandwidth, plus ``dram_ramp_us`` times the share
+             of the machine the launch fills: the DRAM pipeline's fill and drain, which a
+             launch of a few warps never reaches (its time is the latency ceiling's);
 ``l2``       the 32-byte sectors the warps ask for, over the L2's bandwidth: narrow or
              scattered accesses fetch more sectors than the bytes they use;
-``latency``  waves x a warp's lifetime, ``wave_us + round_us * rounds + serial * issue``:
+``latency``  waves x a warp's lifetime, ``wave_us + round * rounds + serial * issue``:
              too few warps in flight (small blocks, one load per thread, loads that wait
-             for loads) leave the memory idle between rounds;
+             for loads) leave the memory idle between rounds; a round is ``round_us`` (a DRAM
+             latency), or ``l2_round_us`` for the share of bytes an earlier launch of the
+             step was given (``warm``: in the L2, which the timer empties only per step);
 ``blocks``   ``block_us`` per block an SM starts: tiny blocks pay their start-up;
 ``issue``    the warps' issue cycles over the SMs' four schedulers, times ``issue_scale``.
 
@@ -45,6 +49,8 @@ PRIORS = {
     "l2_bytes_per_us": 1.0e7,
     "wave_us": 0.5,  # a block's start and end, once per wave
     "round_us": 0.8,  # one DRAM latency under load
+    "l2_round_us": 0.2,  # one L2 hit latency
+    "dram_ramp_us": 2.0,  # DRAM pipeline fill and drain of a launch that fills the machine
     "block_us": 0.03,  # per block an SM starts
     "issue_scale": 1.5,  # SASS instructions per PTX instruction, roughly
     "serial": 2.0,  # cycles a warp's own dependent instructions take per issue cycle
@@ -57,8 +63,11 @@ ROOFS = ("memory", "l2", "latency", "blocks", "issue")
 
 def roofs(f: dict, c: dict) -> dict:
     """The five ceilings of one launch, in us (see the module docstring)."""
-    lifetime = c["wave_us"] + c["round_us"] * f["rounds"] + c["serial"] * f["issue"] / CLOCK_PER_US
-    return {"memory": f["dram_bytes"] / c["dram_bytes_per_us"],
+    warm = f.get("warm", 0.0)
+    round_us = c["round_us"] * (1 - warm) + c["l2_round_us"] * warm
+    lifetime = c["wave_us"] + round_us * f["rounds"] + c["serial"] * f["issue"] / CLOCK_PER_US
+    fill = min(1.0, f["warps"] / (SMS * f["resident_warps"]))
+    return {"memory": f["dram_bytes"] / c["dram_bytes_per_us"] + c["dram_ramp_us"] * fill,
             "l2": f["sectors"] * SECTOR / c["l2_bytes_per_us"],
             "latency": f["waves"] * lifetime,
             "blocks": c["block_us"] * f["blocks"] / SMS,

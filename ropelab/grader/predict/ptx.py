@@ -80,6 +80,7 @@ class Kernel:
     shared_bytes: int = 0  # static shared arrays
     local_bytes: int = 0
     params: dict = field(default_factory=dict)  # register -> index of the parameter it holds
+    nounroll: set = field(default_factory=set)  # labels of loops marked .pragma "nounroll"
 
 
 def _split_operands(text: str) -> list:
@@ -129,6 +130,11 @@ def parse(ptx: str) -> Kernel:
             continue
         if re.fullmatch(r"[$\w]+:", line):
             kernel.labels[line[:-1]] = len(kernel.instructions)
+            continue
+        if line.startswith(".pragma") and '"nounroll"' in line:
+            # LLVM marks the remainder loop of a loop it unrolled so: see _loops
+            kernel.nounroll.update(name for name, at in kernel.labels.items()
+                                   if at == len(kernel.instructions))
             continue
         if line[0] in ".{}(":
             continue
@@ -185,12 +191,25 @@ def _instruction(opcode: str, operands: list, guard) -> Instruction:
 # --------------------------------------------------------------------------------------------
 
 def _loops(kernel: Kernel) -> set:
-    """Indices of the instructions inside a loop: from a label to a later branch back to it."""
-    inside = set()
+    """Indices of the instructions inside a loop: from a label to a later branch back to it.
+
+    When LLVM unrolls a loop whose trip count is not known it emits the unrolled body and a
+    remainder loop for the last few iterations, marked ``.pragma "nounroll"``.  The remainder
+    runs fewer times than the unroll factor whatever the data, so it is counted as code run
+    once, not as a second loop pass: counted as a loop, its loads made each pass look one
+    load longer and one memory round deeper than the body the threads actually repeat."""
+    loops = []
     for k, ins in enumerate(kernel.instructions):
         start = kernel.labels.get(ins.target) if ins.head == "bra" else None
         if start is not None and start <= k:
-            inside.update(range(start, k + 1))
+            loops.append((ins.target, start, k))
+    remainder = {name for name, _, _ in loops if name in kernel.nounroll}
+    if len(remainder) == len({name for name, _, _ in loops}):
+        remainder = set()  # no unrolled body beside it: the marked loop is the loop
+    inside = set()
+    for name, start, end in loops:
+        if name not in remainder:
+            inside.update(range(start, end + 1))
     return inside
 
 

@@ -127,14 +127,52 @@ def entry_rows(entries, timings: dict, progress=None) -> tuple[list[dict], list[
             continue
         rows.append({"key": e.key, "family": f"step:{e.step_id}", "step": e.step_id,
                      "source": e.set, "label": e.label, "measured_us": float(t["median_us"]),
+                     "spread": _spread(t),
                      "copy_us": float(t["copy_us"]), "bytes_moved": int(case.bytes_moved),
                      "launches": feats})
     return rows, skipped
 
 
+def _spread(t: dict) -> float:
+    try:
+        return float(t["p80_us"]) / float(t["p20_us"])
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return 1.0
+
+
+# A training row whose repeats scatter this much (p80 / p20) is not one kernel's time: the GPU
+# waited on the host between launches, or the run was disturbed.  Its median would teach the
+# fit a time no feature can explain, so it is left out of the fit (and listed as skipped).
+UNSTEADY = 1.5
+
+# Training modules whose rows in the GPU runs up to this stamp are not kernel times: their
+# launch functions did host work inside the timed call then (learner_records built each plan,
+# a cos/sin cache table and the controls' signature check on every call), fixed since.  A
+# newer run's rows are used again.
+STALE_THROUGH = {"learner_records": "20261202T000118"}
+
+
+def steady_rows(rows: list[dict], stamp: str) -> tuple[list[dict], list[str]]:
+    """The training rows fit to learn from, and the reasons the others are left out."""
+    kept, left = [], []
+    for r in rows:
+        module = r["key"].split("/")[1] if r["key"].count("/") >= 2 else ""
+        if module in STALE_THROUGH and stamp <= STALE_THROUGH[module]:
+            left.append(f"{r['key']}: timed with host work in the call (run {stamp})")
+        elif r.get("spread", 1.0) > UNSTEADY:
+            left.append(f"{r['key']}: unsteady timing (p80/p20 {r['spread']:.2f})")
+        else:
+            kept.append(r)
+    return kept, left
+
+
+def _stamp(path: Path) -> str:
+    return path.stem.rsplit("-", 1)[-1]
+
+
 def _gpu_meta(path: Path) -> dict | None:
     """The GPU run's metadata: ``timings-<stamp>.meta.json`` beside the CSV of each set."""
-    stamp = path.stem.rsplit("-", 1)[-1]
+    stamp = _stamp(path)
     meta = path.with_name(f"timings-{stamp}.meta.json")
     return json.loads(meta.read_text()) if meta.is_file() else None
 
@@ -185,8 +223,9 @@ def compute(progress=None) -> dict:
     if files:
         timings = read_timings(files[-1])
         mine, more = entry_rows(training_entries(), timings, progress=progress)
+        mine, left = steady_rows(mine, _stamp(files[-1]))
         rows += mine
-        skipped += more
+        skipped += more + left
         meta_source = _gpu_meta(files[-1]) or meta_source
     meta = {k: meta_source.get(k) for k in records.REQUIRED_META + ("target", "sm_count",
                                                                    "l2_bytes", "cuda_runtime")}
