@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from ..ops.fused_kv import fused_qknorm_rope_kv as _public
-from .args import call_public, decode, encode
+from .args import call_public, config_of, encode, options_for
 from .registry import define, in_graph, recording, refusing_autograd
 
 _NO_GRAD = ("ropelab's serving op fused_qknorm_rope_kv is for inference: it writes caches in "
@@ -43,7 +43,7 @@ def _run(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, q_o
     call_public(_public, {"qkv": qkv, "q_weight": q_weight, "k_weight": k_weight,
                           "positions": positions, "slot_mapping": slot_mapping,
                           "k_cache": _bits(k_cache), "v_cache": _bits(v_cache), "q_out": q_out,
-                          "cos_sin_cache": cos_sin_cache}, decode(config))
+                          "cos_sin_cache": cos_sin_cache}, options_for(_public, config))
 
 
 def _kv_kernel(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, config,
@@ -72,6 +72,12 @@ refusing_autograd("fused_qknorm_rope_kv", _NO_GRAD)
 refusing_autograd("fused_qknorm_rope_kv_out", _NO_GRAD)
 
 
+# The wrapper's options in order, the key of its remembered config strings.
+_KV_OPTIONS = ("num_heads_q", "num_heads_k", "num_heads_v", "head_dim", "k_scale", "v_scale",
+               "norm", "eps", "base", "rotary_dim", "interleave", "yarn", "fastmath",
+               "warps_per_block", "cache", "max_positions", "check_slots")
+
+
 def fused_qknorm_rope_kv(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: int,
                          num_heads_v: int, head_dim: int, q_weight: torch.Tensor,
                          k_weight: torch.Tensor, positions: torch.Tensor,
@@ -97,11 +103,18 @@ def fused_qknorm_rope_kv(qkv: torch.Tensor, *, num_heads_q: int, num_heads_k: in
     """
     if recording(qkv, q_weight, k_weight, k_cache, v_cache, q_out, cos_sin_cache):
         raise RuntimeError(_NO_GRAD)
-    config = encode(num_heads_q=num_heads_q, num_heads_k=num_heads_k, num_heads_v=num_heads_v,
-                    head_dim=head_dim, k_scale=k_scale, v_scale=v_scale, norm=norm, eps=eps,
-                    base=base, rotary_dim=rotary_dim, interleave=interleave, yarn=yarn,
-                    fastmath=fastmath, warps_per_block=warps_per_block, cache=cache,
-                    max_positions=max_positions, check_slots=check_slots)
+    if torch.compiler.is_compiling():  # dynamo: encode is evaluated once, as a constant
+        config = encode(num_heads_q=num_heads_q, num_heads_k=num_heads_k,
+                        num_heads_v=num_heads_v, head_dim=head_dim, k_scale=k_scale,
+                        v_scale=v_scale, norm=norm, eps=eps, base=base, rotary_dim=rotary_dim,
+                        interleave=interleave, yarn=yarn, fastmath=fastmath,
+                        warps_per_block=warps_per_block, cache=cache,
+                        max_positions=max_positions, check_slots=check_slots)
+    else:  # the remembered string, as the other ops' eager calls (no JSON per call)
+        config = config_of(_KV_OPTIONS, (num_heads_q, num_heads_k, num_heads_v, head_dim,
+                                         k_scale, v_scale, norm, eps, base, rotary_dim,
+                                         interleave, yarn, fastmath, warps_per_block, cache,
+                                         max_positions, check_slots))
     if q_out is None:
         _KV(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, config,
             cos_sin_cache)
