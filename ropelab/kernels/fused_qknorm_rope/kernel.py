@@ -30,6 +30,54 @@ _STORE = {"float32": _store_plain, "float16": _store_plain, "bfloat16": store_bf
 
 
 @cache
+def make_lane_cos_sin(pairs: int, freq4: bool, full_rotary: bool, cos_sin_cache: bool):
+    """The device function ``lane_cos_sin(cs, sn, table, sub, pos, prow, n_pairs)`` that fills
+    ``cs[j]`` and ``sn[j]`` with cos and sin of the lane's ``pairs`` pairs ``sub * pairs + j``
+    (cached; the fused kernel and the serving kernel share it, for lanes that hold whole pairs).
+
+    ``table``: ``inv_freq`` (the angle is ``pos * inv_freq[pair]``), or with ``cos_sin_cache``
+    the flat float32 cos/sin cache, whose row for the token's position starts at ``prow``.
+    ``freq4``: the lane's frequencies are read with 128-bit loads (every pair rotated, no cache,
+    ``pairs`` a multiple of 4).  Without ``full_rotary`` a pair at or past ``n_pairs`` is not
+    rotated: cos 1, sin 0.
+    """
+    PAIRS = int(pairs)
+    FREQ4 = bool(freq4)
+    FULL = bool(full_rotary)
+    CACHE = bool(cos_sin_cache)
+
+    # ex: begin fused_cos_sin
+    @cuda.jit(device=True, inline="always")
+    def lane_cos_sin(cs, sn, table, sub, pos, prow, n_pairs):
+        if FREQ4:
+            for k in range(PAIRS // 4):
+                f0, f1, f2, f3 = load_f32x4(table, uint32(sub * uint32(PAIRS) + uint32(4 * k)))
+                freqs = (f0, f1, f2, f3)
+                for m in range(4):
+                    angle = pos * freqs[m]
+                    cs[4 * k + m] = math.cos(angle)
+                    sn[4 * k + m] = math.sin(angle)
+        else:
+            for j in range(PAIRS):
+                # The compare in 32 bits; the index left as numba widens it (a sum that cannot
+                # wrap), so the compiler folds j into the load's address offset.
+                pair = sub * uint32(PAIRS) + uint32(j)
+                cs[j] = float32(1.0)
+                sn[j] = float32(0.0)
+                if FULL or uint32(pair) < n_pairs:  # partial rotary: later pairs only normalized
+                    if CACHE:
+                        cs[j] = table[prow + pair]  # widened sums: no wrap, offsets fold
+                        sn[j] = table[prow + n_pairs + pair]
+                    else:
+                        angle = pos * table[pair]
+                        cs[j] = math.cos(angle)
+                        sn[j] = math.sin(angle)
+    # ex: end fused_cos_sin
+
+    return lane_cos_sin
+
+
+@cache
 def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int = 0,
                 heads_per_warp: int = 1, lanes_per_head: int = 32, cos_sin_cache: bool = False,
                 split: bool = False, full_rotary: bool = False):
@@ -99,6 +147,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
     QUADS = RUN // 4
     # A lane's frequencies are PAIRS consecutive floats at a 16-byte boundary: 128-bit loads.
     FREQ4 = IN_LANE and FULL and not CACHE and PAIRS % 4 == 0
+    lane_cos_sin = make_lane_cos_sin(PAIRS, FREQ4, FULL, CACHE)
     load = _LOAD[storage]
     store = _STORE[storage]
     low, high, pack = CODECS.get(storage, CODECS["bfloat16"])  # unused for float32
@@ -206,29 +255,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
         cs = cuda.local.array(PAIRS, float32)
         sn = cuda.local.array(PAIRS, float32)
         if IN_LANE:
-            if FREQ4:
-                for k in range(PAIRS // 4):
-                    f0, f1, f2, f3 = load_f32x4(table_a, uint32(sub * uint32(PAIRS) + uint32(4 * k)))
-                    freqs = (f0, f1, f2, f3)
-                    for m in range(4):
-                        angle = pos * freqs[m]
-                        cs[4 * k + m] = math.cos(angle)
-                        sn[4 * k + m] = math.sin(angle)
-            else:
-                for j in range(PAIRS):
-                    # The compare in 32 bits; the index left as numba widens it (a sum that
-                    # cannot wrap), so the compiler folds j into the load's address offset.
-                    pair = sub * uint32(PAIRS) + uint32(j)
-                    cs[j] = float32(1.0)
-                    sn[j] = float32(0.0)
-                    if FULL or uint32(pair) < n_pairs:  # partial rotary: later pairs only normalized
-                        if CACHE:
-                            cs[j] = table_a[prow + pair]  # widened sums: no wrap, offsets fold
-                            sn[j] = table_a[prow + n_pairs + pair]
-                        else:
-                            angle = pos * table_a[pair]
-                            cs[j] = math.cos(angle)
-                            sn[j] = math.sin(angle)
+            lane_cos_sin(cs, sn, table_a, sub, pos, prow, n_pairs)
 
         for r in range(ROUNDS):
             head = uint32(head0 + uint32(r * GROUPS) + group)

@@ -10,8 +10,8 @@ from functools import cache
 from numba import cuda, float32, int32, int64, uint32, uint64
 
 from .._device import FULL_MASK, WARP
+from ..fused_qknorm_rope.kernel import make_lane_cos_sin
 from ..fused_qknorm_rope.mapping import HEAD_DIMS, LANES_PER_HEAD_CHOICES, _LOG2
-from ..vec import load_f32x4
 from .runs import runs
 
 INT32_MAX = 2**31 - 1
@@ -58,6 +58,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, lanes_per_head: i
     HALF_WARP = G == 16
     HPW = WARP // G  # heads per warp, side by side
     FREQ4 = IN_LANE and FULL and not CACHE and PAIRS % 4 == 0
+    lane_cos_sin = make_lane_cos_sin(PAIRS, FREQ4, FULL, CACHE)
     # Q and K: RUNS runs of RUN elements per lane; V: one run of E elements per lane.  (numba
     # types functions, not a namespace of them: each one gets its own name.)
     qk = runs(storage, RUN, gemma)
@@ -135,28 +136,8 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, lanes_per_head: i
 
         cs = cuda.local.array(PAIRS, float32)
         sn = cuda.local.array(PAIRS, float32)
-        if IN_LANE:
-            if FREQ4:
-                for k in range(PAIRS // 4):
-                    f0, f1, f2, f3 = load_f32x4(table, uint32(sub * uint32(PAIRS) + uint32(4 * k)))
-                    freqs = (f0, f1, f2, f3)
-                    for m in range(4):
-                        angle = pos * freqs[m]
-                        cs[4 * k + m] = math.cos(angle)
-                        sn[4 * k + m] = math.sin(angle)
-            else:
-                for j in range(PAIRS):
-                    pair = sub * uint32(PAIRS) + uint32(j)
-                    cs[j] = float32(1.0)
-                    sn[j] = float32(0.0)
-                    if FULL or uint32(pair) < n_pairs:
-                        if CACHE:
-                            cs[j] = table[prow + pair]
-                            sn[j] = table[prow + n_pairs + pair]
-                        else:
-                            angle = pos * table[pair]
-                            cs[j] = math.cos(angle)
-                            sn[j] = math.sin(angle)
+        if IN_LANE:  # the fused kernel's device function
+            lane_cos_sin(cs, sn, table, sub, pos, prow, n_pairs)
 
         # RMSNorm: a butterfly over the group's lanes leaves the head's sum in every lane.
         if not HALF_WARP:
