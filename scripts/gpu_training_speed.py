@@ -11,6 +11,12 @@
    us/iteration (the time to enqueue, with the GPU kept busy by nothing: a host-bound loop has
    wall ~ host).  Beside it the same math in PyTorch under ``torch.compile`` (the backward
    bench's ``torch_math``), forward + backward.
+3. ``forward`` (a control row): the functional forward as the autograd op runs it, one pass
+   (``ropelab.fused_qknorm_rope(qkv, out=out)``: read qkv, write out, V copied) against the
+   old two passes (``out.copy_(qkv)``, then the in-place kernel over ``out``), beside a copy of
+   the same bytes (``out.copy_(qkv)``): cold-L2 events, median us, at the same shapes and
+   layouts.  Byte model of the one pass: qkv read once and out written once,
+   ``2 * tokens * width * 2`` bytes in bf16 (the weights and positions are noise).
 
 ``--dry-run``: CPU tensors, a tiny shape and 2 iterations (the simulator without a GPU), so the
 driver is checked where there is no GPU; its numbers mean nothing.
@@ -158,8 +164,78 @@ def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> li
     return rows
 
 
+def forward_rows(shapes, device) -> list[dict]:
+    """The functional forward, one pass against clone + in place, beside a copy (cold-L2
+    events on a GPU; on the CPU each call runs once, to check the wiring, and no row is
+    made)."""
+    import numpy as np
+    import torch
+
+    import ropelab
+    from ropelab import check as ropelab_check
+
+    timer = None
+    if device == "cuda":
+        from ropelab.measure.bench.timer import Timer
+
+        timer = Timer()
+    rows = []
+    for shape in shapes:
+        host = ropelab_check.random_inputs(np.random.default_rng(0), shape.tokens,
+                                           (shape.heads_q, shape.heads_k, shape.heads_v),
+                                           shape.head_dim, "bfloat16")
+        qkv, wq, wk = (torch.from_numpy(a.view(np.int16)).to(device).view(torch.bfloat16)
+                       for a in host[:3])
+        pos = torch.from_numpy(host[3]).to(device)
+        out = torch.empty_like(qkv)
+        nbytes = 2 * qkv.numel() * qkv.element_size()
+        a = (lambda t: t) if device == "cuda" else _host_view
+        for interleave in (True, False):
+            kw = dict(num_heads_q=shape.heads_q, num_heads_k=shape.heads_k,
+                      num_heads_v=shape.heads_v, head_dim=shape.head_dim,
+                      rotary_dim=shape.rotary_dim, interleave=interleave, q_weight=a(wq),
+                      k_weight=a(wk), positions=a(pos))
+
+            def one_pass():
+                ropelab.fused_qknorm_rope(a(qkv), out=a(out), **kw)
+
+            def clone_in_place():
+                out.copy_(qkv)
+                ropelab.fused_qknorm_rope(a(out), **kw)
+
+            calls = [("one_pass", one_pass), ("clone_in_place", clone_in_place),
+                     ("torch_copy", lambda: out.copy_(qkv))]
+            if timer is None:
+                for _, fn in calls:
+                    fn()
+                continue
+            medians = {}
+            for name, fn in calls:
+                medians[name] = _median(timer.time(fn))
+            for name, _ in calls:
+                row = {"shape": shape.name, "layout": "gptj" if interleave else "neox",
+                       "impl": name, "bytes": nbytes, "median_us": round(medians[name], 2),
+                       "of_copy": round(medians["torch_copy"] / medians[name], 4)}
+                rows.append(row)
+                print(row, flush=True)
+    return rows
+
+
+def _median(samples) -> float:
+    from ropelab.measure.bench.stats import quantiles
+
+    return quantiles(samples)[0]
+
+
+def _host_view(t):
+    from ropelab.torch_ops.args import host_view
+
+    return host_view(t)
+
+
 COLUMNS = ("part", "op", "shape", "layout", "impl", "iterations", "direct_host_us",
-           "torch_op_host_us", "ratio", "host_us_per_iter", "wall_us_per_iter", "error")
+           "torch_op_host_us", "ratio", "host_us_per_iter", "wall_us_per_iter", "bytes",
+           "median_us", "of_copy", "error")
 METHOD = ("host: host microseconds per call, no synchronization inside the timed loop, tiny "
           "problems, direct public call against the torch op (ropelab.torch_ops). training: "
           "50 iterations of y = rt.fused_qknorm_rope(qkv) on bfloat16 leaves that require "
@@ -167,13 +243,18 @@ METHOD = ("host: host microseconds per call, no synchronization inside the timed
           "y.backward(g), synchronized at the end: wall us/iteration, and host "
           "us/iteration (time to enqueue); beside it the same math in PyTorch under "
           "torch.compile (measure.bench.backward_calls.torch_math). One run; warm L2 (a "
-          "training loop, not the cold-L2 timer). Recorded by scripts/gpu_training_speed.sh.")
+          "training loop, not the cold-L2 timer). forward (control rows): the functional "
+          "forward's one pass (fused_qknorm_rope(qkv, out=out)) against out.copy_(qkv) then the "
+          "in-place kernel, beside out.copy_(qkv) alone; cold-L2 events (measure.bench.Timer), "
+          "median us; bytes = qkv read + out written; of_copy = copy median / row median. "
+          "Recorded by scripts/gpu_training_speed.sh.")
 
 
-def record_rows(host: list[dict], training: list[dict]) -> list[dict]:
-    """Both parts as one record's rows, every row with every column (None where it has none)."""
+def record_rows(host: list[dict], training: list[dict], forward=()) -> list[dict]:
+    """The parts as one record's rows, every row with every column (None where it has none)."""
     rows = [dict(r, part="host") for r in host]
     rows += [dict(r, part="training", op="fused_qknorm_rope") for r in training]
+    rows += [dict(r, part="forward", op="fused_qknorm_rope") for r in forward]
     return [{c: r.get(c) for c in COLUMNS} for r in rows]
 
 
@@ -184,6 +265,8 @@ def main(argv=None) -> int:
                         help="CPU tensors, tiny shape, 2 iterations (no GPU needed)")
     parser.add_argument("--iterations", type=int, default=50)
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile row")
+    parser.add_argument("--only", choices=("host", "training", "forward"), action="append",
+                        help="run only these parts (repeatable; default: all three)")
     args = parser.parse_args(argv)
     import torch
 
@@ -198,10 +281,13 @@ def main(argv=None) -> int:
             return 2
         device, number, repeat, iterations = "cuda", 2000, 7, args.iterations
         shapes = [FLUX_1024, QWEN_IMAGE_1024, ZIMAGE_1024]
-    host = host_rows(device, number, repeat)
+    parts = set(args.only or ("host", "training", "forward"))
+    host = host_rows(device, number, repeat) if "host" in parts else []
     training = training_rows(shapes, device, iterations,
-                             compile_baseline=not (args.no_compile or args.dry_run))
-    rows = record_rows(host, training)
+                             compile_baseline=not (args.no_compile or args.dry_run)) \
+        if "training" in parts else []
+    forward = forward_rows(shapes, device) if "forward" in parts else []
+    rows = record_rows(host, training, forward)
     os.makedirs(args.out, exist_ok=True)
     if args.dry_run:  # the simulator's numbers are no measurement: printed and kept, never a record
         path = os.path.join(args.out, "training_speed-dry-run.json")

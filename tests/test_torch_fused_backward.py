@@ -289,3 +289,32 @@ def test_compiled_forward_and_backward_with_a_cache_equal_eager(rng):
                                  cos_sin_cache=cache, **HEADS)
     compiled = torch.compile(_public_cache_step, fullgraph=True, backend="aot_eager")
     torch.testing.assert_close(compiled(qkv.clone(), wq, wk, pos, cache), eager, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("interleave", [True, False], ids=["gptj", "neox"])
+def test_the_functional_forward_is_one_out_of_place_launch(rng, dtype, interleave, monkeypatch):
+    # Under autograd the op returns a new tensor written by the out-of-place kernel in one
+    # launch (no copy of qkv first): the in-place result bit for bit, V copied, qkv unchanged;
+    # a strided qkv is made contiguous first and gives the same bits.
+    from ropelab.ops import host_route
+
+    kernels = []
+    real = host_route.launch
+    monkeypatch.setattr(host_route, "launch", lambda plan, arrays: (
+        kernels.append(plan.kernel.__qualname__), real(plan, arrays)))
+    qkv, wq, wk, pos, _ = _inputs(rng, dtype)
+    kw = dict(positions=pos, interleave=interleave, **HEADS)
+    want = qkv.clone()
+    rt.fused_qknorm_rope(want, q_weight=wq, k_weight=wk, **kw)
+    assert len(kernels) == 1 and not kernels[0].endswith("_out128")
+    bits = (lambda t: (t.view(torch.uint16) if dtype == torch.bfloat16 else t).detach().numpy())
+    for source in (qkv, qkv.t().contiguous().t()):  # C-contiguous, then column-major
+        leaf = source.clone().requires_grad_() if source.is_contiguous() else \
+            source.detach().requires_grad_()
+        kernels.clear()
+        y = rt.fused_qknorm_rope(leaf, q_weight=wq.clone().requires_grad_(), k_weight=wk, **kw)
+        assert kernels == [kernels[0]] and kernels[0].endswith("_out128"), kernels
+        assert y.grad_fn is not None and y.is_contiguous()
+        np.testing.assert_array_equal(bits(y), bits(want))
+        np.testing.assert_array_equal(bits(leaf), bits(qkv))

@@ -22,7 +22,7 @@ from ..validate import (check_base, check_bool, check_eps, check_frequencies, ch
 from . import call
 from .arrays import ArrayInfo, inspect_array
 from .rows_checks import check_cache
-from .slots import POSITIONS, READ, TABLE, WRITE, Call, Slot
+from .slots import OUT, POSITIONS, READ, TABLE, WRITE, Call, Slot, check_out
 
 
 # ---- validation --------------------------------------------------------------------------------
@@ -104,8 +104,10 @@ def build_problem(qkv_info: ArrayInfo, *, num_heads_q, num_heads_k, num_heads_v,
 def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_weight,
                       positions, eps=1e-6, base=10000.0, rotary_dim=None, interleave=True,
                       yarn=None, fastmath=True, warps_per_block=None, heads_per_warp=None,
-                      cache=False, max_positions=None, stream=None, cos_sin_cache=None):
-    """RMSNorm every Q and K head of ``qkv``, then rotate it (RoPE), in place; return ``qkv``.
+                      cache=False, max_positions=None, stream=None, cos_sin_cache=None,
+                      out=None):
+    """RMSNorm every Q and K head of ``qkv``, then rotate it (RoPE), in place (or into
+    ``out``); return ``qkv`` (or ``out``).
 
     Parameters
     ----------
@@ -114,7 +116,7 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
         ``torch.bfloat16`` tensor as it is, or ``uint16`` bit patterns from any other library
         (see :mod:`ropelab.bf16`).  A NumPy array (copied to the GPU, and its Q and K columns
         copied back) or a device array (PyTorch, CuPy, numba, ``__cuda_array_interface__``),
-        modified where it lies.  V is neither changed nor written.
+        modified where it lies.  V is neither changed nor written.  With ``out``, only read.
     num_heads_q, num_heads_k, num_heads_v, head_dim : int
         ``head_dim`` one of 64, 128, ..., 512 (multiples of 64).
     q_weight, k_weight : ``[head_dim]``, same dtype as ``qkv``
@@ -163,19 +165,27 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
         As for :func:`ropelab.rope`: default PyTorch's / CuPy's current stream for their arrays,
         else stream 0.  No synchronization on device arrays; capturable in a CUDA graph after a
         warm-up call.
+    out : array like ``qkv``, optional
+        Write the result here instead of into ``qkv``, in one pass: Q and K heads normalized
+        and rotated, V heads copied, ``qkv`` only read (what autograd's functional forward
+        needs: no copy of ``qkv`` first).  Same shape and dtype as ``qkv``, C-contiguous, on
+        the same side (both NumPy or both device arrays), writable, sharing no byte with
+        ``qkv`` or any other argument; ``out=qkv`` (the same memory in the same layout) is the
+        in-place call.  Q and K come out bit for bit as the in-place call writes them.
 
     Returns
     -------
-    ``qkv``, modified in place.
+    ``qkv``, modified in place; or ``out``, when given.
 
     Raises
     ------
     TypeError
         An argument of the wrong type (a string for ``eps``, a float for ``head_dim``).
     RopeInputError (a ValueError)
-        A bad value: shapes, dtypes, alignment, overlaps, out-of-range host positions, an
-        ``eps`` or scaling float32 cannot honour, an unknown raw stream handle.  Nothing has
-        run and ``qkv`` is untouched when either is raised.
+        A bad value: shapes, dtypes, alignment, overlaps, a read-only ``qkv`` or ``out``,
+        out-of-range host positions, an ``eps`` or scaling float32 cannot honour, an unknown
+        raw stream handle.  Nothing has run and ``qkv`` (and ``out``) are untouched when
+        either is raised.
 
     Examples
     --------
@@ -188,12 +198,16 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
     True
     """
     # The fast path (see ropelab.ops.call); the key carries every pointer % 16, so a bfloat16
-    # qkv two bytes off a word boundary never replays the launch of an aligned one.
-    scalars = call.typed(("fused_qknorm_rope", num_heads_q, num_heads_k, num_heads_v, head_dim,
-                          eps, base, rotary_dim, interleave, yarn, fastmath, warps_per_block,
-                          heads_per_warp, cache, max_positions))
-    arrays = (qkv, q_weight, k_weight, positions)
-    if cos_sin_cache is not None:  # a fifth kernel array only when given
+    # qkv two bytes off a word boundary never replays the launch of an aligned one.  A
+    # separate out is another op name in the key (its arrays are qkv, out, the weights, ...).
+    separate = out is not None and out is not qkv
+    scalars = call.typed(("fused_qknorm_rope_out" if separate else "fused_qknorm_rope",
+                          num_heads_q, num_heads_k, num_heads_v, head_dim, eps, base, rotary_dim,
+                          interleave, yarn, fastmath, warps_per_block, heads_per_warp, cache,
+                          max_positions))
+    arrays = ((qkv, out, q_weight, k_weight, positions) if separate else
+              (qkv, q_weight, k_weight, positions))
+    if cos_sin_cache is not None:  # the last kernel array only when given
         arrays += (cos_sin_cache,)
     result, key = call.fast(scalars, arrays, stream)
     if result is not call.MISS:
@@ -201,7 +215,7 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
     return call.run(describe(qkv, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight,
                              k_weight, positions, eps, base, rotary_dim, interleave, yarn,
                              fastmath, warps_per_block, heads_per_warp, cache, max_positions,
-                             stream, cos_sin_cache), key)
+                             stream, cos_sin_cache, out if separate else None), key)
 
 
 def user_cache(cos_sin_cache, rotary_dim: int, qkv_info: ArrayInfo, cache, yarn,
@@ -237,9 +251,9 @@ def weights(q_weight, k_weight, problem: FusedProblem, qkv_info: ArrayInfo) -> t
 
 def describe(qkv, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_weight,
              positions, eps, base, rotary_dim, interleave, yarn, fastmath, warps_per_block,
-             heads_per_warp, cache, max_positions, stream, cos_sin_cache=None) -> Call:
+             heads_per_warp, cache, max_positions, stream, cos_sin_cache=None, out=None) -> Call:
     """Check everything ``ropelab.fused_qknorm_rope`` takes and plan it; the engine runs what
-    comes back."""
+    comes back (``out``: a separate output, not ``qkv``, for the out-of-place kernel)."""
     fastmath = check_bool("fastmath", fastmath)
     qkv_info = inspect_array(qkv, "qkv")
     problem = build_problem(qkv_info, num_heads_q=num_heads_q, num_heads_k=num_heads_k,
@@ -261,19 +275,33 @@ def describe(qkv, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_w
     cache_info = user_cache(cos_sin_cache, problem.rotary_dim, qkv_info, cache, yarn, base)
     if cache_info is not None:
         options["user_cache_rows"] = cache_info.shape[0]
-    # Vector accesses need qkv and both weights on 16-byte boundaries (host arrays are copied
-    # to fresh, aligned device buffers).
-    aligned = not qkv_info.on_device or all(i.ptr % 16 == 0 for i in (qkv_info, qw, kw))
+    infos = (qkv_info, qw, kw)
+    if out is not None:
+        out_info = inspect_array(out, "out")
+        check_out(out_info, qkv_info, "qkv")
+        if problem.storage == "bfloat16" and out_info.ptr % 4 and out_info.on_device:
+            fail("bfloat16 out must start at a 4-byte aligned address (the kernel moves two "
+                 "elements per 32-bit word)")
+        options["out_of_place"] = True
+        infos += (out_info,)
+    # Vector accesses need qkv, both weights (and out) on 16-byte boundaries (host arrays are
+    # copied to fresh, aligned device buffers).
+    aligned = not qkv_info.on_device or all(i.ptr % 16 == 0 for i in infos)
     plan = _kernel.VARIANT.plan(replace(problem, tokens=max(problem.tokens, 1)), options,
                                 fastmath=fastmath, aligned=aligned)
     qk = (problem.heads_q + problem.heads_k) * problem.head_dim
-    slots = [Slot("qkv", WRITE, qkv, qkv_info, region=np.s_[:, :qk]),  # V is never written
-             Slot("q_weight", READ, q_weight, qw), Slot("k_weight", READ, k_weight, kw),
-             Slot("positions", POSITIONS, positions, inspect_array(positions, "positions"))]
-    if cache_info is not None:  # the kernel's fifth array
+    if out is None:
+        slots = [Slot("qkv", WRITE, qkv, qkv_info, region=np.s_[:, :qk])]  # V never written
+    else:  # qkv only read; out written in full (V copied), or out=qkv's memory: in place
+        slots = [Slot("qkv", READ, qkv, qkv_info), Slot("out", OUT, out, out_info, source=0)]
+    slots += [Slot("q_weight", READ, q_weight, qw), Slot("k_weight", READ, k_weight, kw),
+              Slot("positions", POSITIONS, positions, inspect_array(positions, "positions"))]
+    if cache_info is not None:  # the kernel's last array
         slots.append(Slot("cos_sin_cache", TABLE, cos_sin_cache, cache_info))
-    return Call(tuple(slots), ((plan, tuple(range(len(slots)))),), problem.tokens, QKV,
-                len(slots), stream, plan.position_limit, plan.limit_reason)
+    return Call(tuple(slots), ((plan, tuple(range(len(slots)))),), problem.tokens,
+                QKV if out is None else OUT_SLOT, len(slots), stream, plan.position_limit,
+                plan.limit_reason)
 
 
 QKV = 0  # what ropelab.fused_qknorm_rope returns: slot 0, qkv, modified in place
+OUT_SLOT = 1  # ... or, with out=, slot 1: out

@@ -21,7 +21,7 @@ from ..validate import (check_base, check_bool, check_frequencies, check_int, ch
 from . import call, rows
 from .arrays import ArrayInfo, inspect_array
 from .rows_checks import ROWS_VARIANTS
-from .slots import OUT, POSITIONS, READ, Call, Slot
+from .slots import OUT, POSITIONS, READ, Call, Slot, check_out
 
 
 # ---- the checks only plain RoPE makes --------------------------------------------------------------
@@ -46,17 +46,6 @@ def check_x(info: ArrayInfo, dtypes=(np.float32,)) -> tuple[int, int, int]:
         fail("x must be C-contiguous (the kernels index it as one flat row-major buffer); "
              "pass np.ascontiguousarray(x) or x.contiguous()")
     return tokens, heads, head_dim
-
-
-def check_out(out_info: ArrayInfo, x_info: ArrayInfo) -> None:
-    if out_info.shape != x_info.shape:
-        fail(f"out must have the shape of x {x_info.shape}, got {out_info.shape}")
-    if out_info.dtype != x_info.dtype:
-        fail(f"out must have the dtype of x ({x_info.dtype}), got {out_info.dtype}")
-    if out_info.size and not out_info.c_contiguous:
-        fail("out must be C-contiguous")
-    if out_info.on_device != x_info.on_device:
-        fail("x and out must both be host (NumPy) arrays or both be device arrays")
 
 
 def require_features(variant: str, supported: frozenset, problem: RopeProblem, alternatives) -> None:

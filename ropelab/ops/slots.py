@@ -93,6 +93,19 @@ class Call:
         return next((i for i, s in enumerate(self.slots) if s.role == role), None)
 
 
+def check_out(out_info: ArrayInfo, source_info: ArrayInfo, source: str = "x") -> None:
+    """An ``OUT`` array the caller passes: its source's shape and dtype, C-contiguous, on the
+    same side (host or device) as its source (named ``source`` in the messages)."""
+    if out_info.shape != source_info.shape:
+        fail(f"out must have the shape of {source} {source_info.shape}, got {out_info.shape}")
+    if out_info.dtype != source_info.dtype:
+        fail(f"out must have the dtype of {source} ({source_info.dtype}), got {out_info.dtype}")
+    if out_info.size and not out_info.c_contiguous:
+        fail("out must be C-contiguous")
+    if out_info.on_device != source_info.on_device:
+        fail(f"{source} and out must both be host (NumPy) arrays or both be device arrays")
+
+
 def kernel_views(call: Call) -> list:
     """The dtype each slot is handed to the kernels as (from the plans' caller dtypes: bfloat16
     qkv as uint32 words, say); None for a slot no kernel reads."""

@@ -22,20 +22,24 @@ _NO_GRAD_FUSED = ("the in-place op ropelab::fused_qknorm_rope has no gradient (a
                   "tensor when autograd needs one, or run under torch.no_grad()")
 
 
-def _run_fused(qkv, q_weight, k_weight, positions, config, cos_sin_cache):
-    """``ropelab.fused_qknorm_rope`` in place on ``qkv``; the routes of the rope op's
-    ``_run_rope`` (:mod:`ropelab.torch_ops.rope_op`)."""
+def _run_fused(qkv, q_weight, k_weight, positions, config, cos_sin_cache, out=None):
+    """``ropelab.fused_qknorm_rope`` in place on ``qkv`` (or from ``qkv`` into ``out``); the
+    routes of the rope op's ``_run_rope`` (:mod:`ropelab.torch_ops.rope_op`)."""
     options = options_for(_public_fused, config)
     if qkv.is_cuda and not (torch.is_grad_enabled() and (
             qkv.requires_grad or q_weight.requires_grad or k_weight.requires_grad)):
+        if out is not None:
+            return _public_fused(qkv=qkv, q_weight=q_weight, k_weight=k_weight,
+                                 positions=positions, cos_sin_cache=cos_sin_cache, out=out,
+                                 **options)
         if cos_sin_cache is None:
             return _public_fused(qkv=qkv, q_weight=q_weight, k_weight=k_weight,
                                  positions=positions, **options)
         return _public_fused(qkv=qkv, q_weight=q_weight, k_weight=k_weight, positions=positions,
                              cos_sin_cache=cos_sin_cache, **options)
     return call_public(_public_fused, {"qkv": qkv, "q_weight": q_weight, "k_weight": k_weight,
-                                       "positions": positions, "cos_sin_cache": cos_sin_cache},
-                       options)
+                                       "positions": positions, "cos_sin_cache": cos_sin_cache,
+                                       "out": out}, options)
 
 
 def _fused_kernel(qkv, q_weight, k_weight, positions, config, cos_sin_cache=None):
@@ -154,10 +158,12 @@ def _backward_options(config: str) -> dict:
 
 
 def _fused_functional_kernel(qkv, q_weight, k_weight, positions, config, cos_sin_cache=None):
-    # The kernel is in place, so the result starts as a copy of qkv (V's columns are the
-    # result's; Q's and K's are overwritten): one copy pass, then the kernel's pass over Q and K.
-    out = qkv.clone(memory_format=torch.contiguous_format)
-    _run_fused(out, q_weight, k_weight, positions, config, cos_sin_cache)
+    # One pass: the out-of-place kernel reads qkv and writes a new tensor (Q and K normalized
+    # and rotated, V copied), instead of a copy of qkv and then the in-place kernel over it.
+    # The kernel takes C-contiguous rows: a strided qkv is made contiguous first.
+    out = result_like(qkv)
+    _run_fused(qkv if qkv.is_contiguous() else qkv.contiguous(), q_weight, k_weight, positions,
+               config, cos_sin_cache, out)
     return out
 
 

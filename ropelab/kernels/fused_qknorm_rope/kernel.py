@@ -78,9 +78,45 @@ def make_lane_cos_sin(pairs: int, freq4: bool, full_rotary: bool, cos_sin_cache:
 
 
 @cache
+def make_copy_values(head_items: int, heads_per_warp: int, copy_bytes: int, item_bytes: int):
+    """The device function ``copy_values(src, dst, first, count, lane)`` of the out-of-place
+    kernel's V warps: items ``[first, first + count)`` of ``src`` copied bit for bit into the
+    same items of ``dst`` (cached).
+
+    A warp copies at most ``heads_per_warp`` heads of ``head_items`` items each (``count``, a
+    whole number of heads, says how many it has).  Lane ``l`` makes accesses ``l, l + 32, ...``
+    of ``copy_bytes`` bytes (16: ``ld/st.global.v4.u32``, the caller guarantees 16-byte
+    alignment of both arrays; 0: one item of ``item_bytes`` at a time), so each access of the
+    warp moves consecutive bytes.
+    """
+    SPAN = head_items * heads_per_warp  # items of a warp's heads
+    WIDE = copy_bytes == 16
+    PER = 16 // item_bytes if WIDE else 1  # items per access
+    ACCESSES = SPAN // PER
+    TURNS = -(-ACCESSES // WARP)
+
+    # ex: begin fused_copy_values
+    @cuda.jit(device=True, inline="always")
+    def copy_values(src, dst, first, count, lane):
+        for k in range(TURNS):
+            at = uint32(uint32(lane + uint32(k * WARP)) * uint32(PER))
+            if at < count:
+                i = uint32(first + at)
+                if WIDE:
+                    w0, w1, w2, w3 = load_u32x4(src, i)
+                    store_u32x4(dst, i, w0, w1, w2, w3)
+                else:
+                    dst[i] = src[i]
+    # ex: end fused_copy_values
+
+    return copy_values
+
+
+@cache
 def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int = 0,
                 heads_per_warp: int = 1, lanes_per_head: int = 32, cos_sin_cache: bool = False,
-                split: bool = False, full_rotary: bool = False):
+                split: bool = False, full_rotary: bool = False, out_of_place: bool = False,
+                copy_bytes: int = 0):
     """The kernel function for one head size, pair layout, storage dtype and mapping (cached).
 
     ``vector_bytes`` (16, 8 or 0): each lane moves each of its runs of contiguous elements with
@@ -102,6 +138,15 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
     ``full_rotary``: ``rotary_dim == head_dim``, known when the kernel is built: no per-pair
     test, and the attention factor folds into the norm's scale (one multiply per head instead
     of two per pair).
+
+    ``out_of_place``: the kernel reads ``qkv`` and writes a second array ``out`` of the same
+    layout (its second argument): Q and K normalized and rotated, V copied, so each byte is
+    read once and written once.  The V heads get warps of their own after the Q and K warps
+    of each token (:func:`ropelab.kernels.fused_qknorm_rope.launch_config` with ``values``);
+    they copy with accesses of ``copy_bytes`` (16, where ``qkv`` and ``out`` start on 16-byte
+    boundaries, or 0: one item at a time; :func:`make_copy_values`).  The Q and K arithmetic
+    is the in-place kernel's, so ``out`` holds its results bit for bit; the in-place kernel
+    passes ``qkv`` as both source and destination of the same code.
     """
     if head_dim not in HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {HEAD_DIMS}, got {head_dim}")
@@ -112,6 +157,8 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
                          f"{lanes_per_head} with {heads_per_warp}")
     if split and (interleave or not full_rotary):
         raise ValueError("split=True is the NeoX layout with every dim rotated")
+    if copy_bytes not in (0, 16) or (copy_bytes and not out_of_place):
+        raise ValueError(f"copy_bytes is 16 or 0, for an out-of-place kernel; got {copy_bytes}")
     G = int(lanes_per_head)
     E = head_dim // G  # elements per lane, even
     SPLIT = bool(split)
@@ -151,16 +198,22 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
     load = _LOAD[storage]
     store = _STORE[storage]
     low, high, pack = CODECS.get(storage, CODECS["bfloat16"])  # unused for float32
+    OUT = bool(out_of_place)
+    HEAD_ITEMS = head_dim // UNIT  # items of qkv per head
+    QK_ROUND = heads_per_warp - 1  # heads_qk rounded up to whole warps: (n + QK_ROUND) & ~QK_ROUND
+    copy_values = make_copy_values(HEAD_ITEMS, heads_per_warp, copy_bytes,
+                                   4 if storage != "float16" else 2)
 
     # Index arithmetic: numba widens uint32 (op) uint32 to 64 bits; every step is cast back to
     # uint32 so that the code stays in 32-bit integer instructions (the launcher refuses
     # buffers of 2**32 elements or more).
     # ex: begin fused_kernel
     @cuda.jit(device=True, inline="always")
-    def body(qkv, q_weight, k_weight, positions, table_a, table_b, errors, heads_q, heads_qk,
-             heads_total, n_pairs, half_lanes, eps, attention_factor):
-        # table_a / table_b: inv_freq twice, or the flat cos/sin cache twice (table_b unused);
-        # errors: the error word (cache) or an unused stand-in.
+    def body(qkv, dest, q_weight, k_weight, positions, table_a, table_b, errors, heads_q,
+             heads_qk, heads_total, n_pairs, half_lanes, eps, attention_factor):
+        # dest: where Q and K go (qkv itself in place, or out); table_a / table_b: inv_freq
+        # twice, or the flat cos/sin cache twice (table_b unused); errors: the error word
+        # (cache) or an unused stand-in.
         tid = uint32(cuda.threadIdx.x)
         lane = tid & uint32(WARP - 1)
         sub = lane & uint32(SUB_MASK)  # lane within its head's group
@@ -171,6 +224,19 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
         # blockDim.y tokens per block, one per row of warps (small head counts fill a block).
         token = uint32(uint32(cuda.blockIdx.x) * uint32(cuda.blockDim.y) + uint32(cuda.threadIdx.y))
         if head0 >= heads_qk or token >= uint32(positions.shape[0]):  # warp-uniform
+            if OUT and token < uint32(positions.shape[0]):
+                # ex: begin fused_values
+                # A V warp (out of place only): the warps after a token's Q and K warps copy
+                # its V heads, heads_per_warp of them each, unchanged.
+                vhead0 = uint32(head0 - (uint32(heads_qk + uint32(QK_ROUND)) & ~uint32(QK_ROUND)))
+                heads_v = uint32(heads_total - heads_qk)
+                if vhead0 < heads_v:
+                    count = uint32(min(uint32(heads_v - vhead0), uint32(heads_per_warp))
+                                   * uint32(HEAD_ITEMS))
+                    first = uint32(uint32(uint32(token * heads_total) + heads_qk + vhead0)
+                                   * uint32(HEAD_ITEMS))
+                    copy_values(qkv, dest, first, count, lane)
+                # ex: end fused_values
             return
         row = uint32(token * heads_total)
         vals = cuda.local.array(SLOTS, float32)
@@ -365,42 +431,55 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
                         for k in range(CHUNKS):
                             v = o + k * CHUNK
                             if V4:
-                                store_u32x4(qkv, uint32(first + uint32(k * STEP)),
+                                store_u32x4(dest, uint32(first + uint32(k * STEP)),
                                             pack(vals[v], vals[v + 1]), pack(vals[v + 2], vals[v + 3]),
                                             pack(vals[v + 4], vals[v + 5]), pack(vals[v + 6], vals[v + 7]))
                             else:
-                                store_u32x2(qkv, uint32(first + uint32(k * STEP)),
+                                store_u32x2(dest, uint32(first + uint32(k * STEP)),
                                             pack(vals[v], vals[v + 1]), pack(vals[v + 2], vals[v + 3]))
                     elif PACKED:
                         for k in range(WORDS):
-                            qkv[uint32(first + uint32(k))] = pack2(vals[o + 2 * k], vals[o + 2 * k + 1])
+                            dest[uint32(first + uint32(k))] = pack2(vals[o + 2 * k], vals[o + 2 * k + 1])
                     elif VEC4:
                         for k in range(QUADS):
-                            store_f32x4(qkv, uint32(first + uint32(4 * k)), vals[o + 4 * k],
+                            store_f32x4(dest, uint32(first + uint32(4 * k)), vals[o + 4 * k],
                                         vals[o + 4 * k + 1], vals[o + 4 * k + 2], vals[o + 4 * k + 3])
                     else:
                         for i in range(RUN):
-                            qkv[uint32(first + uint32(i))] = store(vals[o + i])
+                            dest[uint32(first + uint32(i))] = store(vals[o + i])
     # ex: end fused_kernel
 
-    if CACHE:
+    if OUT and CACHE:
+        def fused_qknorm_rope(qkv, out, q_weight, k_weight, positions, cos_sin, errors,
+                              heads_q, heads_qk, heads_total, n_pairs, half_lanes, eps,
+                              attention_factor):
+            body(qkv, out, q_weight, k_weight, positions, cos_sin, cos_sin, errors, heads_q,
+                 heads_qk, heads_total, n_pairs, half_lanes, eps, attention_factor)
+    elif OUT:
+        def fused_qknorm_rope(qkv, out, q_weight, k_weight, positions, inv_freq, heads_q,
+                              heads_qk, heads_total, n_pairs, half_lanes, eps,
+                              attention_factor):
+            body(qkv, out, q_weight, k_weight, positions, inv_freq, inv_freq, positions,
+                 heads_q, heads_qk, heads_total, n_pairs, half_lanes, eps, attention_factor)
+    elif CACHE:
         def fused_qknorm_rope(qkv, q_weight, k_weight, positions, cos_sin, errors,
                               heads_q, heads_qk, heads_total, n_pairs, half_lanes, eps,
                               attention_factor):
-            body(qkv, q_weight, k_weight, positions, cos_sin, cos_sin, errors, heads_q,
+            body(qkv, qkv, q_weight, k_weight, positions, cos_sin, cos_sin, errors, heads_q,
                  heads_qk, heads_total, n_pairs, half_lanes, eps, attention_factor)
     else:
         def fused_qknorm_rope(qkv, q_weight, k_weight, positions, inv_freq, heads_q, heads_qk,
                               heads_total, n_pairs, half_lanes, eps, attention_factor):
             # No cache, no error word: positions stands in for it and is never written.
-            body(qkv, q_weight, k_weight, positions, inv_freq, inv_freq, positions, heads_q,
-                 heads_qk, heads_total, n_pairs, half_lanes, eps, attention_factor)
+            body(qkv, qkv, q_weight, k_weight, positions, inv_freq, inv_freq, positions,
+                 heads_q, heads_qk, heads_total, n_pairs, half_lanes, eps, attention_factor)
 
     fused_qknorm_rope.__qualname__ = (
         f"fused_qknorm_rope_d{head_dim}_{'gptj' if interleave else 'neox'}_{storage}"
         f"{f'_v{vector_bytes * 8}' if vector_bytes else ''}"
         f"{f'_h{heads_per_warp}' if heads_per_warp > 1 else ''}{'_g16' if G == 16 else ''}"
-        f"{'_split' if SPLIT else ''}{'_full' if FULL else ''}{'_cache' if CACHE else ''}")
+        f"{'_split' if SPLIT else ''}{'_full' if FULL else ''}{'_cache' if CACHE else ''}"
+        f"{('_out128' if copy_bytes else '_out') if OUT else ''}")
     return fused_qknorm_rope
 
 

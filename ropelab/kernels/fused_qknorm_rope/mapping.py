@@ -57,14 +57,19 @@ def pick_warps_per_block(head_groups: int) -> int:
 BLOCK_WARPS = 8
 
 
-def launch_config(problem, warps_per_block=None, heads_per_warp=1, tokens_per_block=None):
+def launch_config(problem, warps_per_block=None, heads_per_warp=1, tokens_per_block=None,
+                  values=False):
     """``((token_blocks, head_blocks), (threads_x, tokens_per_block))``.
 
     ``blockIdx.x * blockDim.y + threadIdx.y`` is the token, ``blockIdx.y * warps_per_block +
     warp`` the warp within the token's heads.  By default a block has ``BLOCK_WARPS`` warps:
-    ``8 / warps_per_block`` tokens (fewer when there are fewer tokens).
+    ``8 / warps_per_block`` tokens (fewer when there are fewer tokens).  ``values`` (the
+    out-of-place kernel): the V heads' warps, ``heads_per_warp`` heads each, follow the Q and
+    K warps of each token.
     """
     groups = -(-(problem.heads_q + problem.heads_k) // heads_per_warp)  # warps needed per token
+    if values:
+        groups += -(-problem.heads_v // heads_per_warp)
     wpb = warps_per_block or pick_warps_per_block(groups)
     tpb = tokens_per_block or max(1, min(BLOCK_WARPS // wpb, problem.tokens))
     return (-(-problem.tokens // tpb), (groups + wpb - 1) // wpb), (wpb * WARP, tpb)
