@@ -532,6 +532,9 @@ def test_census_compiles_every_mapping(fused_census):
         "fused_qknorm_rope_d128_gptj_bfloat16_v64_full",
         "fused_qknorm_rope_d128_gptj_bfloat16_v128_h2_g16_full_cache",
         "fused_qknorm_rope_d128_neox_bfloat16_v64_h2_g16_split_full_cache",  # a user cache
+        "fused_qknorm_rope_d128_gptj_bfloat16_v128_h2_g16_full_out128",  # out of place
+        "fused_qknorm_rope_d128_neox_bfloat16_v64_h2_g16_split_full_out128",
+        "fused_qknorm_rope_d128_gptj_float32_v128_full_out128",
     ])
     for name, row in fused_census.items():
         assert row["f64"] == 0, f"{name}: float64 in a fast-math build"
@@ -594,6 +597,22 @@ def test_cache_kernel_reads_cos_sin_and_computes_none(fused_census):
     # 4 pairs a lane: 4 cos and 4 sin loads, plus the position; the error word is one store.
     assert row["ld_global"] == {"128": 2, "32": 9}
     assert row["st_global"] == {"128": 1, "32": 1}
+
+
+@pytest.mark.parametrize("build", ["gptj_bfloat16_v128_h2_g16_full", "neox_bfloat16_v64_h2_g16_split_full",
+                                   "gptj_float32_v128_full"])
+def test_the_out_of_place_build_adds_one_128_bit_copy_a_lane(fused_census, build):
+    # Q and K as in place; a V warp's lane moves its 16 bytes of V with one 128-bit load and
+    # one 128-bit store (two heads of 256 bytes, or one float32 head of 512, is 32 lanes x 16).
+    inp = fused_census[f"fused_qknorm_rope_d128_{build}"]
+    out = fused_census[f"fused_qknorm_rope_d128_{build}_out128"]
+    for field in ("ld_global", "st_global"):
+        want = dict(inp[field])
+        want["128"] = want.get("128", 0) + 1
+        assert out[field] == want, (field, out[field], inp[field])
+    for field in ("bfly", "idx", "sfu", "cvt_bf16x2", "f64", "int_divrem", "local_bytes"):
+        assert out[field] == inp[field], field
+    assert inp["instructions"] < out["instructions"] <= inp["instructions"] + 40
 
 
 def test_misaligned_bfloat16_device_buffer_is_refused(rng):
