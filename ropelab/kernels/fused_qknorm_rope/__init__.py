@@ -5,6 +5,15 @@ every token and every Q and K head: RMSNorm over ``head_dim`` in float32 (``x * 
 + eps) * weight``, one weight vector for all Q heads and one for all K heads), then RoPE on the
 first ``rotary_dim`` dims, written back where it came from.  V is never read nor written.
 
+Out of place (``make_kernel(..., out_of_place=True)``, the public ``out=``, autograd's
+functional forward): the kernel reads ``qkv`` and writes a second array ``out`` of the same
+layout, so the result costs one pass over memory instead of a copy of ``qkv`` and then the
+in-place pass.  Q and K go through the same device code (the body takes a destination; the
+in-place builds pass ``qkv`` as both, and their PTX is what it was before the destination
+existed); each token's V heads get warps of their own after its Q and K warps, ``HPW`` heads a
+warp, and copy their bits with lane-consecutive 16-byte accesses (one item at a time when an
+array is not 16-byte aligned).
+
 Mapping: a group of ``G`` lanes per (token, head), ``G`` = 32 (a whole warp) or 16 (half a
 warp, two heads side by side).  Lane ``l`` of a group holds ``E = head_dim / G`` elements in
 registers, so a head is read once and written once: the contiguous elements ``l*E .. l*E + E-1``

@@ -117,11 +117,13 @@ print(f"every build's source: {len(full.splitlines())} lines; this build's: "
 #    lane holds the sum over all 32 lanes.
 # 4. **Normalize**: one reciprocal square root; the weight multiplies each element.
 # 5. **Rotate.**  Interleaved pairs `(2k, 2k+1)` never straddle two lanes (`E` is even), so a
-#    lane rotates its own pairs, one sine and cosine per pair, computed once per lane and
-#    shared by all its heads.  Every dim rotates in this build, so the norm's scale rides on
+#    lane rotates its own pairs, one sine and cosine per pair, computed once per lane (by the
+#    device function `lane_cos_sin`, printed below) and shared by all its heads.  Every dim rotates in this build, so the norm's scale rides on
 #    cos and sin (`c = cs[j] * rot`): two multiplies per pair instead of one per element.
 # 6. **Store** back where the values came from, two floats rounded and packed into each word
-#    (`pack2`).
+#    (`pack2`).  `dest` is `qkv` itself here; the out-of-place build, which autograd's forward
+#    uses (`ropelab.fused_qknorm_rope(qkv, out=out)`), passes `out` and gives the V heads warps
+#    of their own that copy them, so each byte is read once and written once.
 #
 # Other builds take other branches of the same file: half-split (NeoX) pairs held whole by one
 # lane in 16-bit storage (the lane takes `E/2` elements of each half, *split*); partial rotary
@@ -129,6 +131,13 @@ print(f"every build's source: {len(full.splitlines())} lines; this build's: "
 # and every pair is tested against `n_pairs`; float32 in 128-bit `float4` accesses; the cos/sin
 # cache.  Half a warp per head, the 16-bit default, is shown as built further down.
 #
+# Step 5's cosines and sines, as this build computes them (the serving kernel of notebook 10
+# calls the same device function):
+
+# %%
+print(lessons.specialised(one_head, "fused_cos_sin"))
+
+# %% [markdown]
 # Step 3 in the kernel:
 
 # %%
