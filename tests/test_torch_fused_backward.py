@@ -318,3 +318,19 @@ def test_the_functional_forward_is_one_out_of_place_launch(rng, dtype, interleav
         assert y.grad_fn is not None and y.is_contiguous()
         np.testing.assert_array_equal(bits(y), bits(want))
         np.testing.assert_array_equal(bits(leaf), bits(qkv))
+
+
+def test_the_traced_public_call_takes_out_qkv_and_refuses_a_separate_out(rng):
+    # What torch.compile runs for ropelab.fused_qknorm_rope: out=qkv is the in-place call; a
+    # separate out is refused with a clear error (the traced form has no out-of-place op).
+    from ropelab.torch_ops.fused_op import _fused_in_place
+
+    qkv, wq, wk, pos, _ = _inputs(rng, torch.float32)
+    want = qkv.clone()
+    rt.fused_qknorm_rope(want, q_weight=wq, k_weight=wk, positions=pos, **HEADS)
+    got = qkv.clone()
+    assert _fused_in_place(got, q_weight=wq, k_weight=wk, positions=pos, out=got, **HEADS) is got
+    assert torch.equal(got, want)
+    with pytest.raises(ropelab.RopeInputError, match="out=\\) is not supported"):
+        _fused_in_place(qkv, q_weight=wq, k_weight=wk, positions=pos,
+                        out=torch.empty_like(qkv), **HEADS)

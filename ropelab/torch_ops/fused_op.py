@@ -247,6 +247,14 @@ add_autograd("fused_qknorm_rope_backward", _fused_backward_autograd)
 def _fused_in_place(qkv, **options):
     # Inside torch.compile, ropelab.fused_qknorm_rope keeps its eager contract (in place, and a
     # tensor that requires grad is refused), not the wrapper's out-of-place autograd form.
+    # out=qkv is the in-place call; a separate out has no op here (its schema would be another
+    # one): a clear refusal instead of dynamo's TypeError.
+    out = options.pop("out", None)
+    if out is not None and out is not qkv:
+        raise RopeInputError("inside torch.compile, ropelab.fused_qknorm_rope(..., out=) is not "
+                             "supported; call ropelab.torch_ops.fused_qknorm_rope (a new tensor "
+                             "when autograd needs one), or make the call outside the compiled "
+                             "region")
     if torch.is_grad_enabled() and any(
             isinstance(t, torch.Tensor) and t.requires_grad
             for t in (qkv, options.get("q_weight"), options.get("k_weight"))):
