@@ -488,6 +488,31 @@ def test_a_loop_the_compiler_duplicated_counts_once_per_pass():
     assert count_passes(straight)["sincos_pass"] == 4
 
 
+# A grid-stride loop as LLVM unrolls it when the trip count is known only at run time: a
+# remainder loop (marked nounroll) with the body once, then the body four times a trip.
+_SC = "	sin.approx.ftz.f32 	%f2, %f1;\n	cos.approx.ftz.f32 	%f3, %f1;\n"
+_UNROLLED = (
+    "	setp.lt.s64 	%p1, %rd1, %rd2;\n	@%p1 bra 	$L__BB0_9;\n"
+    "$L__BB0_2:\n	.pragma \"nounroll\";\n" + _SC
+    + "	add.s64 	%rd3, %rd3, -1;\n	setp.ne.s64 	%p2, %rd3, 0;\n	@%p2 bra 	$L__BB0_2;\n"
+    "$L__BB0_4:\n" + _SC * 4
+    + "	add.s64 	%rd4, %rd4, -4;\n	setp.ne.s64 	%p3, %rd4, 0;\n	@%p3 bra 	$L__BB0_4;\n"
+    "$L__BB0_9:\n	ret;\n")
+
+
+def test_an_unrolled_loop_counts_one_iteration_of_the_source_loop():
+    from ropelab.measure.census.counting import count_extras
+    from ropelab.measure.census.passes import count_passes
+
+    assert count_extras(_UNROLLED)["sincos"] == 10  # the static count: five copies
+    assert count_passes(_UNROLLED)["sincos_pass"] == 2  # one sin, one cos per pair
+    # without LLVM's mark it is a loop of the learner's with four angles a trip
+    assert count_passes(_UNROLLED.replace('	.pragma "nounroll";\n', ""))["sincos_pass"] == 8
+    # a body that is not whole copies of the remainder's keeps its own count
+    odd = _UNROLLED.replace(_SC * 4, _SC * 3 + "	sin.approx.ftz.f32 	%f4, %f1;\n")
+    assert count_passes(odd)["sincos_pass"] == 7
+
+
 def test_a_pow_per_unit_is_not_a_pow_per_slot():
     from ropelab.measure.census.passes import count_passes
 

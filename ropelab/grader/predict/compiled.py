@@ -6,9 +6,9 @@ linked there (:mod:`ropelab.measure.census.linked`: compact PTX, registers, stac
 The PTX is counted by :func:`.ptx.analyze` in the caller, with the launch's argument values: a
 counting rule can change without a recompile.
 
-The cache key is the census's key of the same job and signature
-(:func:`~ropelab.measure.census.shipped.job_key`: the kernel's code, what it uses, the compiler
-versions), the fast-math flag and the code of this module and of the child's.  Entries are read
+The cache key is the census's key of the same compile
+(:func:`~ropelab.measure.census.shipped.compile_key`: the kernel's code, what it uses, the
+compiler versions; not the per-pass rules of the census, which change no PTX), the fast-math flag and the code of this module and of the child's.  Entries are read
 from ``data/predict/kernels.json`` (committed: the kernels the notebooks and tests need) and
 then from the user cache; new ones go to the user cache.
 """
@@ -30,7 +30,7 @@ def _rules_digest() -> str:
 
 
 def task_key(job: dict, signature: str, fastmath: bool) -> str:
-    head = f"{shipped.job_key(job, signature)}|fastmath={bool(fastmath)}|{_rules_digest()}"
+    head = f"{shipped.compile_key(job, signature)}|fastmath={bool(fastmath)}|{_rules_digest()}"
     return hashlib.sha256(head.encode()).hexdigest()[:24]
 
 

@@ -13,6 +13,9 @@ is one trip through one such region: the straight-line code outside loops once, 
 iteration of one loop's own body (its inner loops are passes of their own).  A count per pass
 is the most that any path through the region, back edges removed, executes: two copies of a
 body on exclusive branches count once; two sin/cos computed one after the other count twice.
+A loop LLVM unrolled (k copies of the body in one trip, and beside it a remainder loop marked
+``.pragma "nounroll"`` that runs the body once a trip) is counted on its remainder: one
+iteration of the source loop, what the learner wrote.
 
 * ``sincos_pass``: the most ``sin.approx`` + ``cos.approx`` on one pass;
 * ``pow_pass``: the most ``lg2.approx`` (the first half of a fast-math ``pow``) on one pass;
@@ -41,6 +44,9 @@ def _opcodes(ptx: str):
         if label:
             yield "label", False, label.group(1)
             continue
+        if line.startswith(".pragma") and '"nounroll"' in line:
+            yield "nounroll", False, None  # LLVM's mark on an unrolled loop's remainder
+            continue
         if not line or line[0] in ".{}()" or line.endswith(","):
             continue
         guarded = line.startswith("@")
@@ -62,6 +68,7 @@ class _Graph:
     def __init__(self, ptx: str):
         self.ops: list[list[str]] = [[]]
         self.succ: list[list] = []
+        self.nounroll: set[int] = set()  # blocks that head a loop's remainder
         labels: dict[str, int] = {}
         pending: list[tuple] = []  # (block, target label, falls through)
         self.understood = True
@@ -72,6 +79,9 @@ class _Graph:
 
         for opcode, guarded, target in _opcodes(ptx):
             head = opcode.split(".")[0]
+            if opcode == "nounroll":
+                self.nounroll.add(len(self.ops) - 1)
+                continue
             if opcode == "label":
                 if self.ops[-1]:
                     close([], True)  # the block before a label falls into it
@@ -154,6 +164,27 @@ def _count(ops: list, heads: tuple) -> int:
     return sum(1 for op in ops if op.split(".")[0] in heads and "approx" in op.split("."))
 
 
+def _remainder_twins(graph: _Graph, region: list) -> dict:
+    """Loop header -> the header of its remainder loop, for loops LLVM unrolled.
+
+    Unrolling a loop whose trip count is known only at run time, LLVM emits the body k times
+    and, next to it, a remainder loop for the last trip count mod k iterations, marked
+    ``.pragma "nounroll"``: the source's body once.  A pass (one iteration of the source
+    loop) is then counted on the remainder.  Each unrolled loop is paired with the nearest
+    remainder in program order that lies outside it (LLVM puts it just before or after)."""
+    remainders = sorted(graph.nounroll & {r for r in region if r is not None})
+    loops = sorted({r for r in region if r is not None} - set(remainders))
+    twins, taken = {}, set()
+    for header in loops:
+        body = {b for b, r in enumerate(region) if r == header}
+        free = [t for t in remainders if t not in taken and t not in body]
+        if free:
+            twin = min(free, key=lambda t: abs(t - header))
+            twins[header] = twin
+            taken.add(twin)
+    return twins
+
+
 def count_passes(ptx: str) -> dict:
     """``sincos_pass``, ``pow_pass`` and ``pow_per_slot`` of one kernel's PTX (see the module
     docstring)."""
@@ -165,9 +196,20 @@ def count_passes(ptx: str) -> dict:
     back, order = graph.back_edges_and_order()
     region = graph.regions(back)
 
+    def in_region(heads: tuple, r) -> int:
+        return _most_on_a_path(graph, order, back, lambda b: _count(
+            graph.ops[b], heads) if region[b] == r else 0)
+
+    twins = _remainder_twins(graph, region)
+
     def per_pass(heads: tuple, regions) -> int:
-        return max((_most_on_a_path(graph, order, back, lambda b, r=r: _count(
-            graph.ops[b], heads) if region[b] == r else 0) for r in regions), default=0)
+        counts = []
+        for r in regions:
+            here = in_region(heads, r)
+            twin = in_region(heads, twins[r]) if r in twins else 0
+            # an unrolled body holds k copies of one iteration, its remainder holds one
+            counts.append(twin if twin and here > twin and here % twin == 0 else here)
+        return max(counts, default=0)
 
     every_region = set(region)
     rotating = {r for r in every_region if r is not None and any(

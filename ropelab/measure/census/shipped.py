@@ -152,14 +152,23 @@ def _ropelab_objects(job: dict) -> list:
     return found
 
 
-def job_key(job: dict, signature: str) -> str:
-    """The cache key of compiling ``job`` with ``signature`` (fast-math, cc 9.0)."""
+def compile_key(job: dict, signature: str) -> str:
+    """The key of what compiling ``job`` with ``signature`` makes (its PTX): the job's code,
+    the ropelab code it uses, the compilers (and, as every census key, the counting rules of
+    :mod:`.counting`), not the per-pass rules, which change no PTX."""
     # ropelab's code counts only for a job that uses it (by its compiled code, see
     # .digest.code_digest): a learner's kernel built from numba alone keeps its cached counts
-    # when a ropelab kernel changes.  The per-pass counts (:mod:`.passes`) are computed beside
-    # counting's: their rules key the row.
+    # when a ropelab kernel changes.
     return engine.cache_key("learner", _ropelab_objects(job), length=20, job=_normalized(job),
-                            signature=signature, passes=engine.code_digest(passes))
+                            signature=signature)
+
+
+def job_key(job: dict, signature: str) -> str:
+    """The cache key of the census row of ``job`` with ``signature`` (fast-math, cc 9.0): its
+    :func:`compile_key` and the rules of the per-pass counts (:mod:`.passes`), computed beside
+    counting's."""
+    return engine.cache_key("learner-row", [], length=20, compiled=compile_key(job, signature),
+                            passes=engine.code_digest(passes))
 
 
 # --------------------------------------------------------------------------------------------
