@@ -127,8 +127,12 @@ STEPS = [
               "multiples of 2**-9), saturate at 448 (0x7E), NaN 0x7F, the sign in bit 7"),
         arguments=("x", "out", "inv_scale", "n"),
         contract=("x: float32[n]; out: float32[n], each a whole number 0 .. 255, the byte "
-                  "torch.float8_e4m3fn stores for x[i] * inv_scale (a float32 product); "
-                  "inv_scale: float32; n: int64; float_bits(v): v's bits as a uint32"),
+                  "torch.float8_e4m3fn stores for x[i] * inv_scale (a float32 product) once "
+                  "it is clamped to [-448, 448] (torch's own cast of a value from 480 up "
+                  "gives NaN); inv_scale: float32; n: int64; float_bits(v): v's bits as a "
+                  "uint32.  On a GPU Numba computes uint32 + uint32 in 64 bits, where the "
+                  "simulator wraps at 32: a sum that must wrap past 2**32 is wrapped "
+                  "explicitly, uint32(a + b)"),
         launch_text=f"one thread per value, {c.THREADS} threads per block",
         signature="void(float32[::1], float32[::1], float32, int64)",
         counters=("instructions", "f64", "ld_global", "st_global"),

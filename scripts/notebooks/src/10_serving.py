@@ -389,7 +389,14 @@ verdict = steps.check(scatter_rows, "10.1")
 # range rebiases the exponent and rounds the 20 dropped mantissa bits to nearest even; below
 # 2**-6 the code is `|v| / 2**-9` rounded to nearest even; 448 and above (and infinity) give
 # `0x7E`; NaN gives `0x7F`; bit 7 is the sign.  The grader compares with torch's rounding on
-# values chosen to meet every one of those rules, ties included.
+# values chosen to meet every one of those rules, ties included (torch's own cast, unclamped,
+# gives NaN from 480 up: the cache clamps to 448 first, and so does the reference).
+#
+# One trap the simulator hides: on a GPU, Numba computes `uint32 + uint32` in 64 bits, while the
+# simulator computes it in NumPy's 32 bits and wraps.  A kernel that rebiases the exponent by
+# adding `0xC4000000` and counts on the carry out of bit 31 vanishing passes here and is wrong on
+# an H200 (a held-out learner's kernel was: every code off by 4096).  Subtract instead, as the
+# hint does, or wrap explicitly: `uint32(a + b)`.
 
 # %%
 @cuda.jit
