@@ -484,7 +484,7 @@ def test_a_timing_row_checks_the_output_first_and_reads_the_timer():
 
 # A kernel of this test file, compiled by the prediction's compiler process (with an empty
 # cache, so the process really runs): the coupling with the census's rebuild is tested here.
-from numba import cuda  # noqa: E402
+from numba import cuda, float32  # noqa: E402
 
 
 @cuda.jit(fastmath=True)
@@ -509,16 +509,80 @@ def test_a_kernel_compiles_without_a_gpu_and_reports_its_registers(tmp_path, mon
     assert math.isclose(f["sectors"], 8 * f["warps"])  # a coalesced load and store per warp
 
 
-def test_unsteady_and_stale_training_rows_are_left_out_of_the_fit():
+def test_unsteady_rows_are_left_out_of_the_fit_and_of_a_held_out_check():
     def row(key, spread):
         return {"key": key, "spread": spread}
 
     rows = [row("training/learner_t00/0", 1.05), row("training/learner_t00/1", 2.4),
-            row("training/learner_records/0", 1.02), row("training/solutions/3", 1.5)]
-    kept, left = record.steady_rows(rows, "20261202T000118")
+            row("set_a/learner_02/0", 20.9), row("training/solutions/3", 1.5)]
+    kept, left = record.steady_rows(rows)
     assert [r["key"] for r in kept] == ["training/learner_t00/0", "training/solutions/3"]
     assert any("unsteady" in x and "learner_t00/1" in x for x in left)
-    assert any("host work" in x and "learner_records/0" in x for x in left)
-    # a newer GPU run of the fixed module is learned from again
-    kept, _ = record.steady_rows(rows, "20261203T090000")
-    assert "training/learner_records/0" in [r["key"] for r in kept]
+    assert any("unsteady" in x and "set_a/learner_02/0" in x for x in left)
+
+
+@cuda.jit
+def _thread_zero_sums(x, out, n):
+    # thread 0 of each block sums the row alone while the others wait at the barrier
+    if cuda.threadIdx.x == 0:
+        total = float32(0.0)
+        for k in range(n):
+            total += x[cuda.blockIdx.x * n + k]
+        out[cuda.blockIdx.x] = total
+    cuda.syncthreads()
+
+
+@cuda.jit
+def _every_thread_one(x, out, n):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = x[i]
+
+
+def test_the_block_profile_sees_one_thread_looping_alone_and_nothing_in_even_work():
+    from ropelab.grader.predict.learner import Launch, block_profile, light
+
+    x = np.ones(64 * 200, dtype=np.float32)
+    out = np.zeros(64, dtype=np.float32)
+    args = [x, out, 200]
+    alone = block_profile(Launch(_thread_zero_sums, (64, 1, 1), (64, 1, 1), 0,
+                                 [light(a) for a in args], values=args))
+    assert alone >= 200  # at least a line per iteration, beyond the block's mean
+    assert out[0] == 200 and out[1] == 0  # only the first block ran
+    even = [x, np.zeros_like(x), x.size]
+    assert block_profile(Launch(_every_thread_one, (50, 1, 1), (256, 1, 1), 0,
+                                [light(a) for a in even], values=even)) == 0.0
+    # past the budget the block is stopped and its work counts as even
+    from ropelab.grader.predict import learner
+
+    small = learner.PROFILE_BUDGET
+    try:
+        learner.PROFILE_BUDGET = 50
+        assert block_profile(Launch(_thread_zero_sums, (64, 1, 1), (64, 1, 1), 0,
+                                    [light(a) for a in args], values=args)) == 0.0
+    finally:
+        learner.PROFILE_BUDGET = small
+    f = features.launch_features(_counts(), (64,), (64,), x.nbytes)
+    c = recorded_fit()["meta"]["constants"]
+    assert model.roofs(dict(f, serial_lines=alone), c)["latency"] > model.roofs(
+        dict(f, serial_lines=0.0), c)["latency"]
+
+
+def test_a_launch_functions_copies_and_allocations_are_counted_and_cost_time():
+    from ropelab.grader.predict.learner import counted_transfers
+
+    host = {}
+    with counted_transfers(host):
+        d = cuda.to_device(np.zeros(100, dtype=np.float32))  # an allocation and a copy
+        scratch = cuda.device_array(10, dtype=np.int32)  # an allocation
+        scratch.copy_to_device(np.arange(10, dtype=np.int32))  # a copy
+        d.copy_to_device(cuda.to_device(np.ones(100, dtype=np.float32)))  # device to device
+        back = d.copy_to_host()  # a copy back
+    assert back[0] == 1.0
+    assert host == {"h2d": 3, "h2d_bytes": 400 + 40 + 400, "d2h": 1, "d2h_bytes": 400,
+                    "allocs": 3}
+    f = features.launch_features(_counts(), (2,), (256,), 4096, host=host)
+    c = recorded_fit()["meta"]["constants"]
+    plain = features.launch_features(_counts(), (2,), (256,), 4096)
+    assert model.launch_us(f, c) - model.launch_us(plain, c) == pytest.approx(
+        4 * c["copy_call_us"] + 1240 / c["pcie_bytes_per_us"] + 3 * c["alloc_us"])

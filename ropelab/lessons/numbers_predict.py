@@ -78,3 +78,34 @@ def predict_sources():
     if recorded:
         parts.append(f"{recorded} of ropelab's kernels recorded by the bench at several sizes")
     return Rendered(" and ".join(parts), path)
+
+
+def _checked(set_name: str) -> Rendered:
+    """A held-out set's check by the recorded model (``data/predict/check-<set>-*.json``,
+    written by ``python -m ropelab.grader.predict --check-set DIR --save``): its rows, the
+    model's mean and worst error and the trivial model's, in words."""
+    import json
+
+    from ..measure import records
+
+    found = sorted((records.DATA_DIR / "predict").glob(f"check-{set_name}-*.json"))
+    if not found:
+        raise LookupError(f"no data/predict/check-{set_name}-*.json")
+    doc = json.loads(found[-1].read_text())
+    s = doc["summary"]
+    text = (f"{s['rows']} kernels, mean {pct(s['model_mean'], 1)} and worst "
+            f"{pct(s['model_max'], 1)} (the trivial model: {pct(s['trivial_mean'], 1)} and "
+            f"{pct(s['trivial_max'], 1)})")
+    return Rendered(text, f"data/predict/{found[-1].name}")
+
+
+@number("predict.heldout_a")
+def predict_heldout_a():
+    """Held-out set A (data/heldout/set_a: an independent learner's passing kernels)."""
+    return _checked("set_a")
+
+
+@number("predict.heldout_c")
+def predict_heldout_c():
+    """Held-out set C (a second independent learner's kernels, kept outside the project)."""
+    return _checked("heldout_c")

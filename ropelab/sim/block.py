@@ -39,7 +39,9 @@ then runs as shipped, slower but correct.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
+import sys
 import threading
 import time
 
@@ -54,6 +56,82 @@ _installed: bool | None = None
 _idle: collections.deque = collections.deque()  # workers waiting for a simulated thread
 _Worker = None  # the BlockThread subclass, made by install()
 STRAGGLER_SECONDS = 5.0  # how long a failed block waits for its other threads to end
+_profile = None  # a _BlockProfile while profiled_block() is active
+
+
+class ProfileBudget(RuntimeError):
+    """A profiled block ran more source lines than its budget: it is stopped, and the lines
+    counted until then stand."""
+
+
+class _BlockProfile:
+    """Source lines each simulated thread of one block ran (``lines[thread_id]``)."""
+
+    def __init__(self, block_idx: tuple, budget: int, files=()):
+        self.block_idx, self.budget = tuple(block_idx), int(budget)
+        self.files = frozenset(files)
+        self.counted: dict = {}  # code object -> whether its lines count
+        self.lines: dict = {}
+        self.total = 0
+        self.stopped = False
+
+    def tracer(self, thread_id: int):
+        lines, counted = self.lines, self.counted
+
+        def local(frame, event, arg):
+            if event == "line":
+                lines[thread_id] = lines.get(thread_id, 0) + 1
+                self.total += 1
+                if self.total > self.budget:
+                    self.stopped = True
+                    raise ProfileBudget(f"more than {self.budget} lines")
+            return local
+
+        def start(frame, event, arg):
+            if event != "call":
+                return None
+            code = frame.f_code
+            keep = counted.get(code)
+            if keep is None:
+                keep = counted[code] = _counted(code, self.files)
+            return local if keep else None
+        return start
+
+
+_ROPELAB = os.path.realpath(os.path.dirname(os.path.dirname(__file__))) + os.sep
+_SIM = os.path.realpath(os.path.dirname(__file__)) + os.sep
+
+
+def _counted(code, files: frozenset) -> bool:
+    """Whether lines of ``code`` are the kernel's own work: code in the kernel's own file
+    (``files``) or in ropelab's device functions, not the simulator's machinery (numba's fake
+    arrays, ropelab.sim's barriers and shuffles, NumPy, threading), whose lines a thread also
+    runs while it waits."""
+    name = code.co_filename
+    if name in files:
+        return True
+    if name.startswith("<"):
+        return False  # frozen modules, generated dataclass methods
+    path = os.path.realpath(name)
+    return path.startswith(_ROPELAB) and not path.startswith(_SIM)
+
+
+@contextlib.contextmanager
+def profiled_block(block_idx=(0, 0, 0), budget: int = 200_000, files=()):
+    """While active, a launch runs only its block ``block_idx`` (the other blocks are skipped:
+    the grid and every index the kernel reads are the launch's own) and counts the Python
+    source lines each of its threads runs: how the work is spread over a block's threads,
+    which a one-thread loop makes uneven.  ``files``: the kernel's source files (its lines
+    count, with ropelab's device functions').  Yields the profile (``.lines``)."""
+    global _profile
+    if not install():
+        raise RuntimeError("a block profile needs the simulator's pooled scheduler")
+    block_idx = tuple(block_idx) + (0,) * (3 - len(tuple(block_idx)))
+    _profile = _BlockProfile(block_idx, budget, files)
+    try:
+        yield _profile
+    finally:
+        _profile = None
 
 
 class _Lane:
@@ -125,7 +203,10 @@ def _make_worker_class(block_thread, dim3):
                 self._simulate(*job)
 
         def _simulate(self, fn, args, lane):
+            profile = _profile
             try:
+                if profile is not None:
+                    sys.settrace(profile.tracer(self.thread_id))
                 if self.debug:
                     with np.errstate(divide="raise"):
                         fn(*args)
@@ -134,6 +215,9 @@ def _make_worker_class(block_thread, dim3):
             except BaseException as exc:  # even SystemExit: the block must still end
                 self.exception = lane.exception = (
                     _failure(exc, self.threadIdx, self.blockIdx), exc.__traceback__)
+            finally:
+                if profile is not None:
+                    sys.settrace(None)
             gate = self._manager._ropelab_gate
             with gate.cond:
                 lane.running = False
@@ -166,6 +250,10 @@ def _manager_run(self, grid_point, *args):
     or one fails."""
     from numba.cuda.simulator.kernelapi import Dim3
 
+    profile = _profile
+    if profile is not None and tuple(grid_point) + (0,) * (3 - len(grid_point)) != (
+            profile.block_idx):
+        return  # a profiled launch runs one block
     points = list(np.ndindex(*self._block_dim))
     # before any thread can reach a barrier
     gate = self._ropelab_gate = Gate(len(points), self._block_dim, grid_point)

@@ -33,6 +33,10 @@ and returns plain numbers of physical meaning, all per launch:
 ``warm``
     the share of the launch's array bytes that an earlier launch of the same step was given
     (0 for a step's first launch): those reads hit the L2, whose latency is shorter.
+``h2d``, ``h2d_bytes``, ``d2h``, ``d2h_bytes``, ``allocs``
+    what a launch step's function asks of the host around its launches (given with the
+    step's first launch, 0 on the others and on kernel steps): copies to and from the GPU,
+    their bytes, and device allocations (:data:`HOST_COUNTS`).
 
 :data:`ISSUE_CYCLES` are fixed from the machine's published rates (instructions a
 sub-partition of an SM starts per cycle: 32 lanes of float32, a quarter of that in the special
@@ -45,6 +49,7 @@ from __future__ import annotations
 import math
 
 SMS = 132  # H200 SXM
+HOST_COUNTS = ("h2d", "h2d_bytes", "d2h", "d2h_bytes", "allocs")
 MAX_BLOCKS_PER_SM = 32
 MAX_WARPS_PER_SM = 64
 REGISTERS_PER_SM = 65536
@@ -96,7 +101,7 @@ def issue_cycles(counts: dict, where: str) -> float:
 
 
 def launch_features(counts: dict, grid, block, dram_bytes: int, dynamic_shared: int = 0,
-                    warm: float = 0.0) -> dict:
+                    warm: float = 0.0, host: dict | None = None) -> dict:
     """The model's inputs for one launch (see the module docstring)."""
     if dram_bytes <= 0:
         raise ValueError(f"a launch must move some bytes, got {dram_bytes!r}")
@@ -131,4 +136,5 @@ def launch_features(counts: dict, grid, block, dram_bytes: int, dynamic_shared: 
             "warps": warps, "resident_warps": float(occ["resident_warps"]),
             "occupancy_limit": occ["limit"], "waves": waves, "passes": passes,
             "rounds": float(rounds), "issue": issue, "sectors": float(sectors),
-            "dram_bytes": float(dram_bytes), "warm": float(warm)}
+            "dram_bytes": float(dram_bytes), "warm": float(warm),
+            **{name: float((host or {}).get(name, 0)) for name in HOST_COUNTS}}

@@ -2,7 +2,11 @@
 
 One launch (:func:`.features.launch_features`) takes::
 
-    launch_us + smooth max(memory, l2, latency, blocks, issue)
+    launch_us + smooth max(memory, l2, latency, blocks, issue) + host
+
+``host`` is what a launch step's function does between its launches that the GPU waits for:
+``copy_call_us`` per copy to or from the GPU plus its bytes over ``pcie_bytes_per_us``, and
+``alloc_us`` per device allocation (0 for a kernel step).
 
 with five ceilings, each a physical limit:
 
@@ -11,7 +15,8 @@ with five ceilings, each a physical limit:
              launch of a few warps never reaches (its time is the latency ceiling's);
 ``l2``       the 32-byte sectors the warps ask for, over the L2's bandwidth: narrow or
              scattered accesses fetch more sectors than the bytes they use;
-``latency``  waves x a warp's lifetime, ``wave_us + round * rounds + serial * issue``:
+``latency``  waves x a warp's lifetime, ``wave_us + round * rounds + serial * issue + line_us
+             * serial_lines`` (the last: one thread of the block looping while the rest wait):
              too few warps in flight (small blocks, one load per thread, loads that wait
              for loads) leave the memory idle between rounds; a round is ``round_us`` (a DRAM
              latency), or ``l2_round_us`` for the share of bytes an earlier launch of the
@@ -54,6 +59,14 @@ PRIORS = {
     "block_us": 0.03,  # per block an SM starts
     "issue_scale": 1.5,  # SASS instructions per PTX instruction, roughly
     "serial": 2.0,  # cycles a warp's own dependent instructions take per issue cycle
+    # One synchronous copy between host and GPU (pageable memory): the call, its wait for the
+    # GPU to drain, and the host work after it that the wait leaves exposed (the launches).
+    "copy_call_us": 50.0,
+    "pcie_bytes_per_us": 2.0e4,  # 20 GB/s: such a copy's bandwidth
+    "alloc_us": 20.0,  # one device allocation (numba's, no memory pool)
+    # a simulated source line the busiest thread of a block runs beyond its block's mean (one
+    # thread looping while the others wait): about a tenth of an L2 round a loop iteration
+    "line_us": 0.03,
 }
 PARAMS = tuple(PRIORS)
 PRIOR_SIGMA = 1.0  # in log units
@@ -65,7 +78,8 @@ def roofs(f: dict, c: dict) -> dict:
     """The five ceilings of one launch, in us (see the module docstring)."""
     warm = f.get("warm", 0.0)
     round_us = c["round_us"] * (1 - warm) + c["l2_round_us"] * warm
-    lifetime = c["wave_us"] + round_us * f["rounds"] + c["serial"] * f["issue"] / CLOCK_PER_US
+    lifetime = (c["wave_us"] + round_us * f["rounds"] + c["serial"] * f["issue"] / CLOCK_PER_US
+                + c["line_us"] * f.get("serial_lines", 0.0))
     fill = min(1.0, f["warps"] / (SMS * f["resident_warps"]))
     return {"memory": f["dram_bytes"] / c["dram_bytes_per_us"] + c["dram_ramp_us"] * fill,
             "l2": f["sectors"] * SECTOR / c["l2_bytes_per_us"],
@@ -74,9 +88,18 @@ def roofs(f: dict, c: dict) -> dict:
             "issue": c["issue_scale"] * f["warps"] * f["issue"] / (SMS * SCHEDULERS * CLOCK_PER_US)}
 
 
+def host_us(f: dict, c: dict) -> float:
+    """What a launch function's copies and allocations add (0 for a kernel step): the GPU
+    waits for them, in series with the launches."""
+    calls = f.get("h2d", 0.0) + f.get("d2h", 0.0)
+    moved = f.get("h2d_bytes", 0.0) + f.get("d2h_bytes", 0.0)
+    return (c["copy_call_us"] * calls + moved / c["pcie_bytes_per_us"]
+            + c["alloc_us"] * f.get("allocs", 0.0))
+
+
 def launch_us(f: dict, c: dict) -> float:
     r = roofs(f, c)
-    return c["launch_us"] + sum(t ** SMOOTH for t in r.values()) ** (1 / SMOOTH)
+    return c["launch_us"] + sum(t ** SMOOTH for t in r.values()) ** (1 / SMOOTH) + host_us(f, c)
 
 
 def predict(launches: list, c: dict) -> float:

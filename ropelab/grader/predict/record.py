@@ -140,26 +140,18 @@ def _spread(t: dict) -> float:
         return 1.0
 
 
-# A training row whose repeats scatter this much (p80 / p20) is not one kernel's time: the GPU
-# waited on the host between launches, or the run was disturbed.  Its median would teach the
-# fit a time no feature can explain, so it is left out of the fit (and listed as skipped).
+# A row whose repeats scatter this much (p80 / p20) is not one kernel's time: the GPU waited on
+# the host between launches, or the run was disturbed.  Its median would teach the fit a time no
+# feature can explain, so it is left out of the fit, and of a held-out set's check (a rule of
+# the measurement, the same for both, blind to the prediction), and listed as skipped.
 UNSTEADY = 1.5
 
-# Training modules whose rows in the GPU runs up to this stamp are not kernel times: their
-# launch functions did host work inside the timed call then (learner_records built each plan,
-# a cos/sin cache table and the controls' signature check on every call), fixed since.  A
-# newer run's rows are used again.
-STALE_THROUGH = {"learner_records": "20261202T000118"}
 
-
-def steady_rows(rows: list[dict], stamp: str) -> tuple[list[dict], list[str]]:
-    """The training rows fit to learn from, and the reasons the others are left out."""
+def steady_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
+    """The rows whose timing is one kernel's time, and the reasons the others are left out."""
     kept, left = [], []
     for r in rows:
-        module = r["key"].split("/")[1] if r["key"].count("/") >= 2 else ""
-        if module in STALE_THROUGH and stamp <= STALE_THROUGH[module]:
-            left.append(f"{r['key']}: timed with host work in the call (run {stamp})")
-        elif r.get("spread", 1.0) > UNSTEADY:
+        if r.get("spread", 1.0) > UNSTEADY:
             left.append(f"{r['key']}: unsteady timing (p80/p20 {r['spread']:.2f})")
         else:
             kept.append(r)
@@ -206,6 +198,8 @@ def check_set(directory, csv_path=None, progress=None) -> dict:
         csv_path = found[-1]
     timings = read_timings(csv_path)
     rows, skipped = entry_rows(entries, timings, progress=progress)
+    rows, unsteady = steady_rows(rows)
+    skipped = skipped + unsteady
     meta = recorded_fit()["meta"]
     lines = evaluate(rows, meta["constants"], meta["trivial_fraction_of_copy"])
     return {"set": set_name, "timings": str(csv_path), "entries": len(entries),
@@ -223,7 +217,7 @@ def compute(progress=None) -> dict:
     if files:
         timings = read_timings(files[-1])
         mine, more = entry_rows(training_entries(), timings, progress=progress)
-        mine, left = steady_rows(mine, _stamp(files[-1]))
+        mine, left = steady_rows(mine)
         rows += mine
         skipped += more + left
         meta_source = _gpu_meta(files[-1]) or meta_source
