@@ -4,7 +4,7 @@ call of each ``ropelab.torch_ops`` op against its direct call, and a loop of for
 
 from __future__ import annotations
 
-from .numbers_core import Rendered, newest, number, span
+from .numbers_core import Rendered, newest, number, pct_span, span
 
 
 def _rows(part: str) -> tuple[str, list[dict]]:
@@ -57,3 +57,23 @@ def training_compile_ratio():
     if not ratios:
         raise LookupError(f"{path} has no torch.compile rows beside ropelab's")
     return Rendered(span(ratios, lambda v: f"{v:.1f}", unit=" times"), path)
+
+
+def _forward(impl: str) -> Rendered:
+    path, rows = _rows("forward")
+    shares = [r["of_copy"] for r in rows if r["impl"] == impl and r.get("of_copy")]
+    if not shares:
+        raise LookupError(f"{path} has no forward rows of {impl}")
+    return Rendered(pct_span(shares), path)
+
+
+@number("training.one_pass_pct")
+def training_one_pass_pct():
+    """The functional forward (read qkv, write the result) as a share of a copy of its bytes."""
+    return _forward("one_pass")
+
+
+@number("training.two_pass_pct")
+def training_two_pass_pct():
+    """The former functional forward, a clone then the in-place kernel, the same way."""
+    return _forward("clone_in_place")
