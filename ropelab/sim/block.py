@@ -193,6 +193,10 @@ def _make_worker_class(block_thread, dim3):
             warp.record_start(manager, self.thread_id, lane)
             self._wake.set()
 
+        def assign_block(self, manager, fn, args, block_idx, points, block_dim, debug):
+            self._job = ("block", manager, fn, args, block_idx, points, block_dim, debug)
+            self._wake.set()
+
         def run(self):
             while True:
                 self._wake.wait()
@@ -200,7 +204,44 @@ def _make_worker_class(block_thread, dim3):
                 job, self._job = self._job, None
                 if job is None:
                     continue
-                self._simulate(*job)
+                if job[0] == "block":
+                    self._simulate_block(*job[1:])
+                else:
+                    self._simulate(*job)
+
+        def _simulate_block(self, manager, fn, args, block_idx, points, block_dim, debug):
+            """Every simulated thread of a block that never waits for another (see
+            :func:`needs_concurrency`), one after the other in this worker: a valid order of a
+            block without barriers or warp exchanges, and one wake-up instead of one per
+            thread."""
+            profile, failed = _profile, None
+            for point in points:
+                for name in [n for n in self.__dict__ if n not in self._fixed]:
+                    del self.__dict__[name]
+                self._assign_fields(manager, block_idx, point, block_dim, debug)
+                try:
+                    if profile is not None:
+                        sys.settrace(profile.tracer(self.thread_id))
+                    if debug:
+                        with np.errstate(divide="raise"):
+                            fn(*args)
+                    else:
+                        fn(*args)
+                except BaseException as exc:  # even SystemExit: the block must still end
+                    # the first failure is the launch's; the others run on to their end, as
+                    # they do beside a failed thread when they run at once (nothing waits)
+                    if failed is None:
+                        failed = (_failure(exc, self.threadIdx, self.blockIdx),
+                                  exc.__traceback__)
+                finally:
+                    if profile is not None:
+                        sys.settrace(None)
+            gate = manager._ropelab_gate
+            with gate.cond:
+                _idle.append(self)
+                gate.live = 0
+                gate.failed = failed
+                gate.cond.notify_all()
 
         def _simulate(self, fn, args, lane):
             profile = _profile
@@ -258,6 +299,15 @@ def _manager_run(self, grid_point, *args):
     # before any thread can reach a barrier
     gate = self._ropelab_gate = Gate(len(points), self._block_dim, grid_point)
     block_dim = Dim3(*self._block_dim)
+    if not needs_concurrency(self._f):
+        worker = _take_worker()
+        worker.assign_block(self, self._f, args, grid_point, points, block_dim, self._debug)
+        with gate.cond:
+            while gate.live:
+                gate.cond.wait()
+        if gate.failed is not None:
+            raise gate.failed[0].with_traceback(gate.failed[1])
+        return
     workers = [_take_worker() for _ in points]
     for worker, point in zip(workers, points):
         worker.assign(self, self._f, args, grid_point, point, block_dim, self._debug)
@@ -280,6 +330,60 @@ def _manager_run(self, grid_point, *args):
                 gate.cond.wait(deadline - time.monotonic())
     if failed is not None:
         raise failed[0].with_traceback(failed[1])
+
+
+# What a simulated thread calls to wait for, or read, another thread of its block: a kernel
+# that reaches none of these (in its own code or in the device functions and helpers it calls)
+# gives the same result in any order of its threads, so its block can run them one by one.
+_WAITS = frozenset({
+    "syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "syncwarp",
+    "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync", "all_sync", "any_sync",
+    "eq_sync", "ballot_sync", "match_any_sync", "match_all_sync", "activemask", "lanemask_lt",
+    "threadfence", "threadfence_block", "threadfence_system", "cg", "this_grid", "sync",
+    "nanosleep"})
+_CONCURRENCY: dict = {}  # code object -> whether its kernel needs its threads concurrent
+
+
+def _code_names(code) -> set:
+    names = set(code.co_names) | set(code.co_freevars)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            names |= _code_names(const)
+    return names
+
+
+def _callees(fn, names):
+    """The Python functions ``fn`` may call by the global and closure names it uses."""
+    scope = dict(getattr(fn, "__globals__", {}))
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            scope[name] = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+    for name in names:
+        value = scope.get(name)
+        inner = getattr(value, "fn", None) or getattr(value, "py_func", None) or value
+        if hasattr(inner, "__code__") and hasattr(inner, "__globals__"):
+            yield inner
+
+
+def needs_concurrency(fn, depth: int = 0) -> bool:
+    """Whether ``fn`` (a simulated kernel's Python function) may wait for or read another
+    thread of its block: a barrier, a warp exchange, a fence, anything named so in its code
+    or in the functions it calls (to a depth of 6; deeper counts as yes)."""
+    code = getattr(fn, "__code__", None)
+    if code is None or depth > 6:
+        return True
+    known = _CONCURRENCY.get(code)
+    if known is not None:
+        return known
+    _CONCURRENCY[code] = True  # a recursion back to fn: answered by the first visit
+    names = _code_names(code)
+    answer = bool(names & _WAITS) or any(
+        needs_concurrency(callee, depth + 1) for callee in _callees(fn, names)
+        if getattr(callee, "__module__", "").split(".")[0] not in ("numpy", "math", "numba"))
+    _CONCURRENCY[code] = answer
+    return answer
 
 
 def _forget_pool_after_fork() -> None:
