@@ -50,10 +50,9 @@ from .grade_types import Case, CaseInputs, Verdict, tampered, verdict_of  # noqa
 from .intake import (_parameters, blanks, empty_body, identify, intake,  # noqa: F401
                      numpy_calls, read_source)
 from .recording import LaunchRejected
-from .trial import SENTINEL, run, unwritten, wrong_mask  # noqa: F401  (re-exported)
+from .trial import SENTINEL, SLACK, run, unwritten, wrong_mask  # noqa: F401  (re-exported)
 
 # Floats after ``out`` on a GPU, and the never-written sentinel: see :mod:`.trial`.
-SLACK = 64
 MESSAGE_CHARS = 20_000  # of an exception's message, the most a verdict reads
 
 

@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import math
 
+from ...cuda_limits import WARP
+
 SMS = 132  # H200 SXM
 HOST_COUNTS = ("h2d", "h2d_bytes", "d2h", "d2h_bytes", "allocs")
 MAX_BLOCKS_PER_SM = 32
@@ -55,7 +57,6 @@ MAX_WARPS_PER_SM = 64
 REGISTERS_PER_SM = 65536
 SHARED_PER_SM = 228 * 1024
 SHARED_RESERVED_PER_BLOCK = 1024
-WARP = 32
 
 # Issue cycles of one warp instruction, by the classes of :mod:`.ptx`.  A 64-bit integer
 # division is emitted with a 32-bit fast path (counted as div32) that small operands take; the

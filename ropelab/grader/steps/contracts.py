@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..grading import Case
+from ...cuda_limits import WARP
 
-WARP = 32
 
 
 @dataclass(frozen=True)

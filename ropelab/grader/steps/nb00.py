@@ -18,9 +18,9 @@ from .base import Step
 from .cases import (NO_F64, ONE_THREAD_HINT, THREADS, blocks, freqs, owner_of, rope_cases,
                     signature_of)
 from .contracts import threads_multiple_of
+from ...cuda_limits import WARP
 
 NOTEBOOK = "00_rope_in_one_notebook"
-WARP = 32  # the copy steps' block: one warp
 
 
 def _copy_case(n: int, label_rng, *, exact: bool) -> Case:

@@ -18,9 +18,9 @@ from .base import Step
 from .cases import (BASE, BIG_SHAPE, NO_F64, ROPE_IN, SMALL_SHAPES, freqs, rng_for, rope_case,
                     rope_cases, signature_of)
 from .contracts import blocks_exactly, threads_exactly
+from ...cuda_limits import WARP
 
 NOTEBOOK = "02_block2d"
-WARP = 32
 BLOCK2D_THREADS = 32  # fewer threads than pairs (65 in the widest case): the loop must stride
 WIDE = (2, 2600)  # 1,300 pairs a row: one thread per pair would need an illegal block
 

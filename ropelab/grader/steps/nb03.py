@@ -19,9 +19,9 @@ from .cases import (BASE, BIG_SHAPE, NO_F64, ROPE_IN, THREADS, blocks, freqs,
                     rng_for, rope_case, rope_cases, signature_of)
 from .nb01 import NO_MODULO, ONE_DIVISION, UNSIGNED
 from .nb02 import NO_DIVISION
+from ...cuda_limits import WARP
 
 NOTEBOOK = "03_pack4"
-WARP = 32
 EVEN_SHAPES = ((1, 4), (3, 12), (5, 136))  # rows of 2, 6 and 68 pairs: every quad whole
 PACK4_SIGNATURE = "void(float32[::1], float32[::1], int32[::1], float32[::1], int64)"
 QUADS_SIGNATURE = ("void(float32[::1], float32[::1], int32[::1], float32[::1], uint64, uint64, "
