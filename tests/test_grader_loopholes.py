@@ -454,3 +454,51 @@ def test_a_value_two_threads_stored_gets_the_same_hint_whatever_the_schedule():
     assert len(hints) == 1, hints
     (hint,) = hints
     assert "two threads stored to out[2]" in hint and step.hint in hint, hint
+
+
+# ---- a 32-bit sum that wraps on the simulator and not on a GPU ------------------------------
+
+from numba import cuda, float32  # noqa: E402
+from numba import uint32 as _u32  # noqa: E402
+
+
+@cuda.jit
+def _rebias_by_wrapping(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        a = _u32(x[i])
+        a += _u32(0xC4000000)  # counts on the carry past bit 31 vanishing: NumPy's, not Numba's
+        out[i] = a >> _u32(20)
+
+
+@cuda.jit
+def _rebias_wrapped_on_purpose(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        a = _u32(x[i])
+        out[i] = _u32(a + _u32(0xC4000000)) >> _u32(20)  # truncated on both
+
+
+@cuda.jit
+def _float_overflow(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i] * float32(1e38)  # inf on both: not an integer wrap
+
+
+def test_an_integer_sum_that_only_the_simulator_wraps_is_refused_and_one_wrapped_on_purpose_is_not():
+    import warnings
+
+    from ropelab.sim.intwrap import IntegerWrap, refusing
+
+    x = np.full(4, 0x40000000, dtype=np.uint32)
+    out = np.zeros(4, dtype=np.uint32)
+    with refusing(), pytest.raises(IntegerWrap, match=r"a \+= _u32\(0xC4000000\).*64 bits"):
+        _rebias_by_wrapping[1, 32](x, out)
+    with refusing():
+        _rebias_wrapped_on_purpose[1, 32](x, out)
+    assert (out == 0x40000000 + 0xC4000000 - 2**32 >> 20).all()
+    f = np.full(4, 1e3, dtype=np.float32)
+    with refusing(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        _float_overflow[1, 32](f, np.zeros_like(f))

@@ -115,3 +115,40 @@ def test_solution_passes_and_wrong_attempts_get_their_words(step_id):
     for fn, fragment in module.WRONG[step_id]:
         verdict = grading.grade(step, fn, fresh=False)
         assert not verdict.passed and fragment in str(verdict), (fn.__name__, str(verdict))
+
+
+from numba import cuda, float32, uint32  # noqa: E402
+
+from ropelab.grader.steps.nb10 import float_bits  # noqa: E402
+
+
+@cuda.jit
+def _e4m3_wraps(x, out, inv_scale, n):
+    """A held-out learner's 10.2 kernel, in short: its normal range adds the complement of the
+    rebias and counts on the carry past bit 31 vanishing (the simulator's uint32 wraps; on a GPU
+    Numba keeps the carry and every code is off by 4096)."""
+    i = cuda.grid(1)
+    if i < n:
+        v = x[i] * inv_scale
+        bits = float_bits(v)
+        a = bits & uint32(0x7FFFFFFF)
+        res = uint32(0)
+        if a > uint32(0x7F800000):
+            res = uint32(0x7F)
+        elif a >= uint32(0x43E00000):
+            res = uint32(0x7E)
+        elif a < uint32(0x3C800000):
+            res = float_bits(abs(v) + float32(16384.0)) - uint32(0x46800000)
+        else:
+            odd = (a >> uint32(20)) & uint32(1)
+            a += uint32(0xC4000000)
+            a += uint32(0x7FFFF) + odd
+            res = a >> uint32(20)
+        out[i] = float32(res | ((bits >> uint32(31)) << uint32(7)))
+
+
+def test_an_fp8_kernel_that_relies_on_the_simulators_uint32_wrap_is_refused():
+    v = steps.check(_e4m3_wraps, "10.2")
+    text = str(v)
+    assert not v.passed and "wrapped" in text and "64 bits" in text
+    assert "a += uint32(0xC4000000)" in text

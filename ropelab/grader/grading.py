@@ -43,6 +43,7 @@ import numpy as np
 
 from ..target import SIMULATED
 from ..tolerance import rope_atol
+from ..sim import intwrap
 from . import carried, census_gates, judging, kernel_census, tamper, unseen, wire
 # re-exported: the steps declare their gates, and the listing labels them, from here
 from .census_gates import COUNTER_LABELS, Gate, census_lines, counter_value  # noqa: F401
@@ -264,7 +265,8 @@ def run_outcome(ex, name: str, case: CaseInputs, kernel):
     """Run ``kernel`` on one case's inputs: ``(trial, None)``, or ``(None, verdict)`` when the
     run raised.  The one place the learner's code runs; it gets no answer to copy."""
     try:
-        return run(ex, case, kernel), None
+        with intwrap.refusing():  # a sum that wraps here and not on a GPU fails the run
+            return run(ex, case, kernel), None
     except Exception as exc:  # a verdict, never an exception
         try:
             return None, _run_error(ex, name, case, exc)

@@ -5,7 +5,11 @@
 * :mod:`ropelab.sim.block`: a block scheduler that sleeps instead of busy-polling its threads
   (same results, several times less CPU), with :mod:`ropelab.sim.barrier`'s rule: every thread
   of a block reaches the same barriers, or the launch fails naming those that did not;
-* :mod:`ropelab.sim.shared_race`: the grader's shared-memory race detector.
+* :mod:`ropelab.sim.shared_race`: the grader's shared-memory race detector;
+* :mod:`ropelab.sim.intwrap`: the grader's refusal of a 32-bit integer sum that wraps on the
+  simulator (NumPy's 32 bits) where a GPU keeps the carry (Numba's 64);
+* and :func:`ropelab.sim.block.profiled_block`: one block run with its threads' source lines
+  counted (the time prediction's view of a thread that works alone).
 
 ``import ropelab`` calls :func:`install`; on a GPU it does nothing.  :data:`ARITHMETIC` says what
 the simulator's numbers are worth; the start-up banner and the notebooks print it.
