@@ -394,9 +394,10 @@ verdict = steps.check(scatter_rows, "10.1")
 #
 # One trap the simulator hides: on a GPU, Numba computes `uint32 + uint32` in 64 bits, while the
 # simulator computes it in NumPy's 32 bits and wraps.  A kernel that rebiases the exponent by
-# adding `0xC4000000` and counts on the carry out of bit 31 vanishing passes here and is wrong on
-# an H200 (a held-out learner's kernel was: every code off by 4096).  Subtract instead, as the
-# hint does, or wrap explicitly: `uint32(a + b)`.
+# adding `0xC4000000` and counts on the carry out of bit 31 vanishing would pass here and is
+# wrong on an H200 (a held-out learner's kernel was: every code off by 4096), so the grader
+# refuses a sum that wraps on the simulator and names its line.  Subtract instead, as the hint
+# does, or wrap on purpose: `uint32(a + b)`.
 
 # %%
 @cuda.jit
