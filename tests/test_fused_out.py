@@ -163,22 +163,39 @@ def fresh_kernels():
     kkernel.make_kernel.cache_clear()
 
 
+def _one_pass_on_device(qkv, kw):
+    """As :func:`_one_pass_vs_in_place`, on device arrays: ``out`` starts as the sentinel there,
+    so whatever the kernel leaves unwritten shows.  (A NumPy ``out`` goes through a device
+    buffer of the host route's own, whose unwritten part holds what that memory last held,
+    possibly the in-place call's copy of qkv, V included: a planted mistake could hide.)"""
+    before = qkv.copy()
+    in_place = ropelab.fused_qknorm_rope(qkv.copy(), **kw)
+    d_qkv, d_out = cuda.to_device(qkv), cuda.to_device(_blank(qkv))
+    d_kw = {k: cuda.to_device(v) if k in ("q_weight", "k_weight", "positions") else v
+            for k, v in kw.items()}
+    ropelab.fused_qknorm_rope(d_qkv, out=d_out, **d_kw)
+    qk = (kw["num_heads_q"] + kw["num_heads_k"]) * kw["head_dim"]
+    return mismatches(before, d_qkv.copy_to_host(), in_place, d_out.copy_to_host(), qk)
+
+
 def test_a_grid_without_the_value_warps_is_caught(rng, monkeypatch):
     real = khost.launch_config
     monkeypatch.setattr(khost, "launch_config",
                         lambda problem, wpb, hpw, tpb, values=False: real(problem, wpb, hpw, tpb))
     qkv, kw = _inputs(rng, "bfloat16", (2, 1, 2), 64)
-    assert _one_pass_vs_in_place(qkv, kw) == ["V differs from qkv's V"]
+    assert _one_pass_on_device(qkv, kw) == ["V differs from qkv's V"]
 
 
 def test_a_copy_of_half_the_turns_is_caught(rng, monkeypatch, fresh_kernels):
     # Two float16 heads of 256 a warp are 64 accesses of 16 bytes: two turns of the warp.  A
     # copier built for half the items makes one turn and leaves half of each warp's V.
     real = kkernel.make_copy_values
-    monkeypatch.setattr(kkernel, "make_copy_values",
-                        lambda items, hpw, nbytes, item: real(items // 2, hpw, nbytes, item))
+    built = []
+    monkeypatch.setattr(kkernel, "make_copy_values", lambda items, hpw, nbytes, item: (
+        built.append(items), real(items // 2, hpw, nbytes, item))[1])
     qkv, kw = _inputs(rng, "float16", (1, 1, 2), 256, tokens=2)
-    assert _one_pass_vs_in_place(qkv, kw) == ["V differs from qkv's V"]
+    assert _one_pass_on_device(qkv, kw) == ["V differs from qkv's V"]
+    assert built  # the kernel was built with the planted copier
 
 
 def test_the_check_sees_a_changed_qkv_and_a_wrong_q():
