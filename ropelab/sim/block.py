@@ -68,7 +68,7 @@ class _BlockProfile:
     """Source lines each simulated thread of one block ran (``lines[thread_id]``)."""
 
     def __init__(self, block_idx: tuple, budget: int, files=()):
-        self.block_idx, self.budget = tuple(block_idx), int(budget)
+        self.block_idx, self.budget = block_idx, int(budget)
         self.files = frozenset(files)
         self.counted: dict = {}  # code object -> whether its lines count
         self.lines: dict = {}
@@ -116,6 +116,11 @@ def _counted(code, files: frozenset) -> bool:
     return path.startswith(_ROPELAB) and not path.startswith(_SIM)
 
 
+def _xyz(index) -> tuple:
+    index = tuple(index)
+    return index + (0,) * (3 - len(index))
+
+
 @contextlib.contextmanager
 def profiled_block(block_idx=(0, 0, 0), budget: int = 200_000, files=()):
     """While active, a launch runs only its block ``block_idx`` (the other blocks are skipped:
@@ -126,8 +131,7 @@ def profiled_block(block_idx=(0, 0, 0), budget: int = 200_000, files=()):
     global _profile
     if not install():
         raise RuntimeError("a block profile needs the simulator's pooled scheduler")
-    block_idx = tuple(block_idx) + (0,) * (3 - len(tuple(block_idx)))
-    _profile = _BlockProfile(block_idx, budget, files)
+    _profile = _BlockProfile(_xyz(block_idx), budget, files)
     try:
         yield _profile
     finally:
@@ -184,17 +188,38 @@ def _make_worker_class(block_thread, dim3):
             self.abort = False
             self.debug = debug
 
-        def assign(self, manager, fn, args, block_idx, thread_idx, block_dim, debug):
+        def _begin(self, manager, block_idx, thread_idx, block_dim, debug):
+            """This worker's fields for the next simulated thread, the last one's dropped."""
             for name in [n for n in self.__dict__ if n not in self._fixed]:
                 del self.__dict__[name]  # e.g. the race detector's barrier counts
             self._assign_fields(manager, block_idx, thread_idx, block_dim, debug)
+
+        def _body(self, fn, args):
+            """One simulated thread's run of the kernel (its lines counted while a block
+            profile is active, see :func:`profiled_block`)."""
+            profile = _profile
+            if profile is not None:
+                sys.settrace(profile.tracer(self.thread_id))
+            try:
+                if self.debug:
+                    with np.errstate(divide="raise"):
+                        fn(*args)
+                else:
+                    fn(*args)
+            finally:
+                if profile is not None:
+                    sys.settrace(None)
+
+        def assign(self, manager, fn, args, block_idx, thread_idx, block_dim, debug):
+            self._begin(manager, block_idx, thread_idx, block_dim, debug)
             lane = _Lane(self.thread_id)
-            self._job = (fn, args, lane)
+            self._job = (self._simulate, (fn, args, lane))
             warp.record_start(manager, self.thread_id, lane)
             self._wake.set()
 
         def assign_block(self, manager, fn, args, block_idx, points, block_dim, debug):
-            self._job = ("block", manager, fn, args, block_idx, points, block_dim, debug)
+            self._job = (self._simulate_block,
+                         (manager, fn, args, block_idx, points, block_dim, debug))
             self._wake.set()
 
         def run(self):
@@ -204,38 +229,25 @@ def _make_worker_class(block_thread, dim3):
                 job, self._job = self._job, None
                 if job is None:
                     continue
-                if job[0] == "block":
-                    self._simulate_block(*job[1:])
-                else:
-                    self._simulate(*job)
+                work, args = job
+                work(*args)
 
         def _simulate_block(self, manager, fn, args, block_idx, points, block_dim, debug):
             """Every simulated thread of a block that never waits for another (see
             :func:`needs_concurrency`), one after the other in this worker: a valid order of a
             block without barriers or warp exchanges, and one wake-up instead of one per
             thread."""
-            profile, failed = _profile, None
+            failed = None
             for point in points:
-                for name in [n for n in self.__dict__ if n not in self._fixed]:
-                    del self.__dict__[name]
-                self._assign_fields(manager, block_idx, point, block_dim, debug)
+                self._begin(manager, block_idx, point, block_dim, debug)
                 try:
-                    if profile is not None:
-                        sys.settrace(profile.tracer(self.thread_id))
-                    if debug:
-                        with np.errstate(divide="raise"):
-                            fn(*args)
-                    else:
-                        fn(*args)
+                    self._body(fn, args)
                 except BaseException as exc:  # even SystemExit: the block must still end
                     # the first failure is the launch's; the others run on to their end, as
                     # they do beside a failed thread when they run at once (nothing waits)
                     if failed is None:
                         failed = (_failure(exc, self.threadIdx, self.blockIdx),
                                   exc.__traceback__)
-                finally:
-                    if profile is not None:
-                        sys.settrace(None)
             gate = manager._ropelab_gate
             with gate.cond:
                 _idle.append(self)
@@ -244,21 +256,11 @@ def _make_worker_class(block_thread, dim3):
                 gate.cond.notify_all()
 
         def _simulate(self, fn, args, lane):
-            profile = _profile
             try:
-                if profile is not None:
-                    sys.settrace(profile.tracer(self.thread_id))
-                if self.debug:
-                    with np.errstate(divide="raise"):
-                        fn(*args)
-                else:
-                    fn(*args)
+                self._body(fn, args)
             except BaseException as exc:  # even SystemExit: the block must still end
                 self.exception = lane.exception = (
                     _failure(exc, self.threadIdx, self.blockIdx), exc.__traceback__)
-            finally:
-                if profile is not None:
-                    sys.settrace(None)
             gate = self._manager._ropelab_gate
             with gate.cond:
                 lane.running = False
@@ -292,8 +294,7 @@ def _manager_run(self, grid_point, *args):
     from numba.cuda.simulator.kernelapi import Dim3
 
     profile = _profile
-    if profile is not None and tuple(grid_point) + (0,) * (3 - len(grid_point)) != (
-            profile.block_idx):
+    if profile is not None and _xyz(grid_point) != profile.block_idx:
         return  # a profiled launch runs one block
     points = list(np.ndindex(*self._block_dim))
     # before any thread can reach a barrier

@@ -44,12 +44,6 @@ class Launch:
     values: list | None = None  # the arguments themselves, for block_profile (then dropped)
 
 
-# What a launch function asks of the host between its launches (features.HOST_COUNTS), counted
-# while it runs: each copy to or from the GPU waits for the copy (pageable memory), and each
-# device allocation is a driver call of its own.  The GPU timer's events bracket the whole
-# function, so these costs are in the time it measures.
-
-
 @dataclass(frozen=True)
 class ArrayInfo:
     """What the prediction needs of an array argument (type, shape, strides), without its
@@ -118,7 +112,11 @@ def _nbytes(value) -> int:
 def counted_transfers(counts: dict):
     """Inside the block, ``cuda.to_device``, ``cuda.device_array(_like)`` and a device array's
     ``copy_to_device`` / ``copy_to_host`` add to ``counts`` (:data:`HOST_COUNTS`) and then do
-    what they do (simulator only: they copy NumPy arrays)."""
+    what they do (simulator only: they copy NumPy arrays).
+
+    What a launch function asks of the host between its launches: on a GPU each copy waits for
+    itself (pageable memory) and each allocation is a driver call of its own, and the timer's
+    events bracket the whole function, so these costs are in the time it measures."""
     from numba import cuda
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
@@ -352,10 +350,10 @@ def block_profile(launch: Launch) -> float:
 
     if launch.values is None or not hasattr(launch.kernel, "__getitem__"):
         return 0.0
-    config = (launch.grid, launch.block, 0, launch.shared) if launch.shared else (
-        launch.grid, launch.block)
     from .. import kernel_census
 
+    config = (launch.grid, launch.block, 0, launch.shared) if launch.shared else (
+        launch.grid, launch.block)
     fn = kernel_census.python_function(launch.kernel)
     files = [fn.__code__.co_filename] if fn is not None and hasattr(fn, "__code__") else []
     try:
@@ -378,14 +376,14 @@ def block_profile(launch: Launch) -> float:
     return float(max(counts) - sum(counts) / len(counts)) if counts else 0.0
 
 
-def features_of(launches: list[Launch], built: list[dict], profile: bool = True) -> list[dict]:
-    """One feature dict per launch, from its compiled row (and, with ``profile``, its first
-    block run on the simulator: :func:`block_profile`)."""
+def features_of(launches: list[Launch], built: list[dict]) -> list[dict]:
+    """One feature dict per launch, from its compiled row and its first block run on the
+    simulator (:func:`block_profile`)."""
     out = []
     for x, b in zip(launches, built):
         f = launch_features(counts_of(x, b), x.grid, x.block, max(array_bytes(x.args), 1),
                             x.shared, warm=x.warm, host=x.host)
-        f["serial_lines"] = block_profile(x) if profile else 0.0
+        f["serial_lines"] = block_profile(x)
         x.values = None
         out.append(f)
     return out
