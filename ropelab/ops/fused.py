@@ -201,10 +201,9 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
     # qkv two bytes off a word boundary never replays the launch of an aligned one.  A
     # separate out is another op name in the key (its arrays are qkv, out, the weights, ...).
     separate = out is not None and out is not qkv
-    scalars = call.typed(("fused_qknorm_rope_out" if separate else "fused_qknorm_rope",
-                          num_heads_q, num_heads_k, num_heads_v, head_dim, eps, base, rotary_dim,
-                          interleave, yarn, fastmath, warps_per_block, heads_per_warp, cache,
-                          max_positions))
+    scalars = fast_scalars(separate, num_heads_q, num_heads_k, num_heads_v, head_dim, eps, base,
+                           rotary_dim, interleave, yarn, fastmath, warps_per_block,
+                           heads_per_warp, cache, max_positions)
     arrays = ((qkv, out, q_weight, k_weight, positions) if separate else
               (qkv, q_weight, k_weight, positions))
     if cos_sin_cache is not None:  # the last kernel array only when given
@@ -216,6 +215,19 @@ def fused_qknorm_rope(qkv, *, num_heads_q, num_heads_k, num_heads_v, head_dim, q
                              k_weight, positions, eps, base, rotary_dim, interleave, yarn,
                              fastmath, warps_per_block, heads_per_warp, cache, max_positions,
                              stream, cos_sin_cache, out if separate else None), key)
+
+
+def fast_scalars(separate, num_heads_q, num_heads_k, num_heads_v, head_dim, eps, base,
+                 rotary_dim, interleave, yarn, fastmath, warps_per_block, heads_per_warp, cache,
+                 max_positions) -> tuple:
+    """The scalar part of the fast-path key of a :func:`fused_qknorm_rope` call (``separate``:
+    a separate ``out``, whose arrays are ``(qkv, out, q_weight, k_weight, positions)``).  The
+    torch ops compute it once per config and call :func:`ropelab.ops.call.fast` themselves: the
+    same key, so the same validated call, without this function's keyword binding."""
+    return call.typed(("fused_qknorm_rope_out" if separate else "fused_qknorm_rope",
+                       num_heads_q, num_heads_k, num_heads_v, head_dim, eps, base, rotary_dim,
+                       interleave, yarn, fastmath, warps_per_block, heads_per_warp, cache,
+                       max_positions))
 
 
 def user_cache(cos_sin_cache, rotary_dim: int, qkv_info: ArrayInfo, cache, yarn,

@@ -64,9 +64,9 @@ def fused_qknorm_rope_backward(qkv, grad, *, num_heads_q, num_heads_k, num_heads
     # The fast path (see ropelab.ops.call): a call shape validated before launches again on
     # this call's pointers.  The key carries every pointer % 16 and every scalar's type, so a
     # misaligned array or a 4.0 for an int re-validates (and is refused there).
-    scalars = call.typed(("fused_qknorm_rope_backward", num_heads_q, num_heads_k, num_heads_v,
-                          head_dim, eps, base, rotary_dim, interleave, yarn, fastmath, cache,
-                          max_positions, dw, warps_per_block, max_blocks))
+    scalars = fast_scalars(num_heads_q, num_heads_k, num_heads_v, head_dim, eps, base, rotary_dim,
+                           interleave, yarn, fastmath, cache, max_positions, dw, warps_per_block,
+                           max_blocks)
     arrays = (qkv, grad, q_weight, k_weight, positions)
     if cos_sin_cache is not None:  # a sixth caller array only when given
         arrays += (cos_sin_cache,)
@@ -77,6 +77,17 @@ def fused_qknorm_rope_backward(qkv, grad, *, num_heads_q, num_heads_k, num_heads
                              q_weight, k_weight, positions, eps, base, rotary_dim, interleave,
                              yarn, fastmath, cache, max_positions, cos_sin_cache, dw,
                              warps_per_block, max_blocks, stream), key)
+
+
+def fast_scalars(num_heads_q, num_heads_k, num_heads_v, head_dim, eps, base, rotary_dim,
+                 interleave, yarn, fastmath, cache, max_positions, dw, warps_per_block,
+                 max_blocks) -> tuple:
+    """The scalar part of the fast-path key of a :func:`fused_qknorm_rope_backward` call (its
+    arrays: ``(qkv, grad, q_weight, k_weight, positions[, cos_sin_cache])``); see
+    :func:`ropelab.ops.fused.fast_scalars` for who else computes it."""
+    return call.typed(("fused_qknorm_rope_backward", num_heads_q, num_heads_k, num_heads_v,
+                       head_dim, eps, base, rotary_dim, interleave, yarn, fastmath, cache,
+                       max_positions, dw, warps_per_block, max_blocks))
 
 
 def describe(qkv, grad, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_weight,

@@ -97,6 +97,20 @@ def options_for(public, config: str) -> dict:
             if not (type(v) is type(d := defaults.get(k, sentinel)) and v == d)}
 
 
+@functools.lru_cache(maxsize=MAX_CONFIGS)
+def fast_scalars(public, make, config: str, *leading) -> tuple:
+    """The scalar part of ``public``'s fast-path key for ``config``: ``make(*leading, **kw)``
+    (the op's own ``fast_scalars``, e.g. :func:`ropelab.ops.fused.fast_scalars`), each keyword
+    the config's value or else ``public``'s default.  Remembered per config, so an op's
+    kernel calls :func:`ropelab.ops.call.fast` with it directly: the key the public function
+    would build, without binding its keywords on every call."""
+    values = {n: p.default for n, p in inspect.signature(public).parameters.items()
+              if p.default is not inspect.Parameter.empty}
+    values.update(decoded(config))
+    names = list(inspect.signature(make).parameters)[len(leading):]
+    return make(*leading, **{n: values[n] for n in names})
+
+
 _configs: dict = {}
 
 

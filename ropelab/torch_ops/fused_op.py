@@ -10,9 +10,12 @@ import torch
 
 from .. import fused_qknorm_rope as _public_fused
 from ..errors import RopeInputError
+from ..ops.call import MISS, fast
+from ..ops.fused import fast_scalars as _fused_scalars
+from ..ops.fused_backward import fast_scalars as _backward_fast_scalars
 from ..ops.fused_backward import fused_qknorm_rope_backward as _public_backward
-from .args import (call_public, config_of, decoded, encode, from_host, options_for,
-                   result_like)
+from .args import (MAX_CONFIGS, call_public, config_of, decoded, encode, fast_scalars, from_host,
+                   options_for, result_like)
 from .registry import (BELOW_AUTOGRAD, add_autograd, define, direct, in_graph, recording,
                        refuse_cache_grad, wrote)
 
@@ -24,10 +27,20 @@ _NO_GRAD_FUSED = ("the in-place op ropelab::fused_qknorm_rope has no gradient (a
 
 def _run_fused(qkv, q_weight, k_weight, positions, config, cos_sin_cache, out=None):
     """``ropelab.fused_qknorm_rope`` in place on ``qkv`` (or from ``qkv`` into ``out``); the
-    routes of the rope op's ``_run_rope`` (:mod:`ropelab.torch_ops.rope_op`)."""
-    options = options_for(_public_fused, config)
+    routes of the rope op's ``_run_rope`` (:mod:`ropelab.torch_ops.rope_op`), and first of all
+    the engine's fast path, keyed as the public function keys it (a validated call shape
+    launches again without the public function's keyword binding)."""
     if qkv.is_cuda and not (torch.is_grad_enabled() and (
             qkv.requires_grad or q_weight.requires_grad or k_weight.requires_grad)):
+        arrays = ((qkv, q_weight, k_weight, positions) if out is None else
+                  (qkv, out, q_weight, k_weight, positions))
+        if cos_sin_cache is not None:
+            arrays += (cos_sin_cache,)
+        result, _ = fast(fast_scalars(_public_fused, _fused_scalars, config, out is not None),
+                         arrays, None)
+        if result is not MISS:
+            return result
+        options = options_for(_public_fused, config)
         if out is not None:
             return _public_fused(qkv=qkv, q_weight=q_weight, k_weight=k_weight,
                                  positions=positions, cos_sin_cache=cos_sin_cache, out=out,
@@ -39,7 +52,7 @@ def _run_fused(qkv, q_weight, k_weight, positions, config, cos_sin_cache, out=No
                              cos_sin_cache=cos_sin_cache, **options)
     return call_public(_public_fused, {"qkv": qkv, "q_weight": q_weight, "k_weight": k_weight,
                                        "positions": positions, "cos_sin_cache": cos_sin_cache,
-                                       "out": out}, options)
+                                       "out": out}, options_for(_public_fused, config))
 
 
 def _fused_kernel(qkv, q_weight, k_weight, positions, config, cos_sin_cache=None):
@@ -151,10 +164,16 @@ _BACKWARD_OPTIONS = ("num_heads_q", "num_heads_k", "num_heads_v", "head_dim", "e
                      "rotary_dim", "interleave", "yarn", "fastmath", "cache", "max_positions")
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=MAX_CONFIGS)
 def _backward_options(config: str) -> dict:
     """The backward's keywords from the forward's config (remembered: read, never changed)."""
     return {k: v for k, v in decoded(config).items() if k in _BACKWARD_OPTIONS}
+
+
+@functools.lru_cache(maxsize=MAX_CONFIGS)
+def _backward_scalars(config: str) -> tuple:
+    """The backward's fast-path scalars for the forward's config (its keywords as above)."""
+    return fast_scalars(_public_backward, _backward_fast_scalars, encode(**_backward_options(config)))
 
 
 def _fused_functional_kernel(qkv, q_weight, k_weight, positions, config, cos_sin_cache=None):
@@ -168,9 +187,17 @@ def _fused_functional_kernel(qkv, q_weight, k_weight, positions, config, cos_sin
 
 
 def _fused_backward_kernel(qkv, grad, q_weight, k_weight, positions, config, cos_sin_cache=None):
-    dqkv, dq, dk = call_public(_public_backward, {
-        "qkv": qkv, "grad": grad, "q_weight": q_weight, "k_weight": k_weight,
-        "positions": positions, "cos_sin_cache": cos_sin_cache}, _backward_options(config))
+    result = MISS
+    if qkv.is_cuda and not torch.is_grad_enabled():  # the engine's fast path, as in _run_fused
+        arrays = (qkv, grad, q_weight, k_weight, positions)
+        if cos_sin_cache is not None:
+            arrays += (cos_sin_cache,)
+        result, _ = fast(_backward_scalars(config), arrays, None)
+    if result is MISS:
+        result = call_public(_public_backward, {
+            "qkv": qkv, "grad": grad, "q_weight": q_weight, "k_weight": k_weight,
+            "positions": positions, "cos_sin_cache": cos_sin_cache}, _backward_options(config))
+    dqkv, dq, dk = result
     if not qkv.is_cuda:
         dqkv, dq, dk = from_host(dqkv, qkv), torch.from_numpy(dq), torch.from_numpy(dk)
     # The weight gradients are float32 sums; the weights' own dtype is what autograd expects.
