@@ -130,7 +130,15 @@ def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> li
                                          positions=pos, interleave=interleave, **heads)
                 y.backward(g)
 
-            steps = [("ropelab", ropelab_step)]
+            steps = [("ropelab", ropelab_step), ("empty_function", _floor_step(torch, leaves, g))]
+            if device == "cuda":
+                try:  # a capture that fails must not lose the other rows
+                    steps.append(("ropelab_graphed",
+                                  _graphed_step(torch, rt, leaves, g, pos, interleave, heads)))
+                except Exception as exc:
+                    rows.append({"shape": shape.name, "layout": "gptj" if interleave else "neox",
+                                 "impl": "ropelab_graphed",
+                                 "error": f"{type(exc).__name__}: {exc}"[:500]})
             if compile_baseline:
                 forward = torch.compile(torch_math(shape, interleave))
 
@@ -155,13 +163,57 @@ def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> li
                     row = {"shape": shape.name, "layout": "gptj" if interleave else "neox",
                            "impl": name, "iterations": iterations,
                            "host_us_per_iter": round((t1 - t0) / iterations * 1e6, 1),
-                           "wall_us_per_iter": round((t2 - t0) / iterations * 1e6, 1)}
+                           "wall_us_per_iter": round((t2 - t0) / iterations * 1e6, 1),
+                           "bytes": training_bytes(shape)}
                 except Exception as exc:  # one failing baseline must not lose the other rows
                     row = {"shape": shape.name, "layout": "gptj" if interleave else "neox",
                            "impl": name, "error": f"{type(exc).__name__}: {exc}"[:500]}
                 rows.append(row)
                 print(row, flush=True)
     return rows
+
+
+def training_bytes(shape, itemsize: int = 2) -> int:
+    """The bytes one forward + backward must move (the byte model of
+    :mod:`ropelab.kernels.fused_qknorm_rope.backward_host`): the forward reads and writes the
+    row, the backward reads dy (the row) and x's Q and K and writes dx (the row): per token
+    ``4 * row + QK`` elements (the weights, positions and partial sums are noise)."""
+    row = (shape.heads_q + shape.heads_k + shape.heads_v) * shape.head_dim
+    qk = (shape.heads_q + shape.heads_k) * shape.head_dim
+    return shape.tokens * (4 * row + qk) * itemsize
+
+
+def _floor_step(torch, leaves, g):
+    """The same loop around an autograd Function that does no work
+    (:func:`ropelab.measure.bench.backward_calls.empty_function`): the host floor."""
+    from ropelab.measure.bench.backward_calls import empty_function
+
+    empty = empty_function()
+
+    def step():
+        for t in leaves:
+            t.grad = None
+        empty.apply(*leaves).backward(g)
+
+    return step
+
+
+def _graphed_step(torch, rt, leaves, g, pos, interleave, heads):
+    """The same loop with the op's forward and backward captured once as CUDA graphs
+    (``torch.cuda.make_graphed_callables``): each step replays two graphs, so the host cost of
+    the op and of autograd around it is gone; what is left is the GPU's."""
+    def forward(qkv, q_weight, k_weight):
+        return rt.fused_qknorm_rope(qkv, q_weight=q_weight, k_weight=k_weight, positions=pos,
+                                    interleave=interleave, **heads)
+
+    graphed = torch.cuda.make_graphed_callables(forward, tuple(leaves))
+
+    def step():
+        for t in leaves:
+            t.grad = None
+        graphed(*leaves).backward(g)
+
+    return step
 
 
 def forward_rows(shapes, device) -> list[dict]:
@@ -242,8 +294,13 @@ METHOD = ("host: host microseconds per call, no synchronization inside the timed
           "grad (their .grad set to None first, as zero_grad(set_to_none=True) does), then "
           "y.backward(g), synchronized at the end: wall us/iteration, and host "
           "us/iteration (time to enqueue); beside it the same math in PyTorch under "
-          "torch.compile (measure.bench.backward_calls.torch_math). One run; warm L2 (a "
-          "training loop, not the cold-L2 timer). forward (control rows): the functional "
+          "torch.compile (measure.bench.backward_calls.torch_math), the same loop with the "
+          "op captured as CUDA graphs (ropelab_graphed: torch.cuda.make_graphed_callables), "
+          "and the same loop around an autograd Function that does no work (empty_function: "
+          "the host floor of any Python op's training loop on this machine); bytes: what one "
+          "forward + backward must move (tokens * (4 * row + QK) * 2: the forward reads and "
+          "writes the row, the backward reads dy and x's Q and K and writes dx). One run; warm "
+          "L2 (a training loop, not the cold-L2 timer). forward (control rows): the functional "
           "forward's one pass (fused_qknorm_rope(qkv, out=out)) against out.copy_(qkv) then the "
           "in-place kernel, beside out.copy_(qkv) alone; cold-L2 events (measure.bench.Timer), "
           "median us; bytes = qkv read + out written; of_copy = copy median / row median. "

@@ -106,23 +106,12 @@ def cases(tokens: int):
         y = rt.fused_qknorm_rope(qkv_g, **heads, q_weight=w_g, k_weight=wk_g, positions=pos)
         y.backward(g)
 
-    class Floor(torch.autograd.Function):
-        """A Python autograd Function with the fused op's tensors and no work: what torch's
-        autograd costs around any such op."""
-
-        @staticmethod
-        def forward(ctx, a, b, c):
-            ctx.save_for_backward(a, b, c)
-            return torch.empty_like(a)
-
-        @staticmethod
-        def backward(ctx, grad):
-            ctx.saved_tensors
-            return torch.empty_like(grad), torch.empty_like(w), torch.empty_like(w)
+    from ropelab.measure.bench.backward_calls import empty_function
+    floor = empty_function()
 
     def floor_step():
         qkv_g.grad = w_g.grad = wk_g.grad = None
-        Floor.apply(qkv_g, w_g, wk_g).backward(g)
+        floor.apply(qkv_g, w_g, wk_g).backward(g)
 
     def direct_fwd_bwd():
         ropelab.fused_qknorm_rope(qkv, **fused_kw)

@@ -198,24 +198,13 @@ def main(argv=None) -> int:
             qkv.grad = None
             (qkv * 1.5).backward(g)
 
-        class Trivial(torch.autograd.Function):
-            """The floor of a Python autograd Function with ours' inputs and outputs: the
-            forward makes its output, the backward hands back ready gradients, no kernel."""
+        from ropelab.measure.bench.backward_calls import empty_function
+        empty = empty_function()
 
-            @staticmethod
-            def forward(ctx, x, a, b):
-                ctx.save_for_backward(x, a, b)
-                return torch.empty_like(x)
-
-            @staticmethod
-            def backward(ctx, grad):
-                ctx.saved_tensors
-                return torch.empty_like(grad), torch.empty_like(wq), torch.empty_like(wk)
-
-        def trivial():
+        def empty_step():
             for t in leaves:
                 t.grad = None
-            Trivial.apply(qkv, wq, wk).backward(g)
+            empty.apply(qkv, wq, wk).backward(g)
 
         from ropelab.torch_ops.fused_op import _fused_backward_kernel
         config = rt.encode(**heads)
@@ -230,7 +219,7 @@ def main(argv=None) -> int:
             w32[:shape.head_dim].to(torch.bfloat16, copy=True)
             w32[shape.head_dim:].to(torch.bfloat16, copy=True)
 
-        return (trainer, forward_only, direct, torch_mul, trivial, backward_body, casts)
+        return (trainer, forward_only, direct, torch_mul, empty_step, backward_body, casts)
 
     print(f"flux_1024 bf16 GPT-J, device {device}")
     print(f"python threads: {[t.name for t in threading.enumerate()]}; "
@@ -238,11 +227,11 @@ def main(argv=None) -> int:
     sizes = ((4, "tiny (4 tokens)"),) if args.dry_run else (
         (shape.tokens, f"{shape.tokens} tokens"), (4, "tiny (4 tokens)"))
     for tokens, label in sizes:
-        trainer, forward_only, direct, torch_mul, trivial, backward_body, casts = loops(tokens)
+        trainer, forward_only, direct, torch_mul, empty_step, backward_body, casts = loops(tokens)
         print(f"-- {label}")
         for name, fn, threaded in (
-                ("trivial Function + backward", trivial, True),
-                ("trivial Function, backward on caller", trivial, False),
+                ("empty Function + backward", empty_step, True),
+                ("empty Function, backward on caller", empty_step, False),
                 ("backward op's body, no engine", backward_body, True),
                 ("the two weight-gradient casts", casts, True),
                 ("trainer loop (forward + backward)", trainer, True),

@@ -42,11 +42,17 @@ def _loop(rows, impl: str) -> dict:
     return {(r["shape"], r["layout"]): r["wall_us_per_iter"] for r in rows if r["impl"] == impl}
 
 
+def _loop_us(impl: str) -> Rendered:
+    path, rows = _rows("training")
+    walls = list(_loop(rows, impl).values())
+    if not walls:
+        raise LookupError(f"{path} has no {impl} loop rows")
+    return Rendered(span(walls, lambda v: f"{v:.0f}", unit=" us"), path)
+
+
 @number("training.loop_us")
 def training_loop_us():
-    path, rows = _rows("training")
-    return Rendered(span(list(_loop(rows, "ropelab").values()), lambda v: f"{v:.0f}",
-                         unit=" us"), path)
+    return _loop_us("ropelab")
 
 
 @number("training.compile_ratio")
@@ -77,3 +83,70 @@ def training_one_pass_pct():
 def training_two_pass_pct():
     """The former functional forward, a clone then the in-place kernel, the same way."""
     return _forward("clone_in_place")
+
+
+def _copy_us_per_byte(path, rec_rows) -> dict:
+    """Per shape, us per byte of ``out.copy_(qkv)`` in the same run (the forward rows' copy)."""
+    rates = {}
+    for r in rec_rows:
+        if r["part"] == "forward" and r["impl"] == "torch_copy" and r.get("median_us"):
+            rates[r["shape"]] = r["median_us"] / r["bytes"]
+    if not rates:
+        raise LookupError(f"{path} has no torch_copy rows to put a roof under the loop")
+    return rates
+
+
+def _roof_shares(impl: str) -> tuple[str, list[float]]:
+    """The loop rows of ``impl`` as shares of the copy roof of the bytes a step must move
+    (``bytes`` of the row at the copy's rate in the same run)."""
+    path, rec = newest("training_speed")
+    rates = _copy_us_per_byte(path, rec["rows"])
+    shares = [rates[r["shape"]] * r["bytes"] / r["wall_us_per_iter"] for r in rec["rows"]
+              if r["part"] == "training" and r["impl"] == impl and r.get("bytes")
+              and r.get("wall_us_per_iter") and r["shape"] in rates]
+    if not shares:
+        raise LookupError(f"{path} has no {impl} loop rows with bytes")
+    return path, shares
+
+
+@number("training.roof_pct")
+def training_roof_pct():
+    """The trainer's loop as a share of the copy roof of a step's bytes."""
+    path, shares = _roof_shares("ropelab")
+    return Rendered(pct_span(shares), path)
+
+
+@number("training.graphed_roof_pct")
+def training_graphed_roof_pct():
+    """The same loop with the op captured as CUDA graphs, the same way."""
+    path, shares = _roof_shares("ropelab_graphed")
+    return Rendered(pct_span(shares), path)
+
+
+@number("training.floor_roof_pct")
+def training_floor_roof_pct():
+    """An autograd Function that does no work, in the same loop: the most any Python op's
+    training loop could reach on that machine."""
+    path, shares = _roof_shares("empty_function")
+    return Rendered(pct_span(shares), path)
+
+
+@number("training.floor_us")
+def training_floor_us():
+    return _loop_us("empty_function")
+
+
+@number("training.graphed_us")
+def training_graphed_us():
+    return _loop_us("ropelab_graphed")
+
+
+@number("training.over_floor")
+def training_over_floor():
+    """The trainer's loop against the no-work Function's, shape by shape."""
+    path, rows = _rows("training")
+    ours, floor = _loop(rows, "ropelab"), _loop(rows, "empty_function")
+    ratios = [ours[k] / floor[k] for k in ours if k in floor]
+    if not ratios:
+        raise LookupError(f"{path} has no empty_function rows beside ropelab's")
+    return Rendered(span(ratios, lambda v: f"{v:.1f}", unit=" times"), path)
