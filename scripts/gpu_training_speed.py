@@ -4,7 +4,9 @@
    problems (the host is the bottleneck there): the direct public call against the torch op
    for ``rope`` (``out=``), ``rope_qk`` (direct only: it has no torch op), the fused forward
    in place, and the fused backward (direct against the backward op).  The target: each op
-   at most 1.5x its direct call.
+   at most 1.5x its direct call.  Beside them, launches that are not ropelab's (a CuPy
+   ``RawKernel`` that does nothing, with six arguments, and ``torch.mul``): the cost of a
+   launch from Python on that machine, which the direct calls are held to.
 2. ``training``: 50 iterations of ``y = rt.fused_qknorm_rope(qkv)`` on bf16 leaves that require
    grad, then ``y.backward(g)``, at the production shapes (flux_1024, qwen_image_1024,
    zimage_1024), GPT-J and NeoX: wall us/iteration (synchronized at the end) and host
@@ -95,7 +97,31 @@ def host_rows(device, number, repeat) -> list[dict]:
             row["ratio"] = round(row["torch_op_host_us"] / row["direct_host_us"], 3)
         rows.append(row)
         print(row, flush=True)
+    if device == "cuda":  # what a launch costs outside ropelab, in the same run
+        for name, fn in _reference_launches(torch, x, out):
+            fn()
+            row = {"op": name, "direct_host_us": round(host_us(fn, device, number, repeat), 2)}
+            rows.append(row)
+            print(row, flush=True)
     return rows
+
+
+def _reference_launches(torch, x, out):
+    """``(name, call)`` of launches that are not ropelab's: a CuPy ``RawKernel`` that does
+    nothing, with six arguments (three pointers, three scalars: as many as ropelab.rope's
+    kernel takes), and ``torch.mul`` of the same tiny tensors into ``out``."""
+    calls = [("reference: torch.mul out=", lambda: torch.mul(x, 2.0, out=out))]
+    try:
+        import cupy
+    except ImportError:
+        return calls
+    kernel = cupy.RawKernel(r"""extern "C" __global__ void noop(const float* a, float* b,
+        const int* c, float d, unsigned e, unsigned f) {}""", "noop")
+    a, b = cupy.zeros(4, cupy.float32), cupy.zeros(4, cupy.float32)
+    c = cupy.zeros(4, cupy.int32)
+    args = (a, b, c, cupy.float32(1.0), cupy.uint32(2), cupy.uint32(3))
+    calls.append(("reference: cupy RawKernel, 6 args", lambda: kernel((1,), (32,), args)))
+    return calls
 
 
 def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> list[dict]:
@@ -289,7 +315,8 @@ COLUMNS = ("part", "op", "shape", "layout", "impl", "iterations", "direct_host_u
            "torch_op_host_us", "ratio", "host_us_per_iter", "wall_us_per_iter", "bytes",
            "median_us", "of_copy", "error")
 METHOD = ("host: host microseconds per call, no synchronization inside the timed loop, tiny "
-          "problems, direct public call against the torch op (ropelab.torch_ops). training: "
+          "problems, direct public call against the torch op (ropelab.torch_ops), beside "
+          "reference launches (a no-op CuPy RawKernel with six arguments, torch.mul). training: "
           "50 iterations of y = rt.fused_qknorm_rope(qkv) on bfloat16 leaves that require "
           "grad (their .grad set to None first, as zero_grad(set_to_none=True) does), then "
           "y.backward(g), synchronized at the end: wall us/iteration, and host "

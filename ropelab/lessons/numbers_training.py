@@ -123,14 +123,6 @@ def training_graphed_roof_pct():
     return Rendered(pct_span(shares), path)
 
 
-@number("training.floor_roof_pct")
-def training_floor_roof_pct():
-    """An autograd Function that does no work, in the same loop: the most any Python op's
-    training loop could reach on that machine."""
-    path, shares = _roof_shares("empty_function")
-    return Rendered(pct_span(shares), path)
-
-
 @number("training.floor_us")
 def training_floor_us():
     return _loop_us("empty_function")
@@ -150,3 +142,29 @@ def training_over_floor():
     if not ratios:
         raise LookupError(f"{path} has no empty_function rows beside ropelab's")
     return Rendered(span(ratios, lambda v: f"{v:.1f}", unit=" times"), path)
+
+
+@number("training.direct_vs_cupy")
+def training_direct_vs_cupy():
+    """The single-launch direct public calls' host time against a no-op CuPy RawKernel launch with six
+    arguments, in the same run (the cost of any launch from Python on that machine)."""
+    path, rows = _rows("host")
+    cupy = [r["direct_host_us"] for r in rows if r["op"].startswith("reference: cupy")]
+    # One launch each (the backward makes two and its outputs: not a like-for-like pair).
+    ours = [r["direct_host_us"] for r in rows
+            if r["op"] in ("rope", "rope_qk", "fused_qknorm_rope")]
+    if not cupy or not ours:
+        raise LookupError(f"{path} has no CuPy reference row beside the direct calls")
+    return Rendered(span([v / cupy[0] for v in ours], lambda v: f"{v:.1f}", unit=" times"), path)
+
+
+@number("training.roof_us")
+def training_roof_us():
+    """The copy roof of a step's bytes, in us: what the GPU work of one step takes at best."""
+    path, rec = newest("training_speed")
+    rates = _copy_us_per_byte(path, rec["rows"])
+    roofs = {r["shape"]: rates[r["shape"]] * r["bytes"] for r in rec["rows"]
+             if r["part"] == "training" and r.get("bytes") and r["shape"] in rates}
+    if not roofs:
+        raise LookupError(f"{path} has no loop rows with bytes")
+    return Rendered(span(list(roofs.values()), lambda v: f"{v:.0f}", unit=" us"), path)

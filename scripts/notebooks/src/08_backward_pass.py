@@ -380,9 +380,9 @@ if record is not None:
 # roof of a step's bytes), and `torch.compile`'s forward + backward of the same math
 # {{ training.compile_ratio }} as long.  That loop is bound by the host (the time to enqueue
 # its launches), not by these kernels, and mostly by torch's own autograd: the same loop around
-# an autograd Function that does nothing takes {{ training.floor_us }} on that machine, so no
-# eager Python op can do better than {{ training.floor_roof_pct }} of the roof there.  Then the
-# kernels' own speed, through the direct public calls on PyTorch tensors:
+# an autograd Function that does nothing takes {{ training.floor_us }} on that machine, against
+# {{ training.roof_us }} for a step's GPU work at the roof.  Then the kernels' own speed,
+# through the direct public calls on PyTorch tensors:
 #
 # * forward + backward reach {{ backward.fwd_bwd_pct }} of the copy [roof](00_rope_in_one_notebook.ipynb#9-glossary) of their bytes, the
 #   backward alone {{ backward.bwd_pct }}: short of the `0.8` target;
