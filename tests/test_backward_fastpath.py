@@ -49,8 +49,8 @@ def route(monkeypatch):
         return (lambda x: fresh(int(np.prod(info.shape)) * 2, info.shape),
                 lambda a: a.__cuda_array_interface__["data"][0])
 
-    def float32_maker(info, n, zero):
-        return lambda x: fresh(4 * n, None)
+    def buffer_maker(info, n, zero, dtype=None):
+        return lambda x: fresh(np.dtype(dtype or info.dtype).itemsize * n, None)
 
     real_build = fused_backward.build_problem
 
@@ -64,7 +64,7 @@ def route(monkeypatch):
     monkeypatch.setattr(memory, "zero_fill",
                         lambda p, words, h: record["fills"].append((p, words, h)))
     monkeypatch.setattr(memory, "maker", maker)
-    monkeypatch.setattr(memory, "float32_maker", float32_maker)
+    monkeypatch.setattr(memory, "buffer_maker", buffer_maker)
     monkeypatch.setattr(fused_backward, "SIMULATED", False)
     monkeypatch.setattr(fused_backward, "build_problem", counting_build)
     monkeypatch.setitem(arrays.FAST_META, fake_device.CAI, arrays.cai_meta)

@@ -177,13 +177,13 @@ def run(call: Call, key):
 
 def _made_on_device(call: Call, values: list) -> list:
     """``values`` with the outputs and buffers the engine makes, in the caller's library."""
-    like = call.slots[0]
     for i, s in enumerate(call.slots):
         if s.role == OUT and s.obj is None:
             source = call.slots[s.source]
             values[i] = memory.maker(source.info)[0](source.obj)
         elif s.role == SCRATCH and s.within is None:
-            values[i] = memory.float32_maker(like.info, s.size, s.zero)(like.obj)
+            make, source = memory.scratch_maker(call.slots, s, s.zero)
+            values[i] = make(call.slots[source].obj)
     for i, s in enumerate(call.slots):
         if s.within is not None:
             base, offset = s.within
@@ -242,17 +242,19 @@ class DeviceCall:
             if s.role == OUT and s.obj is None:
                 make, ptr_of = memory.maker(slots[s.source].info)
             elif s.role == SCRATCH and s.within is None:
-                make = memory.float32_maker(like.info, s.size, False)
-                ptr_of = memory.maker(like.info)[1]
+                make, source = memory.scratch_maker(slots, s, False)
+                ptr_of = memory.maker(slots[source].info)[1]
             else:
                 continue
-            made.append((i, 0 if s.source is None else s.source, make, ptr_of, s.align,
+            made.append((i, source if s.role == SCRATCH else s.source, make, ptr_of, s.align,
                          f"the allocator returned {s.name} at an address not {s.align}-byte "
                          f"aligned, which this call shape's vector accesses need; call "
                          f"ropelab.ops.call.clear()"))
         self.made = tuple(made)
         self.derived = tuple((i, s.within[0], 4 * s.within[1])
                              for i, s in enumerate(slots) if s.within is not None)
+        if any(s.zero and s.source_dtype for s in slots):  # zero_fill counts float32 words
+            raise ValueError("a source_dtype buffer is zeroed only where nothing launches")
         self.zeros = tuple((i, s.size) for i, s in enumerate(slots) if s.role == SCRATCH
                            and s.zero and s.within is None)
         p = call.index(POSITIONS)

@@ -44,14 +44,16 @@ def fused_qknorm_rope_backward(qkv, grad, *, num_heads_q, num_heads_k, num_heads
                                rotary_dim=None, interleave=True, yarn=None, fastmath=True,
                                cache=False, max_positions=None, cos_sin_cache=None,
                                dw="two_stage", warps_per_block=None, max_blocks=None,
-                               stream=None):
+                               stream=None, weight_grad_dtype="float32"):
     """Gradients of :func:`ropelab.fused_qknorm_rope`: ``(dqkv, dq_weight, dk_weight)``.
 
     ``qkv`` is the forward's **input** (what it read, before it wrote in place) and ``grad``
     the gradient of its output, both ``[tokens, (heads_q + heads_k + heads_v) * head_dim]`` in
     the same storage; every other argument is the forward's, with the same meaning and checks.
     ``dqkv`` is new, like ``qkv`` (its V columns are ``grad``'s); ``dq_weight`` and
-    ``dk_weight`` are float32 ``[head_dim]``, whatever the storage (cast them as you need).
+    ``dk_weight`` are float32 ``[head_dim]``, whatever the storage, or with
+    ``weight_grad_dtype="storage"`` in the weights' own dtype, each float32 sum rounded once
+    (what autograd hands the weights: no cast launches after the backward; two-stage only).
 
     ``dw``: ``"two_stage"`` (default: per-block partial sums, then one reduction in a fixed
     order: the same bits on every run) or ``"atomic"`` (blocks add into the result with
@@ -66,7 +68,7 @@ def fused_qknorm_rope_backward(qkv, grad, *, num_heads_q, num_heads_k, num_heads
     # misaligned array or a 4.0 for an int re-validates (and is refused there).
     scalars = fast_scalars(num_heads_q, num_heads_k, num_heads_v, head_dim, eps, base, rotary_dim,
                            interleave, yarn, fastmath, cache, max_positions, dw, warps_per_block,
-                           max_blocks)
+                           max_blocks, weight_grad_dtype)
     arrays = (qkv, grad, q_weight, k_weight, positions)
     if cos_sin_cache is not None:  # a sixth caller array only when given
         arrays += (cos_sin_cache,)
@@ -76,28 +78,35 @@ def fused_qknorm_rope_backward(qkv, grad, *, num_heads_q, num_heads_k, num_heads
     return call.run(describe(qkv, grad, num_heads_q, num_heads_k, num_heads_v, head_dim,
                              q_weight, k_weight, positions, eps, base, rotary_dim, interleave,
                              yarn, fastmath, cache, max_positions, cos_sin_cache, dw,
-                             warps_per_block, max_blocks, stream), key)
+                             warps_per_block, max_blocks, stream, weight_grad_dtype), key)
+
+
+# "float32": the exact float32 sums; "storage": rounded once to the weights' dtype.
+WEIGHT_GRAD_DTYPES = ("float32", "storage")
 
 
 def fast_scalars(num_heads_q, num_heads_k, num_heads_v, head_dim, eps, base, rotary_dim,
                  interleave, yarn, fastmath, cache, max_positions, dw, warps_per_block,
-                 max_blocks) -> tuple:
+                 max_blocks, weight_grad_dtype) -> tuple:
     """The scalar part of the fast-path key of a :func:`fused_qknorm_rope_backward` call (its
     arrays: ``(qkv, grad, q_weight, k_weight, positions[, cos_sin_cache])``); see
     :func:`ropelab.ops.fused.fast_scalars` for who else computes it."""
     return call.typed(("fused_qknorm_rope_backward", num_heads_q, num_heads_k, num_heads_v,
                        head_dim, eps, base, rotary_dim, interleave, yarn, fastmath, cache,
-                       max_positions, dw, warps_per_block, max_blocks))
+                       max_positions, dw, warps_per_block, max_blocks, weight_grad_dtype))
 
 
 def describe(qkv, grad, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weight, k_weight,
              positions, eps, base, rotary_dim, interleave, yarn, fastmath, cache, max_positions,
-             cos_sin_cache, dw, warps_per_block, max_blocks, stream) -> Call:
+             cos_sin_cache, dw, warps_per_block, max_blocks, stream,
+             weight_grad_dtype="float32") -> Call:
     """Check everything the backward takes and plan its kernels; the engine runs what comes
     back: the main kernel into a new ``dqkv`` and one float32 buffer (the partial sums, then
     ``dw``), then the reduction of the partial sums (two-stage)."""
     if dw not in _host.DW_MODES:
         fail(f"dw must be one of {_host.DW_MODES}, got {dw!r}")
+    if weight_grad_dtype not in WEIGHT_GRAD_DTYPES:
+        fail(f"weight_grad_dtype must be one of {WEIGHT_GRAD_DTYPES}, got {weight_grad_dtype!r}")
     fastmath = check_bool("fastmath", fastmath)
     qkv_info = inspect_array(qkv, "qkv")
     problem = build_problem(qkv_info, num_heads_q=num_heads_q, num_heads_k=num_heads_k,
@@ -128,10 +137,16 @@ def describe(qkv, grad, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weigh
     aligned = not qkv_info.on_device or all(i.ptr % align == 0 for i in storage_arrays)
     if aligned and _device_route(qkv_info) and _fresh_pointer(qkv, qkv_info) % align:
         aligned = False  # an allocator that does not align dqkv: scalar accesses
+    # dw in the weights' 16-bit dtype: the reduction rounds each sum (float32 needs no cast).
+    typed = weight_grad_dtype == "storage" and problem.storage != "float32"
+    if typed and dw == "atomic":
+        fail("weight_grad_dtype='storage' needs dw='two_stage' (the atomic mode adds into a "
+             "float32 dw)")
     main, reduce = _host.plans(replace(problem, tokens=max(problem.tokens, 1)), dw_mode=dw,
                                fastmath=fastmath, warps_per_block=wpb, max_blocks=blocks,
                                max_positions=rows, user_cache=cache_info is not None,
-                               aligned=aligned)
+                               aligned=aligned,
+                               dw_storage=problem.storage if typed else "float32")
     limit, reason = main.position_limit, main.limit_reason
     if cache_info is not None:
         limit = cache_info.shape[0]
@@ -144,21 +159,30 @@ def describe(qkv, grad, num_heads_q, num_heads_k, num_heads_v, head_dim, q_weigh
     if cache_info is not None:
         slots.append(Slot("cos_sin_cache", TABLE, cos_sin_cache, cache_info))
     callers = len(slots)
-    d, buffer, sums, dws = callers, callers + 1, callers + 2, callers + 3
-    # One float32 buffer: the partial sums (two-stage), then dw; atomic mode adds into dw.
-    slots += [Slot("dqkv", OUT, source=0, align=align if aligned else 0),
-              Slot("buffer", SCRATCH, size=partial + two,
-                   zero=reduce is None or not problem.tokens),
-              Slot("partial", SCRATCH, size=partial or two, within=(buffer, 0)),
-              Slot("dw", SCRATCH, size=two, within=(buffer, partial))]
+    d = callers
+    slots.append(Slot("dqkv", OUT, source=0, align=align if aligned else 0))
+    hd = problem.head_dim
+    if typed:  # the float32 partial sums, and dw in the weights' dtype and library
+        sums, dws = callers + 1, callers + 2
+        slots += [Slot("partial", SCRATCH, size=partial),
+                  Slot("dw", SCRATCH, size=two, source=2, source_dtype=True,
+                       zero=not problem.tokens)]
+
+        def result(values):  # dqkv, dq_weight, dk_weight (dw's halves: one allocation)
+            return values[d], values[dws][:hd], values[dws][hd:]
+    else:  # one float32 buffer: the partial sums (two-stage), then dw; atomic adds into dw
+        buffer, sums, dws = callers + 1, callers + 2, callers + 3
+        slots += [Slot("buffer", SCRATCH, size=partial + two,
+                       zero=reduce is None or not problem.tokens),
+                  Slot("partial", SCRATCH, size=partial or two, within=(buffer, 0)),
+                  Slot("dw", SCRATCH, size=two, within=(buffer, partial))]
+
+        def result(values):  # dqkv, dq_weight, dk_weight (the buffer's tail: one allocation)
+            return values[d], values[buffer][partial:partial + hd], values[buffer][partial + hd:]
     table = (5,) if cache_info is not None else ()
     launches = [(main, (0, 1, d, 2, 3, 4, sums) + table)]
     if reduce is not None:
         launches.append((reduce, (sums, dws)))
-    hd = problem.head_dim
-
-    def result(values):  # dqkv, dq_weight, dk_weight (the buffer's tail: one allocation)
-        return values[d], values[buffer][partial:partial + hd], values[buffer][partial + hd:]
 
     return Call(tuple(slots), tuple(launches), problem.tokens, result, callers, stream, limit,
                 reason)

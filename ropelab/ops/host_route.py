@@ -37,8 +37,8 @@ def made_here(call: Call, values: list, simulated: bool) -> list:
             source = call.slots[s.source].info
             values[i] = wrap(np.empty(source.shape, source.dtype))
         elif s.role == SCRATCH and s.within is None:
-            values[i] = wrap(np.zeros(s.size, np.float32) if s.zero
-                             else np.empty(s.size, np.float32))
+            dtype = call.slots[s.source].info.dtype if s.source_dtype else np.float32
+            values[i] = wrap(np.zeros(s.size, dtype) if s.zero else np.empty(s.size, dtype))
     for i, s in enumerate(call.slots):
         if s.within is not None:
             base, offset = s.within
@@ -57,8 +57,9 @@ def run_here(call: Call, views: list):
         if s.within is not None or (view is None and s.role != SCRATCH):
             continue
         if s.role == SCRATCH:
-            devices[i] = cuda.to_device(np.zeros(s.size, np.float32)) if s.zero \
-                else cuda.device_array(s.size, np.float32)
+            dtype = view if s.source_dtype else np.float32  # the kernel's view of the source's
+            devices[i] = cuda.to_device(np.zeros(s.size, dtype)) if s.zero \
+                else cuda.device_array(s.size, dtype)
         elif s.info is not None and s.info.on_device and s.info.kind != "simulator":
             devices[i] = device_view(s.obj, s.info, view)  # device positions beside host data
         elif s.role == POSITIONS:

@@ -43,21 +43,34 @@ def maker(info: ArrayInfo):
     return (lambda x: cuda.device_array(shape, dtype)), cai_pointer
 
 
-def float32_maker(info: ArrayInfo, n: int, zero: bool):
-    """``x -> new float32 [n] device buffer`` (zeroed when ``zero``) from ``x``'s library."""
+def scratch_maker(slots, s, zero: bool):
+    """``x -> new buffer`` for ``SCRATCH`` slot ``s`` of ``slots``, and the slot whose object
+    ``x`` is: float32 from slot 0's library, or (``source_dtype``) its source slot's dtype."""
+    if s.source_dtype:
+        return buffer_maker(slots[s.source].info, s.size, zero), s.source
+    return buffer_maker(slots[0].info, s.size, zero, "float32"), 0
+
+
+def buffer_maker(info: ArrayInfo, n: int, zero: bool, dtype: str | None = None):
+    """``x -> new [n] device buffer`` (zeroed when ``zero``) from ``x``'s library (``info``
+    describes ``x``), of ``dtype`` (a NumPy name) or, when None, of ``x``'s own dtype."""
     if info.kind == "torch":
         import torch
 
         new = torch.zeros if zero else torch.empty
-        return lambda x: new(n, dtype=torch.float32, device=x.device)
+        if dtype is None:
+            return lambda x: new(n, dtype=x.dtype, device=x.device)
+        typed = getattr(torch, dtype)
+        return lambda x: new(n, dtype=typed, device=x.device)
     if info.kind == "cupy":
         import cupy
 
         new = cupy.zeros if zero else cupy.empty
-        return lambda x: new(n, dtype=cupy.float32)
+        return lambda x: new(n, dtype=x.dtype if dtype is None else dtype)
+    np_dtype = np.dtype(info.dtype if dtype is None else dtype)
     if zero:
-        return lambda x: cuda.to_device(np.zeros(n, np.float32))
-    return lambda x: cuda.device_array(n, np.float32)
+        return lambda x: cuda.to_device(np.zeros(n, np_dtype))
+    return lambda x: cuda.device_array(n, np_dtype)
 
 
 def zero_fill(pointer: int, words: int, handle) -> None:

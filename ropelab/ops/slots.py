@@ -11,7 +11,9 @@ each array a :class:`Slot` that says what the kernels do with it, its *role*:
 * ``POSITIONS`` — the token positions: the position policy applies, and ``0 .. tokens-1`` stands
   in when the caller passed none;
 * ``TABLE`` — a read-only table the caller passes (``cos_sin_cache``);
-* ``SCRATCH`` — a float32 buffer the engine makes on every call (partial sums, a result).
+* ``SCRATCH`` — a buffer the engine makes on every call (partial sums, a result): float32, or
+  with ``source_dtype`` the dtype of its ``source`` slot (weight gradients in the weights'
+  dtype).
 
 Everything else is derived from the roles, once, the same way for NumPy and device arrays:
 which pairs of arrays must not share a byte (:func:`overlap_rules`: every written array against
@@ -49,6 +51,8 @@ class Slot:
     ``(slot, offset)``: this buffer is ``size`` elements of another one from ``offset`` on (a
     kernel array; an op's result slices the whole buffer, which is one allocation).
     ``align``: the byte alignment the plans need of a buffer the engine makes.
+    ``source_dtype`` (``SCRATCH``): the buffer is ``size`` elements of slot ``source``'s dtype,
+    from its library, instead of float32 from slot 0's.
     """
 
     name: str
@@ -62,6 +66,7 @@ class Slot:
     zero: bool = False
     within: tuple[int, int] | None = None
     align: int = 0
+    source_dtype: bool = False
 
 
 @dataclass(frozen=True)

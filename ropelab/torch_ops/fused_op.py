@@ -166,8 +166,12 @@ _BACKWARD_OPTIONS = ("num_heads_q", "num_heads_k", "num_heads_v", "head_dim", "e
 
 @functools.lru_cache(maxsize=MAX_CONFIGS)
 def _backward_options(config: str) -> dict:
-    """The backward's keywords from the forward's config (remembered: read, never changed)."""
-    return {k: v for k, v in decoded(config).items() if k in _BACKWARD_OPTIONS}
+    """The backward's keywords from the forward's config (remembered: read, never changed),
+    with the weight gradients asked for in the weights' dtype: the reduction rounds them, so
+    no cast launches follow the backward."""
+    options = {k: v for k, v in decoded(config).items() if k in _BACKWARD_OPTIONS}
+    options["weight_grad_dtype"] = "storage"
+    return options
 
 
 @functools.lru_cache(maxsize=MAX_CONFIGS)
@@ -198,10 +202,9 @@ def _fused_backward_kernel(qkv, grad, q_weight, k_weight, positions, config, cos
             "qkv": qkv, "grad": grad, "q_weight": q_weight, "k_weight": k_weight,
             "positions": positions, "cos_sin_cache": cos_sin_cache}, _backward_options(config))
     dqkv, dq, dk = result
-    if not qkv.is_cuda:
-        dqkv, dq, dk = from_host(dqkv, qkv), torch.from_numpy(dq), torch.from_numpy(dk)
-    # The weight gradients are float32 sums; the weights' own dtype is what autograd expects.
-    return dqkv, dq.to(q_weight.dtype, copy=True), dk.to(k_weight.dtype, copy=True)
+    if not qkv.is_cuda:  # NumPy results of the host path (bfloat16 as its bits)
+        dqkv, dq, dk = from_host(dqkv, qkv), from_host(dq, q_weight), from_host(dk, k_weight)
+    return dqkv, dq, dk
 
 
 _FUSED_FUNCTIONAL = define(

@@ -44,7 +44,7 @@ from numba import cuda, float32, uint32
 
 from .._device import FULL_MASK, WARP
 from ..vec import load_f32x4, load_u32x2, store_f32x4, store_u32x2
-from ..words16 import CODECS
+from ..words16 import CODECS, ELEMENT_CODECS
 
 # Base alignment (bytes) the vector build needs: a 64-bit access of two words, or 128 bits of
 # four float32.
@@ -347,9 +347,11 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
     return fused_qknorm_rope_backward
 
 
-@cache
-def make_reduce(phases: int = 32):
-    """The second stage for blocks of ``phases`` x 32 threads (``phases`` <= :data:`REDUCE_PHASES`).
+def make_reduce(phases: int = 32, storage: str = "float32"):
+    """The second stage for blocks of ``phases`` x 32 threads (``phases`` <= :data:`REDUCE_PHASES`),
+    writing ``dw`` in ``storage``: float32, or the weights' 16-bit dtype (each float32 sum
+    rounded once to nearest even, bfloat16 as uint16 bits), so that a caller who needs the
+    gradients in the weights' dtype (autograd) gets them without a cast launch per weight.
 
     The height is a compile-time constant, so both loops unroll: read from ``blockDim`` at run
     time it cost the two-stage backward about 4 us on the H200 (75.9 -> 79.8 us, flux_1024
@@ -357,9 +359,15 @@ def make_reduce(phases: int = 32):
     row per partial row when there are fewer (the same order, so the same bits, without idle
     thread rows: on the simulator each one is a Python thread).
     """
+    return _make_reduce(phases, storage)  # one kernel object per build, however it is asked for
+
+
+@cache
+def _make_reduce(phases: int, storage: str):
     if not 1 <= phases <= REDUCE_PHASES:
         raise ValueError(f"phases must be 1 .. {REDUCE_PHASES}, got {phases}")
     PHASES = phases
+    store = ELEMENT_CODECS[storage][1]  # float32 passes through
 
     # ex: begin backward_reduce
     def reduce_partials(partial, dw):
@@ -368,7 +376,8 @@ def make_reduce(phases: int = 32):
 
         A block of PHASES x 32 threads takes 32 neighbouring columns (coalesced reads); thread
         row ``t`` sums rows ``t, t + PHASES, ...`` and thread row 0 adds the PHASES results in
-        order.  Nothing depends on timing, so every run gives the same bits.
+        order.  Nothing depends on timing, so every run gives the same bits.  The float32 sum
+        is stored as ``dw``'s build takes it (``store``: as it is, or rounded to 16 bits).
         """
         width = uint32(dw.shape[0])
         rows = uint32(partial.shape[0]) // width
@@ -388,7 +397,7 @@ def make_reduce(phases: int = 32):
             total = float32(0.0)
             for t in range(PHASES):
                 total += phase_sums[t, lane]
-            dw[col] = total
+            dw[col] = store(total)
     # ex: end backward_reduce
 
     return reduce_partials

@@ -27,6 +27,9 @@ from .backward import KERNEL, KERNEL_VIEW, REDUCE_PHASES, WARPS_PER_BLOCK, make_
 
 NAME = "fused_qknorm_rope_backward"
 DW_MODES = ("two_stage", "atomic")
+# What the reduction writes dw as, per dw storage (bfloat16 as its bits).
+DW_VIEW = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
+           "bfloat16": np.dtype(np.uint16)}
 # The grid is as many blocks as the GPU holds at once, one wave: a second, partial wave would
 # leave most SMs idle while it runs (every block has the same work), and more blocks only
 # lengthen the partial sums.  Blocks of 256 threads an SM, by head_dim, from the registers
@@ -65,7 +68,7 @@ def scalar_args(problem) -> tuple:
 def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
           warps_per_block: int = WARPS_PER_BLOCK, max_blocks: int | None = None,
           max_positions: int | None = None, user_cache: bool = False,
-          aligned: bool = True) -> tuple[Plan, Plan | None]:
+          aligned: bool = True, dw_storage: str = "float32") -> tuple[Plan, Plan | None]:
     """The backward's plans: the main kernel and (two-stage) the reduction, or None (atomic).
 
     The main kernel's caller arrays: ``x, dy, dx, q_weight, k_weight`` (as
@@ -74,10 +77,14 @@ def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
     ``[2 * head_dim]``, zeroed), then the user's ``cos_sin_cache`` when ``user_cache``.
     The reduction's: ``partial, dw``.  ``aligned``: the five storage arrays start on
     :data:`VECTOR_ALIGN` boundaries, so the kernel moves groups with vector accesses.
+    ``dw_storage`` (two-stage): the reduction writes ``dw`` as float32, or in the weights'
+    16-bit storage (:data:`DW_VIEW`: bfloat16 as uint16 bits).
     """
     if dw_mode not in DW_MODES:
         raise ValueError(f"dw_mode must be one of {DW_MODES}, got {dw_mode!r}")
     atomic = dw_mode == "atomic"
+    if atomic and dw_storage != "float32":
+        raise ValueError("the atomic mode adds into a float32 dw; a 16-bit dw needs two_stage")
     max_blocks = default_max_blocks(problem.head_dim) if max_blocks is None else max_blocks
     store = KERNEL_VIEW[problem.storage]
     units = problem.tokens * (problem.heads_q + problem.heads_k + problem.heads_v)
@@ -101,8 +108,9 @@ def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
     if atomic:
         return main, None
     phases = min(REDUCE_PHASES, blocks)
-    reduce = Plan(make_reduce(phases), fastmath, grid=(-(-2 * problem.head_dim // WARP),),
-                  block=(phases * WARP,), caller=(np.dtype(np.float32),) * 2)
+    reduce = Plan(make_reduce(phases, dw_storage), fastmath,
+                  grid=(-(-2 * problem.head_dim // WARP),), block=(phases * WARP,),
+                  caller=(np.dtype(np.float32), DW_VIEW[dw_storage]))
     return main, reduce
 
 

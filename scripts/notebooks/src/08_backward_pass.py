@@ -377,7 +377,7 @@ if record is not None:
 # What the records say.  First as a trainer calls it (`data/training_speed/`): a loop of
 # `rt.fused_qknorm_rope` forward and `.backward()` through autograd takes
 # {{ training.loop_us }} per iteration on the three shapes ({{ training.roof_pct }} of the copy
-# roof of a step's bytes), and `torch.compile`'s forward + backward of the same math
+# [roof](00_rope_in_one_notebook.ipynb#9-glossary) of a step's bytes), and `torch.compile`'s forward + backward of the same math
 # {{ training.compile_ratio }} as long.  That loop is bound by the host (the time to enqueue
 # its launches), not by these kernels, and mostly by torch's own autograd: the same loop around
 # an autograd Function that does nothing takes {{ training.floor_us }} on that machine, against
