@@ -2,7 +2,8 @@
 # needs, and the one `step` helper they share.
 #
 # The host's numpy 2.5 breaks numba-cuda 0.30.4 (np.row_stack), so the carried numpy 2.4.6 cp312
-# wheel in .whl/ is installed under /tmp/site first.  Each step runs with a time limit, is logged
+# wheel in .whl/ is installed under /tmp/site first, with greenlet (the simulator's scheduler needs
+# it where a GPU run grades on the simulator; the image has none).  Each step runs with a time limit, is logged
 # to $LOG, and is followed by a bundle of data/ into $OUT/data.tgz, so whatever finished before a
 # limit comes back.  Set LOG_NAME before sourcing to name the log.
 set -uo pipefail

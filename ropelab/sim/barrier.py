@@ -22,6 +22,8 @@ import sys
 import threading
 from dataclasses import dataclass
 
+from . import fibers
+
 
 class BarrierDivergence(RuntimeError):
     """Threads of one block did not all reach the same barrier: on a GPU, a deadlock or
@@ -69,7 +71,7 @@ class Gate:
     often each thread has passed each barrier, and who failed."""
 
     def __init__(self, threads: int, block_dim: tuple, block_idx: tuple):
-        self.cond = threading.Condition()
+        self.cond = threading.Condition()  # the launching thread waits on it for the block's end
         self.total = threads
         self.live = threads
         self.waiting = 0
@@ -82,17 +84,16 @@ class Gate:
         self.returned: list = []  # thread ids that have ended without an exception
         self.result = None  # (count, and, or) of the last release's values
 
-    def release(self) -> None:  # call with self.cond held
+    def release(self) -> None:
         values = [bool(v) for v in self.values.values()]
         self.result = (sum(values), int(all(values)), int(any(values)))
         self.at.clear()
         self.values.clear()
         self.waiting = 0
         self.generation += 1
-        self.cond.notify_all()
 
     def settle(self) -> None:
-        """Every thread still running waits (call with self.cond held): release them, or fail
+        """Every thread still running waits: release them, or fail
         the block when they do not all wait at one barrier or some thread returned instead."""
         if self.failed is not None:
             return
@@ -100,8 +101,7 @@ class Gate:
         if problem is None:
             self.release()
             return
-        self.failed = (BarrierDivergence(problem), None)
-        self.cond.notify_all()  # the manager wakes, aborts the block and raises it
+        self.failed = (BarrierDivergence(problem), None)  # the scheduler ends the block
 
     def _threads(self, tids) -> str:
         tids = sorted(tids)
@@ -153,25 +153,21 @@ class Gate:
 
 def _arrive(thread, kind: str, value=None):
     """Wait at a barrier until every thread of the block is there; see :meth:`Gate.settle`.
-    Returns ``(count, and, or)`` of the values the block's threads gave."""
-    if thread.abort:
-        raise RuntimeError("abort flag set on syncthreads call")
+    Returns ``(count, and, or)`` of the values the block's threads gave.  The threads are
+    greenlets of one OS thread (:mod:`ropelab.sim.fibers`): no lock is needed."""
     gate = thread._manager._ropelab_gate
     site = _call_site(kind)
-    with gate.cond:
-        generation = gate.generation
-        gate.at[thread.thread_id] = site
-        gate.values[thread.thread_id] = value
-        gate.passes[(thread.thread_id, site)] += 1
-        gate.waiting += 1
-        if gate.waiting == gate.live:
-            gate.settle()
-        while generation == gate.generation and not thread.abort:
-            gate.cond.wait()
-        result = gate.result
-    if thread.abort:
-        raise RuntimeError("abort flag set on syncthreads clear")
-    return result
+    generation = gate.generation
+    gate.at[thread.thread_id] = site
+    gate.values[thread.thread_id] = value
+    gate.passes[(thread.thread_id, site)] += 1
+    gate.waiting += 1
+    fibers.moved()
+    if gate.waiting == gate.live:
+        gate.settle()
+    while generation == gate.generation:
+        fibers.park()
+    return gate.result
 
 
 def syncthreads(self) -> None:

@@ -12,21 +12,24 @@ more than the kernels it runs, for two reasons:
   test costs a thread creation, two context switches and a thread exit (about 80 us, more than
   the body of a small kernel).
 
-Here the manager sleeps on a condition variable, and the simulated threads run on a pool of
-worker threads that are kept between blocks and launches.  What a kernel sees is unchanged:
+Here the manager sleeps on a condition variable while one pooled worker thread, kept between
+blocks and launches, runs the block.  A block whose threads never wait for each other (no
+barrier, shuffle or fence anywhere in its code: :func:`needs_concurrency`) runs its threads one
+after the other; the others run them together as greenlets (:mod:`ropelab.sim.fibers`), which
+hand the worker's OS thread to each other where they wait.  What a kernel sees is unchanged:
 
 * ``cuda.threadIdx``/``blockIdx``, ``syncthreads_count``/``_and``/``_or`` and the warp and
-  race-detector shims read the current thread, as before: a worker is a ``BlockThread`` whose
-  per-thread fields are set anew for each simulated thread it runs;
+  race-detector shims read the current thread, as before: the worker is a ``BlockThread`` whose
+  per-thread fields are those of the simulated thread it runs at that moment;
 * ``cuda.syncthreads()`` (and ``syncthreads_count``/``_and``/``_or``) releases the block when
   every thread of the block waits at the same barrier; the simulator as shipped releases it once
   the threads still running have arrived, which hides barriers that deadlock on a GPU.  The
   rule, and :class:`~ropelab.sim.barrier.BarrierDivergence` that names the threads that never
-  arrived and the line, are :mod:`ropelab.sim.barrier`'s;
-* the first exception in any thread sets every thread's ``abort`` flag, wakes the waiting ones
-  (they raise "abort flag set", as before) and is re-raised by the launch with ``tid=[...]
-  ctaid=[...]`` in its message, the simulator's wording, once the block's other threads have
-  ended (at most :data:`STRAGGLER_SECONDS`): none of them runs on into the next launch;
+  arrived and the line, are :mod:`ropelab.sim.barrier`'s; threads that all wait for each other
+  in shuffles fail the launch with :class:`~ropelab.sim.warp.WarpDivergenceError` at once;
+* the first exception in any thread ends the block: the threads still waiting are ended where
+  they wait, and the launch re-raises the exception with ``tid=[...] ctaid=[...]`` in its
+  message, the simulator's wording; none of them runs on into the next launch;
 * a process forked while the pool exists (the course grader forks) starts with an empty pool:
   its copies of the workers are not running threads.
 
@@ -40,14 +43,15 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import os
 import sys
 import threading
-import time
 
 import numpy as np
 
 from ..target import SIMULATED
+from . import fibers
 from .barrier import (BarrierDivergence, Gate, syncthreads, syncthreads_and,  # noqa: F401
                       syncthreads_count, syncthreads_or)
 
@@ -55,7 +59,6 @@ _install_lock = threading.Lock()
 _installed: bool | None = None
 _idle: collections.deque = collections.deque()  # workers waiting for a simulated thread
 _Worker = None  # the BlockThread subclass, made by install()
-STRAGGLER_SECONDS = 5.0  # how long a failed block waits for its other threads to end
 _profile = None  # a _BlockProfile while profiled_block() is active
 
 
@@ -75,11 +78,14 @@ class _BlockProfile:
         self.total = 0
         self.stopped = False
 
-    def tracer(self, thread_id: int):
+    def tracer(self, worker):
+        """A trace function for ``worker``'s OS thread: lines go to the simulated thread the
+        worker runs at that moment (its ``thread_id``), so one tracer serves a whole block."""
         lines, counted = self.lines, self.counted
 
         def local(frame, event, arg):
             if event == "line":
+                thread_id = worker.thread_id
                 lines[thread_id] = lines.get(thread_id, 0) + 1
                 self.total += 1
                 if self.total > self.budget:
@@ -169,14 +175,16 @@ def _make_worker_class(block_thread, dim3):
     from . import warp
 
     class Worker(block_thread):
-        """A pooled simulator thread: runs one simulated CUDA thread after another."""
+        """A pooled simulator thread: runs the simulated CUDA threads of one block after
+        another, or together as greenlets (:mod:`ropelab.sim.fibers`).  Its attributes outside
+        ``_own`` belong to the simulated thread it runs at the moment."""
 
         def __init__(self):
             threading.Thread.__init__(self, name="ropelab-sim-thread", daemon=True)
             self._wake = threading.Event()
             self._job = None
+            self._own = frozenset(self.__dict__) | {"_own"}
             self._assign_fields(None, (0, 0, 0), (0, 0, 0), dim3(1, 1, 1), False)
-            self._fixed = frozenset(self.__dict__) | {"_fixed"}  # the rest: per simulated thread
 
         def _assign_fields(self, manager, block_idx, thread_idx, block_dim, debug):
             self._manager = manager
@@ -188,38 +196,27 @@ def _make_worker_class(block_thread, dim3):
             self.abort = False
             self.debug = debug
 
+        def _clear(self):
+            for name in [n for n in self.__dict__ if n not in self._own]:
+                del self.__dict__[name]  # e.g. the race detector's barrier counts
+
         def _begin(self, manager, block_idx, thread_idx, block_dim, debug):
             """This worker's fields for the next simulated thread, the last one's dropped."""
-            for name in [n for n in self.__dict__ if n not in self._fixed]:
-                del self.__dict__[name]  # e.g. the race detector's barrier counts
+            self._clear()
             self._assign_fields(manager, block_idx, thread_idx, block_dim, debug)
 
         def _body(self, fn, args):
-            """One simulated thread's run of the kernel (its lines counted while a block
-            profile is active, see :func:`profiled_block`)."""
-            profile = _profile
-            if profile is not None:
-                sys.settrace(profile.tracer(self.thread_id))
-            try:
-                if self.debug:
-                    with np.errstate(divide="raise"):
-                        fn(*args)
-                else:
+            """One simulated thread's run of the kernel."""
+            if self.debug:
+                with np.errstate(divide="raise"):
                     fn(*args)
-            finally:
-                if profile is not None:
-                    sys.settrace(None)
+            else:
+                fn(*args)
 
-        def assign(self, manager, fn, args, block_idx, thread_idx, block_dim, debug):
-            self._begin(manager, block_idx, thread_idx, block_dim, debug)
-            lane = _Lane(self.thread_id)
-            self._job = (self._simulate, (fn, args, lane))
-            warp.record_start(manager, self.thread_id, lane)
-            self._wake.set()
-
-        def assign_block(self, manager, fn, args, block_idx, points, block_dim, debug):
-            self._job = (self._simulate_block,
-                         (manager, fn, args, block_idx, points, block_dim, debug))
+        def assign_block(self, manager, fn, args, block_idx, points, block_dim, debug,
+                         together: bool):
+            work = self._simulate_together if together else self._simulate_block
+            self._job = (work, (manager, fn, args, block_idx, points, block_dim, debug))
             self._wake.set()
 
         def run(self):
@@ -232,51 +229,109 @@ def _make_worker_class(block_thread, dim3):
                 work, args = job
                 work(*args)
 
+        @contextlib.contextmanager
+        def _profiled(self):
+            """Count the block's lines while a block profile is active (:func:`profiled_block`)."""
+            profile = _profile
+            if profile is None:
+                yield
+                return
+            sys.settrace(profile.tracer(self))
+            try:
+                yield
+            finally:
+                sys.settrace(None)
+
+        def _end_block(self, gate, failed):
+            self._clear()
+            with gate.cond:
+                _idle.append(self)  # free again; the next block may take it at once
+                gate.live = 0
+                gate.failed = failed
+                gate.cond.notify_all()
+
         def _simulate_block(self, manager, fn, args, block_idx, points, block_dim, debug):
             """Every simulated thread of a block that never waits for another (see
             :func:`needs_concurrency`), one after the other in this worker: a valid order of a
             block without barriers or warp exchanges, and one wake-up instead of one per
             thread."""
             failed = None
+            with self._profiled():
+                for point in points:
+                    self._begin(manager, block_idx, point, block_dim, debug)
+                    try:
+                        self._body(fn, args)
+                    except BaseException as exc:  # even SystemExit: the block must still end
+                        # the first failure is the launch's; the others run on to their end,
+                        # as they do beside a failed thread when they run at once
+                        if failed is None:
+                            failed = (_failure(exc, self.threadIdx, self.blockIdx),
+                                      exc.__traceback__)
+            self._end_block(manager._ropelab_gate, failed)
+
+        def _simulate_together(self, manager, fn, args, block_idx, points, block_dim, debug):
+            """The simulated threads of a block that meet at barriers or shuffles, as greenlets
+            resumed in turn, in a fixed order, until every one has ended or one has failed; those still
+            waiting then are ended where they wait (none runs on into the next launch)."""
+            gate = manager._ropelab_gate
+            own = self.__dict__
+            waiting = collections.deque()
             for point in points:
                 self._begin(manager, block_idx, point, block_dim, debug)
-                try:
-                    self._body(fn, args)
-                except BaseException as exc:  # even SystemExit: the block must still end
-                    # the first failure is the launch's; the others run on to their end, as
-                    # they do beside a failed thread when they run at once (nothing waits)
-                    if failed is None:
-                        failed = (_failure(exc, self.threadIdx, self.blockIdx),
-                                  exc.__traceback__)
-            gate = manager._ropelab_gate
-            with gate.cond:
-                _idle.append(self)
-                gate.live = 0
-                gate.failed = failed
-                gate.cond.notify_all()
+                lane = _Lane(self.thread_id)
+                warp.record_start(manager, self.thread_id, lane)
+                fiber = fibers.spawn(functools.partial(self._thread, gate, fn, args, lane))
+                # its own attribute dict, the worker's entries shared: swapped in to resume it
+                waiting.append((fiber, dict(own)))
+            try:
+                with self._profiled():
+                    while waiting and gate.failed is None:
+                        before = fibers.MOVES[0]
+                        for _ in range(len(waiting)):
+                            fiber, fields = waiting.popleft()
+                            self.__dict__ = fields
+                            fiber.switch()
+                            if not fiber.dead:
+                                waiting.append((fiber, fields))
+                            if gate.failed is not None:
+                                break
+                        if gate.failed is None and waiting and fibers.MOVES[0] == before:
+                            gate.failed = (warp.WarpDivergenceError(_stuck(waiting)), None)
+            finally:
+                for fiber, fields in waiting:
+                    self.__dict__ = fields
+                    fiber.throw(fibers.Exit)
+                self.__dict__ = own
+            self._end_block(gate, gate.failed)
 
-        def _simulate(self, fn, args, lane):
+        def _thread(self, gate, fn, args, lane):
+            """One simulated thread of a block run together, and its end's mark on the gate."""
             try:
                 self._body(fn, args)
+            except fibers.Exit:
+                raise
             except BaseException as exc:  # even SystemExit: the block must still end
                 self.exception = lane.exception = (
                     _failure(exc, self.threadIdx, self.blockIdx), exc.__traceback__)
-            gate = self._manager._ropelab_gate
-            with gate.cond:
-                lane.running = False
-                _idle.append(self)  # free again; the next block may take it at once
-                gate.live -= 1
-                if self.exception is None:
-                    gate.returned.append(self.thread_id)
-                if self.exception is not None and gate.failed is None:
-                    gate.failed = self.exception
-                    gate.cond.notify_all()
-                elif gate.live == 0:
-                    gate.cond.notify_all()
-                elif gate.waiting and gate.waiting == gate.live:
-                    gate.settle()  # the others wait at a barrier this thread never reached
+            fibers.moved()
+            lane.running = False
+            gate.live -= 1
+            if self.exception is None:
+                gate.returned.append(self.thread_id)
+            elif gate.failed is None:
+                gate.failed = self.exception
+            if gate.failed is None and gate.waiting and gate.waiting == gate.live:
+                gate.settle()  # the others wait at a barrier this thread never reached
 
     return Worker
+
+
+def _stuck(waiting) -> str:
+    tids = sorted(fields["thread_id"] for _, fields in waiting)
+    shown = ", ".join(map(str, tids[:8])) + (", ..." if len(tids) > 8 else "")
+    return (f"threads {shown} of this block all wait, each for another: a lane waits in an "
+            "emulated shuffle that not every lane of its warp reaches (divergent control flow, "
+            "or a warp-mate waiting at a cuda.syncthreads() instead); on a GPU this hangs")
 
 
 def _take_worker():
@@ -289,8 +344,8 @@ def _take_worker():
 
 
 def _manager_run(self, grid_point, *args):
-    """``BlockManager.run``: hand the block's threads to pooled workers, sleep until they end
-    or one fails."""
+    """``BlockManager.run``: hand the block to a pooled worker, sleep until its threads have
+    ended or one has failed."""
     from numba.cuda.simulator.kernelapi import Dim3
 
     profile = _profile
@@ -300,37 +355,14 @@ def _manager_run(self, grid_point, *args):
     # before any thread can reach a barrier
     gate = self._ropelab_gate = Gate(len(points), self._block_dim, grid_point)
     block_dim = Dim3(*self._block_dim)
-    if not needs_concurrency(self._f):
-        worker = _take_worker()
-        worker.assign_block(self, self._f, args, grid_point, points, block_dim, self._debug)
-        with gate.cond:
-            while gate.live:
-                gate.cond.wait()
-        if gate.failed is not None:
-            raise gate.failed[0].with_traceback(gate.failed[1])
-        return
-    workers = [_take_worker() for _ in points]
-    for worker, point in zip(workers, points):
-        worker.assign(self, self._f, args, grid_point, point, block_dim, self._debug)
+    worker = _take_worker()
+    worker.assign_block(self, self._f, args, grid_point, points, block_dim, self._debug,
+                        together=needs_concurrency(self._f))
     with gate.cond:
-        while gate.live and gate.failed is None:
+        while gate.live:
             gate.cond.wait()
-        failed = gate.failed
-        if failed is not None:
-            # As the simulator does: stop the others (those in a barrier wake and raise).
-            for worker in workers:
-                worker.abort = True  # those already idle are reset when next assigned
-            gate.cond.notify_all()
-            # And let them end before the launch raises: a thread still running the kernel
-            # after its launch has returned runs on into the next launch, where its module's
-            # `cuda` is that launch's (the simulator swaps module globals) and its shared
-            # arrays are that launch's (allocated by source line).  Bounded: a thread in an
-            # endless loop is left to the grader's timeout.
-            deadline = time.monotonic() + STRAGGLER_SECONDS
-            while gate.live and deadline > time.monotonic():
-                gate.cond.wait(deadline - time.monotonic())
-    if failed is not None:
-        raise failed[0].with_traceback(failed[1])
+    if gate.failed is not None:
+        raise gate.failed[0].with_traceback(gate.failed[1])
 
 
 # What a simulated thread calls to wait for, or read, another thread of its block: a kernel

@@ -16,27 +16,21 @@ What it assumes, as real code must anyway: shuffles are called by every lane of 
 (warp-uniform control flow) with a mask naming all of them.  A partial mask raises
 ``NotImplementedError`` instead of silently doing something the hardware would not.
 
-The barrier is a small condition-variable barrier, not ``threading.Barrier``: when a lane dies
-with an exception (an ``IndexError`` from an out-of-bounds access, say) or returns early, its
-warp-mates parked in a ``threading.Barrier`` would wait forever, and the simulator does not
-reliably notice (its ``abort`` flag is only set when its polling loop sees the exception before
-the dead thread leaves its set of live threads).  So :func:`install` also makes every simulator
-thread record itself when it starts, and waiting lanes poll: a warp-mate that has ended without
-arriving, or the ``abort`` flag, ends the wait with an error instead of a hang.
+The barrier is the warp's own count of arrivals, not ``threading.Barrier``: the lanes are
+greenlets of one OS thread (:mod:`ropelab.sim.fibers`), and a waiting lane re-checks, each time
+the scheduler resumes it, whether a warp-mate has ended without arriving (an ``IndexError`` from
+an out-of-bounds access, say, or an early return): that ends the wait with an error, not a
+hang.  :func:`install` makes every simulator thread record itself when it starts, for that.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 
 from ..target import SIMULATED
+from . import fibers
 
 from ..cuda_limits import FULL_MASK, WARP  # noqa: E402
-# A lane that waits this long for its warp-mates has met a shuffle inside divergent code (some
-# lanes returned or branched around it): say so instead of hanging the test run.
-STALL_SECONDS = 60.0
-
 _NAMES = ("shfl_sync", "shfl_xor_sync", "shfl_up_sync", "shfl_down_sync", "syncwarp")
 _install_lock = threading.Lock()
 _installed: tuple[str, ...] | None = None
@@ -47,40 +41,27 @@ class WarpDivergenceError(RuntimeError):
 
 
 class _WarpBarrier:
-    """A reusable barrier for ``parties`` lanes that gives up when the simulator aborts."""
+    """A reusable barrier for ``parties`` lanes that fails when a lane can never arrive."""
 
     def __init__(self, parties: int):
         self.parties = parties
         self._arrived = 0
         self._generation = 0
-        self._cond = threading.Condition()
 
     def wait(self, mates=None) -> None:
-        """Block until all parties arrive.  ``mates()`` lists the warp's started threads."""
-        me = threading.current_thread()
-        with self._cond:
-            generation = self._generation
-            self._arrived += 1
-            if self._arrived == self.parties:
-                self._arrived = 0
-                self._generation += 1
-                self._cond.notify_all()
-                return
-            deadline = time.monotonic() + STALL_SECONDS
-            while True:
-                self._cond.wait(0.05)
-                if generation != self._generation:
-                    return
-                if getattr(me, "abort", False):
-                    raise RuntimeError("simulator aborted the block while a lane waited in a shuffle")
-                gone = [t for t in (mates() if mates else ()) if not t.is_alive()]
-                if gone:
-                    _raise_for_dead_mates(gone)
-                if time.monotonic() > deadline:
-                    raise WarpDivergenceError(
-                        f"a lane waited {STALL_SECONDS:.0f} s for its warp in an emulated shuffle: "
-                        "not every lane of the warp reached it (divergent control flow?)"
-                    )
+        """Return once all parties have arrived.  ``mates()`` lists the warp's started threads."""
+        generation = self._generation
+        self._arrived += 1
+        fibers.moved()
+        if self._arrived == self.parties:
+            self._arrived = 0
+            self._generation += 1
+            return
+        while generation == self._generation:
+            fibers.park()
+            gone = [t for t in (mates() if mates else ()) if not t.is_alive()]
+            if gone and generation == self._generation:
+                _raise_for_dead_mates(gone)
 
 
 def _raise_for_dead_mates(gone) -> None:

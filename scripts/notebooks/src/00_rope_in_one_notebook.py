@@ -349,7 +349,8 @@ print("rope_flat's special-function instructions in PTX:", flat_ptx["sfu"])
 # before numba.cuda**; if something imported `numba.cuda` first with the other target,
 # `ropelab` raises an error that says how to fix it.
 #
-# The simulator runs every CUDA thread as a Python thread, about ten thousand threads a second.
+# The simulator runs every CUDA thread in Python, in turn (threads that wait for each other
+# take turns), about ten thousand threads a second.
 # What it computes:
 #
 # * a kernel's float32 arithmetic is NumPy float32 arithmetic, rounded as on a GPU (so
