@@ -550,7 +550,7 @@ def test_time_never_raises_and_only_times_kernels_as_the_reference(monkeypatch):
         raise RuntimeError("no device")
 
     monkeypatch.setattr(learner_time, "time_on_gpu", broken)
-    text = grading._timer(steps.get("00.1"), None)(3)
+    text = grading.verdict_timer(steps.get("00.1"), None)(3)
     assert text.startswith("not timed: RuntimeError")
     # a reference name that resolves to a host function is not launched as a kernel
     for step_id in steps.STEPS:

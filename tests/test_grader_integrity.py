@@ -726,10 +726,10 @@ def _small_timing_step():
         ''', "replaced time.perf_counter"),
 ])
 def test_timing_refuses_cached_results_and_a_patched_clock(cell, says, monkeypatch):
-    monkeypatch.setattr(learner_time, "_timer_class", lambda: _StandInTimer)
+    monkeypatch.setattr(learner_time, "timer_class", lambda: _StandInTimer)
     step = _small_timing_step()
     fn = _define(cell, "launch_rotate_pairs")
-    text = grading._timer(step, fn)(3)
+    text = grading.verdict_timer(step, fn)(3)
     assert says in text, text
     assert time.perf_counter.__module__ == "time" or "perf_counter" in repr(time.perf_counter)
 
@@ -743,6 +743,6 @@ def test_timing_refuses_a_time_far_below_a_copy_of_the_same_bytes(honest, monkey
             Unbracketed.calls += 1
             return [0.5] * len(times) if Unbracketed.calls == 1 else [20.0] * len(times)
 
-    monkeypatch.setattr(learner_time, "_timer_class", lambda: Unbracketed)
-    text = grading._timer(_small_timing_step(), honest)(3)
+    monkeypatch.setattr(learner_time, "timer_class", lambda: Unbracketed)
+    text = grading.verdict_timer(_small_timing_step(), honest)(3)
     assert text.startswith("not timed: 0.50 us is over 3x faster than a device copy"), text

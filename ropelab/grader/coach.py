@@ -35,7 +35,7 @@ def after_check(step_id: str, verdict):
         try:
             store.record_pass(step_id)
         except Exception as exc:  # noqa: BLE001  (progress is a convenience, never a failure)
-            store._notice(f"not recorded ({type(exc).__name__}: {exc})")
+            store.notice(f"not recorded ({type(exc).__name__}: {exc})")
         return verdict
     line = stuck_line(step_id)
     print(line)
@@ -85,7 +85,7 @@ def _quiet(fn, *args, default=None):
     try:
         return fn(*args)
     except Exception as exc:  # noqa: BLE001  (a hint is shown even when progress fails)
-        store._notice(f"hint level not kept ({type(exc).__name__}: {exc})")
+        store.notice(f"hint level not kept ({type(exc).__name__}: {exc})")
         return default
 
 

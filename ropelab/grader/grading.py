@@ -48,7 +48,7 @@ from . import carried, census_gates, judging, kernel_census, tamper, unseen, wir
 # re-exported: the steps declare their gates, and the listing labels them, from here
 from .census_gates import COUNTER_LABELS, Gate, census_lines, counter_value  # noqa: F401
 from .grade_types import Case, CaseInputs, Verdict, tampered, verdict_of  # noqa: F401
-from .intake import (_parameters, blanks, empty_body, identify, intake,  # noqa: F401
+from .intake import (blanks, empty_body, identify, intake,  # noqa: F401
                      numpy_calls, read_source)
 from .recording import LaunchRejected
 from .trial import SENTINEL, SLACK, run, unwritten, wrong_mask  # noqa: F401  (re-exported)
@@ -361,11 +361,11 @@ def finish(ex, kernel, name: str, source: str, labels: list, trials: list) -> Ve
                        *outcome.lines)
     if outcome.status == "PASS":
         verdict.census = outcome.census
-        verdict.timer = _timer(ex, kernel)
+        verdict.timer = verdict_timer(ex, kernel)
     return verdict
 
 
-def _timer(ex, kernel):
+def verdict_timer(ex, kernel):
     """The verdict's timer: ``timed(repeats)``, the text ``verdict.time()`` prints on a GPU
     (:func:`.learner_time.time_on_gpu`, made safe by :mod:`.timed`); it never raises, and a
     function that replaced the timer's clock or the grader's functions while timed is not

@@ -40,7 +40,7 @@ def empty_body(source: str) -> bool:
     return all(isinstance(n, ast.Pass) for n in body)
 
 
-def _parameters(fn) -> list[str]:
+def parameter_names(fn) -> list[str]:
     code = fn.__code__
     return list(code.co_varnames[:code.co_argcount])
 
@@ -304,7 +304,7 @@ def intake(ex, kernel):
     reaching = _reaching_problem(ex, fn, source)
     if reaching is not None:
         return reaching
-    params = _parameters(fn)
+    params = parameter_names(fn)
     if len(params) != len(ex.arguments):
         return verdict_of(ex.id, "error", f"{name} takes ({', '.join(params)}), but the step "
                           f"calls it with ({', '.join(ex.arguments)})")

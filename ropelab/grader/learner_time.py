@@ -22,7 +22,7 @@ import numpy as np
 from ..target import SIMULATED
 
 
-def _timer_class():
+def timer_class():
     """The project's Timer: its own module if the measure package has one, else bench's."""
     for name in ("ropelab.measure.timer", "ropelab.measure.bench"):
         try:
@@ -147,7 +147,7 @@ def measure_on_gpu(step, fn, repeats: int, *, timer=None, reference: bool = True
 
     from .timed import implausible, last_run_problem, resetting_out, sentinel_like, timing_inputs
 
-    timer = timer or _timer_class()(repeats=repeats)
+    timer = timer or timer_class()(repeats=repeats)
     case = case or timing_inputs(step)
     out = cuda.device_array(case.out_size, dtype=np.float32)
     args = _device_args(step, case, out)

@@ -45,7 +45,7 @@ class ProgressError(RuntimeError):
     """The progress folder is one ropelab must not write into."""
 
 
-def _notice(text: str) -> None:
+def notice(text: str) -> None:
     if text not in _said:
         _said.add(text)
         print(f"ropelab progress: {text}", file=sys.stderr)
@@ -111,7 +111,7 @@ def load() -> dict:
         kept = f"moved to {aside}"
     except OSError as exc:
         kept = f"left in place ({exc})"
-    _notice(f"{file} could not be read ({why}); it was {kept}, and progress starts over")
+    notice(f"{file} could not be read ({why}); it was {kept}, and progress starts over")
     return empty()
 
 
@@ -135,7 +135,7 @@ def save(data: dict) -> bool:
             Path(tmp).unlink(missing_ok=True)
             raise
     except (OSError, ProgressError) as exc:
-        _notice(f"not saved ({exc})")
+        notice(f"not saved ({exc})")
         return False
     return True
 
@@ -177,6 +177,6 @@ def reset() -> Path | None:
     try:
         file.unlink()
     except OSError as exc:
-        _notice(f"could not reset ({exc})")
+        notice(f"could not reset ({exc})")
         return None
     return file

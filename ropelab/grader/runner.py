@@ -33,7 +33,7 @@ import numbers
 
 from . import carried, unseen
 from .child import Child, ChildEnded, can_fork, exit_text
-from .grading import _timer, finish, grade, intake, judge_case, run_outcome
+from .grading import verdict_timer, finish, grade, intake, judge_case, run_outcome
 from .grade_types import Verdict, tampered
 
 
@@ -196,7 +196,7 @@ def grade_safely(step, fn, *, timeout_s: float = 30.0) -> Verdict:
                 verdict = Verdict(step.id, "error", [f"error: the grader could not grade "
                                                      f"{name}: {type(exc).__name__}: {exc}"])
     if verdict.passed and verdict.timer is None:
-        verdict.timer = _timer(step, fn)
+        verdict.timer = verdict_timer(step, fn)
     verdict.subject = (step, fn)
     verdict.timeout_s = timeout_s
     return verdict

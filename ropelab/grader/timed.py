@@ -13,7 +13,7 @@ timer's events (:func:`.learner_time.time_on_gpu`).  So:
   faster kernel but work the events did not bracket (launched on a stream of its own, or not
   done): it is refused (:func:`implausible`);
 * an inventory of the timer's clock, its events, NumPy and the grader's own functions is taken
-  before the timing (:class:`.tamper.Guard`, in the verdict's timer :func:`.grading._timer`): a
+  before the timing (:class:`.tamper.Guard`, in the verdict's timer :func:`.grading.verdict_timer`): a
   function that replaced any of them is not timed, and the originals are put back.
 """
 

@@ -99,6 +99,6 @@ FULL_ROTARY = ("flux_1024", "qwen_image_1024", "zimage_1024")  # heads rotated i
 STORAGE_16 = ("bfloat16", "float16")
 
 
-def _fracs(rec, variant, shapes, dtypes):
+def fracs_of_copy(rec, variant, shapes, dtypes):
     return [bench_row(rec, variant, s, d)["frac_of_copy"] for s in shapes for d in dtypes]
 

@@ -4,7 +4,7 @@ full run under ``data/bench/``); see :mod:`ropelab.lessons.numbers`."""
 
 from __future__ import annotations
 
-from .numbers_core import (FULL_ROTARY, STORAGE_16, Rendered, _fracs, newest, number, pct,
+from .numbers_core import (FULL_ROTARY, STORAGE_16, Rendered, fracs_of_copy, newest, number, pct,
                            pct_span, run_at, runs, span)
 from .tables import bench_row, fused_history_table
 
@@ -23,14 +23,14 @@ def fused_one_head_16bit_pct():
     """16-bit storage with one head per warp (the mapping 06 starts with), production shapes."""
     path, rec = _sweep()
     shapes = FULL_ROTARY + ("qwen_image_partial",)
-    return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope_1head", shapes, STORAGE_16)), path)
+    return Rendered(pct_span(fracs_of_copy(rec, "fused_qknorm_rope_1head", shapes, STORAGE_16)), path)
 
 
 @number("fused.one_head_f32_pct")
 def fused_one_head_f32_pct():
     path, rec = _sweep()
     shapes = FULL_ROTARY + ("qwen_image_partial",)
-    return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope_1head", shapes, ("float32",))), path)
+    return Rendered(pct_span(fracs_of_copy(rec, "fused_qknorm_rope_1head", shapes, ("float32",))), path)
 
 
 @number("fused.two_heads_gain_points")
@@ -38,8 +38,8 @@ def fused_two_heads_gain_points():
     """Points of the copy that half a warp per head adds to 16-bit storage, per shape."""
     path, rec = _sweep()
     shapes = FULL_ROTARY + ("qwen_image_partial",)
-    gains = [100 * (b - a) for a, b in zip(_fracs(rec, "fused_qknorm_rope_1head", shapes, STORAGE_16),
-                                           _fracs(rec, "fused_qknorm_rope_2heads", shapes, STORAGE_16))]
+    gains = [100 * (b - a) for a, b in zip(fracs_of_copy(rec, "fused_qknorm_rope_1head", shapes, STORAGE_16),
+                                           fracs_of_copy(rec, "fused_qknorm_rope_2heads", shapes, STORAGE_16))]
     return Rendered(span(gains, lambda g: f"{g:.0f}", sep=" to ", unit=" points"), path)
 
 
@@ -78,21 +78,21 @@ def _twin_run():
 @number("fused.gptj_16bit_pct")
 def fused_gptj_16bit_pct():
     path, rec = _twin_run()
-    return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope", FULL_ROTARY, STORAGE_16)), path)
+    return Rendered(pct_span(fracs_of_copy(rec, "fused_qknorm_rope", FULL_ROTARY, STORAGE_16)), path)
 
 
 @number("fused.neox_16bit_pct")
 def fused_neox_16bit_pct():
     """NeoX in 16-bit storage on the fully rotated shapes (split pairs), beside the twin."""
     path, rec = _twin_run()
-    return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope:neox", FULL_ROTARY, STORAGE_16)), path)
+    return Rendered(pct_span(fracs_of_copy(rec, "fused_qknorm_rope:neox", FULL_ROTARY, STORAGE_16)), path)
 
 
 @number("fused.f32_pct")
 def fused_f32_pct():
     path, rec = _twin_run()
-    fr = (_fracs(rec, "fused_qknorm_rope", FULL_ROTARY, ("float32",))
-          + _fracs(rec, "fused_qknorm_rope:neox", FULL_ROTARY, ("float32",)))
+    fr = (fracs_of_copy(rec, "fused_qknorm_rope", FULL_ROTARY, ("float32",))
+          + fracs_of_copy(rec, "fused_qknorm_rope:neox", FULL_ROTARY, ("float32",)))
     return Rendered(pct_span(fr), path)
 
 
@@ -115,8 +115,8 @@ def fused_vs_twin_pct():
 def _split_gain(rec):
     """Points of the copy split NeoX pairs gain over partner shuffles, 16-bit, full rotary."""
     return [100 * (b - a) for a, b in zip(
-        _fracs(rec, "fused_qknorm_rope:neox_shuffle", FULL_ROTARY, STORAGE_16),
-        _fracs(rec, "fused_qknorm_rope:neox", FULL_ROTARY, STORAGE_16))]
+        fracs_of_copy(rec, "fused_qknorm_rope:neox_shuffle", FULL_ROTARY, STORAGE_16),
+        fracs_of_copy(rec, "fused_qknorm_rope:neox", FULL_ROTARY, STORAGE_16))]
 
 
 @number("fused.split_gain_points")
@@ -128,38 +128,38 @@ def fused_split_gain_points():
 @number("fused.shuffle_16bit_pct")
 def fused_shuffle_16bit_pct():
     path, rec = _sweep()
-    return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope:neox_shuffle", FULL_ROTARY, STORAGE_16)), path)
+    return Rendered(pct_span(fracs_of_copy(rec, "fused_qknorm_rope:neox_shuffle", FULL_ROTARY, STORAGE_16)), path)
 
 
 @number("fused.split_16bit_sweep_pct")
 def fused_split_16bit_sweep_pct():
     path, rec = _sweep()
-    return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope:neox", FULL_ROTARY, STORAGE_16)), path)
+    return Rendered(pct_span(fracs_of_copy(rec, "fused_qknorm_rope:neox", FULL_ROTARY, STORAGE_16)), path)
 
 
 @number("fused.zimage_one_token_pct")
 def fused_zimage_one_token_pct():
     path, rec = _sweep()
-    return Rendered(pct_span(_fracs(rec, SWEEP_VARIANT, ("zimage_1024",), STORAGE_16)), path)
+    return Rendered(pct_span(fracs_of_copy(rec, SWEEP_VARIANT, ("zimage_1024",), STORAGE_16)), path)
 
 
 @number("fused.zimage_token_rows_pct")
 def fused_zimage_token_rows_pct():
     path, rec = _sweep()
-    return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope", ("zimage_1024",), STORAGE_16)), path)
+    return Rendered(pct_span(fracs_of_copy(rec, "fused_qknorm_rope", ("zimage_1024",), STORAGE_16)), path)
 
 
 @number("fused.partial_neox_folded_pct")
 def fused_partial_neox_folded_pct():
     """Partial-rotary NeoX, 16-bit, in the newest run (after the offset fold)."""
     path, rec = newest("bench_fused", "fused_qknorm_rope:neox")
-    return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope:neox", ("qwen_image_partial",), STORAGE_16)), path)
+    return Rendered(pct_span(fracs_of_copy(rec, "fused_qknorm_rope:neox", ("qwen_image_partial",), STORAGE_16)), path)
 
 
 @number("fused.partial_neox_before_pct")
 def fused_partial_neox_before_pct():
     path, rec = _twin_run()
-    return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope:neox", ("qwen_image_partial",), STORAGE_16)), path)
+    return Rendered(pct_span(fracs_of_copy(rec, "fused_qknorm_rope:neox", ("qwen_image_partial",), STORAGE_16)), path)
 
 
 @number("fused.cache_pct")
@@ -184,13 +184,13 @@ def fused_cache_over_sincos_pct():
 def history_bf16_before_pack_pct():
     """bfloat16 GPT-J in the first full run, before the one-instruction pack."""
     path, rec = newest("bench")
-    return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope", FULL_ROTARY, ("bfloat16",))), path)
+    return Rendered(pct_span(fracs_of_copy(rec, "fused_qknorm_rope", FULL_ROTARY, ("bfloat16",))), path)
 
 
 @number("history.bf16_after_pack_pct")
 def history_bf16_after_pack_pct():
     path, rec = run_at("bench_fused", "20261201T075911")
-    return Rendered(pct_span(_fracs(rec, "fused_qknorm_rope", FULL_ROTARY, ("bfloat16",))), path)
+    return Rendered(pct_span(fracs_of_copy(rec, "fused_qknorm_rope", FULL_ROTARY, ("bfloat16",))), path)
 
 
 @number("fused.select_step_behind_twin_pct")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tables import _case_rows, case_label, provenance, roof_gbps
+from .tables import case_rows, case_label, provenance, roof_gbps
 from .tracing import FusedMap, ThreadMap
 
 
@@ -197,7 +197,7 @@ def plot_precision(record, cases, ax=None):
         # Position 0 turns nothing (angle 0): its error is exactly 0, which a log axis cannot
         # draw; clamping it to a floor drew a dive that meant nothing.  It is left out, as is
         # any other bucket whose error is exactly 0.
-        buckets = _drawn_buckets(r for r in _case_rows(record, **case)
+        buckets = _drawn_buckets(r for r in case_rows(record, **case)
                                  if r["pos_hi"] >= 1 and r["max_abs_err"] > 0)
         if not buckets:
             continue

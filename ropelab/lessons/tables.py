@@ -257,7 +257,7 @@ def run_to_run(current, previous, variants, dtype: str = "float32") -> dict[str,
 # Precision records (kinds "precision", "sincos_error", "freq_drift"; see ropelab.measure.precision)
 
 
-def _case_rows(record, variant: str, options: str = "-", fastmath: bool = True,
+def case_rows(record, variant: str, options: str = "-", fastmath: bool = True,
                scaling: str = "-") -> list[dict]:
     rows = [r for r in record["rows"] if r["variant"] == variant and r["options"] == options
             and bool(r["fastmath"]) == bool(fastmath) and r.get("scaling", "-") == scaling]
@@ -278,7 +278,7 @@ def precision_table(record, cases, limits=(4095, 32767, 131072)) -> str:
     head = f"{'case':<34}" + "".join(f"{'pos <= ' + str(lim):>16}" for lim in limits)
     lines = [head, "-" * len(head)]
     for case in cases:
-        rows = _case_rows(record, **case)
+        rows = case_rows(record, **case)
         cells = []
         for lim in limits:
             rel = [r["max_abs_err"] / r["max_abs_x"] for r in rows if r["pos_hi"] <= lim]

@@ -165,7 +165,7 @@ def timing_child(payload) -> int:
     t0 = time.monotonic()
     entries = _entries(payload)
     enable_caching(entries)
-    timer = learner_time._timer_class()(repeats=payload["repeats"])
+    timer = learner_time.timer_class()(repeats=payload["repeats"])
     meta = records.metadata()
     meta["timer_fill_us"] = float(timer.fill_us)
     print(json.dumps({"meta": meta}, default=str), flush=True)
