@@ -1,22 +1,15 @@
-"""A block scheduler for the Numba CUDA simulator: pooled threads, and waiting instead of spinning.
+"""A block scheduler for the Numba CUDA simulator: one pooled worker per block, no spinning.
 
-The simulator runs every CUDA thread of a block as a Python thread.  As shipped it costs far
-more than the kernels it runs, for two reasons:
-
-* **Spinning.**  ``BlockManager.run`` watches its threads in a busy loop: on every pass it walks
-  all live threads and rebuilds two sets, until every thread has ended.  That loop wants the GIL
-  as often as the kernel's threads do, so a block runs at about half speed and the operating
-  system spends its time handing the GIL back and forth.
-* **A new OS thread per CUDA thread, per block, per launch.**  ``Thread.start()`` creates the
-  thread and then waits until it has run, so each of the thousands of simulated threads of a
-  test costs a thread creation, two context switches and a thread exit (about 80 us, more than
-  the body of a small kernel).
+The simulator as shipped runs every CUDA thread of a block as a new OS thread (a creation, two
+context switches and an exit: about 80 us, more than a small kernel's body), and its
+``BlockManager.run`` watches them in a busy loop that competes for the GIL with the kernel.
 
 Here the manager sleeps on a condition variable while one pooled worker thread, kept between
 blocks and launches, runs the block.  A block whose threads never wait for each other (no
-barrier, shuffle or fence anywhere in its code: :func:`needs_concurrency`) runs its threads one
-after the other; the others run them together as greenlets (:mod:`ropelab.sim.fibers`), which
-hand the worker's OS thread to each other where they wait.  What a kernel sees is unchanged:
+barrier, shuffle or fence anywhere in its code: :mod:`ropelab.sim.concurrency`) runs its
+threads one after the other; the others run them together as greenlets
+(:mod:`ropelab.sim.fibers`), which hand the worker's OS thread to each other where they wait.
+What a kernel sees is unchanged:
 
 * ``cuda.threadIdx``/``blockIdx``, ``syncthreads_count``/``_and``/``_or`` and the warp and
   race-detector shims read the current thread, as before: the worker is a ``BlockThread`` whose
@@ -52,6 +45,7 @@ import numpy as np
 
 from ..target import SIMULATED
 from . import fibers
+from .concurrency import needs_concurrency
 from .barrier import (BarrierDivergence, Gate, syncthreads, syncthreads_and,  # noqa: F401
                       syncthreads_count, syncthreads_or)
 
@@ -252,7 +246,7 @@ def _make_worker_class(block_thread, dim3):
 
         def _simulate_block(self, manager, fn, args, block_idx, points, block_dim, debug):
             """Every simulated thread of a block that never waits for another (see
-            :func:`needs_concurrency`), one after the other in this worker: a valid order of a
+            :mod:`.concurrency`), one after the other in this worker: a valid order of a
             block without barriers or warp exchanges, and one wake-up instead of one per
             thread."""
             failed = None
@@ -271,8 +265,9 @@ def _make_worker_class(block_thread, dim3):
 
         def _simulate_together(self, manager, fn, args, block_idx, points, block_dim, debug):
             """The simulated threads of a block that meet at barriers or shuffles, as greenlets
-            resumed in turn, in a fixed order, until every one has ended or one has failed; those still
-            waiting then are ended where they wait (none runs on into the next launch)."""
+            resumed in turn, in a fixed order, until every one has ended or one has failed;
+            those still waiting then are ended where they wait (none runs on into the next
+            launch)."""
             gate = manager._ropelab_gate
             own = self.__dict__
             waiting = collections.deque()
@@ -363,60 +358,6 @@ def _manager_run(self, grid_point, *args):
             gate.cond.wait()
     if gate.failed is not None:
         raise gate.failed[0].with_traceback(gate.failed[1])
-
-
-# What a simulated thread calls to wait for, or read, another thread of its block: a kernel
-# that reaches none of these (in its own code or in the device functions and helpers it calls)
-# gives the same result in any order of its threads, so its block can run them one by one.
-_WAITS = frozenset({
-    "syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "syncwarp",
-    "shfl_sync", "shfl_up_sync", "shfl_down_sync", "shfl_xor_sync", "all_sync", "any_sync",
-    "eq_sync", "ballot_sync", "match_any_sync", "match_all_sync", "activemask", "lanemask_lt",
-    "threadfence", "threadfence_block", "threadfence_system", "cg", "this_grid", "sync",
-    "nanosleep"})
-_CONCURRENCY: dict = {}  # code object -> whether its kernel needs its threads concurrent
-
-
-def _code_names(code) -> set:
-    names = set(code.co_names) | set(code.co_freevars)
-    for const in code.co_consts:
-        if hasattr(const, "co_names"):
-            names |= _code_names(const)
-    return names
-
-
-def _callees(fn, names):
-    """The Python functions ``fn`` may call by the global and closure names it uses."""
-    scope = dict(getattr(fn, "__globals__", {}))
-    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
-        try:
-            scope[name] = cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
-    for name in names:
-        value = scope.get(name)
-        inner = getattr(value, "fn", None) or getattr(value, "py_func", None) or value
-        if hasattr(inner, "__code__") and hasattr(inner, "__globals__"):
-            yield inner
-
-
-def needs_concurrency(fn, depth: int = 0) -> bool:
-    """Whether ``fn`` (a simulated kernel's Python function) may wait for or read another
-    thread of its block: a barrier, a warp exchange, a fence, anything named so in its code
-    or in the functions it calls (to a depth of 6; deeper counts as yes)."""
-    code = getattr(fn, "__code__", None)
-    if code is None or depth > 6:
-        return True
-    known = _CONCURRENCY.get(code)
-    if known is not None:
-        return known
-    _CONCURRENCY[code] = True  # a recursion back to fn: answered by the first visit
-    names = _code_names(code)
-    answer = bool(names & _WAITS) or any(
-        needs_concurrency(callee, depth + 1) for callee in _callees(fn, names)
-        if getattr(callee, "__module__", "").split(".")[0] not in ("numpy", "math", "numba"))
-    _CONCURRENCY[code] = answer
-    return answer
 
 
 def _forget_pool_after_fork() -> None:
