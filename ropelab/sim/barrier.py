@@ -103,7 +103,8 @@ class Gate:
             return
         self.failed = (BarrierDivergence(problem), None)  # the scheduler ends the block
 
-    def _threads(self, tids) -> str:
+    def threads_text(self, tids) -> str:
+        """``tids`` as the verdicts name threads: runs of ids, or coordinates in a 2-D block."""
         tids = sorted(tids)
         if self.block_dim[1:] != (1, 1):  # a 2-D or 3-D block: coordinates, as threadIdx has
             bx, by, bz = self.block_dim
@@ -137,16 +138,17 @@ class Gate:
             returned = self.returned
             passed = sorted({self.passes[(t, site)] for t in returned})
             verb = "waits" if len(waiting) == 1 else "wait"
-            text = (f"barrier divergence: in {where}, {self._threads(waiting)} {verb} at "
-                    f"{site.text()}, but {self._threads(returned)} returned without reaching it")
+            text = (f"barrier divergence: in {where}, {self.threads_text(waiting)} {verb} at "
+                    f"{site.text()}, but {self.threads_text(returned)} returned without "
+                    "reaching it")
             if passed != [0]:
                 before = " or ".join(str(n) for n in passed)
                 text += (f" (they passed it {before} time{'s' if passed[-1] != 1 else ''}; "
                          f"the others are there for the {_ordinal(times)} time)")
             return f"{text}: {rule}"
-        parts = [f"{self._threads(tids)} at {site.text()}" for site, tids in ordered]
+        parts = [f"{self.threads_text(tids)} at {site.text()}" for site, tids in ordered]
         if self.returned:
-            parts.append(f"{self._threads(self.returned)} returned without reaching either")
+            parts.append(f"{self.threads_text(self.returned)} returned without reaching either")
         return (f"barrier divergence: in {where}, the threads wait at different barriers: "
                 f"{'; '.join(parts)}: {rule}")
 

@@ -187,7 +187,6 @@ def _make_worker_class(block_thread, dim3):
             self.thread_id = self.threadIdx.x + block_dim.x * (
                 self.threadIdx.y + block_dim.y * self.threadIdx.z)
             self.exception = None
-            self.abort = False
             self.debug = debug
 
         def _clear(self):
@@ -291,7 +290,7 @@ def _make_worker_class(block_thread, dim3):
                             if gate.failed is not None:
                                 break
                         if gate.failed is None and waiting and fibers.MOVES[0] == before:
-                            gate.failed = (warp.WarpDivergenceError(_stuck(waiting)), None)
+                            gate.failed = (warp.WarpDivergenceError(_stuck(gate, waiting)), None)
             finally:
                 for fiber, fields in waiting:
                     self.__dict__ = fields
@@ -321,12 +320,11 @@ def _make_worker_class(block_thread, dim3):
     return Worker
 
 
-def _stuck(waiting) -> str:
-    tids = sorted(fields["thread_id"] for _, fields in waiting)
-    shown = ", ".join(map(str, tids[:8])) + (", ..." if len(tids) > 8 else "")
-    return (f"threads {shown} of this block all wait, each for another: a lane waits in an "
-            "emulated shuffle that not every lane of its warp reaches (divergent control flow, "
-            "or a warp-mate waiting at a cuda.syncthreads() instead); on a GPU this hangs")
+def _stuck(gate, waiting) -> str:
+    tids = [fields["thread_id"] for _, fields in waiting]
+    return (f"{gate.threads_text(tids)} of this block all wait, each for another: a lane waits "
+            "in an emulated shuffle that not every lane of its warp reaches (divergent control "
+            "flow, or a warp-mate waiting at a cuda.syncthreads() instead); on a GPU this hangs")
 
 
 def _take_worker():

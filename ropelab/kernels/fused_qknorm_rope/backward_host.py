@@ -22,14 +22,11 @@ from ...problem import FusedProblem
 from ...target import SIMULATED
 from .._device import WARP
 from ..freq_table import tables
-from ..plan import Plan, Variant
+from ..plan import STORAGE_DTYPES, Plan, Variant
 from .backward import KERNEL, KERNEL_VIEW, REDUCE_PHASES, WARPS_PER_BLOCK, make_kernel, make_reduce
 
 NAME = "fused_qknorm_rope_backward"
 DW_MODES = ("two_stage", "atomic")
-# What the reduction writes dw as, per dw storage (bfloat16 as its bits).
-DW_VIEW = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
-           "bfloat16": np.dtype(np.uint16)}
 # The grid is as many blocks as the GPU holds at once, one wave: a second, partial wave would
 # leave most SMs idle while it runs (every block has the same work), and more blocks only
 # lengthen the partial sums.  Blocks of 256 threads an SM, by head_dim, from the registers
@@ -78,7 +75,7 @@ def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
     The reduction's: ``partial, dw``.  ``aligned``: the five storage arrays start on
     :data:`VECTOR_ALIGN` boundaries, so the kernel moves groups with vector accesses.
     ``dw_storage`` (two-stage): the reduction writes ``dw`` as float32, or in the weights'
-    16-bit storage (:data:`DW_VIEW`: bfloat16 as uint16 bits).
+    16-bit storage (:data:`~ropelab.kernels.plan.STORAGE_DTYPES`: bfloat16 as uint16 bits).
     """
     if dw_mode not in DW_MODES:
         raise ValueError(f"dw_mode must be one of {DW_MODES}, got {dw_mode!r}")
@@ -110,7 +107,7 @@ def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
     phases = min(REDUCE_PHASES, blocks)
     reduce = Plan(make_reduce(phases, dw_storage), fastmath,
                   grid=(-(-2 * problem.head_dim // WARP),), block=(phases * WARP,),
-                  caller=(np.dtype(np.float32), DW_VIEW[dw_storage]))
+                  caller=(np.dtype(np.float32), STORAGE_DTYPES[dw_storage]))
     return main, reduce
 
 
