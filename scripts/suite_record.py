@@ -3,9 +3,10 @@
     rm -rf /tmp/ciclone && git clone -q . /tmp/ciclone && (cd /tmp/ciclone && .ci/run) > ci.log 2>&1
     python scripts/suite_record.py ci.log     # -> data/suite/suite-<date>.json
 
-``.ci/run`` prints ``ci: install and tests took N s on C cores`` by the shell's clock, and
-pytest's own summary line gives the counts and the tests' seconds; the install is the rest.  The record holds those, the machine (cores, CPU model, Python)
-and the commit measured; the README's suite time is rendered from the newest one
+``.ci/run`` prints ``ci: install (INSTALLER) and tests took N s on C cores`` by the shell's
+clock, and pytest's own summary line gives the counts and the tests' seconds; the install is the
+rest.  The record holds those, the installer, the machine (cores, CPU model, Python) and the
+commit measured; the README's suite time is rendered from the newest one
 (:mod:`ropelab.lessons.numbers_suite`).  Not a GPU record: ``data/suite/`` has its own format.
 """
 
@@ -22,7 +23,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TOTAL = re.compile(r"^ci: install and tests took (\d+) s on (\d+) cores$", re.M)
+# The installer in brackets since .ci/run could fall back from uv to pip; older logs lack it.
+TOTAL = re.compile(r"^ci: install(?: \(([^)]+)\))? and tests took (\d+) s on (\d+) cores$", re.M)
 SUMMARY = re.compile(r"=+ (\d+) passed(?:, (\d+) skipped)?.* in ([\d.]+)s")
 
 
@@ -44,8 +46,8 @@ def parse(text: str) -> dict:
                    if not m]
         raise ValueError(f"not the output of a passing .ci/run: no {', '.join(missing)}")
     tests_s = float(summary.group(3))
-    return {"install_s": int(total.group(1)) - round(tests_s), "tests_s": round(tests_s),
-            "cores": int(total.group(2)), "passed": int(summary.group(1)),
+    return {"installer": total.group(1) or "pip", "install_s": int(total.group(2)) - round(tests_s),
+            "tests_s": round(tests_s), "cores": int(total.group(3)), "passed": int(summary.group(1)),
             "skipped": int(summary.group(2) or 0)}
 
 
@@ -59,10 +61,10 @@ def main(argv=None) -> int:
                                            capture_output=True, text=True).stdout.strip()
     now = dt.datetime.now(dt.timezone.utc)
     record = {"kind": "suite", "date": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "commit": commit,
-              "method": "`.ci/run` on a fresh `git clone` of the commit: a new venv, `pip "
-                        "install --no-compile -e .[test]`, then `python -m pytest` (the "
-                        "README's command), no GPU; the tests' seconds are pytest's, the install is the "
-                        "rest of the shell's clock",
+              "method": "`.ci/run` on a fresh `git clone` of the commit: a new venv, "
+                        f"`{row['installer']}` installs `-e .[test]`, then `python -m pytest` "
+                        "(the README's command), no GPU; the tests' seconds are pytest's, the "
+                        "install is the rest of the shell's clock",
               "machine": {"cores": os.cpu_count(), "cpu": _cpu_model(),
                           "python": platform.python_version()},
               **row}

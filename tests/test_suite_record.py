@@ -24,7 +24,14 @@ docs: the build (sphinx -W) took 7 s
 
 def test_a_passing_runs_output_gives_its_install_and_test_seconds():
     row = suite_record.parse(LOG)
-    assert row == {"install_s": 63, "tests_s": 217, "cores": 2, "passed": 2656, "skipped": 80}
+    assert row == {"installer": "pip", "install_s": 63, "tests_s": 217, "cores": 2,
+                   "passed": 2656, "skipped": 80}
+
+
+def test_the_installer_that_ci_names_is_recorded():
+    text = LOG.replace("ci: install and", "ci: install (uv 0.13.9) and")
+    row = suite_record.parse(text)
+    assert row["installer"] == "uv 0.13.9" and row["install_s"] == 63
 
 
 @pytest.mark.parametrize("drop", ["ci: install and tests", "passed,"])
