@@ -142,3 +142,25 @@ def test_a_cuda_graph_of_forward_and_backward_replays_the_eager_results():
         assert torch.equal(got, want)
     for got, want in zip(captured[4:], eager[4:]):  # atomic order varies: within tolerance
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-3)
+
+
+def test_the_backward_op_in_grad_mode_takes_the_engines_fast_path(monkeypatch):
+    """The registered backward op, called in grad mode on tensors that need no gradient (a
+    compiled graph's call), launches through the fast path after its first call, as under
+    no_grad: the public function's keyword binding is not paid per call."""
+    import ropelab.torch_ops as rt
+    from ropelab.torch_ops import fused_op
+
+    qkv, grad, wq, wk, pos = (_cuda(a, "bfloat16") for a in _case("bfloat16", tokens=64))
+    config = rt.encode(**HEADS)
+    op = torch.ops.ropelab.fused_qknorm_rope_backward.default
+    first = op(qkv, grad, wq, wk, pos, config)
+    slow = []
+    original = fused_op.call_public
+    monkeypatch.setattr(fused_op, "call_public", lambda *a: slow.append(1) or original(*a))
+    assert torch.is_grad_enabled()
+    again = op(qkv, grad, wq, wk, pos, config)
+    assert slow == [] and all(torch.equal(a, b) for a, b in zip(first, again))
+    with torch.no_grad():
+        op(qkv, grad, wq, wk, pos, config)
+    assert slow == []

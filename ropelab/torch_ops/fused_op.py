@@ -16,8 +16,8 @@ from ..ops.fused_backward import fast_scalars as _backward_fast_scalars
 from ..ops.fused_backward import fused_qknorm_rope_backward as _public_backward
 from .args import (MAX_CONFIGS, call_public, config_of, decoded, encode, fast_scalars, from_host,
                    options_for, result_like)
-from .registry import (BELOW_AUTOGRAD, add_autograd, define, direct, in_graph, recording,
-                       refuse_cache_grad, wrote)
+from .registry import (BELOW_AUTOGRAD, add_autograd, below_autograd, define, direct, in_graph,
+                       recording, refuse_cache_grad, wrote)
 
 _NO_GRAD_FUSED = ("the in-place op ropelab::fused_qknorm_rope has no gradient (autograd cannot "
                   "differentiate an op that overwrites its input); call "
@@ -192,7 +192,10 @@ def _fused_functional_kernel(qkv, q_weight, k_weight, positions, config, cos_sin
 
 def _fused_backward_kernel(qkv, grad, q_weight, k_weight, positions, config, cos_sin_cache=None):
     result = MISS
-    if qkv.is_cuda and not torch.is_grad_enabled():  # the engine's fast path, as in _run_fused
+    # The engine's fast path, as in _run_fused, in grad mode too: below autograd nothing here is
+    # recorded, and the fast key holds each tensor's requires_grad under grad mode, so a call
+    # whose tensors need the public function's detach misses and goes the long way.
+    if qkv.is_cuda and not recording(qkv, grad, q_weight, k_weight):
         arrays = (qkv, grad, q_weight, k_weight, positions)
         if cos_sin_cache is not None:
             arrays += (cos_sin_cache,)
@@ -253,11 +256,11 @@ def _fused_functional_autograd(keyset, qkv, q_weight, k_weight, positions, confi
                                cos_sin_cache=None):
     # A cache that would need a gradient is refused before anything runs (no op computes one).
     refuse_cache_grad(cos_sin_cache, torch.is_grad_enabled())
-    below = keyset & BELOW_AUTOGRAD
     if recording(qkv, q_weight, k_weight):
-        return _FusedGrad.apply(below, qkv, q_weight, k_weight, positions, config, cos_sin_cache)
-    return _FUSED_FUNCTIONAL.redispatch(below, qkv, q_weight, k_weight, positions, config,
-                                        cos_sin_cache)
+        return _FusedGrad.apply(keyset & BELOW_AUTOGRAD, qkv, q_weight, k_weight, positions,
+                                config, cos_sin_cache)
+    return below_autograd(_FUSED_FUNCTIONAL, _fused_functional_kernel, keyset, qkv, q_weight,
+                          k_weight, positions, config, cos_sin_cache)
 
 
 def _fused_backward_autograd(keyset, qkv, grad, q_weight, k_weight, positions, config,
@@ -265,8 +268,8 @@ def _fused_backward_autograd(keyset, qkv, grad, q_weight, k_weight, positions, c
     if recording(qkv, grad, q_weight, k_weight, cos_sin_cache):
         raise RuntimeError("ropelab::fused_qknorm_rope_backward has no gradient of its own (no "
                            "double backward): call backward() without create_graph=True")
-    return _FUSED_BACKWARD.redispatch(keyset & BELOW_AUTOGRAD, qkv, grad, q_weight, k_weight,
-                                      positions, config, cos_sin_cache)
+    return below_autograd(_FUSED_BACKWARD, _fused_backward_kernel, keyset, qkv, grad, q_weight,
+                          k_weight, positions, config, cos_sin_cache)
 
 
 add_autograd("fused_qknorm_rope_functional", _fused_functional_autograd)

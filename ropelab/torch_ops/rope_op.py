@@ -12,8 +12,8 @@ from .. import rope as _public_rope
 from ..kernels import VARIANTS
 from ..problem import INVERSE
 from .args import call_public, config_of, encode, options_for, result_like
-from .registry import (BELOW_AUTOGRAD, add_autograd, define, direct, in_graph, recording,
-                       refuse_cache_grad, wrote)
+from .registry import (BELOW_AUTOGRAD, add_autograd, below_autograd, define, direct, in_graph,
+                       recording, refuse_cache_grad, wrote)
 
 # The variant that runs the backward of a variant without an inverse rotation (the seed's
 # kernels: flat, block2d, pack4): freq_table computes the same float32 frequencies
@@ -99,11 +99,10 @@ class _RopeGrad(torch.autograd.Function):
 
 
 def _rope_autograd(keyset, x, positions, config, cos_sin_cache=None):
-    below = keyset & BELOW_AUTOGRAD
     refuse_cache_grad(cos_sin_cache, torch.is_grad_enabled())
     if recording(x):
-        return _RopeGrad.apply(below, x, positions, config, cos_sin_cache)
-    return _ROPE.redispatch(below, x, positions, config, cos_sin_cache)
+        return _RopeGrad.apply(keyset & BELOW_AUTOGRAD, x, positions, config, cos_sin_cache)
+    return below_autograd(_ROPE, _rope_kernel, keyset, x, positions, config, cos_sin_cache)
 
 
 def _rope_out_autograd(keyset, x, positions, out, config, cos_sin_cache=None):
