@@ -103,7 +103,8 @@ def host_rows(device, number, repeat) -> list[dict]:
         ("fused_qknorm_rope", lambda: ropelab.fused_qknorm_rope(a(qkv), **d_fused),
          lambda: rt.fused_qknorm_rope(qkv, **fused)),
         ("fused_qknorm_rope_backward",
-         lambda: fused_qknorm_rope_backward(a(qkv), a(g), **d_fused),
+         # the op's own call: weight gradients in the weights' dtype (torch_ops asks for them)
+         lambda: fused_qknorm_rope_backward(a(qkv), a(g), weight_grad_dtype="storage", **d_fused),
          lambda: torch.ops.ropelab.fused_qknorm_rope_backward(qkv, g, w, w, pos, config)),
     ]
     rows = []
@@ -336,7 +337,8 @@ COLUMNS = ("part", "op", "shape", "layout", "impl", "iterations", "direct_host_u
            "torch_op_host_us", "ratio", "host_us_per_iter", "wall_us_per_iter", "bytes",
            "median_us", "of_copy", "error")
 METHOD = ("host: host microseconds per call, no synchronization inside the timed loop, tiny "
-          "problems, direct public call against the torch op (ropelab.torch_ops): 15 rounds "
+          "problems, direct public call against the torch op (ropelab.torch_ops), both with the "
+          "same options (the backward's weight_grad_dtype='storage', as the op asks): 15 rounds "
           "of 2000 calls each, the two timed in alternating order within a round; best round "
           "of each, and ratio = the median of the rounds' op/direct ratios; beside "
           "reference launches (a no-op CuPy RawKernel with six arguments, torch.mul). training: "
