@@ -33,8 +33,9 @@ BUILDS = [
     ("fused_qknorm_rope_d128_gptj_bfloat16_v128_h2_g16_full", {}, True),
 ]
 REGION = "fused_kernel"
-# The planted change: the butterfly's last step, in both builds' text.
-PLANTED = re.compile(r"\n *ss \+= cuda\.shfl_xor_sync\(FULL_MASK, ss, 1\)(?=\n)")
+# A planted change: each head's sum of squares doubled before its scale (the kernel's norm off
+# by sqrt(2)); its PTX must differ from the package kernel's.
+PLANTED = re.compile(r"head_scale\(ss, eps\)")
 
 
 def _plan(options, aligned):
@@ -70,8 +71,8 @@ def child() -> int:
         found = {"name": kernel.__qualname__}
         variants = {"package": kernel, "specialised": specialise.rebuild(kernel, REGION)}
         if k == 0:
-            planted, count = PLANTED.subn("", text, count=1)
-            assert count == 1, "the planted change found no butterfly step to remove"
+            planted, count = PLANTED.subn("head_scale(ss + ss, eps)", text, count=1)
+            assert count == 1, "the planted change found no head_scale call to change"
             variants["planted"] = specialise.rebuild(kernel, REGION, text=planted)
         for label, fn in variants.items():
             ptx, _ = cuda.compile_ptx(fn, sig, cc=(9, 0), fastmath=plan.fastmath)
@@ -165,7 +166,7 @@ def test_specialised_text_compiles_to_the_package_kernels_ptx(compiled, name):
 
 
 def test_a_planted_change_in_the_text_changes_the_ptx(compiled):
-    """The comparison can fail: the text without the butterfly's last step is other code."""
+    """The comparison can fail: the text with each head's sum of squares doubled is other code."""
     assert compiled[BUILDS[0][0]]["planted_differs"]
 
 

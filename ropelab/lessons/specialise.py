@@ -28,7 +28,7 @@ import types
 from dataclasses import dataclass
 
 from .branches import SpecialiseError, specialise_text
-from .display import region_text
+from .display import MarkerError, region_text
 
 WIDTH = 96  # the header's comment lines wrap here, as the package's code does
 
@@ -77,6 +77,32 @@ def build_values(kernel) -> dict:
 
     visit(_function(kernel))
     return found
+
+
+def _package(fn) -> str:
+    return fn.__module__.rpartition(".")[0]
+
+
+def _region_text(fn, region: str, values: dict):
+    """``(where, text, owner)``: the region in the kernel's own file (owner: the kernel), or
+    else in the file of a device function it calls from its package, such as the fused
+    kernels' shared lanes module (owner: that device function, whose closure holds the
+    constants the region reads)."""
+    try:
+        return (*region_text(fn, region), fn)
+    except MarkerError:
+        for value in values.values():
+            inner = getattr(value, "py_func", value)
+            if (isinstance(inner, types.FunctionType) and _package(inner) == _package(fn)
+                    and inner.__module__ != fn.__module__):
+                try:
+                    where, text = region_text(inner, region)
+                except MarkerError:
+                    continue
+                # the function the region defines (its file holds other device functions too)
+                if where.first < inner.__code__.co_firstlineno <= where.last:
+                    return where, text, inner
+        raise
 
 
 def _same(a, b) -> bool:
@@ -146,8 +172,8 @@ def specialise(kernel, region: str, keep=()) -> Specialised:
     dispatcher, or a launch plan) compiles it.  Names in ``keep`` stay undecided (a lesson that
     discusses both sides of one branch keeps it)."""
     fn = _function(kernel)
-    where, text = region_text(fn, region)
-    values = build_values(fn)
+    where, text, owner = _region_text(fn, region, build_values(fn))
+    values = build_values(owner)
     constants = {k: v for k, v in values.items() if _is_constant(v) and k not in set(keep)}
     out, deciding = specialise_text(text, constants)
     if not out.strip():

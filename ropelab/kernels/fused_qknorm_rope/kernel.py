@@ -6,12 +6,13 @@ from __future__ import annotations
 import math
 from functools import cache
 
-from numba import cuda, float32, uint32, uint64
+from numba import cuda, float32, uint32
 
 from ...bf16 import load_bf16, pack2, store_bf16, unpack_high, unpack_low
 from .._device import FULL_MASK, WARP
 from ..vec import load_f32x4, load_u32x2, load_u32x4, store_f32x4, store_u32x2, store_u32x4
 from ..words16 import CODECS
+from .lanes import cache_row, make_copy_values, make_head_scale, make_lane_cos_sin
 from .mapping import HEAD_DIMS, HEADS_PER_WARP_CHOICES, LANES_PER_HEAD_CHOICES, _LOG2, vector_bytes_for
 
 
@@ -27,89 +28,6 @@ def _store_plain(v):
 
 _LOAD = {"float32": _load_plain, "float16": _load_plain, "bfloat16": load_bf16}
 _STORE = {"float32": _store_plain, "float16": _store_plain, "bfloat16": store_bf16}
-
-
-@cache
-def make_lane_cos_sin(pairs: int, freq4: bool, full_rotary: bool, cos_sin_cache: bool):
-    """The device function ``lane_cos_sin(cs, sn, table, sub, pos, prow, n_pairs)`` that fills
-    ``cs[j]`` and ``sn[j]`` with cos and sin of the lane's ``pairs`` pairs ``sub * pairs + j``
-    (cached; the fused kernel and the serving kernel share it, for lanes that hold whole pairs).
-
-    ``table``: ``inv_freq`` (the angle is ``pos * inv_freq[pair]``), or with ``cos_sin_cache``
-    the flat float32 cos/sin cache, whose row for the token's position starts at ``prow``.
-    ``freq4``: the lane's frequencies are read with 128-bit loads (every pair rotated, no cache,
-    ``pairs`` a multiple of 4).  Without ``full_rotary`` a pair at or past ``n_pairs`` is not
-    rotated: cos 1, sin 0.
-    """
-    PAIRS = int(pairs)
-    FREQ4 = bool(freq4)
-    FULL = bool(full_rotary)
-    CACHE = bool(cos_sin_cache)
-
-    # ex: begin fused_cos_sin
-    @cuda.jit(device=True, inline="always")
-    def lane_cos_sin(cs, sn, table, sub, pos, prow, n_pairs):
-        if FREQ4:
-            for k in range(PAIRS // 4):
-                f0, f1, f2, f3 = load_f32x4(table, uint32(sub * uint32(PAIRS) + uint32(4 * k)))
-                freqs = (f0, f1, f2, f3)
-                for m in range(4):
-                    angle = pos * freqs[m]
-                    cs[4 * k + m] = math.cos(angle)
-                    sn[4 * k + m] = math.sin(angle)
-        else:
-            for j in range(PAIRS):
-                # The compare in 32 bits; the index left as numba widens it (a sum that cannot
-                # wrap), so the compiler folds j into the load's address offset.
-                pair = sub * uint32(PAIRS) + uint32(j)
-                cs[j] = float32(1.0)
-                sn[j] = float32(0.0)
-                if FULL or uint32(pair) < n_pairs:  # partial rotary: later pairs only normalized
-                    if CACHE:
-                        cs[j] = table[prow + pair]  # widened sums: no wrap, offsets fold
-                        sn[j] = table[prow + n_pairs + pair]
-                    else:
-                        angle = pos * table[pair]
-                        cs[j] = math.cos(angle)
-                        sn[j] = math.sin(angle)
-    # ex: end fused_cos_sin
-
-    return lane_cos_sin
-
-
-@cache
-def make_copy_values(head_items: int, heads_per_warp: int, copy_bytes: int, item_bytes: int):
-    """The device function ``copy_values(src, dst, first, count, lane)`` of the out-of-place
-    kernel's V warps: items ``[first, first + count)`` of ``src`` copied bit for bit into the
-    same items of ``dst`` (cached).
-
-    A warp copies at most ``heads_per_warp`` heads of ``head_items`` items each (``count``, a
-    whole number of heads, says how many it has).  Lane ``l`` makes accesses ``l, l + 32, ...``
-    of ``copy_bytes`` bytes (16: ``ld/st.global.v4.u32``, the caller guarantees 16-byte
-    alignment of both arrays; 0: one item of ``item_bytes`` at a time), so each access of the
-    warp moves consecutive bytes.
-    """
-    SPAN = head_items * heads_per_warp  # items of a warp's heads
-    WIDE = copy_bytes == 16
-    PER = 16 // item_bytes if WIDE else 1  # items per access
-    ACCESSES = SPAN // PER
-    TURNS = -(-ACCESSES // WARP)
-
-    # ex: begin fused_copy_values
-    @cuda.jit(device=True, inline="always")
-    def copy_values(src, dst, first, count, lane):
-        for k in range(TURNS):
-            at = uint32(uint32(lane + uint32(k * WARP)) * uint32(PER))
-            if at < count:
-                i = uint32(first + at)
-                if WIDE:
-                    w0, w1, w2, w3 = load_u32x4(src, i)
-                    store_u32x4(dst, i, w0, w1, w2, w3)
-                else:
-                    dst[i] = src[i]
-    # ex: end fused_copy_values
-
-    return copy_values
 
 
 @cache
@@ -170,7 +88,6 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
         raise ValueError(f"{vector_bytes}-byte accesses do not fit runs of {RUN} {storage} elements")
     PAIRS = E // 2  # pairs per lane
     FULL = bool(full_rotary)
-    INV_HEAD_DIM = float32(1.0 / head_dim)  # a power of two: exact
     INTERLEAVE = bool(interleave)
     CACHE = bool(cos_sin_cache)
     NAN = float32(math.nan)
@@ -195,6 +112,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
     # A lane's frequencies are PAIRS consecutive floats at a 16-byte boundary: 128-bit loads.
     FREQ4 = IN_LANE and FULL and not CACHE and PAIRS % 4 == 0
     lane_cos_sin = make_lane_cos_sin(PAIRS, FREQ4, FULL, CACHE)
+    head_scale = make_head_scale(HALF_WARP, head_dim)
     load = _LOAD[storage]
     store = _STORE[storage]
     low, high, pack = CODECS.get(storage, CODECS["bfloat16"])  # unused for float32
@@ -304,16 +222,8 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
         p = positions[token]
         prow = uint32(0)
         in_range = True
-        if CACHE:
-            # A negative position wraps to a huge unsigned row, so one compare checks both ends.
-            # The cache is one flat float32 array of rows [cos half | sin half], rotary_dim
-            # wide (the vLLM/SGLang/FlashInfer layout, built here or passed by the user).  The
-            # row count is compared as a product (no division); 64 bits cannot wrap.
-            prow = uint32(p)
-            in_range = uint64(prow) * uint64(n_pairs + n_pairs) < uint64(table_a.shape[0])
-            if not in_range:
-                prow = uint32(0)  # read a valid row; the head is overwritten with NaN below
-            prow = uint32(prow * uint32(n_pairs + n_pairs))  # the row's first entry
+        if CACHE:  # the row's first entry; out of range, row 0 is read and NaN written below
+            prow, in_range = cache_row(p, table_a.shape[0], n_pairs)
         pos = float32(p)
 
         # cos/sin of this lane's pairs depend on the token and the lane only: computed once and
@@ -326,16 +236,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
         for r in range(ROUNDS):
             head = uint32(head0 + uint32(r * GROUPS) + group)
             ss = sums[r]
-            # ex: begin fused_butterfly
-            # Butterfly: after the steps every lane holds the sum over its group's lanes.
-            if not HALF_WARP:
-                ss += cuda.shfl_xor_sync(FULL_MASK, ss, 16)
-            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 8)
-            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 4)
-            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 2)
-            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 1)
-            scale = float32(1.0) / math.sqrt(ss * INV_HEAD_DIM + eps)
-            # ex: end fused_butterfly
+            scale = head_scale(ss, eps)  # the butterfly over the head's lanes
             is_q = head < heads_q
             for q in range(RUNS):
                 w_first = uint32(sub * uint32(RUN) + uint32(q * HALF))

@@ -10,7 +10,7 @@ from functools import cache
 from numba import cuda, float32, int32, int64, uint32, uint64
 
 from .._device import FULL_MASK, WARP
-from ..fused_qknorm_rope.kernel import make_lane_cos_sin
+from ..fused_qknorm_rope.lanes import cache_row, make_head_scale, make_lane_cos_sin
 from ..fused_qknorm_rope.mapping import HEAD_DIMS, LANES_PER_HEAD_CHOICES, _LOG2
 from .runs import runs
 
@@ -51,7 +51,6 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, lanes_per_head: i
     CACHE = bool(cos_sin_cache)
     FP8 = bool(fp8)
     ROUND_K = FP8 and storage != "float32"  # K goes through its storage dtype before e4m3
-    INV_HEAD_DIM = float32(1.0 / head_dim)  # a power of two: exact
     NAN = float32(math.nan)
     LOG2G = _LOG2[G]
     SUB_MASK = G - 1
@@ -59,6 +58,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, lanes_per_head: i
     HPW = WARP // G  # heads per warp, side by side
     FREQ4 = IN_LANE and FULL and not CACHE and PAIRS % 4 == 0
     lane_cos_sin = make_lane_cos_sin(PAIRS, FREQ4, FULL, CACHE)
+    head_scale = make_head_scale(HALF_WARP, head_dim)
     # Q and K: RUNS runs of RUN elements per lane; V: one run of E elements per lane.  (numba
     # types functions, not a namespace of them: each one gets its own name.)
     qk = runs(storage, RUN, gemma)
@@ -125,13 +125,8 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, lanes_per_head: i
         p = positions[token]
         prow = uint32(0)
         in_range = True
-        if CACHE:
-            # One unsigned compare checks both ends (a negative position wraps to a huge row).
-            prow = uint32(p)
-            in_range = uint64(prow) * uint64(n_pairs + n_pairs) < uint64(table.shape[0])
-            if not in_range:
-                prow = uint32(0)
-            prow = uint32(prow * uint32(n_pairs + n_pairs))
+        if CACHE:  # the fused kernel's device function: row 0 when out of range
+            prow, in_range = cache_row(p, table.shape[0], n_pairs)
         pos = float32(p)
 
         cs = cuda.local.array(PAIRS, float32)
@@ -140,13 +135,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, lanes_per_head: i
             lane_cos_sin(cs, sn, table, sub, pos, prow, n_pairs)
 
         # RMSNorm: a butterfly over the group's lanes leaves the head's sum in every lane.
-        if not HALF_WARP:
-            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 16)
-        ss += cuda.shfl_xor_sync(FULL_MASK, ss, 8)
-        ss += cuda.shfl_xor_sync(FULL_MASK, ss, 4)
-        ss += cuda.shfl_xor_sync(FULL_MASK, ss, 2)
-        ss += cuda.shfl_xor_sync(FULL_MASK, ss, 1)
-        scale = float32(1.0) / math.sqrt(ss * INV_HEAD_DIM + eps)
+        scale = head_scale(ss, eps)
         is_q = head < heads_q
         for q in range(RUNS):
             w_first = uint32(sub * uint32(RUN) + uint32(q * HALF))

@@ -138,7 +138,8 @@ print(f"every build's source: {len(full.splitlines())} lines; this build's: "
 print(lessons.specialised(one_head, "fused_cos_sin"))
 
 # %% [markdown]
-# Step 3 in the kernel:
+# Step 3, the device function `head_scale` that the kernel calls (the serving kernel of notebook
+# 10 calls the same one):
 
 # %%
 print(lessons.specialised(one_head, "fused_butterfly"))
