@@ -242,6 +242,7 @@ def fused_qknorm_rope_backward(
     qkv: np.ndarray,
     grad: np.ndarray,
     *,
+    # The forward's own parameters, each by name: the gradients are those of that exact call.
     num_heads_q: int,
     num_heads_k: int,
     num_heads_v: int,

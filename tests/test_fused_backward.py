@@ -11,7 +11,7 @@ import pytest
 
 import ropelab
 from ropelab import bf16, reference, scaling, tolerance
-from ropelab.kernels.fused_qknorm_rope import backward as kmod, backward_host
+from ropelab.kernels.fused_qknorm_rope import backward as kmod, backward_host, backward_reduce
 from ropelab.ops.fused_backward import fused_qknorm_rope_backward as backward
 
 torch = pytest.importorskip("torch")
@@ -225,7 +225,7 @@ def test_reduction_sums_rows_in_a_fixed_order(phases, rows):
     width = 40
     partial = (rng.standard_normal(rows * width) * 10 ** rng.uniform(-3, 3, rows * width)).astype(np.float32)
     dw = cuda.device_array(width, np.float32)
-    plan = Plan(kmod.make_reduce(phases), True, grid=(2,), block=(32 * phases,),
+    plan = Plan(backward_reduce.make_reduce(phases), True, grid=(2,), block=(32 * phases,),
                 caller=(np.dtype(np.float32),) * 2)
     launch(plan, [cuda.to_device(partial), dw])
     p = partial.reshape(rows, width)
@@ -251,9 +251,9 @@ def test_the_reduction_block_is_as_tall_as_the_rows_up_to_32(units, height):
     main, reduce = backward_host.plans(problem, max_blocks=1000)
     assert backward_host.partial_rows(main) == -(-units // kmod.WARPS_PER_BLOCK)
     assert reduce.block == (32 * height, 1, 1)
-    assert reduce.kernel is kmod.make_reduce(height)  # the height is compiled in
-    if height == kmod.REDUCE_PHASES:
-        assert reduce.kernel is kmod.reduce_partials
+    assert reduce.kernel is backward_reduce.make_reduce(height)  # the height is compiled in
+    if height == backward_reduce.REDUCE_PHASES:
+        assert reduce.kernel is backward_reduce.reduce_partials
 
 
 # ---- input checking ---------------------------------------------------------------------------------

@@ -139,8 +139,8 @@ def test_step_references_compose_to_ropelab_backward():
 def test_stage_two_is_ropelabs_own_reduction():
     """The launch step's given second stage is the package's kernel (written once), and the
     solution launches it rather than a copy of its own."""
-    from ropelab.kernels.fused_qknorm_rope import backward as qknorm_rope_backward
+    from ropelab.kernels.fused_qknorm_rope import backward_reduce as qknorm_rope_backward_reduce
 
-    assert nb08.reduce_partials_kernel.py_func is qknorm_rope_backward.make_reduce(nb08.REDUCE_ROWS)
+    assert nb08.reduce_partials_kernel.py_func is qknorm_rope_backward_reduce.make_reduce(nb08.REDUCE_ROWS)
     source = inspect.getsource(_solutions().SOLUTIONS["08.4"])
     assert "reduce_partials_kernel[" in source and "dw_partials[" in source

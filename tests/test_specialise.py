@@ -170,6 +170,13 @@ def test_a_planted_change_in_the_text_changes_the_ptx(compiled):
     assert compiled[BUILDS[0][0]]["planted_differs"]
 
 
+def test_the_committed_verdict_is_current():
+    """A kernel, the specialiser or this file changed without ``--save``: CI would compile the
+    comparison on every run (about 10 s) instead of reading it."""
+    committed = json.loads(COMMITTED.read_text())
+    assert committed["key"] == _key(), "run python tests/test_specialise.py --save"
+
+
 def test_the_builds_notebook_06_shows_are_the_ones_compiled_here():
     """Every ``fused_kernel.make_kernel(...)`` build that notebook 06 prints specialised is one
     of BUILDS (the regions it prints of a build lie inside the body compiled here)."""

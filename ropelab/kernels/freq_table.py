@@ -81,6 +81,8 @@ def rope_freq_table(x, out, positions, inv_freq, heads, heads_shift, half_dim, h
 # ex: end rope_freq_table
 
 
+# The slot -> (head row, pair, first float) prologue of rope_freq_table is written out again in
+# this variant and the next, not called: notebook 04 shows each kernel whole, as one excerpt.
 # ex: begin rope_cos_sin_cache
 def rope_cos_sin_cache(x, out, positions, cos_cache, sin_cache, errors, heads, heads_shift,
                        half_dim, half_shift, n_pairs, total_slots, step, partner, cos_scale,

@@ -71,21 +71,25 @@ def fused_f32_one_head_wins():
     return Rendered(f"{words.get(wins, wins)} of the {words[len(shapes)]}", path)
 
 
+def _copy_pct(run, variant: str, shapes=FULL_ROTARY, storages=STORAGE_16) -> Rendered:
+    """The span of ``variant``'s shares of the copy in the newest record ``run()`` finds."""
+    path, rec = run()
+    return Rendered(pct_span(fracs_of_copy(rec, variant, shapes, storages)), path)
+
+
 def _twin_run():
     return newest("bench_fused", TWIN_VARIANT)
 
 
 @number("fused.gptj_16bit_pct")
 def fused_gptj_16bit_pct():
-    path, rec = _twin_run()
-    return Rendered(pct_span(fracs_of_copy(rec, "fused_qknorm_rope", FULL_ROTARY, STORAGE_16)), path)
+    return _copy_pct(_twin_run, "fused_qknorm_rope")
 
 
 @number("fused.neox_16bit_pct")
 def fused_neox_16bit_pct():
     """NeoX in 16-bit storage on the fully rotated shapes (split pairs), beside the twin."""
-    path, rec = _twin_run()
-    return Rendered(pct_span(fracs_of_copy(rec, "fused_qknorm_rope:neox", FULL_ROTARY, STORAGE_16)), path)
+    return _copy_pct(_twin_run, "fused_qknorm_rope:neox")
 
 
 @number("fused.f32_pct")
@@ -127,20 +131,17 @@ def fused_split_gain_points():
 
 @number("fused.shuffle_16bit_pct")
 def fused_shuffle_16bit_pct():
-    path, rec = _sweep()
-    return Rendered(pct_span(fracs_of_copy(rec, "fused_qknorm_rope:neox_shuffle", FULL_ROTARY, STORAGE_16)), path)
+    return _copy_pct(_sweep, "fused_qknorm_rope:neox_shuffle")
 
 
 @number("fused.split_16bit_sweep_pct")
 def fused_split_16bit_sweep_pct():
-    path, rec = _sweep()
-    return Rendered(pct_span(fracs_of_copy(rec, "fused_qknorm_rope:neox", FULL_ROTARY, STORAGE_16)), path)
+    return _copy_pct(_sweep, "fused_qknorm_rope:neox")
 
 
 @number("fused.zimage_one_token_pct")
 def fused_zimage_one_token_pct():
-    path, rec = _sweep()
-    return Rendered(pct_span(fracs_of_copy(rec, SWEEP_VARIANT, ("zimage_1024",), STORAGE_16)), path)
+    return _copy_pct(_sweep, SWEEP_VARIANT, ("zimage_1024",))
 
 
 @number("fused.zimage_token_rows_pct")

@@ -55,14 +55,19 @@ def training_loop_us():
     return _loop_us("ropelab")
 
 
+def _loop_ratio(impl: str, against: str) -> Rendered:
+    """``impl``'s loop time over ``against``'s, shape by shape, as a span of ratios."""
+    path, rows = _rows("training")
+    top, bottom = _loop(rows, impl), _loop(rows, against)
+    ratios = [top[k] / bottom[k] for k in top if k in bottom]
+    if not ratios:
+        raise LookupError(f"{path} has no {impl} rows beside {against}'s")
+    return Rendered(span(ratios, lambda v: f"{v:.1f}", unit=" times"), path)
+
+
 @number("training.compile_ratio")
 def training_compile_ratio():
-    path, rows = _rows("training")
-    ours, theirs = _loop(rows, "ropelab"), _loop(rows, "torch.compile")
-    ratios = [theirs[k] / ours[k] for k in ours if k in theirs]
-    if not ratios:
-        raise LookupError(f"{path} has no torch.compile rows beside ropelab's")
-    return Rendered(span(ratios, lambda v: f"{v:.1f}", unit=" times"), path)
+    return _loop_ratio("torch.compile", "ropelab")
 
 
 def _forward(impl: str) -> Rendered:
@@ -136,12 +141,7 @@ def training_graphed_us():
 @number("training.over_floor")
 def training_over_floor():
     """The trainer's loop against the no-work Function's, shape by shape."""
-    path, rows = _rows("training")
-    ours, floor = _loop(rows, "ropelab"), _loop(rows, "empty_function")
-    ratios = [ours[k] / floor[k] for k in ours if k in floor]
-    if not ratios:
-        raise LookupError(f"{path} has no empty_function rows beside ropelab's")
-    return Rendered(span(ratios, lambda v: f"{v:.1f}", unit=" times"), path)
+    return _loop_ratio("ropelab", "empty_function")
 
 
 @number("training.direct_vs_cupy")

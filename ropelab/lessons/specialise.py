@@ -153,7 +153,7 @@ class Specialised:
                    and shown(v) != k}  # a helper under its own name needs no line
         lines = textwrap.wrap(f"{self.where}, region '{self.region}', as the build {self.build} "
                               "compiles it: the branches it does not take removed (every build's "
-                              "source: course.excerpt)", WIDTH - 2, initial_indent="# ",
+                              "source: lessons.excerpt)", WIDTH - 2, initial_indent="# ",
                               subsequent_indent="# ", break_on_hyphens=False)
         lines += wrapped("constants of this build: ", constants)
         lines += wrapped("device functions it picked: ", helpers)

@@ -8,6 +8,11 @@ A notebook grades a learner's function with::
 Step ids are ``"NN.k"``: notebook NN, k-th step of its ladder; the on-ramp before notebook 00
 has ``"ramp.k"``.  Each ladder lives in its own module (:mod:`.onramp`, :mod:`.nb00` ...
 :mod:`.nb10`, a list ``STEPS``); :mod:`.base` holds the record.
+
+The ladders are data: each step is one ``Step(...)`` of keyword fields (its task, contract,
+launch text, cases, gates).  Two steps of the same kind fill the same fields, so their
+specs look alike line by line (``duplicates`` pairs them by shape) while no two say the
+same thing; what they share as behaviour lives in :mod:`.base` and the grader.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import numpy as np
 from numba import cuda
 
 from ...kernels.fused_qknorm_rope import backward_host
-from ...kernels.fused_qknorm_rope.backward import make_reduce
+from ...kernels.fused_qknorm_rope.backward_reduce import make_reduce
 from ...problem import FusedProblem
 from ...tolerance import max_angle
 from ..grading import Case, Gate

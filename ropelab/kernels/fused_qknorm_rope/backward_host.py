@@ -23,7 +23,8 @@ from ...target import SIMULATED
 from .._device import WARP
 from ..freq_table import tables
 from ..plan import STORAGE_DTYPES, Plan, Variant
-from .backward import KERNEL, KERNEL_VIEW, REDUCE_PHASES, WARPS_PER_BLOCK, make_kernel, make_reduce
+from .backward import KERNEL, KERNEL_VIEW, WARPS_PER_BLOCK, make_kernel
+from .backward_reduce import REDUCE_PHASES, make_reduce
 
 NAME = "fused_qknorm_rope_backward"
 DW_MODES = ("two_stage", "atomic")

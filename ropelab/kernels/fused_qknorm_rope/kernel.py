@@ -12,7 +12,8 @@ from ...bf16 import load_bf16, pack2, store_bf16, unpack_high, unpack_low
 from .._device import FULL_MASK, WARP
 from ..vec import load_f32x4, load_u32x2, load_u32x4, store_f32x4, store_u32x2, store_u32x4
 from ..words16 import CODECS
-from .lanes import cache_row, make_copy_values, make_head_scale, make_lane_cos_sin
+from .lanes import (cache_row, make_copy_values, make_head_scale, make_lane_cos_sin,
+                    make_neox_partner)
 from .mapping import HEAD_DIMS, HEADS_PER_WARP_CHOICES, LANES_PER_HEAD_CHOICES, _LOG2, vector_bytes_for
 
 
@@ -113,6 +114,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
     FREQ4 = IN_LANE and FULL and not CACHE and PAIRS % 4 == 0
     lane_cos_sin = make_lane_cos_sin(PAIRS, FREQ4, FULL, CACHE)
     head_scale = make_head_scale(HALF_WARP, head_dim)
+    neox_partner = make_neox_partner(E)
     load = _LOAD[storage]
     store = _STORE[storage]
     low, high, pack = CODECS.get(storage, CODECS["bfloat16"])  # unused for float32
@@ -294,17 +296,8 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, vector_bytes: int
             else:
                 for i in range(E):
                     vals[r * E + i] = vals[r * E + i] * scale
-                # Lanes [0, n) of a group hold first halves of pairs, [n, 2n) the second halves,
-                # n = half_lanes; the partner is n lanes away inside the same group.
-                first_half = sub < half_lanes
-                rotated = sub < uint32(half_lanes + half_lanes)
-                if first_half:
-                    partner, pair0, sign = uint32(lane + half_lanes), uint32(sub * uint32(E)), float32(-1.0)
-                elif rotated:
-                    partner, pair0, sign = (uint32(lane - half_lanes),
-                                            uint32((sub - half_lanes) * uint32(E)), float32(1.0))
-                else:
-                    partner, pair0, sign = lane, uint32(0), float32(0.0)
+                # A pair's halves lie half_lanes lanes apart inside the head's group.
+                partner, pair0, sign, rotated = neox_partner(lane, sub, half_lanes)
                 for i in range(E):
                     other = cuda.shfl_sync(FULL_MASK, vals[r * E + i], partner)
                     if rotated:

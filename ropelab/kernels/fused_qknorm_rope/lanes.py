@@ -136,3 +136,28 @@ def cache_row(p, entries, n_pairs):
     if not in_range:
         prow = uint32(0)
     return uint32(prow * uint32(n_pairs + n_pairs)), in_range
+
+
+@cache
+def make_neox_partner(elements: int):
+    """The device function ``neox_partner(lane, sub, half_lanes)`` of a NeoX head whose pairs are
+    split across lanes (cached): lanes ``[0, n)`` of a head's group hold the first halves of
+    ``elements`` pairs each, lanes ``[n, 2n)`` the second halves, ``n = half_lanes`` lanes away.
+    Returns ``(partner, pair0, sign, rotated)``: the lane to shuffle with, the lane's first pair,
+    the sign of the partner's term (first half ``x c - partner s``, second ``partner s + x c``),
+    and whether the lane holds rotated dims at all (past them, partial rotary: itself, 0, 0)."""
+    E = int(elements)
+
+    @cuda.jit(device=True, inline="always")
+    def neox_partner(lane, sub, half_lanes):
+        rotated = sub < uint32(half_lanes + half_lanes)
+        if sub < half_lanes:
+            partner, pair0, sign = uint32(lane + half_lanes), uint32(sub * uint32(E)), float32(-1.0)
+        elif rotated:
+            partner, pair0, sign = (uint32(lane - half_lanes),
+                                    uint32((sub - half_lanes) * uint32(E)), float32(1.0))
+        else:
+            partner, pair0, sign = lane, uint32(0), float32(0.0)
+        return partner, pair0, sign, rotated
+
+    return neox_partner

@@ -10,7 +10,8 @@ from functools import cache
 from numba import cuda, float32, int32, int64, uint32, uint64
 
 from .._device import FULL_MASK, WARP
-from ..fused_qknorm_rope.lanes import cache_row, make_head_scale, make_lane_cos_sin
+from ..fused_qknorm_rope.lanes import (cache_row, make_head_scale, make_lane_cos_sin,
+                                       make_neox_partner)
 from ..fused_qknorm_rope.mapping import HEAD_DIMS, LANES_PER_HEAD_CHOICES, _LOG2
 from .runs import runs
 
@@ -59,6 +60,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, lanes_per_head: i
     FREQ4 = IN_LANE and FULL and not CACHE and PAIRS % 4 == 0
     lane_cos_sin = make_lane_cos_sin(PAIRS, FREQ4, FULL, CACHE)
     head_scale = make_head_scale(HALF_WARP, head_dim)
+    neox_partner = make_neox_partner(E)
     # Q and K: RUNS runs of RUN elements per lane; V: one run of E elements per lane.  (numba
     # types functions, not a namespace of them: each one gets its own name.)
     qk = runs(storage, RUN, gemma)
@@ -168,15 +170,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, lanes_per_head: i
             # [n, 2n) their partners, n = half_lanes lanes away; every lane shuffles.
             for i in range(E):
                 vals[i] = vals[i] * scale
-            first_half = sub < half_lanes
-            rotated = sub < uint32(half_lanes + half_lanes)
-            if first_half:
-                partner, pair0, sign = uint32(lane + half_lanes), uint32(sub * uint32(E)), float32(-1.0)
-            elif rotated:
-                partner, pair0, sign = (uint32(lane - half_lanes),
-                                        uint32((sub - half_lanes) * uint32(E)), float32(1.0))
-            else:
-                partner, pair0, sign = lane, uint32(0), float32(0.0)
+            partner, pair0, sign, rotated = neox_partner(lane, sub, half_lanes)
             for i in range(E):
                 other = cuda.shfl_sync(FULL_MASK, vals[i], partner)
                 if rotated:

@@ -44,7 +44,7 @@ import numpy as np
 
 from ropelab import bf16, lessons, reference, shapes
 from ropelab import check as ropelab_check
-from ropelab.kernels.fused_qknorm_rope import backward as backward_kernel, backward_host
+from ropelab.kernels.fused_qknorm_rope import backward as backward_kernel, backward_host, backward_reduce
 from ropelab.measure.bench import backward as bench_backward
 
 try:
@@ -282,7 +282,7 @@ print(lessons.excerpt(backward_kernel, "backward_block_sum"))
 # one per partial row when there are fewer.
 
 # %%
-print(lessons.excerpt(backward_kernel, "backward_reduce"))
+print(lessons.excerpt(backward_reduce, "backward_reduce"))
 
 # %% [markdown]
 # Why the order changes the bits, in NumPy: the same float32 numbers (a weight gradient's
