@@ -12,7 +12,8 @@
    zimage_1024), GPT-J and NeoX: wall us/iteration (synchronized at the end) and host
    us/iteration (the time to enqueue, with the GPU kept busy by nothing: a host-bound loop has
    wall ~ host).  Beside it the same math in PyTorch under ``torch.compile`` (the backward
-   bench's ``torch_math``), forward + backward.
+   bench's ``torch_math``), forward + backward, and (NeoX) Liger-Kernel's RMSNorm + RoPE
+   chain (:func:`_liger_step`).
 3. ``forward`` (a control row): the functional forward as the autograd op runs it, one pass
    (``ropelab.fused_qknorm_rope(qkv, out=out)``: read qkv, write out, V copied) against the
    old two passes (``out.copy_(qkv)``, then the in-place kernel over ``out``), beside a copy of
@@ -197,6 +198,12 @@ def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> li
                     y.backward(g)
 
                 steps.append(("torch.compile", compiled_step))
+            if device == "cuda" and not interleave:  # Liger rotates half-split pairs only
+                try:
+                    steps.append(("liger", _liger_step(torch, leaves, g, pos, shape)))
+                except Exception as exc:  # not installed, or an API it does not have
+                    rows.append({"shape": shape.name, "layout": "neox", "impl": "liger",
+                                 "error": f"{type(exc).__name__}: {exc}"[:500]})
             for name, step in steps:
                 try:
                     for _ in range(3):  # compile, upload tables, warm the allocator
@@ -260,6 +267,57 @@ def _graphed_step(torch, rt, leaves, g, pos, interleave, heads):
         for t in leaves:
             t.grad = None
         graphed(*leaves).backward(g)
+
+    return step
+
+
+def _liger_step(torch, leaves, g, pos, shape, eps: float = 1e-6):
+    """The same loop through Liger-Kernel's chain, as a model that uses Liger trains: its
+    RMSNorm Function on the Q heads and on the K heads (llama casting: float32 math, the
+    input's dtype out), then its RoPE Function on both, and the packed output rebuilt with V
+    (``torch.cat``) so that the step computes the fused op's function of (qkv, weights) and
+    takes the same ``g``.  Liger's RoPE is the half-split (NeoX) rotation only, with cos/sin
+    tables ``[1, tokens, rotary_dim]`` in the input's dtype, as Hugging Face models build them
+    once per forward (built here once, outside the loop).  The Q and K slices of the packed row
+    are not contiguous, and Liger's RMSNorm views its input as rows: ``.contiguous()`` first,
+    as a caller must."""
+    from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+    from liger_kernel.transformers.rope import liger_rotary_pos_emb
+
+    from ropelab.freqs import DEFAULT_BASE
+
+    hq, hk, hd, rd = shape.heads_q, shape.heads_k, shape.head_dim, shape.rotary_dim
+    tokens = leaves[0].shape[0]
+    inv = 1.0 / DEFAULT_BASE ** (torch.arange(0, rd, 2, dtype=torch.float32,
+                                              device=pos.device) / rd)
+    angle = pos.float()[:, None] * inv[None, :]
+    emb = torch.cat([angle, angle], dim=-1)[None]
+    cos, sin = emb.cos().to(leaves[0].dtype), emb.sin().to(leaves[0].dtype)
+
+    def forward(x):
+        q = x[:, :hq * hd].contiguous().view(tokens, hq, hd)
+        k = x[:, hq * hd:(hq + hk) * hd].contiguous().view(tokens, hk, hd)
+        q = LigerRMSNormFunction.apply(q, leaves[1], eps, 0.0, "llama", False)
+        k = LigerRMSNormFunction.apply(k, leaves[2], eps, 0.0, "llama", False)
+        q, k = liger_rotary_pos_emb(q.view(1, tokens, hq, hd).transpose(1, 2),
+                                    k.view(1, tokens, hk, hd).transpose(1, 2), cos, sin,
+                                    rotary_dim=rd)
+        return torch.cat([q.transpose(1, 2).reshape(tokens, hq * hd),
+                          k.transpose(1, 2).reshape(tokens, hk * hd), x[:, (hq + hk) * hd:]], dim=1)
+
+    # The same function as the op's, or no row: against the float32 PyTorch math (bf16 output).
+    from ropelab.measure.bench.backward_calls import torch_math
+
+    with torch.no_grad():
+        want = torch_math(shape, False, eps)(leaves[0], leaves[1], leaves[2], pos).float()
+        error = (forward(leaves[0].detach()).float() - want).abs().max().item()
+    if not error <= 0.125:  # a few bf16 ulps of values of order 1-4
+        raise AssertionError(f"Liger's chain differs from the op's math by {error}")
+
+    def step():
+        for t in leaves:
+            t.grad = None
+        forward(leaves[0]).backward(g)
 
     return step
 
@@ -346,7 +404,10 @@ METHOD = ("host: host microseconds per call, no synchronization inside the timed
           "grad (their .grad set to None first, as zero_grad(set_to_none=True) does), then "
           "y.backward(g), synchronized at the end: wall us/iteration, and host "
           "us/iteration (time to enqueue); beside it the same math in PyTorch under "
-          "torch.compile (measure.bench.backward_calls.torch_math), the same loop with the "
+          "torch.compile (measure.bench.backward_calls.torch_math), Liger-Kernel's chain "
+          "(NeoX only: its RMSNorm Function on .contiguous() Q and K heads, llama casting, then "
+          "its RoPE Function with bf16 cos/sin tables built once, the packed output rebuilt "
+          "with torch.cat), the same loop with the "
           "op captured as CUDA graphs (ropelab_graphed: torch.cuda.make_graphed_callables), "
           "and the same loop around an autograd Function that does no work (empty_function: "
           "the host floor of any Python op's training loop on this machine); bytes: what one "
