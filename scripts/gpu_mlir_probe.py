@@ -188,10 +188,19 @@ def port_rows() -> list[dict]:
             mcuda.compile_ptx(fn, signature_text(target["signature"]), fastmath=True, cc=(9, 0))
             row["compiles"] = True
         except Exception as exc:
-            row["error"] = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
+            row["error"] = _cause(exc)
         rows.append(row)
         print(row, flush=True)
     return rows
+
+
+def _cause(exc) -> str:
+    """The lines of a compile error that say what failed (numba's first line names only the
+    pipeline stage): its type, then the message lines that are not traceback or banner."""
+    lines = [l.strip() for l in str(exc).splitlines()]
+    keep = [l for l in lines[1:] if l and not l.startswith(("File ", "During:", "^", "-", "<"))
+            and "pipeline" not in l]
+    return (f"{type(exc).__name__}: " + " | ".join(keep[:4] or lines[:1]))[:400]
 
 
 METHOD = ("launch: host us per launch, no synchronization inside the timed loop, best of 15 "
@@ -203,8 +212,8 @@ METHOD = ("launch: host us per launch, no synchronization inside the timed loop,
           "fast-math) rebuilt with only what its imports bind changed (numba.cuda -> "
           "numba_cuda_mlir.cuda, numba scalar types -> numba-cuda-mlir's of the same name, each "
           "device function reached rebuilt and jitted again with its inline option), then "
-          "compile_ptx for cc 9.0 with the launch's argument types; error = the exception's first "
-          "line. Recorded by scripts/gpu_mlir_probe.sh.")
+          "compile_ptx for cc 9.0 with the launch's argument types; error = what the exception says "
+          "failed (its type and first message lines). Recorded by scripts/gpu_mlir_probe.sh.")
 
 
 def main(argv=None) -> int:

@@ -3,7 +3,8 @@
 #   1. the CPU probe of the ops' host cost with the launch stubbed (a reference beside 2)
 #   2. host us per call, direct vs torch op (rope, rope_qk, fused forward, fused backward), and
 #      50 training iterations of rt.fused_qknorm_rope forward + backward in bf16 at flux_1024,
-#      qwen_image_1024, zimage_1024, GPT-J and NeoX, beside torch.compile of the same math;
+#      qwen_image_1024, zimage_1024, GPT-J and NeoX, beside torch.compile of the same math and
+#      (NeoX) Liger-Kernel's RMSNorm + RoPE chain (carry the liger-kernel wheel in .whl/);
 #      and (forward rows) the functional forward's one pass against copy + in place, cold L2
 #                                                         -> $OUT/training_speed-GPU-STAMP.json (a data/training_speed/ record)
 LOG_NAME=training_speed.log source "$(dirname "$0")/gpu_common.sh"
