@@ -8,7 +8,7 @@ changes with it, and ``tests/test_drift.py`` fails until the notebook is rebuilt
 quietly disagree with ``data/``.
 
 The registry (:mod:`.numbers_core`) is filled by :mod:`.numbers_plain`, :mod:`.numbers_predict`,
-:mod:`.numbers_models`, :mod:`.numbers_fused`, :mod:`.numbers_serving`, :mod:`.numbers_training` and :mod:`.numbers_suite`.  Each entry is a function of no arguments that returns a :class:`Rendered`: the text to put in
+:mod:`.numbers_models`, :mod:`.numbers_fused`, :mod:`.numbers_serving`, :mod:`.numbers_training`, :mod:`.numbers_mlir` and :mod:`.numbers_suite`.  Each entry is a function of no arguments that returns a :class:`Rendered`: the text to put in
 the prose and the record it read (a path under ``data/``, or the seed note it quotes).  Keys are
 ``<topic>.<what>``; the topics follow the records (``bench``, ``fused``, ``controls``,
 ``profile``, ``history``, ``launch``, ``seed``).
@@ -27,7 +27,7 @@ import sys
 
 from . import numbers_fused, numbers_models, numbers_plain  # noqa: F401  (importing them fills the registry)
 from . import numbers_backward, numbers_predict, numbers_serving, numbers_torch  # noqa: F401
-from . import numbers_suite, numbers_training  # noqa: F401
+from . import numbers_mlir, numbers_suite, numbers_training  # noqa: F401
 from .numbers_core import REGISTRY, ROOT, Rendered, newest, number, runs, times_word
 
 __all__ = ["REGISTRY", "Rendered", "number", "newest", "runs", "times_word", "render",

@@ -128,6 +128,13 @@ def training_graphed_roof_pct():
     return Rendered(pct_span(shares), path)
 
 
+@number("training.liger_ratio")
+def training_liger_ratio():
+    """Liger-Kernel's RMSNorm + RoPE chain in the same loop (NeoX rows: the only layout it
+    rotates) against ropelab's, shape by shape."""
+    return _loop_ratio("liger", "ropelab")
+
+
 @number("training.floor_us")
 def training_floor_us():
     return _loop_us("empty_function")
