@@ -197,7 +197,9 @@ def port_rows() -> list[dict]:
 def _cause(exc) -> str:
     """The lines of a compile error that say what failed (numba's first line names only the
     pipeline stage): its type, then the message lines that are not traceback or banner."""
-    lines = [l.strip() for l in str(exc).splitlines()]
+    import re
+
+    lines = [l.strip() for l in re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).splitlines()]  # no colours
     keep = [l for l in lines[1:] if l and not l.startswith(("File ", "During:", "^", "-", "<"))
             and "pipeline" not in l]
     return (f"{type(exc).__name__}: " + " | ".join(keep[:4] or lines[:1]))[:400]
