@@ -13,7 +13,7 @@
    us/iteration (the time to enqueue, with the GPU kept busy by nothing: a host-bound loop has
    wall ~ host).  Beside it the same math in PyTorch under ``torch.compile`` (the backward
    bench's ``torch_math``), forward + backward, and (NeoX) Liger-Kernel's RMSNorm + RoPE
-   chain (:func:`_liger_step`).
+   chain (:func:`training_loop_rows._liger_step`).
 3. ``forward`` (a control row): the functional forward as the autograd op runs it, one pass
    (``ropelab.fused_qknorm_rope(qkv, out=out)``: read qkv, write out, V copied) against the
    old two passes (``out.copy_(qkv)``, then the in-place kernel over ``out``), beside a copy of
@@ -34,12 +34,7 @@ import statistics
 import sys
 import time
 
-
-def _sync(device):
-    import torch
-
-    if device == "cuda":
-        torch.cuda.synchronize()
+from training_loop_rows import _sync, training_rows
 
 
 def host_us(fn, device, number: int, repeat: int) -> float:
@@ -147,181 +142,6 @@ def _reference_launches(torch, x, out):
     return calls
 
 
-def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> list[dict]:
-    import torch
-
-    import ropelab.torch_ops as rt
-    from ropelab.measure.bench.backward_calls import torch_math
-
-    rows = []
-    for shape in shapes:
-        heads = dict(num_heads_q=shape.heads_q, num_heads_k=shape.heads_k,
-                     num_heads_v=shape.heads_v, head_dim=shape.head_dim,
-                     rotary_dim=shape.rotary_dim)
-        width = (shape.heads_q + shape.heads_k + shape.heads_v) * shape.head_dim
-        gen = torch.Generator(device=device).manual_seed(0)
-        qkv = torch.randn(shape.tokens, width, device=device, generator=gen).to(torch.bfloat16)
-        g = torch.randn(shape.tokens, width, device=device, generator=gen).to(torch.bfloat16)
-        pos = torch.arange(shape.tokens, dtype=torch.int32, device=device)
-        for interleave in (True, False):
-            leaves = [qkv.clone().requires_grad_(),
-                      torch.ones(shape.head_dim, device=device,
-                                 dtype=torch.bfloat16).requires_grad_(),
-                      torch.ones(shape.head_dim, device=device,
-                                 dtype=torch.bfloat16).requires_grad_()]
-
-            # A trainer's step starts from no gradient (optimizer.zero_grad(set_to_none=True)):
-            # the backward then hands its result to .grad instead of adding into the last one.
-            def ropelab_step():
-                for t in leaves:
-                    t.grad = None
-                y = rt.fused_qknorm_rope(leaves[0], q_weight=leaves[1], k_weight=leaves[2],
-                                         positions=pos, interleave=interleave, **heads)
-                y.backward(g)
-
-            steps = [("ropelab", ropelab_step), ("empty_function", _floor_step(torch, leaves, g))]
-            if device == "cuda":
-                try:  # a capture that fails must not lose the other rows
-                    steps.append(("ropelab_graphed",
-                                  _graphed_step(torch, rt, leaves, g, pos, interleave, heads)))
-                except Exception as exc:
-                    rows.append({"shape": shape.name, "layout": "gptj" if interleave else "neox",
-                                 "impl": "ropelab_graphed",
-                                 "error": f"{type(exc).__name__}: {exc}"[:500]})
-            if compile_baseline:
-                forward = torch.compile(torch_math(shape, interleave))
-
-                def compiled_step():
-                    for t in leaves:
-                        t.grad = None
-                    y = forward(leaves[0], leaves[1], leaves[2], pos)
-                    y.backward(g)
-
-                steps.append(("torch.compile", compiled_step))
-            if device == "cuda" and not interleave:  # Liger rotates half-split pairs only
-                try:
-                    steps.append(("liger", _liger_step(torch, leaves, g, pos, shape)))
-                except Exception as exc:  # not installed, or an API it does not have
-                    rows.append({"shape": shape.name, "layout": "neox", "impl": "liger",
-                                 "error": f"{type(exc).__name__}: {exc}"[:500]})
-            for name, step in steps:
-                try:
-                    for _ in range(3):  # compile, upload tables, warm the allocator
-                        step()
-                    _sync(device)
-                    t0 = time.perf_counter()
-                    for _ in range(iterations):
-                        step()
-                    t1 = time.perf_counter()
-                    _sync(device)
-                    t2 = time.perf_counter()
-                    row = {"shape": shape.name, "layout": "gptj" if interleave else "neox",
-                           "impl": name, "iterations": iterations,
-                           "host_us_per_iter": round((t1 - t0) / iterations * 1e6, 1),
-                           "wall_us_per_iter": round((t2 - t0) / iterations * 1e6, 1),
-                           "bytes": training_bytes(shape)}
-                except Exception as exc:  # one failing baseline must not lose the other rows
-                    row = {"shape": shape.name, "layout": "gptj" if interleave else "neox",
-                           "impl": name, "error": f"{type(exc).__name__}: {exc}"[:500]}
-                rows.append(row)
-                print(row, flush=True)
-    return rows
-
-
-def training_bytes(shape, itemsize: int = 2) -> int:
-    """The bytes one forward + backward must move (the byte model of
-    :mod:`ropelab.kernels.fused_qknorm_rope.backward_host`): the forward reads and writes the
-    row, the backward reads dy (the row) and x's Q and K and writes dx (the row): per token
-    ``4 * row + QK`` elements (the weights, positions and partial sums are noise)."""
-    row = (shape.heads_q + shape.heads_k + shape.heads_v) * shape.head_dim
-    qk = (shape.heads_q + shape.heads_k) * shape.head_dim
-    return shape.tokens * (4 * row + qk) * itemsize
-
-
-def _floor_step(torch, leaves, g):
-    """The same loop around an autograd Function that does no work
-    (:func:`ropelab.measure.bench.backward_calls.empty_function`): the host floor."""
-    from ropelab.measure.bench.backward_calls import empty_function
-
-    empty = empty_function()
-
-    def step():
-        for t in leaves:
-            t.grad = None
-        empty.apply(*leaves).backward(g)
-
-    return step
-
-
-def _graphed_step(torch, rt, leaves, g, pos, interleave, heads):
-    """The same loop with the op's forward and backward captured once as CUDA graphs
-    (``torch.cuda.make_graphed_callables``): each step replays two graphs, so the host cost of
-    the op and of autograd around it is gone; what is left is the GPU's."""
-    def forward(qkv, q_weight, k_weight):
-        return rt.fused_qknorm_rope(qkv, q_weight=q_weight, k_weight=k_weight, positions=pos,
-                                    interleave=interleave, **heads)
-
-    graphed = torch.cuda.make_graphed_callables(forward, tuple(leaves))
-
-    def step():
-        for t in leaves:
-            t.grad = None
-        graphed(*leaves).backward(g)
-
-    return step
-
-
-def _liger_step(torch, leaves, g, pos, shape, eps: float = 1e-6):
-    """The same loop through Liger-Kernel's chain, as a model that uses Liger trains: its
-    RMSNorm Function on the Q heads and on the K heads (llama casting: float32 math, the
-    input's dtype out), then its RoPE Function on both, and the packed output rebuilt with V
-    (``torch.cat``) so that the step computes the fused op's function of (qkv, weights) and
-    takes the same ``g``.  Liger's RoPE is the half-split (NeoX) rotation only, with cos/sin
-    tables ``[1, tokens, rotary_dim]`` in the input's dtype, as Hugging Face models build them
-    once per forward (built here once, outside the loop).  The Q and K slices of the packed row
-    are not contiguous, and Liger's RMSNorm views its input as rows: ``.contiguous()`` first,
-    as a caller must."""
-    from liger_kernel.ops.rms_norm import LigerRMSNormFunction
-    from liger_kernel.transformers.rope import liger_rotary_pos_emb
-
-    from ropelab.freqs import DEFAULT_BASE
-
-    hq, hk, hd, rd = shape.heads_q, shape.heads_k, shape.head_dim, shape.rotary_dim
-    tokens = leaves[0].shape[0]
-    inv = 1.0 / DEFAULT_BASE ** (torch.arange(0, rd, 2, dtype=torch.float32,
-                                              device=pos.device) / rd)
-    angle = pos.float()[:, None] * inv[None, :]
-    emb = torch.cat([angle, angle], dim=-1)[None]
-    cos, sin = emb.cos().to(leaves[0].dtype), emb.sin().to(leaves[0].dtype)
-
-    def forward(x):
-        q = x[:, :hq * hd].contiguous().view(tokens, hq, hd)
-        k = x[:, hq * hd:(hq + hk) * hd].contiguous().view(tokens, hk, hd)
-        q = LigerRMSNormFunction.apply(q, leaves[1], eps, 0.0, "llama", False)
-        k = LigerRMSNormFunction.apply(k, leaves[2], eps, 0.0, "llama", False)
-        q, k = liger_rotary_pos_emb(q.view(1, tokens, hq, hd).transpose(1, 2),
-                                    k.view(1, tokens, hk, hd).transpose(1, 2), cos, sin,
-                                    rotary_dim=rd)
-        return torch.cat([q.transpose(1, 2).reshape(tokens, hq * hd),
-                          k.transpose(1, 2).reshape(tokens, hk * hd), x[:, (hq + hk) * hd:]], dim=1)
-
-    # The same function as the op's, or no row: against the float32 PyTorch math (bf16 output).
-    from ropelab.measure.bench.backward_calls import torch_math
-
-    with torch.no_grad():
-        want = torch_math(shape, False, eps)(leaves[0], leaves[1], leaves[2], pos).float()
-        error = (forward(leaves[0].detach()).float() - want).abs().max().item()
-    if not error <= 0.125:  # a few bf16 ulps of values of order 1-4
-        raise AssertionError(f"Liger's chain differs from the op's math by {error}")
-
-    def step():
-        for t in leaves:
-            t.grad = None
-        forward(leaves[0]).backward(g)
-
-    return step
-
-
 def forward_rows(shapes, device) -> list[dict]:
     """The functional forward, one pass against clone + in place, beside a copy (cold-L2
     events on a GPU; on the CPU each call runs once, to check the wiring, and no row is
@@ -405,9 +225,9 @@ METHOD = ("host: host microseconds per call, no synchronization inside the timed
           "y.backward(g), synchronized at the end: wall us/iteration, and host "
           "us/iteration (time to enqueue); beside it the same math in PyTorch under "
           "torch.compile (measure.bench.backward_calls.torch_math), Liger-Kernel's chain "
-          "(NeoX only: its RMSNorm Function on .contiguous() Q and K heads, llama casting, then "
-          "its RoPE Function with bf16 cos/sin tables built once, the packed output rebuilt "
-          "with torch.cat), the same loop with the "
+          "(NeoX only: measure.bench.backward_calls.liger_math, its RMSNorm Function on the Q "
+          "and K heads, then its RoPE Function, the packed output rebuilt with torch.cat), the "
+          "same loop with the "
           "op captured as CUDA graphs (ropelab_graphed: torch.cuda.make_graphed_callables), "
           "and the same loop around an autograd Function that does no work (empty_function: "
           "the host floor of any Python op's training loop on this machine); bytes: what one "

@@ -165,8 +165,14 @@ def compiled_pair(arrays, shape, interleave: bool):
     return _autograd_pair(torch.compile(torch_math(shape, interleave)), arrays)
 
 
-def liger_pair(arrays, shape):
-    """Liger-Kernel's RMSNorm of Q and K heads, then its (NeoX) RoPE, under autograd."""
+def liger_math(shape, eps: float = 1e-6, base: float = DEFAULT_BASE):
+    """The fused forward through Liger-Kernel's chain, as a model that uses Liger runs it:
+    ``forward(qkv, wq, wk, pos)`` with its RMSNorm Function on the Q heads and on the K heads
+    (its defaults: llama casting, float32 math, the input's dtype out), then its RoPE Function
+    on both with cos/sin tables ``[1, tokens, head_dim]`` in the input's dtype, built per call
+    as Hugging Face models build them once per forward; the packed output is rebuilt with V
+    (``torch.cat``), so it is the fused op's function of the same arguments.  Liger's RoPE is
+    the half-split (NeoX) rotation of whole heads only."""
     import torch
     # lazy: optional (the lead carries the liger-kernel 0.8.5 wheel to the GPU host)
     from liger_kernel.ops.rms_norm import LigerRMSNormFunction
@@ -175,20 +181,26 @@ def liger_pair(arrays, shape):
     hq, hk, hd, rd = shape.heads_q, shape.heads_k, shape.head_dim, shape.rotary_dim
     if rd != hd:
         raise ValueError("Liger's RoPE rotates the whole head")
-    inv = 1.0 / DEFAULT_BASE ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    inv = 1.0 / base ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
 
     def forward(qkv, wq, wk, pos):
         t = qkv.shape[0]
         heads = qkv.view(t, -1, hd)
-        q = LigerRMSNormFunction.apply(heads[:, :hq].reshape(-1, hd), wq, 1e-6).view(1, t, hq, hd)
-        k = LigerRMSNormFunction.apply(heads[:, hq:hq + hk].reshape(-1, hd), wk, 1e-6).view(1, t, hk, hd)
+        q = LigerRMSNormFunction.apply(heads[:, :hq].reshape(-1, hd), wq, eps).view(1, t, hq, hd)
+        k = LigerRMSNormFunction.apply(heads[:, hq:hq + hk].reshape(-1, hd), wk, eps).view(1, t, hk, hd)
         ang = pos.double()[:, None] * inv.to(qkv.device)[None, :]
         emb = torch.cat([ang, ang], dim=-1)[None]
         cos, sin = emb.cos().to(qkv.dtype), emb.sin().to(qkv.dtype)
         q, k = liger_rotary_pos_emb(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
         return torch.cat([q.transpose(1, 2)[0], k.transpose(1, 2)[0], heads[:, hq + hk:]],
                          dim=1).reshape(qkv.shape)
-    return _autograd_pair(forward, arrays)
+    return forward
+
+
+def liger_pair(arrays, shape):
+    """Liger-Kernel's RMSNorm of Q and K heads, then its (NeoX) RoPE (:func:`liger_math`),
+    under autograd."""
+    return _autograd_pair(liger_math(shape), arrays)
 
 
 def bit_differences(run, runs: int = RUNS) -> tuple[int, float]:

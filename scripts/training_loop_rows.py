@@ -1,0 +1,162 @@
+"""The ``training`` rows of scripts/gpu_training_speed.py: a trainer's loop of forward +
+``.backward()`` through ``ropelab.torch_ops.fused_qknorm_rope``, timed beside the same loop
+through torch.compile of the same math, Liger-Kernel's chain (NeoX), the op captured as CUDA
+graphs, and an autograd Function that does no work (the host floor).  That script's docstring
+and METHOD say how each is timed; this module builds and times the loops."""
+
+from __future__ import annotations
+
+import time
+
+
+def _sync(device):
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> list[dict]:
+    import torch
+
+    import ropelab.torch_ops as rt
+    from ropelab.measure.bench.backward_calls import torch_math
+
+    rows = []
+    for shape in shapes:
+        heads = dict(num_heads_q=shape.heads_q, num_heads_k=shape.heads_k,
+                     num_heads_v=shape.heads_v, head_dim=shape.head_dim,
+                     rotary_dim=shape.rotary_dim)
+        width = (shape.heads_q + shape.heads_k + shape.heads_v) * shape.head_dim
+        gen = torch.Generator(device=device).manual_seed(0)
+        qkv = torch.randn(shape.tokens, width, device=device, generator=gen).to(torch.bfloat16)
+        g = torch.randn(shape.tokens, width, device=device, generator=gen).to(torch.bfloat16)
+        pos = torch.arange(shape.tokens, dtype=torch.int32, device=device)
+        for interleave in (True, False):
+            leaves = [qkv.clone().requires_grad_(),
+                      torch.ones(shape.head_dim, device=device,
+                                 dtype=torch.bfloat16).requires_grad_(),
+                      torch.ones(shape.head_dim, device=device,
+                                 dtype=torch.bfloat16).requires_grad_()]
+
+            # A trainer's step starts from no gradient (optimizer.zero_grad(set_to_none=True)):
+            # the backward then hands its result to .grad instead of adding into the last one.
+            def ropelab_step():
+                for t in leaves:
+                    t.grad = None
+                y = rt.fused_qknorm_rope(leaves[0], q_weight=leaves[1], k_weight=leaves[2],
+                                         positions=pos, interleave=interleave, **heads)
+                y.backward(g)
+
+            steps = [("ropelab", ropelab_step), ("empty_function", _floor_step(torch, leaves, g))]
+            if device == "cuda":
+                try:  # a capture that fails must not lose the other rows
+                    steps.append(("ropelab_graphed",
+                                  _graphed_step(torch, rt, leaves, g, pos, interleave, heads)))
+                except Exception as exc:
+                    rows.append({"shape": shape.name, "layout": "gptj" if interleave else "neox",
+                                 "impl": "ropelab_graphed",
+                                 "error": f"{type(exc).__name__}: {exc}"[:500]})
+            if compile_baseline:
+                forward = torch.compile(torch_math(shape, interleave))
+
+                def compiled_step():
+                    for t in leaves:
+                        t.grad = None
+                    y = forward(leaves[0], leaves[1], leaves[2], pos)
+                    y.backward(g)
+
+                steps.append(("torch.compile", compiled_step))
+            if device == "cuda" and not interleave:  # Liger rotates half-split pairs only
+                try:
+                    steps.append(("liger", _liger_step(torch, leaves, g, pos, shape)))
+                except Exception as exc:  # not installed, or an API it does not have
+                    rows.append({"shape": shape.name, "layout": "neox", "impl": "liger",
+                                 "error": f"{type(exc).__name__}: {exc}"[:500]})
+            for name, step in steps:
+                try:
+                    for _ in range(3):  # compile, upload tables, warm the allocator
+                        step()
+                    _sync(device)
+                    t0 = time.perf_counter()
+                    for _ in range(iterations):
+                        step()
+                    t1 = time.perf_counter()
+                    _sync(device)
+                    t2 = time.perf_counter()
+                    row = {"shape": shape.name, "layout": "gptj" if interleave else "neox",
+                           "impl": name, "iterations": iterations,
+                           "host_us_per_iter": round((t1 - t0) / iterations * 1e6, 1),
+                           "wall_us_per_iter": round((t2 - t0) / iterations * 1e6, 1),
+                           "bytes": training_bytes(shape)}
+                except Exception as exc:  # one failing baseline must not lose the other rows
+                    row = {"shape": shape.name, "layout": "gptj" if interleave else "neox",
+                           "impl": name, "error": f"{type(exc).__name__}: {exc}"[:500]}
+                rows.append(row)
+                print(row, flush=True)
+    return rows
+
+
+def training_bytes(shape, itemsize: int = 2) -> int:
+    """The bytes one forward + backward must move (the byte model of
+    :mod:`ropelab.kernels.fused_qknorm_rope.backward_host`): the forward reads and writes the
+    row, the backward reads dy (the row) and x's Q and K and writes dx (the row): per token
+    ``4 * row + QK`` elements (the weights, positions and partial sums are noise)."""
+    row = (shape.heads_q + shape.heads_k + shape.heads_v) * shape.head_dim
+    qk = (shape.heads_q + shape.heads_k) * shape.head_dim
+    return shape.tokens * (4 * row + qk) * itemsize
+
+
+def _floor_step(torch, leaves, g):
+    """The same loop around an autograd Function that does no work
+    (:func:`ropelab.measure.bench.backward_calls.empty_function`): the host floor."""
+    from ropelab.measure.bench.backward_calls import empty_function
+
+    empty = empty_function()
+
+    def step():
+        for t in leaves:
+            t.grad = None
+        empty.apply(*leaves).backward(g)
+
+    return step
+
+
+def _graphed_step(torch, rt, leaves, g, pos, interleave, heads):
+    """The same loop with the op's forward and backward captured once as CUDA graphs
+    (``torch.cuda.make_graphed_callables``): each step replays two graphs, so the host cost of
+    the op and of autograd around it is gone; what is left is the GPU's."""
+    def forward(qkv, q_weight, k_weight):
+        return rt.fused_qknorm_rope(qkv, q_weight=q_weight, k_weight=k_weight, positions=pos,
+                                    interleave=interleave, **heads)
+
+    graphed = torch.cuda.make_graphed_callables(forward, tuple(leaves))
+
+    def step():
+        for t in leaves:
+            t.grad = None
+        graphed(*leaves).backward(g)
+
+    return step
+
+
+def _liger_step(torch, leaves, g, pos, shape):
+    """The same loop through Liger-Kernel's RMSNorm + RoPE chain
+    (:func:`ropelab.measure.bench.backward_calls.liger_math`, what the backward bench times),
+    checked first against the op's math in PyTorch: no row for a chain that computes something
+    else."""
+    from ropelab.measure.bench.backward_calls import liger_math, torch_math
+
+    forward = liger_math(shape)
+    with torch.no_grad():
+        args = (leaves[0].detach(), leaves[1].detach(), leaves[2].detach(), pos)
+        error = (forward(*args).float() - torch_math(shape, False)(*args).float()).abs().max().item()
+    if not error <= 0.125:  # a few bf16 ulps of values of order 1-4
+        raise AssertionError(f"Liger's chain differs from the op's math by {error}")
+
+    def step():
+        for t in leaves:
+            t.grad = None
+        forward(leaves[0], leaves[1], leaves[2], pos).backward(g)
+
+    return step
