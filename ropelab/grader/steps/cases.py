@@ -12,11 +12,12 @@ from typing import Callable
 import numpy as np
 
 from ... import reference
+from ...freqs import DEFAULT_BASE
 from ...kernels.plan import census_problem
 from ...tolerance import max_angle
 from ..grading import Case, Gate, tolerance
 
-BASE = 10000.0
+BASE = DEFAULT_BASE  # the steps' rope base, the package's default
 MAX_POSITION = 1024  # random positions below this: large enough angles, a tight tolerance
 THREADS = 64  # block size of the 1-D launches: the small shapes still leave a partial block
 
