@@ -19,6 +19,10 @@ The entries (pick them with ``--variant rope_rows``):
 * ``rope_rows:rope_qk:kernel``: the q+k launch alone (pre-bound, fixed pointers);
 * ``rope_rows:rope:h1`` / ``:h4`` / ``:run8``: the single-tensor call with another mapping
   (heads per thread, 128-bit accesses), to check the defaults;
+* ``rope_rows:rope:neox`` / ``:neox_h4`` / ``:neox_cache`` / ``:neox_cache_h4``: the
+  single-tensor call in the NeoX layout (default mapping, four heads a thread, cos/sin from a
+  float32 cache built with ``cache=True``), beside ``rope_rows:torch_compile_cached``:
+  torch.compile of the NeoX rotation with a float32 cos/sin cache gathered by position;
 * ``rope_rows:pair_sincos`` / ``rope_rows:pack4``: the same single-tensor call with
   ``variant="pair_sincos"`` / ``"pack4"``, which run 16-bit storage in their own 16-bit builds
   (pack4 on ``[tokens, heads * head_dim]``, one wide head per token: its scope, same bytes).
@@ -93,6 +97,8 @@ def _rope_maker(buf, one_head=False, **options):
     import ropelab
 
     s = buf.shape
+    if options.get("cache"):  # a cos/sin row for every position the bench passes
+        options = dict(options, max_positions=s.tokens)
     qkv, pos = _arrays(s)
     hd, heads = s.head_dim, s.heads_q + s.heads_k
     shape = (s.tokens, heads * hd) if one_head else (s.tokens, heads, hd)
@@ -105,6 +111,40 @@ def _rope_maker(buf, one_head=False, **options):
         out = cuda.device_array_like(x)
     call = lambda: ropelab.rope(x, positions=pos, out=out, **options)  # noqa: E731
     call()  # validates and compiles once
+    return call
+
+
+_COMPILED = {}
+
+
+def _torch_compile_cached(buf):
+    """The peer of ``rope_rows:rope:neox_cache``: torch.compile of the NeoX rotation of the same
+    contiguous x with a float32 cos/sin cache ``[positions, head_dim]`` (cos half | sin half, the
+    vLLM layout) gathered by position, math in float32, a new tensor out; None without torch."""
+    import torch
+
+    s = buf.shape
+    qkv, pos = _arrays(s)
+    if not hasattr(qkv, "contiguous"):
+        return None
+    hd, heads = s.head_dim, s.heads_q + s.heads_k
+    x = qkv[:, :heads * hd].reshape(s.tokens, heads, hd).contiguous()
+    inv = 1.0 / 10000.0 ** (torch.arange(0, hd, 2, dtype=torch.float64, device=x.device) / hd)
+    angle = torch.arange(s.tokens, dtype=torch.float64, device=x.device)[:, None] * inv[None]
+    cache = torch.cat([angle.cos(), angle.sin()], dim=-1).float()
+
+    def rotate(x, cache, pos):
+        half = x.shape[-1] // 2
+        cs = cache[pos]
+        cos, sin = cs[:, None, :half], cs[:, None, half:]
+        x1, x2 = x[..., :half].float(), x[..., half:].float()
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+    if "rotate" not in _COMPILED:
+        _COMPILED["rotate"] = torch.compile(rotate, dynamic=False, fullgraph=True)
+    fn = _COMPILED["rotate"]
+    call = lambda: fn(x, cache, pos)  # noqa: E731
+    call()  # compiles once, outside the timed region
     return call
 
 
@@ -163,6 +203,17 @@ def entries(names=None) -> list[Entry]:
                         ("run8", {"run": 8})):
         out.append(Entry(f"{NAME}:rope:{label}", "ropelab_rows",
                          lambda buf, o=opts: _rope_maker(buf, **o), fastmath=True, fused=True))
+    # NeoX (half-split pairs), the layout of the peer below, with the default mapping, four heads
+    # a thread, and cos/sin read from a float32 cache (cache=True) instead of computed.
+    for label, opts in (("neox", {"interleave": False}),
+                        ("neox_h4", {"interleave": False, "heads_per_thread": 4}),
+                        ("neox_cache", {"interleave": False, "cache": True}),
+                        ("neox_cache_h4", {"interleave": False, "cache": True,
+                                           "heads_per_thread": 4})):
+        out.append(Entry(f"{NAME}:rope:{label}", "ropelab_rows",
+                         lambda buf, o=opts: _rope_maker(buf, **o), fastmath=True, fused=True))
+    out.append(Entry(f"{NAME}:torch_compile_cached", "torch", _torch_compile_cached, fused=True,
+                     group=2))
     # The course's variants that take 16-bit storage themselves, on the same bytes: pair_sincos
     # per head; pack4 as one wide head per token (its scope; other frequencies, same traffic).
     for label, opts in (("pair_sincos", {"variant": "pair_sincos"}),
