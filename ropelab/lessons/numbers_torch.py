@@ -48,6 +48,36 @@ def rows_run4_pct():
     return Rendered(pct_span(fracs, 1), path)
 
 
+@number("rows.neox_pct")
+def rows_neox_pct():
+    """The single-tensor target in the NeoX layout, the default mapping."""
+    path, fracs = _rows("rope_rows:rope:neox", (TARGET_SHAPE,))
+    return Rendered(pct(fracs[0], 1), path)
+
+
+@number("rows.h4_pct")
+def rows_h4_pct():
+    """The single-tensor target with four heads a thread (GPT-J)."""
+    path, fracs = _rows("rope_rows:rope:h4", (TARGET_SHAPE,))
+    return Rendered(pct(fracs[0], 1), path)
+
+
+@number("rows.neox_cache_pct")
+def rows_neox_cache_pct():
+    """The single-tensor target, NeoX, cos/sin read from a float32 cache (default mapping and
+    four heads a thread)."""
+    path, a = _rows("rope_rows:rope:neox_cache", (TARGET_SHAPE,))
+    _, b = _rows("rope_rows:rope:neox_cache_h4", (TARGET_SHAPE,))
+    return Rendered(pct_span(a + b, 1), path)
+
+
+@number("rows.torch_compile_cached_pct")
+def rows_torch_compile_cached_pct():
+    """torch.compile of the NeoX rotation with a float32 cos/sin cache, same run and shape."""
+    path, fracs = _rows("rope_rows:torch_compile_cached", (TARGET_SHAPE,))
+    return Rendered(pct(fracs[0], 1), path)
+
+
 @number("torch.compiled_vs_public_pct")
 def torch_compiled_vs_public_pct():
     """The largest distance of the compiled op's median from the public call's, every case."""
