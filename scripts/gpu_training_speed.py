@@ -34,7 +34,7 @@ import statistics
 import sys
 import time
 
-from training_loop_rows import _sync, training_rows
+from training_loop_rows import sync, training_rows
 
 
 def host_us(fn, device, number: int, repeat: int) -> float:
@@ -42,12 +42,12 @@ def host_us(fn, device, number: int, repeat: int) -> float:
     between runs only, so the launch queue never fills for long)."""
     best = float("inf")
     for _ in range(repeat):
-        _sync(device)
+        sync(device)
         t0 = time.perf_counter()
         for _ in range(number):
             fn()
         best = min(best, (time.perf_counter() - t0) / number)
-    _sync(device)
+    sync(device)
     return best * 1e6
 
 

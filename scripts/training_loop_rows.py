@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 
-def _sync(device):
+def sync(device):
     import torch
 
     if device == "cuda":
@@ -77,12 +77,12 @@ def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> li
                 try:
                     for _ in range(3):  # compile, upload tables, warm the allocator
                         step()
-                    _sync(device)
+                    sync(device)
                     t0 = time.perf_counter()
                     for _ in range(iterations):
                         step()
                     t1 = time.perf_counter()
-                    _sync(device)
+                    sync(device)
                     t2 = time.perf_counter()
                     row = {"shape": shape.name, "layout": "gptj" if interleave else "neox",
                            "impl": name, "iterations": iterations,
