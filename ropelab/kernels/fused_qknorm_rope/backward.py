@@ -28,8 +28,8 @@ weight-gradient accumulators are four registers per group, kept over all its uni
 
 **The weight gradient.**  At the end each block adds its warps' accumulators in shared memory
 in a fixed order, then either writes one row of ``partial[blocks, 2 * H]`` (two-stage: a second
-kernel, :func:`.backward_reduce.make_reduce`, sums the rows in a fixed order: bitwise the same result on
-every run) or adds the row into ``dw[2 * H]`` with ``cuda.atomic.add`` (one launch fewer, but
+kernel, :func:`.backward_reduce.make_reduce`, sums the rows in a fixed order: bitwise the same
+result on every run) or adds the row into ``dw[2 * H]`` with ``cuda.atomic.add`` (one launch fewer, but
 the order in which blocks arrive changes the float32 rounding from run to run).  Columns
 ``[0, H)`` are ``dq_weight``, ``[H, 2H)`` are ``dk_weight``.
 """
