@@ -1,0 +1,46 @@
+"""scripts/preregister_predictions.py writes a held-out set's predicted H200 times before the set
+is timed: one row per entry, a prediction with its range for each kernel the grader passes, and
+the refusal for one it does not (so a wrong kernel never gets a prediction to compare)."""
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("preregister",
+                                              ROOT / "scripts" / "preregister_predictions.py")
+preregister = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(preregister)
+
+LEARNER = '''
+from numba import cuda
+
+
+@cuda.jit
+def copy_all(x, out):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i]
+
+
+@cuda.jit
+def copy_half(x, out):
+    i = cuda.grid(1)
+    if i < x.size // 2:
+        out[i] = x[i]
+
+
+ENTRIES = [("00.1", "copy_all", copy_all), ("00.1", "copy_half", copy_half)]
+'''
+
+
+def test_each_passing_kernel_gets_a_prediction_and_a_wrong_one_none(tmp_path, capsys):
+    (tmp_path / "learner_00.py").write_text(LEARNER)
+    assert preregister.main([str(tmp_path)]) == 0
+    (table,) = tmp_path.glob("predicted-*.tsv")
+    lines = table.read_text().splitlines()
+    assert lines[0].startswith("# predicted by data/predict/predict-") and "before any GPU run" in lines[0]
+    rows = {r.split("\t")[2]: r.split("\t") for r in lines[2:]}
+    assert set(rows) == {"copy_all", "copy_half"}
+    good, bad = rows["copy_all"], rows["copy_half"]
+    assert good[3] == "pass" and 0 < float(good[5]) < float(good[4]) < float(good[6])
+    assert bad[3] == "refused" and bad[4] == ""
