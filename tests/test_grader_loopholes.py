@@ -502,30 +502,3 @@ def test_an_integer_sum_that_only_the_simulator_wraps_is_refused_and_one_wrapped
     with refusing(), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         _float_overflow[1, 32](f, np.zeros_like(f))
-
-
-# --- a division counted once a pass (set D's learner: a grid-stride 01.1 was refused) ---------
-
-_STRIDE_ANGLES = '''
-    @cuda.jit(fastmath=True)
-    def pair_angles(out, positions, inv_freq, n_pairs, total_pairs):
-        idx = cuda.grid(1)
-        while idx < total_pairs:
-            token = uint64(idx) // n_pairs
-            pair = uint64(idx) - {PAIR}
-            out[idx] = float32(positions[token]) * inv_freq[pair]
-            idx += cuda.gridsize(1)
-    '''
-
-
-def test_a_grid_stride_loop_that_divides_once_a_trip_passes_and_twice_does_not():
-    """LLVM emits that loop's body several times (12 div/rem in the PTX for one //): the gate
-    counts one pass, so the loop passes; a second division a trip is still refused."""
-    step = steps.get("01.1")
-    once = grading.grade(step, _define(_STRIDE_ANGLES.replace("{PAIR}", "token * n_pairs"),
-                                       "pair_angles"))
-    assert once.passed, str(once)
-    twice = grading.grade(step, _define(_STRIDE_ANGLES.replace(
-        "{PAIR}", "((uint64(idx) + n_pairs) // n_pairs - uint64(1)) * n_pairs"), "pair_angles"))
-    assert not twice.passed
-    assert "one pass through your kernel (one pair) runs 2 integer divisions" in str(twice)

@@ -477,8 +477,7 @@ def test_a_loop_the_compiler_duplicated_counts_once_per_pass():
     from ropelab.measure.census.counting import count_extras
 
     assert count_extras(_UNSWITCHED)["sincos"] == 4  # the static count: both copies
-    assert count_passes(_UNSWITCHED) == {"sincos_pass": 2, "pow_pass": 1, "pow_per_slot": 1,
-                                         "divrem_pass": 1}
+    assert count_passes(_UNSWITCHED) == {"sincos_pass": 2, "pow_pass": 1, "pow_per_slot": 1}
     # two angles computed one after the other in one body are two, per pass too
     twice = _UNSWITCHED.replace("	sin.approx.ftz.f32 	%f5, %f3;\n",
                                 "	sin.approx.ftz.f32 	%f5, %f3;\n	cos.approx.ftz.f32 	%f9, %f1;\n"
@@ -487,42 +486,6 @@ def test_a_loop_the_compiler_duplicated_counts_once_per_pass():
     straight = "\n".join(["	sin.approx.ftz.f32 	%f1, %f2;", "	cos.approx.ftz.f32 	%f3, %f2;"] * 2
                          + ["	ret;"])
     assert count_passes(straight)["sincos_pass"] == 4
-
-
-# One unsigned 64-bit division as NVPTX emits it: a div.u64, and a div.u32 fast path taken when
-# both operands fit in 32 bits, on exclusive branches; here inside a grid-stride loop.
-_DIVISION = """
-$L__BB0_1:
-	or.b64 	%rd5, %rd1, %rd3;
-	and.b64 	%rd6, %rd5, -4294967296;
-	setp.ne.s64 	%p1, %rd6, 0;
-	@%p1 bra 	$L__BB0_3;
-	div.u32 	%r1, %r2, %r3;
-	bra.uni 	$L__BB0_4;
-$L__BB0_3:
-	div.u64 	%rd4, %rd1, %rd3;
-$L__BB0_4:
-	{SECOND}
-	@%p2 bra 	$L__BB0_1;
-	ret;
-"""
-
-
-def test_one_division_a_pass_counts_once_and_a_second_counts_again():
-    from ropelab.measure.census.counting import count_ptx
-    from ropelab.measure.census.passes import count_passes
-
-    once = _DIVISION.replace("{SECOND}", "")
-    assert count_ptx(once)["int_divrem"] == 2  # the static count: both paths
-    assert count_passes(once)["divrem_pass"] == 1
-    # the body duplicated by the compiler (two copies on exclusive branches) is still one pass
-    copies = once.replace("$L__BB0_1:", "	@%p9 bra 	$L__BB0_7;\n$L__BB0_1:") + (
-        "$L__BB0_7:\n	div.u64 	%rd8, %rd1, %rd3;\n	@%p2 bra 	$L__BB0_7;\n	ret;\n")
-    assert count_ptx(copies)["int_divrem"] == 3 and count_passes(copies)["divrem_pass"] == 1
-    twice = _DIVISION.replace("{SECOND}", "rem.u64 	%rd7, %rd1, %rd3;")
-    assert count_passes(twice)["divrem_pass"] == 2
-    floats = _DIVISION.replace("{SECOND}", "div.approx.ftz.f32 	%f1, %f2, %f3;")
-    assert count_passes(floats)["divrem_pass"] == 1  # a float division is not one
 
 
 # A grid-stride loop as LLVM unrolls it when the trip count is known only at run time: a
@@ -554,7 +517,7 @@ def test_a_pow_per_unit_is_not_a_pow_per_slot():
     from ropelab.measure.census.passes import count_passes
 
     per_unit = count_passes(_NESTED.replace("{EX2_PER_SLOT}", ""))
-    assert per_unit == {"sincos_pass": 2, "pow_pass": 1, "pow_per_slot": 0, "divrem_pass": 0}
+    assert per_unit == {"sincos_pass": 2, "pow_pass": 1, "pow_per_slot": 0}
     per_slot = count_passes(_NESTED.replace("{EX2_PER_SLOT}", "ex2.approx.ftz.f32 	%f6, %f5;"))
     assert per_slot["pow_per_slot"] == 1
 
@@ -563,8 +526,7 @@ def test_ptx_it_cannot_follow_gets_the_static_counts():
     from ropelab.measure.census.passes import count_passes
 
     indirect = _UNSWITCHED.replace("	@%p2 bra 	$L__BB0_6;", "	brx.idx 	%r1, $L_targets;")
-    assert count_passes(indirect) == {"sincos_pass": 4, "pow_pass": 1, "pow_per_slot": 2,
-                                      "divrem_pass": 1}
+    assert count_passes(indirect) == {"sincos_pass": 4, "pow_pass": 1, "pow_per_slot": 2}
 
 
 def test_a_division_gate_names_the_range_that_divides():

@@ -50,7 +50,6 @@ COUNTER_LABELS = {
     "sincos_pass": "sin/cos on one pass (a loop body once)",
     "pow_pass": "pow on one pass (one lg2.approx each)",
     "pow_per_slot": "pow in the loop that rotates (ex2.approx)",
-    "divrem_pass": "integer div/rem on one pass (a loop body once)",
     "local_bytes": "local memory (bytes per thread)",
 }
 
@@ -202,7 +201,7 @@ def _gate_text(gate: Gate, got_value: str, judged, signature: str) -> str:
     (:mod:`.widening`), where they can be found, instead of the gate's general guess; for a
     division, the ``range()`` that hides one."""
     text = gate.message.format(got=got_value, limit=gate.limit)
-    if gate.counter in ("int_divrem", "signed_divrem", "divrem_pass"):
+    if gate.counter in ("int_divrem", "signed_divrem"):
         return _hidden_division_text(gate, got_value, judged) or text
     if gate.counter != "f64":
         return text

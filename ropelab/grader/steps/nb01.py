@@ -25,13 +25,10 @@ NOTEBOOK = "01_flat_divmod"
 # one div.s64 plus a div.u32 fast path, as many divisions as the unsigned one, so the plain
 # count cannot tell them apart (checked on the pinned numba-cuda).
 UNSIGNED = NO_SIGNED_DIVISION
-# Counted on one pass (ropelab.measure.census.passes): a grid-stride loop that divides once a
-# trip is one division, although LLVM may emit its body several times (a static count of 12
-# for one //, seen on an independent learner's 01.1); one unsigned division is a 64-bit and a
-# 32-bit path on exclusive branches, one on any path.
-ONE_DIVISION = Gate("divrem_pass", "<=", 1, "one pass through your kernel (one pair) runs {got} "
-                    "integer divisions (the goal: {limit}): divide once, and take the remainder "
-                    "from the quotient (pair = i - token * n_pairs)")
+ONE_DIVISION = Gate("int_divrem", "<=", 2, "the PTX has {got} integer div/rem instructions (the "
+                    "goal: {limit}: one unsigned division, which the compiler emits as a 64-bit "
+                    "and a 32-bit path): divide once, and take the remainder from the quotient "
+                    "(pair = i - token * n_pairs)")
 NO_MODULO = Forbid("%", "take the remainder from the quotient you have (pair = i - token * "
                    "n_pairs): a multiply and a subtract instead of a second division")
 _ANGLE_SIGNATURE = "void(float32[::1], int32[::1], float32[::1], uint64, int64)"

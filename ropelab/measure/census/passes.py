@@ -19,8 +19,6 @@ iteration of the source loop, what the learner wrote.
 
 * ``sincos_pass``: the most ``sin.approx`` + ``cos.approx`` on one pass;
 * ``pow_pass``: the most ``lg2.approx`` (the first half of a fast-math ``pow``) on one pass;
-* ``divrem_pass``: the most integer ``div`` / ``rem`` instructions on one pass (one unsigned
-  64-bit division is a ``div.u64`` and a ``div.u32`` fast path on exclusive branches: one);
 * ``pow_per_slot``: the most ``ex2.approx`` (the half of ``pow`` that depends on the exponent)
   on one iteration of a loop that also computes a sin or a cos in its own body: a ``pow``
   for every rotated slot.  A ``pow`` in an outer loop (a grid-stride loop over work units)
@@ -166,15 +164,6 @@ def _count(ops: list, heads: tuple) -> int:
     return sum(1 for op in ops if op.split(".")[0] in heads and "approx" in op.split("."))
 
 
-_INT_TYPES = ("s16", "u16", "s32", "u32", "s64", "u64")
-
-
-def _count_divrem(ops: list) -> int:
-    """Integer ``div`` / ``rem`` instructions (the census's ``int_divrem`` rule)."""
-    return sum(1 for op in ops if op.split(".")[0] in ("div", "rem")
-               and any(p in _INT_TYPES for p in op.split(".")[1:]))
-
-
 def _remainder_twins(graph: _Graph, region: list) -> dict:
     """Loop header -> the header of its remainder loop, for loops LLVM unrolled.
 
@@ -197,38 +186,34 @@ def _remainder_twins(graph: _Graph, region: list) -> dict:
 
 
 def count_passes(ptx: str) -> dict:
-    """``sincos_pass``, ``pow_pass``, ``pow_per_slot`` and ``divrem_pass`` of one kernel's PTX
-    (see the module docstring)."""
+    """``sincos_pass``, ``pow_pass`` and ``pow_per_slot`` of one kernel's PTX (see the module
+    docstring)."""
     graph = _Graph(ptx)
     if not graph.understood:
         every = [op for ops in graph.ops for op in ops]
         return {"sincos_pass": _count(every, ("sin", "cos")), "pow_pass": _count(every, ("lg2",)),
-                "pow_per_slot": _count(every, ("ex2",)), "divrem_pass": _count_divrem(every)}
+                "pow_per_slot": _count(every, ("ex2",))}
     back, order = graph.back_edges_and_order()
     region = graph.regions(back)
 
-    def in_region(count, r) -> int:
-        return _most_on_a_path(graph, order, back, lambda b: count(
-            graph.ops[b]) if region[b] == r else 0)
+    def in_region(heads: tuple, r) -> int:
+        return _most_on_a_path(graph, order, back, lambda b: _count(
+            graph.ops[b], heads) if region[b] == r else 0)
 
     twins = _remainder_twins(graph, region)
 
-    def per_pass(count, regions) -> int:
+    def per_pass(heads: tuple, regions) -> int:
         counts = []
         for r in regions:
-            here = in_region(count, r)
-            twin = in_region(count, twins[r]) if r in twins else 0
+            here = in_region(heads, r)
+            twin = in_region(heads, twins[r]) if r in twins else 0
             # an unrolled body holds k copies of one iteration, its remainder holds one
             counts.append(twin if twin and here > twin and here % twin == 0 else here)
         return max(counts, default=0)
 
-    def approx(*heads):
-        return lambda ops: _count(ops, heads)
-
     every_region = set(region)
     rotating = {r for r in every_region if r is not None and any(
         region[b] == r and _count(ops, ("sin", "cos")) for b, ops in enumerate(graph.ops))}
-    return {"sincos_pass": per_pass(approx("sin", "cos"), every_region),
-            "pow_pass": per_pass(approx("lg2"), every_region),
-            "pow_per_slot": per_pass(approx("ex2"), rotating),
-            "divrem_pass": per_pass(_count_divrem, every_region)}
+    return {"sincos_pass": per_pass(("sin", "cos"), every_region),
+            "pow_pass": per_pass(("lg2",), every_region),
+            "pow_per_slot": per_pass(("ex2",), rotating)}
