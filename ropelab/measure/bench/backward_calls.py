@@ -110,13 +110,23 @@ def ropelab_forward_backward(arrays, shape, interleave: bool, kernel: bool = Fal
     return run
 
 
-def torch_math(shape, interleave: bool, eps: float = 1e-6, base: float = DEFAULT_BASE):
+def _inv_freq(torch, rotary_dim: int, base: float, device, dtype):
+    """The inverse frequencies as a tensor on ``device``, made once per peer: a table moved
+    from the host on every call is a blocking copy, which would make a timed loop wait for the
+    GPU at each step (as a model's ``inv_freq`` buffer, it lives on the device)."""
+    inv = 1.0 / base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
+    return inv.to(device=device or "cpu", dtype=dtype)
+
+
+def torch_math(shape, interleave: bool, eps: float = 1e-6, base: float = DEFAULT_BASE,
+               device=None):
     """The fused forward in PyTorch: float32 math, output in the input's dtype (what
-    torch.compile is given)."""
+    torch.compile is given); its frequency table is made on ``device`` once (pass the inputs'
+    device: a table elsewhere is moved on every call)."""
     import torch
 
     hq, hk, hd, rd = shape.heads_q, shape.heads_k, shape.head_dim, shape.rotary_dim
-    inv = 1.0 / base ** (torch.arange(0, rd, 2, dtype=torch.float64) / rd)
+    inv = _inv_freq(torch, rd, base, device, torch.float32)
 
     def forward(qkv, wq, wk, pos):
         t = qkv.shape[0]
@@ -124,7 +134,7 @@ def torch_math(shape, interleave: bool, eps: float = 1e-6, base: float = DEFAULT
         qk = heads[:, :hq + hk].float()
         w = torch.cat([wq.float().expand(hq, hd), wk.float().expand(hk, hd)])
         z = qk * torch.rsqrt(qk.pow(2).mean(-1, keepdim=True) + eps) * w
-        ang = pos.float()[:, None, None] * inv.to(qkv.device, torch.float32)[None, None, :]
+        ang = pos.float()[:, None, None] * inv.to(qkv.device)[None, None, :]  # no-op on device
         c, s = torch.cos(ang), torch.sin(ang)
         if interleave:
             a, b = z[..., 0:rd:2], z[..., 1:rd:2]
@@ -162,17 +172,19 @@ def compiled_pair(arrays, shape, interleave: bool):
     import torch._functorch.config as functorch_config
 
     functorch_config.donated_buffer = False  # before the first compile of this process
-    return _autograd_pair(torch.compile(torch_math(shape, interleave)), arrays)
+    return _autograd_pair(torch.compile(torch_math(shape, interleave, device=arrays[0].device)),
+                          arrays)
 
 
-def liger_math(shape, eps: float = 1e-6, base: float = DEFAULT_BASE):
+def liger_math(shape, eps: float = 1e-6, base: float = DEFAULT_BASE, device=None):
     """The fused forward through Liger-Kernel's chain, as a model that uses Liger runs it:
     ``forward(qkv, wq, wk, pos)`` with its RMSNorm Function on the Q heads and on the K heads
     (its defaults: llama casting, float32 math, the input's dtype out), then its RoPE Function
-    on both with cos/sin tables ``[1, tokens, head_dim]`` in the input's dtype, built per call
-    as Hugging Face models build them once per forward; the packed output is rebuilt with V
-    (``torch.cat``), so it is the fused op's function of the same arguments.  Liger's RoPE is
-    the half-split (NeoX) rotation of whole heads only."""
+    on both with cos/sin tables ``[1, tokens, head_dim]`` in the input's dtype, built on each
+    call from an ``inv_freq`` kept on ``device`` (as a Hugging Face model builds them once per
+    forward from its ``inv_freq`` buffer); the packed output is rebuilt with V (``torch.cat``),
+    so it is the fused op's function of the same arguments.  Liger's RoPE is the half-split
+    (NeoX) rotation of whole heads only."""
     import torch
     # lazy: optional (the lead carries the liger-kernel 0.8.5 wheel to the GPU host)
     from liger_kernel.ops.rms_norm import LigerRMSNormFunction
@@ -181,7 +193,7 @@ def liger_math(shape, eps: float = 1e-6, base: float = DEFAULT_BASE):
     hq, hk, hd, rd = shape.heads_q, shape.heads_k, shape.head_dim, shape.rotary_dim
     if rd != hd:
         raise ValueError("Liger's RoPE rotates the whole head")
-    inv = 1.0 / base ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    inv = _inv_freq(torch, hd, base, device, torch.float64)
 
     def forward(qkv, wq, wk, pos):
         t = qkv.shape[0]
@@ -200,7 +212,7 @@ def liger_math(shape, eps: float = 1e-6, base: float = DEFAULT_BASE):
 def liger_pair(arrays, shape):
     """Liger-Kernel's RMSNorm of Q and K heads, then its (NeoX) RoPE (:func:`liger_math`),
     under autograd."""
-    return _autograd_pair(liger_math(shape), arrays)
+    return _autograd_pair(liger_math(shape, device=arrays[0].device), arrays)
 
 
 def bit_differences(run, runs: int = RUNS) -> tuple[int, float]:
