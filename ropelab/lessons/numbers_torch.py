@@ -51,31 +51,42 @@ def rows_run4_pct():
 @number("rows.neox_pct")
 def rows_neox_pct():
     """The single-tensor target in the NeoX layout, the default mapping."""
-    path, fracs = _rows("rope_rows:rope:neox", (TARGET_SHAPE,))
-    return Rendered(pct(fracs[0], 1), path)
+    return _target_pct("rope_rows:rope:neox")
 
 
 @number("rows.h4_pct")
 def rows_h4_pct():
     """The single-tensor target with four heads a thread (GPT-J)."""
-    path, fracs = _rows("rope_rows:rope:h4", (TARGET_SHAPE,))
+    return _target_pct("rope_rows:rope:h4")
+
+
+def _target_pct(variant: str) -> Rendered:
+    path, fracs = _rows(variant, (TARGET_SHAPE,))
     return Rendered(pct(fracs[0], 1), path)
+
+
+@number("rows.neox_h4_pct")
+def rows_neox_h4_pct():
+    """The single-tensor target, NeoX, four heads a thread, cos/sin computed."""
+    return _target_pct("rope_rows:rope:neox_h4")
 
 
 @number("rows.neox_cache_pct")
 def rows_neox_cache_pct():
-    """The single-tensor target, NeoX, cos/sin read from a float32 cache (default mapping and
-    four heads a thread)."""
-    path, a = _rows("rope_rows:rope:neox_cache", (TARGET_SHAPE,))
-    _, b = _rows("rope_rows:rope:neox_cache_h4", (TARGET_SHAPE,))
-    return Rendered(pct_span(a + b, 1), path)
+    """The single-tensor target, NeoX, cos/sin read from a float32 cache (default mapping)."""
+    return _target_pct("rope_rows:rope:neox_cache")
+
+
+@number("rows.neox_cache_h4_pct")
+def rows_neox_cache_h4_pct():
+    """The single-tensor target, NeoX, cos/sin from the cache, four heads a thread."""
+    return _target_pct("rope_rows:rope:neox_cache_h4")
 
 
 @number("rows.torch_compile_cached_pct")
 def rows_torch_compile_cached_pct():
     """torch.compile of the NeoX rotation with a float32 cos/sin cache, same run and shape."""
-    path, fracs = _rows("rope_rows:torch_compile_cached", (TARGET_SHAPE,))
-    return Rendered(pct(fracs[0], 1), path)
+    return _target_pct("rope_rows:torch_compile_cached")
 
 
 @number("torch.compiled_vs_public_pct")
