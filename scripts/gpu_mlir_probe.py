@@ -52,6 +52,17 @@ def _noop_source(cuda):
     return noop
 
 
+def _row(part: str, impl: str, *, arrays: str = "", host_us=None, kernel: str = "",
+         compiles=None, error: str = "") -> dict:
+    """One row of the record: every column, in one order."""
+    return {"part": part, "impl": impl, "arrays": arrays, "host_us": host_us, "kernel": kernel,
+            "compiles": compiles, "error": error}
+
+
+def _first_line(exc, prefix: str = "") -> str:
+    return f"{prefix}{type(exc).__name__}: {exc}".splitlines()[0][:300]
+
+
 def launch_rows() -> list[dict]:
     import numpy as np
     from numba import cuda
@@ -60,54 +71,46 @@ def launch_rows() -> list[dict]:
 
     rows = []
 
-    def row(impl, arrays, fn, sync):
+    def row(impl, arrays, make):
+        """``make()`` builds the arrays and returns ``(launch, sync)``; a failure anywhere is
+        the row's error, and the other rows still run."""
         try:
+            fn, sync = make()
             fn()
             sync()
             us = round(best_host_us(fn, sync), 2)
-            rows.append({"part": "launch", "impl": impl, "arrays": arrays, "host_us": us,
-                         "kernel": "", "compiles": None, "error": ""})
-        except Exception as exc:  # one path that fails must not lose the others
-            rows.append({"part": "launch", "impl": impl, "arrays": arrays, "host_us": None,
-                         "kernel": "", "compiles": None,
-                         "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]})
+            rows.append(_row("launch", impl, arrays=arrays, host_us=us))
+        except Exception as exc:
+            rows.append(_row("launch", impl, arrays=arrays, error=_first_line(exc)))
         print(rows[-1], flush=True)
 
     scalars = (np.float32(1.0), np.uint32(2), np.uint32(3))
     ca, cb = cupy.zeros(32, cupy.float32), cupy.zeros(32, cupy.float32)
     cc = cupy.zeros(32, cupy.int32)
+    cupy_sync = cupy.cuda.runtime.deviceSynchronize
     raw = cupy.RawKernel(r"""extern "C" __global__ void noop(const float* a, float* b,
         const int* c, float d, unsigned e, unsigned f) {}""", "noop")
-    row("cupy RawKernel", "cupy", lambda: raw((1,), (32,), (ca, cb, cc) + scalars),
-        cupy.cuda.runtime.deviceSynchronize)
+    row("cupy RawKernel", "cupy",
+        lambda: (lambda: raw((1,), (32,), (ca, cb, cc) + scalars), cupy_sync))
+
+    def own_arrays(lib, kernel):
+        a, b = lib.to_device(np.zeros(32, np.float32)), lib.to_device(np.zeros(32, np.float32))
+        c = lib.to_device(np.zeros(32, np.int32))
+        return (lambda: kernel[1, 32](a, b, c, *scalars)), lib.synchronize
 
     k = cuda.jit(_noop_source(cuda))
-    na, nb = cuda.to_device(np.zeros(32, np.float32)), cuda.to_device(np.zeros(32, np.float32))
-    nc = cuda.to_device(np.zeros(32, np.int32))
-    row("numba-cuda", "numba device arrays", lambda: k[1, 32](na, nb, nc, *scalars),
-        cuda.synchronize)
-    row("numba-cuda", "cupy", lambda: k[1, 32](ca, cb, cc, *scalars), cuda.synchronize)
+    row("numba-cuda", "numba device arrays", lambda: own_arrays(cuda, k))
+    row("numba-cuda", "cupy", lambda: ((lambda: k[1, 32](ca, cb, cc, *scalars)), cuda.synchronize))
 
     try:
         from numba_cuda_mlir import cuda as mcuda
     except Exception as exc:
-        rows.append({"part": "launch", "impl": "numba-cuda-mlir", "arrays": "", "host_us": None,
-                     "kernel": "", "compiles": None,
-                     "error": f"import: {type(exc).__name__}: {exc}".splitlines()[0][:300]})
+        rows.append(_row("launch", "numba-cuda-mlir", error=_first_line(exc, "import: ")))
         return rows
     mk = mcuda.jit(_noop_source(mcuda))
-    try:
-        ma = mcuda.to_device(np.zeros(32, np.float32))
-        mb = mcuda.to_device(np.zeros(32, np.float32))
-        mc = mcuda.to_device(np.zeros(32, np.int32))
-        row("numba-cuda-mlir", "its device arrays", lambda: mk[1, 32](ma, mb, mc, *scalars),
-            mcuda.synchronize)
-    except Exception as exc:
-        rows.append({"part": "launch", "impl": "numba-cuda-mlir", "arrays": "its device arrays",
-                     "host_us": None, "kernel": "", "compiles": None,
-                     "error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]})
-    row("numba-cuda-mlir", "cupy", lambda: mk[1, 32](ca, cb, cc, *scalars),
-        cupy.cuda.runtime.deviceSynchronize)
+    row("numba-cuda-mlir", "its device arrays", lambda: own_arrays(mcuda, mk))
+    row("numba-cuda-mlir", "cupy",
+        lambda: ((lambda: mk[1, 32](ca, cb, cc, *scalars)), cupy_sync))
     return rows
 
 
@@ -116,11 +119,10 @@ class Porter:
     their imports bind (module docstring, part 2)."""
 
     def __init__(self, mcuda, mtypes):
-        import numba
         from numba import cuda
         from numba.core import types as nt
 
-        self.cuda, self.mcuda, self.mtypes, self.nt, self.numba = cuda, mcuda, mtypes, nt, numba
+        self.cuda, self.mcuda, self.mtypes, self.nt = cuda, mcuda, mtypes, nt
         self.memo: dict[int, object] = {}
 
     def value(self, obj):
@@ -175,14 +177,12 @@ def port_rows() -> list[dict]:
         from numba_cuda_mlir import cuda as mcuda
         from numba_cuda_mlir import types as mtypes
     except Exception as exc:
-        return [{"part": "port", "impl": "numba-cuda-mlir", "arrays": "", "host_us": None,
-                 "kernel": "", "compiles": False,
-                 "error": f"import: {type(exc).__name__}: {exc}".splitlines()[0][:300]}]
+        return [_row("port", "numba-cuda-mlir", compiles=False,
+                     error=_first_line(exc, "import: "))]
     rows = []
     for target in registered.targets():
         name = f"{target['registry']}:{target['variant']}:{target['kernel']}"
-        row = {"part": "port", "impl": "numba-cuda-mlir", "arrays": "", "host_us": None,
-               "kernel": name, "compiles": False, "error": ""}
+        row = _row("port", "numba-cuda-mlir", kernel=name, compiles=False)
         try:
             fn = Porter(mcuda, mtypes).function(target["fn"])
             mcuda.compile_ptx(fn, signature_text(target["signature"]), fastmath=True, cc=(9, 0))
@@ -214,8 +214,8 @@ METHOD = ("launch: host us per launch, no synchronization inside the timed loop,
           "fast-math) rebuilt with only what its imports bind changed (numba.cuda -> "
           "numba_cuda_mlir.cuda, numba scalar types -> numba-cuda-mlir's of the same name, each "
           "device function reached rebuilt and jitted again with its inline option), then "
-          "compile_ptx for cc 9.0 with the launch's argument types; error = what the exception says "
-          "failed (its type and first message lines). Recorded by scripts/gpu_mlir_probe.sh.")
+          "compile_ptx for cc 9.0 with the launch's argument types; error = what the exception "
+          "says failed (its type and first message lines). Recorded by scripts/gpu_mlir_probe.sh.")
 
 
 def main(argv=None) -> int:

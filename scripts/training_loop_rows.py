@@ -33,6 +33,12 @@ def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> li
         g = torch.randn(shape.tokens, width, device=device, generator=gen).to(torch.bfloat16)
         pos = torch.arange(shape.tokens, dtype=torch.int32, device=device)
         for interleave in (True, False):
+            layout = "gptj" if interleave else "neox"
+
+            def failed(impl, exc):  # the row of a baseline that could not run
+                return {"shape": shape.name, "layout": layout, "impl": impl,
+                        "error": f"{type(exc).__name__}: {exc}"[:500]}
+
             leaves = [qkv.clone().requires_grad_(),
                       torch.ones(shape.head_dim, device=device,
                                  dtype=torch.bfloat16).requires_grad_(),
@@ -54,9 +60,7 @@ def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> li
                     steps.append(("ropelab_graphed",
                                   _graphed_step(torch, rt, leaves, g, pos, interleave, heads)))
                 except Exception as exc:
-                    rows.append({"shape": shape.name, "layout": "gptj" if interleave else "neox",
-                                 "impl": "ropelab_graphed",
-                                 "error": f"{type(exc).__name__}: {exc}"[:500]})
+                    rows.append(failed("ropelab_graphed", exc))
             if compile_baseline:
                 forward = torch.compile(torch_math(shape, interleave, device=device))
 
@@ -71,8 +75,7 @@ def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> li
                 try:
                     steps.append(("liger", _liger_step(torch, leaves, g, pos, shape)))
                 except Exception as exc:  # not installed, or an API it does not have
-                    rows.append({"shape": shape.name, "layout": "neox", "impl": "liger",
-                                 "error": f"{type(exc).__name__}: {exc}"[:500]})
+                    rows.append(failed("liger", exc))
             for name, step in steps:
                 try:
                     for _ in range(3):  # compile, upload tables, warm the allocator
@@ -84,14 +87,13 @@ def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> li
                     t1 = time.perf_counter()
                     sync(device)
                     t2 = time.perf_counter()
-                    row = {"shape": shape.name, "layout": "gptj" if interleave else "neox",
+                    row = {"shape": shape.name, "layout": layout,
                            "impl": name, "iterations": iterations,
                            "host_us_per_iter": round((t1 - t0) / iterations * 1e6, 1),
                            "wall_us_per_iter": round((t2 - t0) / iterations * 1e6, 1),
                            "bytes": training_bytes(shape)}
                 except Exception as exc:  # one failing baseline must not lose the other rows
-                    row = {"shape": shape.name, "layout": "gptj" if interleave else "neox",
-                           "impl": name, "error": f"{type(exc).__name__}: {exc}"[:500]}
+                    row = failed(name, exc)
                 rows.append(row)
                 print(row, flush=True)
     return rows

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...freqs import DEFAULT_BASE
+from ...freqs import DEFAULT_BASE, inv_freq
 from ...target import SIMULATED
 
 RUNS = 20  # backward runs compared bit for bit
@@ -114,8 +114,7 @@ def _inv_freq(torch, rotary_dim: int, base: float, device, dtype):
     """The inverse frequencies as a tensor on ``device``, made once per peer: a table moved
     from the host on every call is a blocking copy, which would make a timed loop wait for the
     GPU at each step (as a model's ``inv_freq`` buffer, it lives on the device)."""
-    inv = 1.0 / base ** (torch.arange(0, rotary_dim, 2, dtype=torch.float64) / rotary_dim)
-    return inv.to(device=device or "cpu", dtype=dtype)
+    return torch.from_numpy(inv_freq(rotary_dim, base)).to(device=device or "cpu", dtype=dtype)
 
 
 def torch_math(shape, interleave: bool, eps: float = 1e-6, base: float = DEFAULT_BASE,

@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
+from ...freqs import inv_freq
 from ...target import SIMULATED
 from .entries import Entry, device_ptr, remembered_call
 
@@ -129,7 +130,7 @@ def _torch_compile_cached(buf):
         return None
     hd, heads = s.head_dim, s.heads_q + s.heads_k
     x = qkv[:, :heads * hd].reshape(s.tokens, heads, hd).contiguous()
-    inv = 1.0 / 10000.0 ** (torch.arange(0, hd, 2, dtype=torch.float64, device=x.device) / hd)
+    inv = torch.from_numpy(inv_freq(hd)).to(x.device)  # float64, the default base
     angle = torch.arange(s.tokens, dtype=torch.float64, device=x.device)[:, None] * inv[None]
     cache = torch.cat([angle.cos(), angle.sin()], dim=-1).float()
 
