@@ -379,9 +379,8 @@ if record is not None:
 # {{ training.loop_us }} per iteration on the three shapes ({{ training.roof_pct }} of the copy
 # [roof](00_rope_in_one_notebook.ipynb#9-glossary) of a step's bytes), and `torch.compile`'s forward + backward of the same math
 # {{ training.compile_ratio }} as long, Liger-Kernel's RMSNorm + RoPE chain (NeoX, the layout it
-# rotates) {{ training.liger_ratio }} as long (both peers moved their frequency table from the
-# host on every call in these records, which in Liger's eager chain makes each step wait for
-# the GPU: its ratios overstate the lead until they are measured again).  That loop is bound
+# rotates) {{ training.liger_ratio }} as long (each peer's frequency table is made on the device
+# once, outside the timed loop; Liger's loop is bound by its host time too).  That loop is bound
 # by the host (the time to enqueue
 # its launches), not by these kernels, and mostly by torch's own autograd: the same loop around
 # an autograd Function that does nothing takes {{ training.floor_us }} on that machine, against
