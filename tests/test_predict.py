@@ -165,6 +165,42 @@ def test_lane_steps_give_sectors_and_a_known_parameter_makes_a_stride_known():
     assert known["unknown_steps_out"] == 0 and known["sectors_out"] == 8
 
 
+# A thread walking its own row of 64 floats (lane t reads x[t * 64 + i]): every lane's access
+# lands on a line of its own, and each line then serves the next 31 passes.
+ROW_PER_THREAD = kernel("""
+    mov.u32 %r1, %tid.x;
+    cvt.s64.s32 %rd3, %r1;
+    shl.b64 %rd4, %rd3, 8;
+$L__BB0_1:
+    add.s64 %rd5, %rd1, %rd4;
+    ld.global.f32 %f1, [%rd5];
+    add.f32 %f9, %f9, %f1;
+    add.s64 %rd4, %rd4, 4;
+    setp.lt.u64 %p1, %rd4, %rd7;
+    @%p1 bra $L__BB0_1;
+    ret;
+""")
+
+
+def test_lines_per_access_and_the_share_of_a_loops_rounds_that_miss_the_l1():
+    assert lanes.lines(4, 4.0) == 1 and lanes.lines(16, 16.0) == 4  # coalesced
+    assert lanes.lines(4, 0.0) == 1 and lanes.lines(4, 256.0) == 32  # broadcast, row per lane
+    assert lanes.lines(4, None) == 32 and lanes.lines(4, 64.0) == 16
+    coalesced, rows = ptx.analyze(LOOP), ptx.analyze(ROW_PER_THREAD)
+    assert coalesced["miss_loop"] == 1.0 and coalesced["lines_loop"] == 2
+    assert rows["lines_loop"] == 32 and rows["miss_loop"] == pytest.approx(1 / 32)
+    # the same loop, same passes: the walk's rounds mostly hit; its L1 work is 32 lines a load
+    f_c = features.launch_features(coalesced, 1024, 256, 1024 * 256 * 64)
+    f_r = features.launch_features(rows, 1024, 256, 1024 * 256 * 64)
+    assert f_c["passes"] == 8 and f_r["passes"] == 16  # 64 bytes a thread; 8 or 4 a pass
+    assert f_c["hit_rounds"] == 0 and f_c["rounds"] == 8
+    assert f_r["rounds"] == pytest.approx(16 / 32) and f_r["hit_rounds"] == pytest.approx(15.5)
+    assert f_c["wavefronts"] == f_c["warps"] * 8 * 2 and f_r["wavefronts"] == f_r["warps"] * 16 * 32
+    c = dict(model.PRIORS)
+    assert model.roofs(f_r, c)["l1"] == pytest.approx(32 * model.roofs(f_c, c)["l1"])
+    assert model.roofs(f_r, c)["latency"] < model.roofs(f_c, c)["latency"]
+
+
 def test_the_lane_of_a_warp_and_the_row_of_a_warp():
     # lane = tid & 31 steps by 1; row = tid >> 5 is one value across an aligned warp
     body = kernel("""

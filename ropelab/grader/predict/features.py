@@ -21,13 +21,17 @@ and returns plain numbers of physical meaning, all per launch:
     times a thread runs its loop body: the bytes each working thread must move over the
     bytes one pass moves (1 for a kernel without a loop; below 1 when the compiler unrolled
     the loop into passes of several iterations that few threads need).
-``rounds``
+``rounds``, ``hit_rounds``
     memory latencies one thread waits for in series: the PTX's rounds outside the loop, plus
-    ``rounds_loop`` for each pass.
+    ``rounds_loop`` for each pass; of the loop's, the share ``miss_loop`` goes past the L1
+    (``rounds``) and the rest hits a line an earlier pass fetched (``hit_rounds``).
 ``issue``
     issue cycles of one warp (see :data:`ISSUE_CYCLES`), over all its passes.
 ``sectors``
     32-byte sectors the launch's warps ask the memory system for (L2 traffic), over all passes.
+``wavefronts``
+    128-byte lines the launch's warps' accesses touch, over all passes: the L1's work, one line
+    a cycle per SM.
 ``blocks``
     the blocks of the grid.
 ``warm``
@@ -129,13 +133,17 @@ def launch_features(counts: dict, grid, block, dram_bytes: int, dynamic_shared: 
     warps = max(1.0, working / WARP)
     waves = max(1.0, warps / (SMS * occ["resident_warps"]))
     loop_rounds = counts.get("rounds_loop", 0)
-    rounds = max(counts.get("rounds", 0) - loop_rounds, 0) + passes * loop_rounds
+    miss = float(counts.get("miss_loop", 1.0))
+    rounds = max(counts.get("rounds", 0) - loop_rounds, 0) + passes * loop_rounds * miss
+    hit_rounds = passes * loop_rounds * (1.0 - miss)
     issue = issue_cycles(counts, "out") + passes * issue_cycles(counts, "loop")
     issue += ATOMIC_CYCLES * counts.get("atom", 0)
     sectors = warps * (counts.get("sectors_out", 0) + passes * counts.get("sectors_loop", 0))
+    wavefronts = warps * (counts.get("lines_out", 0) + passes * counts.get("lines_loop", 0))
     return {"blocks": float(blocks), "threads_per_block": float(per_block),
             "warps": warps, "resident_warps": float(occ["resident_warps"]),
             "occupancy_limit": occ["limit"], "waves": waves, "passes": passes,
-            "rounds": float(rounds), "issue": issue, "sectors": float(sectors),
+            "rounds": float(rounds), "hit_rounds": float(hit_rounds), "issue": issue,
+            "sectors": float(sectors), "wavefronts": float(wavefronts),
             "dram_bytes": float(dram_bytes), "warm": float(warm),
             **{name: float((host or {}).get(name, 0)) for name in HOST_COUNTS}}

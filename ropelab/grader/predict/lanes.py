@@ -11,10 +11,10 @@ division, numba's wraparound test) is 0 for the non-negative indices here; anyth
 operands all step by 0 steps by 0, and is otherwise unknown (None).  A loaded value steps by 0
 when its address does (every lane read the same element), and is unknown otherwise.
 
-:func:`sectors` and :func:`useful_bytes` turn an access's width and step into the 32-byte
-sectors a warp touches and the bytes its lanes asked for; :func:`parameter_values` lays a
-launch's arguments out as numba passes them, so that a known parameter (a stride, a row
-length) gives known steps.
+:func:`sectors`, :func:`lines` and :func:`useful_bytes` turn an access's width and step into the
+32-byte sectors and 128-byte lines a warp touches and the bytes its lanes asked for;
+:func:`parameter_values` lays a launch's arguments out as numba passes them, so that a known
+parameter (a stride, a row length) gives known steps.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import re
 _SPECIAL_STEP = {"%tid.x": 1.0, "%laneid": 1.0}  # every other special register is warp-uniform
 _WARP = 32
 _SECTOR = 32
+_LINE = 128
 
 
 def registers(operand: str) -> list:
@@ -213,6 +214,20 @@ def sectors(width: int, step) -> int:
     if s >= _SECTOR:
         return _WARP * max(1, math.ceil(width / _SECTOR))
     return math.ceil(((_WARP - 1) * s + width) / _SECTOR)
+
+
+def lines(width: int, step) -> int:
+    """128-byte cache lines one warp's access touches: the L1's wavefronts.  The L1 serves about
+    one line per cycle, so a warp whose lanes each land on a line of their own (a row per
+    thread, ``q[t * d + i]``) takes 32 cycles where a coalesced access takes one."""
+    if step is None:
+        return _WARP * max(1, math.ceil(width / _LINE))
+    if step == 0:
+        return max(1, math.ceil(width / _LINE))
+    s = abs(step)
+    if s >= _LINE:
+        return _WARP * max(1, math.ceil(width / _LINE))
+    return math.ceil(((_WARP - 1) * s + width) / _LINE)
 
 
 def useful_bytes(width: int, step) -> float:

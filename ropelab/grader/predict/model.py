@@ -8,15 +8,19 @@ One launch (:func:`.features.launch_features`) takes::
 ``copy_call_us`` per copy to or from the GPU plus its bytes over ``pcie_bytes_per_us``, and
 ``alloc_us`` per device allocation (0 for a kernel step).
 
-with five ceilings, each a physical limit:
+with six ceilings, each a physical limit:
 
 ``memory``   the arrays' bytes over the DRAM bandwidth, plus ``dram_ramp_us`` times the share
              of the machine the launch fills: the DRAM pipeline's fill and drain, which a
              launch of a few warps never reaches (its time is the latency ceiling's);
 ``l2``       the 32-byte sectors the warps ask for, over the L2's bandwidth: narrow or
              scattered accesses fetch more sectors than the bytes they use;
-``latency``  waves x a warp's lifetime, ``wave_us + round * rounds + serial * issue + line_us
-             * serial_lines`` (the last: one thread of the block looping while the rest wait):
+``l1``       the 128-byte lines (wavefronts) the warps' accesses touch, at about one per cycle
+             per SM: a warp whose lanes each read a line of their own (a row per thread) is
+             served 32 times slower than a coalesced one, whatever the L2 holds;
+``latency``  waves x a warp's lifetime, ``wave_us + round * rounds + l1_round_us *
+             hit_rounds + serial * issue + line_us * serial_lines`` (the last: one thread of
+             the block looping while the rest wait):
              too few warps in flight (small blocks, one load per thread, loads that wait
              for loads) leave the memory idle between rounds; a round is ``round_us`` (a DRAM
              latency), or ``l2_round_us`` for the share of bytes an earlier launch of the
@@ -61,28 +65,34 @@ PRIORS = {
     "serial": 2.0,  # cycles a warp's own dependent instructions take per issue cycle
     # One synchronous copy between host and GPU (pageable memory): the call, its wait for the
     # GPU to drain, and the host work after it that the wait leaves exposed (the launches).
-    "copy_call_us": 50.0,
+    "copy_call_us": 100.0,  # numba's cuda.to_device of a small host array, as timed in 10.4
     "pcie_bytes_per_us": 2.0e4,  # 20 GB/s: such a copy's bandwidth
-    "alloc_us": 20.0,  # one device allocation (numba's, no memory pool)
+    # one device allocation (numba's, no memory pool) as the GPU timer sees it: mostly hidden
+    # behind the kernel already running (a step's second stage allocates while the first runs)
+    "alloc_us": 4.0,
     # a simulated source line the busiest thread of a block runs beyond its block's mean (one
     # thread looping while the others wait): about a tenth of an L2 round a loop iteration
     "line_us": 0.03,
+    "l1_round_us": 0.02,  # one L1 hit latency (about 40 cycles)
+    "l1_lines_per_cycle": 1.0,  # 128-byte lines (wavefronts) an SM's L1 serves per cycle
 }
 PARAMS = tuple(PRIORS)
 PRIOR_SIGMA = 1.0  # in log units
 PRIOR_WEIGHT = 0.05  # against one row's squared log error
-ROOFS = ("memory", "l2", "latency", "blocks", "issue")
+ROOFS = ("memory", "l2", "l1", "latency", "blocks", "issue")
 
 
 def roofs(f: dict, c: dict) -> dict:
-    """The five ceilings of one launch, in us (see the module docstring)."""
+    """The six ceilings of one launch, in us (see the module docstring)."""
     warm = f.get("warm", 0.0)
     round_us = c["round_us"] * (1 - warm) + c["l2_round_us"] * warm
-    lifetime = (c["wave_us"] + round_us * f["rounds"] + c["serial"] * f["issue"] / CLOCK_PER_US
+    lifetime = (c["wave_us"] + round_us * f["rounds"] + c["l1_round_us"] * f.get("hit_rounds", 0.0)
+                + c["serial"] * f["issue"] / CLOCK_PER_US
                 + c["line_us"] * f.get("serial_lines", 0.0))
     fill = min(1.0, f["warps"] / (SMS * f["resident_warps"]))
     return {"memory": f["dram_bytes"] / c["dram_bytes_per_us"] + c["dram_ramp_us"] * fill,
             "l2": f["sectors"] * SECTOR / c["l2_bytes_per_us"],
+            "l1": f.get("wavefronts", 0.0) / (SMS * CLOCK_PER_US * c["l1_lines_per_cycle"]),
             "latency": f["waves"] * lifetime,
             "blocks": c["block_us"] * f["blocks"] / SMS,
             "issue": c["issue_scale"] * f["warps"] * f["issue"] / (SMS * SCHEDULERS * CLOCK_PER_US)}

@@ -22,7 +22,8 @@ the loop loads anything.
 
 *Access pattern.*  Each register carries its *lane step* (:mod:`.lanes`), so an address's
 step is the bytes between neighbouring lanes' accesses; each global access counts the 32-byte
-sectors a warp touches and the bytes its lanes use.
+sectors and 128-byte lines a warp touches and the bytes its lanes use.  ``miss_loop`` is the
+share of a loop's load rounds that miss the L1 (its useful bytes over its lines' bytes).
 
 *Instructions* by class, outside loops and inside them: ``alu`` (everything not listed),
 ``sfu`` (``*.approx`` special functions other than division: sin, cos, ex2, lg2, rsqrt, rcp,
@@ -37,7 +38,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .lanes import access_bytes, sectors, useful_bytes
+from .lanes import access_bytes, lines, sectors, useful_bytes
 from .lanes import immediate as _immediate
 from .lanes import parameter_values  # noqa: F401  (the analysis's input, laid out there)
 from .lanes import registers as _registers
@@ -347,7 +348,16 @@ def _summary(kernel: Kernel, counts: dict, memory: list) -> dict:
         out[f"st_bytes_{where}"] = sum(m["bytes"] for m in chosen if m["op"] != "ld")
         out[f"sectors_{where}"] = sum(sectors(m["bytes"], m["step"]) for m in chosen)
         out[f"useful_{where}"] = sum(useful_bytes(m["bytes"], m["step"]) for m in chosen)
+        out[f"lines_{where}"] = sum(lines(m["bytes"], m["step"]) for m in chosen)
         out[f"unknown_steps_{where}"] = sum(1 for m in chosen if m["step"] is None)
+    # The share of a loop's load rounds that go past the L1: a line a pass fetches serves the
+    # next passes until the lanes have used all of it (a thread walking its own row 4 bytes at a
+    # time, or a warp reading one element at a time, misses once per 128 bytes).  This assumes
+    # each pass moves on to the next bytes of the same lines: a loop that jumps to a new line
+    # every pass has as many useful bytes as lines' worth, and misses every pass.
+    touched = sum(lines(m["bytes"], m["step"]) for m in in_loop)
+    useful = sum(useful_bytes(m["bytes"], m["step"]) for m in in_loop)
+    out["miss_loop"] = min(1.0, useful / (128 * touched)) if touched else 1.0
     out["loads"] = len(loads)
     out["stores"] = len(memory) - len(loads)
     out["widths"] = sorted({m["bytes"] for m in memory})

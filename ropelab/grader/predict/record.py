@@ -35,7 +35,7 @@ METHOD = ("computed from H200 timings, not measured: rows are the prediction's G
           "training kernel on its step's timing case through verdict.time()'s GPU path, cold "
           "L2, median of the repeats) and the bench's records (ropelab's variants and controls); "
           "features from each kernel's PTX (cc 9.0, compiled without a GPU) and launch; model = "
-          "launch_us + smooth max of five ceilings (ropelab.grader.predict.model), constants a "
+          "launch_us + smooth max of six ceilings (ropelab.grader.predict.model), constants a "
           "least-squares fit of log(predicted / measured) with weak priors; validation = refit "
           "with each family (a step, or a recorded kernel) left out, error = predicted / "
           "measured - 1; trivial model = the copy of the step's bytes / a fixed fraction fitted "
@@ -207,6 +207,31 @@ def check_set(directory, csv_path=None, progress=None) -> dict:
             "rows": lines}
 
 
+# Held-out sets whose blind check is on record (``data/predict/check-<set>-*.json``, made before
+# they joined) and whose kernels now teach the fit: a set is checked once, blind, and then
+# trains the model that the next blind set checks.
+FIT_SETS = ("set_d",)
+
+
+def fit_set_rows(progress=None) -> tuple[list[dict], list[str], dict]:
+    """The rows of :data:`FIT_SETS` (each on its newest timings), what was left out, and the
+    timings files used."""
+    from .entries import load_set
+
+    rows, skipped, used = [], [], {}
+    for name in FIT_SETS:
+        files, folder = timing_files(name), records.DATA_DIR / "heldout" / name
+        if not files or not folder.is_dir():
+            continue
+        mine, more = entry_rows(load_set(folder, name),
+                                read_timings(files[-1]), progress=progress)
+        mine, left = steady_rows(mine)
+        rows += mine
+        skipped += more + left
+        used[name] = f"data/{KIND}/{files[-1].name}"
+    return rows, skipped, used
+
+
 def compute(progress=None) -> dict:
     """Everything the record holds (compiles any kernel whose PTX is not cached)."""
     from .entries import training_entries
@@ -221,6 +246,9 @@ def compute(progress=None) -> dict:
         rows += mine
         skipped += more + left
         meta_source = _gpu_meta(files[-1]) or meta_source
+    joined, more, joined_files = fit_set_rows(progress=progress)
+    rows += joined
+    skipped += more
     meta = {k: meta_source.get(k) for k in records.REQUIRED_META + ("target", "sm_count",
                                                                    "l2_bytes", "cuda_runtime")}
     meta["date"] = max([m["date"] for m, _ in used.values()] + [meta_source["date"]])
@@ -229,6 +257,8 @@ def compute(progress=None) -> dict:
     if files:
         meta["sources"]["timings"] = {"file": f"data/{KIND}/{files[-1].name}",
                                       "date": meta_source["date"]}
+    for name, path in joined_files.items():
+        meta["sources"][f"timings:{name}"] = {"file": path, "date": meta_source["date"]}
     constants = model.fit(rows)
     lines = model.cross_validate(rows)
     meta.update({"constants": constants, "priors": dict(model.PRIORS),

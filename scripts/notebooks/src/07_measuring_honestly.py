@@ -612,17 +612,18 @@ if torch_record is not None:
 # * how many memory latencies a thread waits for in series (a load whose address needs an
 #   earlier load's value, a load the compiler cannot move above a store, a loop's passes), and
 #   how many loads it has in flight before the first wait;
-# * the lanes' strides, hence the 32-byte sectors each access touches (a float per lane moves
-#   one sector run; a transposed walk, a sector per lane);
+# * the lanes' strides, hence the 32-byte sectors and 128-byte lines each access touches (a
+#   float per lane moves one sector run and one line; a row per thread, a line per lane), and
+#   how much of a loop's reading comes back from lines an earlier pass fetched;
 # * the instructions by kind: special functions (sin, cos, pow), integer division, [shuffles](00_rope_in_one_notebook.ipynb#9-glossary),
 #   [shared memory](00_rope_in_one_notebook.ipynb#9-glossary), [barriers](00_rope_in_one_notebook.ipynb#9-glossary), atomics;
 # * the launch: blocks, threads per block, how many fit on an SM (threads, registers, shared
 #   memory), and so how many waves fill the 132 SMs.
 #
-# `ropelab.grader.predict` turns those into five ceilings, each a physical limit (the DRAM's
-# bandwidth, the L2's for the sectors asked for, waves times a warp's lifetime of latencies,
-# a cost per block started, the schedulers' issue rate), and predicts a launch fixed time plus
-# a smooth maximum of the five.  A handful of constants are fitted on {{ predict.rows }}
+# `ropelab.grader.predict` turns those into six ceilings, each a physical limit (the DRAM's
+# bandwidth, the L2's for the sectors asked for, the L1's one line a cycle, waves times a
+# warp's lifetime of latencies, a cost per block started, the schedulers' issue rate), and
+# predicts a launch fixed time plus a smooth maximum of the six.  A handful of constants are fitted on {{ predict.rows }}
 # H200 timings: {{ predict.sources }}.  The figure that matters is how the model does on
 # kernels it never saw, so each of the {{ predict.families }} families (a step's kernels, or one
 # recorded kernel at every size) is predicted by a fit made without it.
