@@ -202,7 +202,12 @@ def check_set(directory, csv_path=None, progress=None) -> dict:
     skipped = skipped + unsteady
     meta = recorded_fit()["meta"]
     lines = evaluate(rows, meta["constants"], meta["trivial_fraction_of_copy"])
-    return {"set": set_name, "timings": str(csv_path), "entries": len(entries),
+    model_file = sorted(DATA_DIR.glob(f"{KIND}-*.json"))[-1].name
+    shown = Path(csv_path).resolve()
+    root = records.DATA_DIR.parent.resolve()
+    shown = shown.relative_to(root) if shown.is_relative_to(root) else shown
+    return {"set": set_name, "timings": str(shown), "model": f"data/{KIND}/{model_file}",
+            "entries": len(entries),
             "timed": len(timings), "skipped": skipped, "summary": model.summary(lines),
             "rows": lines}
 
