@@ -201,6 +201,44 @@ def test_lines_per_access_and_the_share_of_a_loops_rounds_that_miss_the_l1():
     assert model.roofs(f_r, c)["latency"] < model.roofs(f_c, c)["latency"]
 
 
+# A loop whose pass takes one of two arms: copy a float (a load and a store) or add two (two
+# loads and a store).  The counts hold both arms; a pass moves the heavier one's bytes at most.
+ARMS = kernel("""
+    mov.u32 %r1, %tid.x;
+    cvt.s64.s32 %rd3, %r1;
+    shl.b64 %rd4, %rd3, 2;
+$L__BB0_1:
+    setp.lt.u64 %p2, %rd4, %rd8;
+    @%p2 bra $L__BB0_3;
+    add.s64 %rd5, %rd1, %rd4;
+    ld.global.f32 %f1, [%rd5];
+    add.s64 %rd6, %rd2, %rd4;
+    st.global.f32 [%rd6], %f1;
+    bra.uni $L__BB0_4;
+$L__BB0_3:
+    add.s64 %rd9, %rd1, %rd4;
+    ld.global.f32 %f2, [%rd9];
+    ld.global.f32 %f3, [%rd9+4096];
+    add.f32 %f4, %f2, %f3;
+    add.s64 %rd10, %rd2, %rd4;
+    st.global.f32 [%rd10], %f4;
+$L__BB0_4:
+    add.s64 %rd4, %rd4, 1024;
+    setp.lt.u64 %p1, %rd4, %rd7;
+    @%p1 bra $L__BB0_1;
+    ret;
+""")
+
+
+def test_a_pass_through_a_loop_with_two_arms_moves_the_heavier_arms_bytes():
+    a = ptx.analyze(ARMS)
+    assert a["useful_loop"] == 5 * 128 and a["arm_share_loop"] == pytest.approx(3 / 5)
+    assert ptx.analyze(LOOP)["arm_share_loop"] == 1.0
+    both = features.launch_features(a, 1024, 256, 1024 * 256 * 48)
+    plain = features.launch_features({**a, "arm_share_loop": 1.0}, 1024, 256, 1024 * 256 * 48)
+    assert both["passes"] == pytest.approx(4) and plain["passes"] == pytest.approx(2.4)
+
+
 def test_the_lane_of_a_warp_and_the_row_of_a_warp():
     # lane = tid & 31 steps by 1; row = tid >> 5 is one value across an aligned warp
     body = kernel("""

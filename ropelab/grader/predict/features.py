@@ -120,7 +120,10 @@ def launch_features(counts: dict, grid, block, dram_bytes: int, dynamic_shared: 
         raise ValueError("this block does not fit on an SM (registers or shared memory)")
     # Bytes a warp's lanes ask for once through the code outside loops, and per loop pass.
     once = counts.get("useful_out", 0.0) / WARP
-    per_pass = counts.get("useful_loop", 0.0) / WARP
+    # A pass runs one arm of a branch inside the loop: its bytes, traffic and instructions are
+    # the loop's counts times the heaviest arm's share (ptx's arm_share_loop).
+    arm = float(counts.get("arm_share_loop", 1.0))
+    per_pass = arm * counts.get("useful_loop", 0.0) / WARP
     per_thread = dram_bytes / threads
     if per_pass > 0:
         # Below 1 when the compiler unrolled the loop (a pass holds several iterations) and
@@ -136,10 +139,10 @@ def launch_features(counts: dict, grid, block, dram_bytes: int, dynamic_shared: 
     miss = float(counts.get("miss_loop", 1.0))
     rounds = max(counts.get("rounds", 0) - loop_rounds, 0) + passes * loop_rounds * miss
     hit_rounds = passes * loop_rounds * (1.0 - miss)
-    issue = issue_cycles(counts, "out") + passes * issue_cycles(counts, "loop")
+    issue = issue_cycles(counts, "out") + passes * arm * issue_cycles(counts, "loop")
     issue += ATOMIC_CYCLES * counts.get("atom", 0)
-    sectors = warps * (counts.get("sectors_out", 0) + passes * counts.get("sectors_loop", 0))
-    wavefronts = warps * (counts.get("lines_out", 0) + passes * counts.get("lines_loop", 0))
+    sectors = warps * (counts.get("sectors_out", 0) + passes * arm * counts.get("sectors_loop", 0))
+    wavefronts = warps * (counts.get("lines_out", 0) + passes * arm * counts.get("lines_loop", 0))
     return {"blocks": float(blocks), "threads_per_block": float(per_block),
             "warps": warps, "resident_warps": float(occ["resident_warps"]),
             "occupancy_limit": occ["limit"], "waves": waves, "passes": passes,

@@ -10,7 +10,9 @@ One launch (:func:`.features.launch_features`) takes::
 
 with six ceilings, each a physical limit:
 
-``memory``   the arrays' bytes over the DRAM bandwidth, plus ``dram_ramp_us`` times the share
+``memory``   the arrays' bytes over the DRAM bandwidth (times ``1 + drain / blocks per SM``: an
+             SM holding two big blocks idles a block's place while its last warps finish), plus
+             ``dram_ramp_us`` times the share
              of the machine the launch fills: the DRAM pipeline's fill and drain, which a
              launch of a few warps never reaches (its time is the latency ceiling's);
 ``l2``       the 32-byte sectors the warps ask for, over the L2's bandwidth: narrow or
@@ -75,6 +77,7 @@ PRIORS = {
     "line_us": 0.03,
     "l1_round_us": 0.02,  # one L1 hit latency (about 40 cycles)
     "l1_lines_per_cycle": 1.0,  # 128-byte lines (wavefronts) an SM's L1 serves per cycle
+    "drain": 0.2,  # the DRAM time lost per block resident on an SM, as its last warps finish
 }
 PARAMS = tuple(PRIORS)
 PRIOR_SIGMA = 1.0  # in log units
@@ -90,7 +93,11 @@ def roofs(f: dict, c: dict) -> dict:
                 + c["serial"] * f["issue"] / CLOCK_PER_US
                 + c["line_us"] * f.get("serial_lines", 0.0))
     fill = min(1.0, f["warps"] / (SMS * f["resident_warps"]))
-    return {"memory": f["dram_bytes"] / c["dram_bytes_per_us"] + c["dram_ramp_us"] * fill,
+    # An SM that holds few blocks (two of 1024 threads) leaves a block's place idle while its
+    # last warps finish: the DRAM sees that share of the SM's requests missing.
+    blocks_per_sm = f["resident_warps"] / max(1.0, math.ceil(f["threads_per_block"] / 32))
+    drain = 1.0 + c["drain"] / max(blocks_per_sm, 1.0)
+    return {"memory": f["dram_bytes"] / c["dram_bytes_per_us"] * drain + c["dram_ramp_us"] * fill,
             "l2": f["sectors"] * SECTOR / c["l2_bytes_per_us"],
             "l1": f.get("wavefronts", 0.0) / (SMS * CLOCK_PER_US * c["l1_lines_per_cycle"]),
             "latency": f["waves"] * lifetime,

@@ -317,7 +317,7 @@ def analyze(ptx: str, params=None) -> dict:
                 memory.append({"op": {"ld": "ld", "st": "st"}.get(ins.head, "atom"),
                                "bytes": access_bytes(ins.opcode),
                                "step": steps.get(ins.address, 0.0) if ins.address else 0.0,
-                               "loop": k in loop,
+                               "loop": k in loop, "block": b,
                                "issue": need if ins.head == "st" else value_round - 1,
                                "value": value_round})
             for d in ins.dest:
@@ -328,7 +328,30 @@ def analyze(ptx: str, params=None) -> dict:
                     consts.pop(d, None)
                 (signs.add if sign else signs.discard)(d)
         exits.append((waited, store_floor, issued))
-    return _summary(kernel, counts, memory)
+    out = _summary(kernel, counts, memory)
+    out["arm_share_loop"] = _arm_share(kernel, blocks, preds, loop, memory)
+    return out
+
+
+def _arm_share(kernel: Kernel, blocks: list, preds: dict, loop: set, memory: list) -> float:
+    """The share of a loop's useful bytes that one pass moves: the heaviest path through the
+    loop's blocks over all of them.  A pass takes one arm of an ``if``/``else`` (rotate a pair,
+    or copy it), but the counts add both arms' accesses, which would halve the passes a thread
+    makes; 1.0 for a loop without a branch inside."""
+    weight = {}
+    for m in memory:
+        if m["loop"]:
+            weight[m["block"]] = weight.get(m["block"], 0.0) + useful_bytes(m["bytes"], m["step"])
+    total = sum(weight.values())
+    if total <= 0:
+        return 1.0
+    heaviest = {}
+    for b, (start, _) in enumerate(blocks):
+        if start not in loop:
+            continue
+        before = [heaviest[p] for p in preds[b] if p in heaviest]
+        heaviest[b] = weight.get(b, 0.0) + max(before, default=0.0)
+    return min(1.0, max(heaviest.values(), default=total) / total)
 
 
 def _summary(kernel: Kernel, counts: dict, memory: list) -> dict:
@@ -350,14 +373,15 @@ def _summary(kernel: Kernel, counts: dict, memory: list) -> dict:
         out[f"useful_{where}"] = sum(useful_bytes(m["bytes"], m["step"]) for m in chosen)
         out[f"lines_{where}"] = sum(lines(m["bytes"], m["step"]) for m in chosen)
         out[f"unknown_steps_{where}"] = sum(1 for m in chosen if m["step"] is None)
-    # The share of a loop's load rounds that go past the L1: a line a pass fetches serves the
-    # next passes until the lanes have used all of it (a thread walking its own row 4 bytes at a
-    # time, or a warp reading one element at a time, misses once per 128 bytes).  This assumes
-    # each pass moves on to the next bytes of the same lines: a loop that jumps to a new line
-    # every pass has as many useful bytes as lines' worth, and misses every pass.
-    touched = sum(lines(m["bytes"], m["step"]) for m in in_loop)
-    useful = sum(useful_bytes(m["bytes"], m["step"]) for m in in_loop)
-    out["miss_loop"] = min(1.0, useful / (128 * touched)) if touched else 1.0
+    # The share of a loop's passes whose rounds go past the L1.  A load whose lanes use whole
+    # lines (a coalesced read, a grid-stride walk) needs new lines every pass; one whose lanes
+    # use a sliver of each line they touch (a thread walking its own row 4 bytes at a time, a
+    # warp reading one element at a time) finds the next pass's bytes in the same lines, and
+    # misses once per 128 bytes.  A pass waits for its slowest load, so the loop misses as
+    # often as its most-missing load.
+    shares = [min(1.0, useful_bytes(m["bytes"], m["step"]) / (128 * lines(m["bytes"], m["step"])))
+              for m in in_loop]
+    out["miss_loop"] = max(shares) if shares else 1.0
     out["loads"] = len(loads)
     out["stores"] = len(memory) - len(loads)
     out["widths"] = sorted({m["bytes"] for m in memory})

@@ -215,7 +215,7 @@ def check_set(directory, csv_path=None, progress=None) -> dict:
 # Held-out sets whose blind check is on record (``data/predict/check-<set>-*.json``, made before
 # they joined) and whose kernels now teach the fit: a set is checked once, blind, and then
 # trains the model that the next blind set checks.
-FIT_SETS = ("set_d",)
+FIT_SETS = ("set_d", "set_e")
 
 
 def fit_set_rows(progress=None) -> tuple[list[dict], list[str], dict]:
