@@ -207,6 +207,28 @@ def test_np_zeros_in_a_kernel_reads_as_what_it_is():
     assert "driver init" not in text and "cuda.local.array" in text
 
 
+def test_a_kernel_calling_a_device_helper_is_counted_without_a_driver():
+    # numba-cuda links a helper compiled apart through the driver; the census inlines it
+    with_helper = _define("""
+        @cuda.jit(device=True)
+        def rotate(a, b, c, s):
+            return a * c - b * s
+
+        @cuda.jit
+        def with_helper(x, out, cos_t, sin_t, n):
+            i = cuda.grid(1)
+            if i < n:
+                c = cos_t[i // 2]
+                s = sin_t[i // 2]
+                if i % 2 == 0:
+                    out[i] = rotate(x[i], x[i + 1], c, s)
+                else:
+                    out[i] = rotate(x[i], -x[i - 1], c, s)
+        """, "with_helper")
+    verdict = grading.grade(STEP00, with_helper)
+    assert verdict.passed, str(verdict)
+
+
 def test_an_unreadable_source_is_a_verdict_not_a_pass():
     namespace = {}
     exec(compile(GOOD_00, "<string>", "exec"), {"cuda": __import__("numba").cuda}, namespace)

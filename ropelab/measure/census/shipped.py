@@ -186,9 +186,30 @@ def rebuild_source(job: dict, counter: list):
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name == job["function"]:
                 node.decorator_list = []
+    else:
+        _inline_device_helpers(tree)
     counter[0] += 1
     exec(compile(tree, f"<shipped kernel {counter[0]}>", "exec"), namespace)  # noqa: S102
     return namespace[job["function"]]
+
+
+def _inline_device_helpers(tree) -> None:
+    """Give each ``@cuda.jit(device=True)`` helper ``inline="always"``.  Without a CUDA driver
+    numba-cuda cannot compile a kernel that calls a helper it compiles apart (it links the two
+    through the driver); inlined, the kernel compiles anywhere, as the optimiser would mostly
+    have inlined a small helper anyway.  A helper that names its own ``inline`` keeps it."""
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for deco in node.decorator_list:
+            if not (isinstance(deco, ast.Call) and getattr(deco.func, "attr", getattr(
+                    deco.func, "id", None)) == "jit"):
+                continue
+            words = {k.arg: k.value for k in deco.keywords}
+            device = words.get("device")
+            if isinstance(device, ast.Constant) and device.value is True and "inline" not in words:
+                deco.keywords.append(ast.keyword(arg="inline", value=ast.Constant("always")))
+    ast.fix_missing_locations(tree)
 
 
 def _rebuild_global(g: dict, counter: list):

@@ -260,7 +260,13 @@ print(lessons.live_bench(["flat"]))
 #   cannot tell them apart; the grader reads your source instead.  Written out, the cost is
 #   in plain sight.)
 # * **No float64.**  `float32(...)` around integer operands: in Numba an `int32` times a
-#   `float32` is computed in float64.
+#   `float32` is computed in float64.  So is a comparison of a signed with an unsigned integer
+#   (`cuda.threadIdx.x < n_pairs`, an `int32` against a `uint64`): no integer type holds both,
+#   so Numba compares them as floats.  Cast one side: `uint64(cuda.threadIdx.x) < n_pairs`.
+# * **The census counts the compiled code.**  Its division limit counts every `div` and `rem`
+#   instruction in the kernel, and the compiler copies a loop's body when it unrolls it: a
+#   grid-stride loop with `//` inside shows the division several times and fails the limit
+#   (notebook 05's census counts per pass; this one does not).  Divide once, before any loop.
 #
 # ### Step 01.1: token and pair from a flat index
 #
