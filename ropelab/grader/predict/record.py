@@ -207,6 +207,7 @@ def check_set(directory, csv_path=None, progress=None) -> dict:
     root = records.DATA_DIR.parent.resolve()
     shown = shown.relative_to(root) if shown.is_relative_to(root) else shown
     return {"set": set_name, "timings": str(shown), "model": f"data/{KIND}/{model_file}",
+            "constants": meta["constants"],
             "entries": len(entries),
             "timed": len(timings), "skipped": skipped, "summary": model.summary(lines),
             "rows": lines}
