@@ -142,8 +142,9 @@ def launch_scale_rounded_down(x, out, scale, n):
     scale_blocks[max(n // threads, 1), threads](x, out, scale, n)  # the partial block is lost
 
 
-def launch_scale_block_per_float(x, out, scale, n):
-    scale_blocks[n, 256](x, out, scale, n)  # 256 times the threads needed
+def launch_scale_partial_warps(x, out, scale, n):
+    threads = 100  # legal, but a block of 100 runs four warps, the last with 4 threads
+    scale_blocks[(n + threads - 1) // threads, threads](x, out, scale, n)
 
 
 def launch_scale_too_wide(x, out, scale, n):
@@ -604,8 +605,8 @@ WRONG = {
     ],
     "ramp.5": [
         (launch_scale_rounded_down, "never written"),
-        (launch_scale_block_per_float, "wholly idle"),
         (launch_scale_too_wide, "illegal launch"),
+        (launch_scale_partial_warps, "not a multiple of 32"),
     ],
     "ramp.6": [
         (weigh_rows_token_weight, "weight read with the token t"),

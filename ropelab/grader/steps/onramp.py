@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...cuda_limits import WARP
 from . import onramp_cases as c
 from .base import Step
+from .contracts import threads_multiple_of
 
 NOTEBOOK = "00_on_ramp"
 
@@ -126,14 +128,16 @@ STEPS = [
             "launch scale_blocks (puzzle ramp.4) with enough blocks that every float has a "
             "thread", ("x", "out", "scale", "n"),
             _SCALE + "; the arrays are on the device (a GPU's memory, or the simulator's)",
-            "yours: at most 1024 threads per block, every float covered, no block wholly idle",
-            c.launch_cases,
+            "yours: threads per block a multiple of 32, at most 1024; every float covered, no "
+            "block wholly idle", c.launch_cases,
             "threads = 256; blocks = (n + threads - 1) // threads; "
             "scale_blocks[blocks, threads](x, out, scale, n)",
             "a thread past the last float ran scale_blocks' body: the launch rounds up, so the "
             "kernel (puzzle ramp.4) must guard with i < n", kind="launch",
             unwritten="the grid covers fewer threads than floats: round the number of blocks "
-                      "up, (n + threads - 1) // threads, not n // threads"),
+                      "up, (n + threads - 1) // threads, not n // threads",
+            # the notebook's text asks for whole warps, as 00.4's does
+            launch_rules=(threads_multiple_of(WARP),)),
     _puzzle("ramp.6", "2-D grid: a thread per (token, float)", "weigh_rows",
             "out[t * hidden + h] = x[t * hidden + h] * weight[h] for the thread at column h, "
             "row t", ("x", "weight", "out", "tokens", "hidden"),

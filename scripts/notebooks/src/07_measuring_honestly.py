@@ -621,7 +621,7 @@ if torch_record is not None:
 #   memory), and so how many waves fill the 132 SMs.
 #
 # `ropelab.grader.predict` turns those into six ceilings, each a physical limit (the DRAM's
-# bandwidth, the L2's for the sectors asked for, the L1's one line a cycle, waves times a
+# bandwidth, the L2's for the sectors asked for, the [L1](00_rope_in_one_notebook.ipynb#9-glossary)'s one line a cycle, waves times a
 # warp's lifetime of latencies, a cost per block started, the schedulers' issue rate), and
 # predicts a launch fixed time plus a smooth maximum of the six.  A handful of constants are fitted on {{ predict.rows }}
 # H200 timings: {{ predict.sources }}.  The figure that matters is how the model does on
