@@ -229,6 +229,26 @@ def test_a_kernel_calling_a_device_helper_is_counted_without_a_driver():
     assert verdict.passed, str(verdict)
 
 
+def test_float64_from_inside_a_call_names_the_call():
+    # round() of a float32 compiles to float64 code, with no float64 operand to blame
+    rounds = _define("""
+        @cuda.jit
+        def rounds(x, out, cos_t, sin_t, n):
+            i = cuda.grid(1)
+            if i < n:
+                c = cos_t[i // 2]
+                s = sin_t[i // 2]
+                zero = float32(round(x[i] * float32(0.0)))
+                if i % 2 == 0:
+                    out[i] = x[i] * c - x[i + 1] * s + zero
+                else:
+                    out[i] = x[i - 1] * s + x[i] * c + zero
+        """, "rounds")
+    text = str(grading.grade(STEP00, rounds))
+    assert "float64" in text and "inside a call" in text and "round(...)" in text, text
+    assert "bare literal" not in text
+
+
 def test_an_unreadable_source_is_a_verdict_not_a_pass():
     namespace = {}
     exec(compile(GOOD_00, "<string>", "exec"), {"cuda": __import__("numba").cuda}, namespace)

@@ -208,11 +208,64 @@ def _gate_text(gate: Gate, got_value: str, judged, signature: str) -> str:
     from . import widening
 
     found = widening.lookup(judged, signature)
+    if found == []:  # typed, and no operation of the kernel's own widens: a call's insides do
+        return _f64_in_calls_text(gate, got_value, judged) or text
     if not found:
         return text
     return (f"the fast-math build has {got_value} float64 instructions (the goal: "
             f"{gate.limit}); Numba computes these operations in float64:\n"
             + "\n".join(widening.lines_for(judged, found)))
+
+
+# Calls that compile to float32 code on float32 operands (a float64 operand of one of them is
+# an operation's widening, which the typed IR names); every other call is a suspect.
+_PLAIN_CALLS = {"float32", "float16", "int8", "int16", "int32", "int64", "uint8", "uint16",
+                "uint32", "uint64", "int", "range", "len", "abs", "min", "max", "bool"}
+
+
+def calls_in(source: str) -> list[tuple[int, str]]:
+    """(line, name) of the calls in ``source`` whose insides may compute in float64: not a
+    cast, not ``cuda.*`` or ``math.*``, not a plain builtin (``round``, a device helper)."""
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id not in _PLAIN_CALLS:
+            out.append((node.lineno, func.id))
+        elif isinstance(func, ast.Attribute) and not (isinstance(func.value, ast.Name) and
+                                                      func.value.id in ("cuda", "math")):
+            out.append((node.lineno, ast.unparse(func)))
+    return sorted(set(out))
+
+
+def _f64_in_calls_text(gate: Gate, got_value: str, judged) -> str | None:
+    """A float64 gate failed although no operation of the kernel has a float64 operand: name
+    the calls whose implementation computes in float64 (``round(x)`` of a float32 does)."""
+    fn = kernel_census.python_function(judged)
+    try:
+        source = kernel_census.function_source(fn)
+        first = fn.__code__.co_firstlineno
+    except (OSError, TypeError, AttributeError):
+        return None
+    def ours(name):  # ropelab's own helpers (float_bits) compute in float32
+        value = fn.__globals__.get(name.split(".")[0])
+        return (getattr(value, "__module__", "") or "").split(".")[0] == "ropelab"
+
+    calls = [(line, name) for line, name in calls_in(source) if not ours(name)]
+    if not calls:
+        return None
+    lines = source.splitlines()
+    shown = [f"  line {first + line - 1} `{lines[line - 1].strip()}`: {name}(...)"
+             for line, name in calls[:3]]
+    return (f"the fast-math build has {got_value} float64 instructions (the goal: "
+            f"{gate.limit}); no operation of yours has a float64 operand, so they come from "
+            "inside a call, whose implementation in Numba computes in float64 even on float32 "
+            "arguments: write what it does with float32 arithmetic\n" + "\n".join(shown))
 
 
 def divisions_in(source: str) -> tuple[list[str], bool]:
