@@ -203,31 +203,29 @@ def _c_strides(shape, itemsize) -> list:
     return list(reversed(strides))
 
 
-def sectors(width: int, step) -> int:
-    """32-byte sectors one warp's access touches: ``width`` bytes per lane, lanes ``step``
-    bytes apart (0: all lanes on one address; None: unknown, one sector per lane)."""
+def _blocks_touched(width: int, step, unit: int) -> int:
+    """Aligned ``unit``-byte blocks one warp's access touches: ``width`` bytes per lane, lanes
+    ``step`` bytes apart (0: all lanes on one address; None: unknown, a block per lane)."""
     if step is None:
-        return _WARP * max(1, math.ceil(width / _SECTOR))
+        return _WARP * max(1, math.ceil(width / unit))
     if step == 0:
-        return max(1, math.ceil(width / _SECTOR))
+        return max(1, math.ceil(width / unit))
     s = abs(step)
-    if s >= _SECTOR:
-        return _WARP * max(1, math.ceil(width / _SECTOR))
-    return math.ceil(((_WARP - 1) * s + width) / _SECTOR)
+    if s >= unit:
+        return _WARP * max(1, math.ceil(width / unit))
+    return math.ceil(((_WARP - 1) * s + width) / unit)
+
+
+def sectors(width: int, step) -> int:
+    """32-byte sectors one warp's access touches (what the L2 serves)."""
+    return _blocks_touched(width, step, _SECTOR)
 
 
 def lines(width: int, step) -> int:
     """128-byte cache lines one warp's access touches: the L1's wavefronts.  The L1 serves about
     one line per cycle, so a warp whose lanes each land on a line of their own (a row per
     thread, ``q[t * d + i]``) takes 32 cycles where a coalesced access takes one."""
-    if step is None:
-        return _WARP * max(1, math.ceil(width / _LINE))
-    if step == 0:
-        return max(1, math.ceil(width / _LINE))
-    s = abs(step)
-    if s >= _LINE:
-        return _WARP * max(1, math.ceil(width / _LINE))
-    return math.ceil(((_WARP - 1) * s + width) / _LINE)
+    return _blocks_touched(width, step, _LINE)
 
 
 def useful_bytes(width: int, step) -> float:
