@@ -667,8 +667,8 @@ plt.show()
 # blocks of 1024 threads (an SM holding two idles a block's place while its last warps
 # finish).  Those became the model above, with set E in the fit; on set F it now does
 # {{ predict.heldout_f_now }}, but set F shaped it, so that is no held-out figure.  Sets G
-# and H (`data/heldout/set_g`, and one kept outside the project) were written blind for the
-# next check; their predictions are written down and wait for a GPU.  What the model still
+# and H (`data/heldout/set_g`, `data/heldout/heldout_h`) were written blind for the next
+# check; their predictions are written down and wait for a GPU.  What the model still
 # misses: a launch of one warp doing a few microseconds of work, and host work in a launch
 # function.
 #
