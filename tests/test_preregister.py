@@ -44,3 +44,25 @@ def test_each_passing_kernel_gets_a_prediction_and_a_wrong_one_none(tmp_path, ca
     good, bad = rows["copy_all"], rows["copy_half"]
     assert good[3] == "pass" and 0 < float(good[5]) < float(good[4]) < float(good[6])
     assert bad[3] == "refused" and bad[4] == ""
+
+
+def test_a_check_compares_its_rows_with_the_registered_predictions(tmp_path):
+    from ropelab.grader.predict import record
+
+    table = tmp_path / "predicted-20260101T000000.tsv"
+    table.write_text("# predicted by data/predict/predict-x.json at commit abc, before any GPU "
+                     "run\n"
+                     "module\tstep\tlabel\tgrade\tpredicted_us\tlow_us\thigh_us\tcase or note\n"
+                     "learner_00.py\t00.1\tcopy_all\tpass\t10.00\t9.00\t11.00\tcase\n"
+                     "learner_00.py\t00.1\tcopy_half\trefused\t\t\t\twrong\n"
+                     "learner_00.py\t00.2\tguarded\tpass\t20.00\t18.00\t22.00\tcase\n")
+    lines = [{"key": "s/learner_00/0", "label": "copy_all", "model_us": 10.001,
+              "measured_us": 10.5},
+             {"key": "s/learner_00/2", "label": "guarded", "model_us": 25.0,
+              "measured_us": 23.0}]
+    got = record.registered(table, lines)
+    assert got["rows"] == 2 and got["equal"] == 1 and got["inside_range"] == 1
+    assert "commit abc" in got["header"]
+    # a row whose label differs from the registered one at its place is not compared
+    moved = [{**lines[0], "label": "other"}]
+    assert record.registered(table, moved)["rows"] == 0

@@ -34,6 +34,10 @@ def main(argv=None) -> int:
               f"({result['entries']} entries); model mean {100 * s['model_mean']:.1f}% worst "
               f"{100 * s['model_max']:.1f}%; trivial mean {100 * s['trivial_mean']:.1f}% worst "
               f"{100 * s['trivial_max']:.1f}%")
+        for reg in result["registered"]:
+            print(f"registered predictions {reg['file']} ({reg['header']}): {reg['rows']} rows, "
+                  f"{reg['equal']} equal to this model's, {reg['inside_range']} measured "
+                  "inside their 80% range")
         print("families where the model is worse than the trivial model: "
               + (", ".join(s["families_worse_than_trivial"]) or "none"))
         for line in sorted(result["rows"], key=lambda x: -abs(x["model_error"]))[:15]:

@@ -202,6 +202,7 @@ def check_set(directory, csv_path=None, progress=None) -> dict:
     skipped = skipped + unsteady
     meta = recorded_fit()["meta"]
     lines = evaluate(rows, meta["constants"], meta["trivial_fraction_of_copy"])
+    found = [registered(t, lines) for t in sorted(Path(directory).glob("predicted-*.tsv"))]
     model_file = sorted(DATA_DIR.glob(f"{KIND}-*.json"))[-1].name
     shown = Path(csv_path).resolve()
     root = records.DATA_DIR.parent.resolve()
@@ -210,7 +211,33 @@ def check_set(directory, csv_path=None, progress=None) -> dict:
             "constants": meta["constants"],
             "entries": len(entries),
             "timed": len(timings), "skipped": skipped, "summary": model.summary(lines),
-            "rows": lines}
+            "registered": found, "rows": lines}
+
+
+def registered(table: Path, lines: list[dict]) -> dict:
+    """A check's rows beside the predictions registered before the set's first GPU run
+    (``predicted-*.tsv``, ``scripts/preregister_predictions.py``): how many rows it has, how
+    many equal this model's prediction (all of them when the model is the one registered), and
+    how many measured times lie inside the registered 80% range."""
+    text = table.read_text().splitlines()
+    header = text[0].lstrip("# ").strip() if text and text[0].startswith("#") else ""
+    by_module: dict = {}
+    for line in text[2 if header else 1:]:
+        cells = line.split("\t")
+        if len(cells) >= 7:
+            by_module.setdefault(cells[0].removesuffix(".py"), []).append(cells)
+    compared = equal = inside = 0
+    for x in lines:
+        _, module, index = x["key"].rsplit("/", 2)
+        cells = (by_module.get(module) or [])[int(index):int(index) + 1]
+        if not cells or not cells[0][4] or cells[0][2] != x["label"]:
+            continue
+        predicted, low, high = (float(v) for v in cells[0][4:7])
+        compared += 1
+        equal += abs(predicted - x["model_us"]) <= 0.005 * predicted + 0.01
+        inside += low <= x["measured_us"] <= high
+    return {"file": table.name, "header": header, "rows": compared, "equal": equal,
+            "inside_range": inside}
 
 
 # Held-out sets whose blind check is on record (``data/predict/check-<set>-*.json``, made before
