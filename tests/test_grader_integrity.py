@@ -746,3 +746,14 @@ def test_timing_refuses_a_time_far_below_a_copy_of_the_same_bytes(honest, monkey
     monkeypatch.setattr(learner_time, "timer_class", lambda: Unbracketed)
     text = grading.verdict_timer(_small_timing_step(), honest)(3)
     assert text.startswith("not timed: 0.50 us is over 3x faster than a device copy"), text
+
+
+def test_quiet_returns_the_verdict_and_prints_nothing(honest, capsys):
+    capsys.readouterr()
+    quiet = steps.check(honest, LAUNCH, quiet=True)
+    assert capsys.readouterr().out == ""
+    loud = steps.check(honest, LAUNCH)
+    assert capsys.readouterr().out.strip() == str(loud).strip()
+    assert quiet.passed and loud.passed and str(quiet) == str(loud)
+    with pytest.raises(TypeError, match="quiet"):
+        steps.check(honest, LAUNCH, quiet="yes")

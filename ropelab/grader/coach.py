@@ -28,9 +28,10 @@ def stuck_line(step_id: str) -> str:
             f"{', '.join(texts.LEVEL_NAMES)})")
 
 
-def after_check(step_id: str, verdict):
-    """Print the stuck line under a failing verdict (and add it to the verdict's lines), or
-    record a pass; return the verdict.  Never raises: a notebook must not stop here."""
+def after_check(step_id: str, verdict, quiet: bool = False):
+    """Print the stuck line under a failing verdict (unless ``quiet``) and add it to the
+    verdict's lines, or record a pass; return the verdict.  Never raises: a notebook must not
+    stop here."""
     if verdict.passed:
         try:
             store.record_pass(step_id)
@@ -38,7 +39,8 @@ def after_check(step_id: str, verdict):
             store.notice(f"not recorded ({type(exc).__name__}: {exc})")
         return verdict
     line = stuck_line(step_id)
-    print(line)
+    if not quiet:
+        print(line)
     verdict.lines.append(line)
     return verdict
 

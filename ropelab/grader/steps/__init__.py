@@ -68,8 +68,9 @@ def notebooks() -> list:
     return sorted(stems, key=stems.get)
 
 
-def check(fn, step_id: str, *, timeout_s: float = 30.0):
-    """Grade ``fn`` against step ``step_id``; print the verdict and return it.
+def check(fn, step_id: str, *, timeout_s: float = 30.0, quiet: bool = False):
+    """Grade ``fn`` against step ``step_id``; print the verdict and return it (``quiet=True``:
+    return it only, for a script that grades many kernels).
 
     Bad arguments raise before anything runs: a step id that is not a string (TypeError) or
     names no step (:class:`UnknownStep`, a KeyError and a ValueError), an ``fn`` that cannot be
@@ -84,7 +85,10 @@ def check(fn, step_id: str, *, timeout_s: float = 30.0):
     step = get(step_id)
     checked_function(fn)
     checked_timeout(timeout_s)
-    return coach.after_check(step.id, step.check(fn, timeout_s=timeout_s))
+    if not isinstance(quiet, bool):
+        raise TypeError(f"quiet must be True or False, got {quiet!r}")
+    return coach.after_check(step.id, step.check(fn, timeout_s=timeout_s, quiet=quiet),
+                             quiet=quiet)
 
 
 # --- hints and progress: the learner's side of a step (:mod:`..coach`) ----------------------

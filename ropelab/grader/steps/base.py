@@ -183,12 +183,14 @@ class Step:
     def timing_case(self):
         return self.make_cases(True)[0]
 
-    def check(self, fn, *, timeout_s: float = 30.0):
-        """Grade ``fn`` against this step; print the verdict and return it (never raises)."""
+    def check(self, fn, *, timeout_s: float = 30.0, quiet: bool = False):
+        """Grade ``fn`` against this step; print the verdict (unless ``quiet``) and return it
+        (never raises)."""
         from ..runner import grade_safely  # late: the runner imports the grader
 
         verdict = grade_safely(self, fn, timeout_s=timeout_s)
-        print(verdict)
+        if not quiet:
+            print(verdict)
         return verdict
 
     def hint_for(self, array: str | None) -> str:

@@ -69,12 +69,13 @@ class Puzzle(Step):
                 return f"first kernel? {own or note}"
         return ""
 
-    def check(self, fn, *, timeout_s: float = 30.0):
+    def check(self, fn, *, timeout_s: float = 30.0, quiet: bool = False):
         """Grade ``fn`` as every step does (printed, returned), then print the note."""
-        verdict = super().check(fn, timeout_s=timeout_s)
+        verdict = super().check(fn, timeout_s=timeout_s, quiet=quiet)
         note = self.first_kernel_note(verdict)
         if note:
-            print(note)
+            if not quiet:
+                print(note)
             verdict.lines.append(note)
         return verdict
 
