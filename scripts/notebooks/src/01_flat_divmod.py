@@ -264,9 +264,11 @@ print(lessons.live_bench(["flat"]))
 #   (`cuda.threadIdx.x < n_pairs`, an `int32` against a `uint64`): no integer type holds both,
 #   so Numba compares them as floats.  Cast one side: `uint64(cuda.threadIdx.x) < n_pairs`.
 # * **The census counts the compiled code.**  Its division limit counts every `div` and `rem`
-#   instruction in the kernel, and the compiler copies a loop's body when it unrolls it: a
-#   grid-stride loop with `//` inside shows the division several times and fails the limit
-#   (notebook 05's census counts per pass; this one does not).  Divide once, before any loop.
+#   instruction in the kernel, and the compiler copies a loop's body when it unrolls it.  It
+#   unrolls a loop whose trips it can count: a grid-stride loop over a signed `cuda.grid(1)`
+#   with `//` inside compiles to 12 divisions (a trip count, then the division in each of four
+#   copies), the same loop over `uint64` values to 2 (notebook 05's census counts per pass;
+#   this one does not).  Divide once, before any loop.
 #
 # ### Step 01.1: token and pair from a flat index
 #
