@@ -249,6 +249,32 @@ def test_float64_from_inside_a_call_names_the_call():
     assert "bare literal" not in text
 
 
+GRID_STRIDE_01 = """
+    @cuda.jit(fastmath=True)
+    def angles(out, positions, inv_freq, n_pairs, total_pairs):
+        idx = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        while idx < total_pairs:
+            i = uint64(idx)
+            token = i // n_pairs
+            out[idx] = float32(positions[token]) * inv_freq[i - token * n_pairs]
+            idx += stride
+"""
+
+
+def test_one_division_repeated_by_an_unrolled_loop_is_explained_not_blamed():
+    signed = _define(GRID_STRIDE_01, "angles")
+    text = str(grading.grade(steps.get("01.1"), signed))
+    assert "although your code divides once" in text and "unrolls the loop" in text, text
+    assert "divide once, and take the remainder" not in text
+    # the fix the verdict names: the same loop over uint64 values passes
+    unsigned = _define(GRID_STRIDE_01.replace("idx = cuda.grid(1)", "idx = uint64(cuda.grid(1))")
+                       .replace("stride = cuda.gridsize(1)", "stride = uint64(cuda.gridsize(1))")
+                       .replace("while idx < total_pairs", "while idx < uint64(total_pairs)"),
+                       "angles")
+    assert grading.grade(steps.get("01.1"), unsigned).passed
+
+
 def test_an_unreadable_source_is_a_verdict_not_a_pass():
     namespace = {}
     exec(compile(GOOD_00, "<string>", "exec"), {"cuda": __import__("numba").cuda}, namespace)

@@ -268,7 +268,7 @@ print(lessons.live_bench(["flat"]))
 #   unrolls a loop whose trips it can count: a grid-stride loop over a signed `cuda.grid(1)`
 #   with `//` inside compiles to 12 divisions (a trip count, then the division in each of four
 #   copies), the same loop over `uint64` values to 2 (notebook 05's census counts per pass;
-#   this one does not).  Divide once, before any loop.
+#   this one does not).  Loop over `uint64` values, or divide once before any loop.
 #
 # ### Step 01.1: token and pair from a flat index
 #
