@@ -66,7 +66,7 @@ def main(argv=None) -> int:
         print("\t".join(rows[-1]), flush=True)
     out = args.folder / f"predicted-{stamp}.tsv"
     with open(out, "w") as f:
-        model = sorted(record.DATA_DIR.glob(f"{record.KIND}-*.json"))[-1].name
+        model = record.record_path().name
         f.write(f"# predicted by data/predict/{model} at commit {commit}, {stamp} UTC, before "
                 "any GPU run of this set\n")
         f.write("module\tstep\tlabel\tgrade\tpredicted_us\tlow_us\thigh_us\tcase or note\n")

@@ -252,6 +252,7 @@ def _f64_in_calls_text(gate: Gate, got_value: str, judged) -> str | None:
         first = fn.__code__.co_firstlineno
     except (OSError, TypeError, AttributeError):
         return None
+
     def ours(name):  # ropelab's own helpers (float_bits) compute in float32
         value = fn.__globals__.get(name.split(".")[0])
         return (getattr(value, "__module__", "") or "").split(".")[0] == "ropelab"
@@ -282,11 +283,16 @@ def divisions_in(source: str) -> tuple[list[str], bool]:
                 and node.func.id == "range" and len(node.args) == 3 \
                 and not isinstance(node.args[2], ast.Constant):
             ranges.append(ast.unparse(node))
-        written |= isinstance(node, (ast.BinOp, ast.AugAssign)) and isinstance(
-            node.op, (ast.FloorDiv, ast.Mod))
-        written |= isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-            and node.func.id == "divmod"
+        written |= _is_division(node)
     return ranges, written
+
+
+def _is_division(node) -> bool:
+    """A ``//``, ``%`` (or their augmented forms) or a ``divmod`` call."""
+    return (isinstance(node, (ast.BinOp, ast.AugAssign))
+            and isinstance(node.op, (ast.FloorDiv, ast.Mod))) or (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+        and node.func.id == "divmod")
 
 
 def _hidden_division_text(gate: Gate, got_value: str, judged) -> str | None:
@@ -305,16 +311,9 @@ def _loop_divisions(source: str) -> tuple[int, int]:
         tree = ast.parse(textwrap.dedent(source))
     except SyntaxError:
         return 0, 0
-
-    def is_division(node):
-        return (isinstance(node, (ast.BinOp, ast.AugAssign))
-                and isinstance(node.op, (ast.FloorDiv, ast.Mod))) or (
-            isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id == "divmod")
-
-    written = sum(1 for n in ast.walk(tree) if is_division(n))
+    written = sum(1 for n in ast.walk(tree) if _is_division(n))
     in_loops = {id(n) for loop in ast.walk(tree) if isinstance(loop, (ast.For, ast.While))
-                for n in ast.walk(loop) if is_division(n)}
+                for n in ast.walk(loop) if _is_division(n)}
     return written, len(in_loops)
 
 

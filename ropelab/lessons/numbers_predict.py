@@ -82,23 +82,18 @@ def predict_sources():
     return Rendered(" and ".join(parts), path)
 
 
-def _check_doc(set_name: str, constants: dict | None = None):
-    """The newest check of a held-out set (``data/predict/check-<set>-*.json``, written by
-    ``python -m ropelab.grader.predict --check-set DIR --save``), by the model with
-    ``constants`` when given (a record's file is named by its sources' date, so two fits of
-    one day share a name; their constants tell them apart)."""
+def _check_docs(set_name: str) -> list:
+    """``(path, doc)`` of every check of a held-out set, oldest first
+    (``data/predict/check-<set>-*.json``, written by ``python -m ropelab.grader.predict
+    --check-set DIR --save``)."""
     import json
 
     from ..measure import records
 
     found = sorted((records.DATA_DIR / "predict").glob(f"check-{set_name}-*.json"))
-    docs = [(p, json.loads(p.read_text())) for p in found]
-    if constants is not None:
-        docs = [(p, d) for p, d in docs if d.get("constants") == constants]
-    if not docs:
-        raise LookupError(f"no data/predict/check-{set_name}-*.json"
-                          + (" by the recorded model" if constants else ""))
-    return docs[-1]
+    if not found:
+        raise LookupError(f"no data/predict/check-{set_name}-*.json")
+    return [(p, json.loads(p.read_text())) for p in found]
 
 
 def _words(s: dict) -> str:
@@ -111,26 +106,24 @@ def _checked(set_name: str) -> Rendered:
     """A held-out set's check by the model on record now: its rows, the model's mean and
     worst error and the trivial model's, in words.  A check by an older model is not this
     model's error, so none is taken."""
-    _, rec = newest("predict")
-    found, doc = _check_doc(set_name, constants=rec["meta"]["constants"])
+    # A record's file is named by its sources' date, so two fits of one day share a name;
+    # their constants tell them apart.
+    constants = newest("predict")[1]["meta"]["constants"]
+    mine = [(p, d) for p, d in _check_docs(set_name) if d.get("constants") == constants]
+    if not mine:
+        raise LookupError(f"no data/predict/check-{set_name}-*.json by the recorded model")
+    found, doc = mine[-1]
     return Rendered(_words(doc["summary"]), f"data/predict/{found.name}")
 
 
 def _blind(set_name: str) -> Rendered:
     """The first check of a set, by the model its predictions were registered with before the
     set's first GPU run: "115 kernels, mean ... by the model of 2026-12-03"."""
-    import json
-
-    from ..measure import records
-
-    found = sorted((records.DATA_DIR / "predict").glob(f"check-{set_name}-*.json"))
-    if not found:
-        raise LookupError(f"no data/predict/check-{set_name}-*.json")
-    doc = json.loads(found[0].read_text())
+    found, doc = _check_docs(set_name)[0]
     stamp = doc.get("model", "").rsplit("-", 1)[-1].split("T")[0]
     when = f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}" if len(stamp) == 8 else "an earlier date"
     return Rendered(f"{_words(doc['summary'])}, by the model of {when}",
-                    f"data/predict/{found[0].name}")
+                    f"data/predict/{found.name}")
 
 
 @number("predict.heldout_a")
@@ -141,7 +134,7 @@ def predict_heldout_a():
 
 @number("predict.heldout_f_now")
 def predict_heldout_f_now():
-    """Set F (kept outside the project) by the model on record, whose features its misses
+    """Set F (data/heldout/heldout_f) by the model on record, whose features its misses
     shaped: no longer a held-out figure."""
     return _checked("heldout_f")
 

@@ -228,6 +228,12 @@ def lines(width: int, step) -> int:
     return _blocks_touched(width, step, _LINE)
 
 
+def line_use(width: int, step) -> float:
+    """The share of the lines a warp's access touches that its lanes use: 1 for a coalesced
+    read, 1/32 for a broadcast or a line per lane read 4 bytes at a time."""
+    return min(1.0, useful_bytes(width, step) / (_LINE * lines(width, step)))
+
+
 def useful_bytes(width: int, step) -> float:
     """Bytes a warp's lanes ask for: distinct bytes when their accesses overlap."""
     if step == 0:

@@ -48,6 +48,7 @@ import math
 
 import numpy as np
 
+from ...cuda_limits import WARP
 from .features import SMS
 
 CLOCK_PER_US = 1980.0  # H200 SXM boost clock, MHz
@@ -95,7 +96,7 @@ def roofs(f: dict, c: dict) -> dict:
     fill = min(1.0, f["warps"] / (SMS * f["resident_warps"]))
     # An SM that holds few blocks (two of 1024 threads) leaves a block's place idle while its
     # last warps finish: the DRAM sees that share of the SM's requests missing.
-    blocks_per_sm = f["resident_warps"] / max(1.0, math.ceil(f["threads_per_block"] / 32))
+    blocks_per_sm = f["resident_warps"] / max(1.0, math.ceil(f["threads_per_block"] / WARP))
     drain = 1.0 + c["drain"] / max(blocks_per_sm, 1.0)
     return {"memory": f["dram_bytes"] / c["dram_bytes_per_us"] * drain + c["dram_ramp_us"] * fill,
             "l2": f["sectors"] * SECTOR / c["l2_bytes_per_us"],

@@ -38,7 +38,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .lanes import access_bytes, lines, sectors, useful_bytes
+from .lanes import access_bytes, line_use, lines, sectors, useful_bytes
 from .lanes import immediate as _immediate
 from .lanes import parameter_values  # noqa: F401  (the analysis's input, laid out there)
 from .lanes import registers as _registers
@@ -379,9 +379,7 @@ def _summary(kernel: Kernel, counts: dict, memory: list) -> dict:
     # warp reading one element at a time) finds the next pass's bytes in the same lines, and
     # misses once per 128 bytes.  A pass waits for its slowest load, so the loop misses as
     # often as its most-missing load.
-    shares = [min(1.0, useful_bytes(m["bytes"], m["step"]) / (128 * lines(m["bytes"], m["step"])))
-              for m in in_loop]
-    out["miss_loop"] = max(shares) if shares else 1.0
+    out["miss_loop"] = max((line_use(m["bytes"], m["step"]) for m in in_loop), default=1.0)
     out["loads"] = len(loads)
     out["stores"] = len(memory) - len(loads)
     out["widths"] = sorted({m["bytes"] for m in memory})

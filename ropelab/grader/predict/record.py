@@ -43,14 +43,19 @@ METHOD = ("computed from H200 timings, not measured: rows are the prediction's G
           "predicted over the validation's rows")
 
 
-@lru_cache(maxsize=1)
-def recorded_fit() -> dict:
-    """The newest ``data/predict/`` record (its meta holds the constants and the error bar)."""
+def record_path() -> Path:
+    """The newest ``data/predict/predict-*.json``: the model every prediction uses."""
     paths = sorted(DATA_DIR.glob(f"{KIND}-*.json"))
     if not paths:
         raise FileNotFoundError("no data/predict record: run python -m ropelab.grader.predict "
                                 "--record")
-    return records.validate(json.loads(paths[-1].read_text()))
+    return paths[-1]
+
+
+@lru_cache(maxsize=1)
+def recorded_fit() -> dict:
+    """The newest ``data/predict/`` record (its meta holds the constants and the error bar)."""
+    return records.validate(json.loads(record_path().read_text()))
 
 
 def copy_curve() -> list:
@@ -203,7 +208,7 @@ def check_set(directory, csv_path=None, progress=None) -> dict:
     meta = recorded_fit()["meta"]
     lines = evaluate(rows, meta["constants"], meta["trivial_fraction_of_copy"])
     found = [registered(t, lines) for t in sorted(Path(directory).glob("predicted-*.tsv"))]
-    model_file = sorted(DATA_DIR.glob(f"{KIND}-*.json"))[-1].name
+    model_file = record_path().name
     shown = Path(csv_path).resolve()
     root = records.DATA_DIR.parent.resolve()
     shown = shown.relative_to(root) if shown.is_relative_to(root) else shown
