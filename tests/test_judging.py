@@ -477,7 +477,8 @@ def test_a_loop_the_compiler_duplicated_counts_once_per_pass():
     from ropelab.measure.census.counting import count_extras
 
     assert count_extras(_UNSWITCHED)["sincos"] == 4  # the static count: both copies
-    assert count_passes(_UNSWITCHED) == {"sincos_pass": 2, "pow_pass": 1, "pow_per_slot": 1}
+    assert count_passes(_UNSWITCHED) == {"sincos_pass": 2, "pow_pass": 1, "pow_per_slot": 1,
+                                         "divrem_pass": 1}
     # two angles computed one after the other in one body are two, per pass too
     twice = _UNSWITCHED.replace("	sin.approx.ftz.f32 	%f5, %f3;\n",
                                 "	sin.approx.ftz.f32 	%f5, %f3;\n	cos.approx.ftz.f32 	%f9, %f1;\n"
@@ -517,7 +518,7 @@ def test_a_pow_per_unit_is_not_a_pow_per_slot():
     from ropelab.measure.census.passes import count_passes
 
     per_unit = count_passes(_NESTED.replace("{EX2_PER_SLOT}", ""))
-    assert per_unit == {"sincos_pass": 2, "pow_pass": 1, "pow_per_slot": 0}
+    assert per_unit == {"sincos_pass": 2, "pow_pass": 1, "pow_per_slot": 0, "divrem_pass": 0}
     per_slot = count_passes(_NESTED.replace("{EX2_PER_SLOT}", "ex2.approx.ftz.f32 	%f6, %f5;"))
     assert per_slot["pow_per_slot"] == 1
 
@@ -526,7 +527,34 @@ def test_ptx_it_cannot_follow_gets_the_static_counts():
     from ropelab.measure.census.passes import count_passes
 
     indirect = _UNSWITCHED.replace("	@%p2 bra 	$L__BB0_6;", "	brx.idx 	%r1, $L_targets;")
-    assert count_passes(indirect) == {"sincos_pass": 4, "pow_pass": 1, "pow_per_slot": 2}
+    assert count_passes(indirect) == {"sincos_pass": 4, "pow_pass": 1, "pow_per_slot": 2,
+                                      "divrem_pass": 1}
+
+
+# One unsigned 64-bit //, as NVVM compiles it: a 64-bit division, and a 32-bit one for operands
+# that fit, on exclusive branches.
+_DIV = ("	or.b64 	%rd9, %rd1, %rd3;\n	and.b64 	%rd10, %rd9, -4294967296;\n"
+        "	setp.ne.s64 	%p5, %rd10, 0;\n	@%p5 bra 	$L__BB0_{a};\n"
+        "	div.u32 	%r1, %r2, %r3;\n	bra.uni 	$L__BB0_{b};\n"
+        "$L__BB0_{a}:\n	div.u64 	%rd4, %rd1, %rd3;\n$L__BB0_{b}:\n")
+
+
+def test_divisions_per_pass_count_one_path_and_one_iteration():
+    from ropelab.measure.census.counting import count_ptx
+    from ropelab.measure.census.passes import count_passes
+
+    one = _DIV.format(a=1, b=2) + "	div.rn.f32 	%f1, %f2, %f3;\n	ret;\n"  # a float / is no div
+    assert count_ptx(one)["int_divrem"] == 2 and count_passes(one)["divrem_pass"] == 1
+    two = _DIV.format(a=1, b=2) + _DIV.format(a=3, b=4) + "	ret;\n"  # one after the other
+    assert count_passes(two)["divrem_pass"] == 2
+    # an unrolled grid-stride loop: four copies a trip beside the remainder's one
+    unrolled = _UNROLLED.replace(_SC * 4, "".join(_DIV.format(a=10 + 2 * k, b=11 + 2 * k)
+                                                  for k in range(4)))
+    unrolled = unrolled.replace(_SC, _DIV.format(a=20, b=21))
+    assert count_ptx(unrolled)["int_divrem"] == 10
+    assert count_passes(unrolled)["divrem_pass"] == 1
+    # without LLVM's mark, four divisions a trip are the learner's own
+    assert count_passes(unrolled.replace('	.pragma "nounroll";\n', ""))["divrem_pass"] == 4
 
 
 def test_a_division_gate_names_the_range_that_divides():

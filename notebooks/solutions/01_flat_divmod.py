@@ -65,6 +65,29 @@ def angles_row_number(out, positions, inv_freq, n_pairs, total_pairs):
         out[i] = float32(token) * inv_freq[pair]  # the row, not the token's position
 
 
+@cuda.jit(fastmath=True)
+def angles_grid_stride(out, positions, inv_freq, n_pairs, total_pairs):
+    # also right: a grid-stride loop over the signed cuda.grid(1).  The compiler unrolls it and
+    # its PTX holds the division 12 times, but one pass (one pair) runs it once.
+    idx = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    while idx < total_pairs:
+        i = uint64(idx)
+        token = i // n_pairs
+        out[i] = float32(positions[token]) * inv_freq[i - token * n_pairs]
+        idx += stride
+
+
+@cuda.jit(fastmath=True)
+def angles_row_length_divided(out, positions, inv_freq, n_pairs, total_pairs):
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        i = uint64(idx)
+        row = uint64(total_pairs) // uint64(positions.shape[0])  # n_pairs again, by a division
+        token = i // row
+        out[i] = float32(positions[token]) * inv_freq[i - token * row]
+
+
 # --- 01.2: the launch, written by the learner ------------------------------------------------
 
 
@@ -263,9 +286,14 @@ SOLUTIONS = {
     "01.4": my_rope_flat,
 }
 
+ALSO_RIGHT = {
+    "01.1": [angles_grid_stride],
+}
+
 WRONG = {
     "01.1": [
         (angles_signed, "signed integer div/rem"),
+        (angles_row_length_divided, "runs 2 integer divisions (the goal: 1)"),
         (angles_modulo, "`%` is not allowed"),
         (angles_float64, "float64 instructions"),
         (angles_row_number, "read positions[token]"),

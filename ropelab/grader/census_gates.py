@@ -36,6 +36,7 @@ class Gate:
 COUNTER_LABELS = {
     "instructions": "PTX instructions",
     "int_divrem": "integer div/rem",
+    "divrem_pass": "integer div/rem on one pass (one path, a loop body once)",
     "signed_divrem": "signed integer div/rem (div.s, rem.s)",
     "f64": "float64 instructions",
     "sincos": "sin/cos (sin.approx, cos.approx)",
@@ -201,7 +202,7 @@ def _gate_text(gate: Gate, got_value: str, judged, signature: str) -> str:
     (:mod:`.widening`), where they can be found, instead of the gate's general guess; for a
     division, the ``range()`` that hides one."""
     text = gate.message.format(got=got_value, limit=gate.limit)
-    if gate.counter in ("int_divrem", "signed_divrem"):
+    if gate.counter in ("int_divrem", "divrem_pass", "signed_divrem"):
         return _hidden_division_text(gate, got_value, judged) or text
     if gate.counter != "f64":
         return text
@@ -300,38 +301,7 @@ def _hidden_division_text(gate: Gate, got_value: str, judged) -> str | None:
     divisions: the learner may have written none."""
     source = read_source(kernel_census.python_function(judged) or judged)[0] or ""
     ranges, written = divisions_in(source)
-    if not ranges:
-        return _unrolled_division_text(gate, got_value, source)
-    return _range_division_text(gate, got_value, ranges, written)
-
-
-def _loop_divisions(source: str) -> tuple[int, int]:
-    """(the ``//``, ``%`` and ``divmod`` the source writes, how many of them inside a loop)."""
-    try:
-        tree = ast.parse(textwrap.dedent(source))
-    except SyntaxError:
-        return 0, 0
-    written = sum(1 for n in ast.walk(tree) if _is_division(n))
-    in_loops = {id(n) for loop in ast.walk(tree) if isinstance(loop, (ast.For, ast.While))
-                for n in ast.walk(loop) if _is_division(n)}
-    return written, len(in_loops)
-
-
-def _unrolled_division_text(gate: Gate, got_value: str, source: str) -> str | None:
-    """A division gate's words when the source divides few enough times, inside a loop the
-    compiler unrolled: the PTX holds the division once per unrolled copy (and once more for
-    the trip count), so "divide once" would tell the learner what they already did."""
-    written, in_loops = _loop_divisions(source)
-    # a division the source writes is two in the PTX (a 64-bit and a 32-bit path)
-    if not in_loops or gate.limit <= 0 or 2 * written > gate.limit:
-        return None
-    times = {1: "once", 2: "twice"}.get(written, f"{written} times")
-    return (f"the PTX has {got_value} integer div/rem instructions (the goal: {gate.limit}), "
-            f"although your code divides {times}: inside a "
-            "loop whose trips the compiler can count (a loop over a signed index such as "
-            "cuda.grid(1)), it unrolls the loop and repeats the division in every copy, plus "
-            "one for the trip count.  Loop over uint64 values (i = uint64(cuda.grid(1)); "
-            "stride = uint64(cuda.gridsize(1))), or divide once before the loop")
+    return _range_division_text(gate, got_value, ranges, written) if ranges else None
 
 
 def _range_division_text(gate: Gate, got_value: str, ranges: list, written: bool) -> str:

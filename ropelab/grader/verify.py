@@ -3,6 +3,8 @@
 For every step of every notebook's ladder (:mod:`.steps`):
 
 * its solution in ``notebooks/solutions/NN_*.py`` (``SOLUTIONS[step_id]``) must pass;
+* each other right kernel it records (``ALSO_RIGHT[step_id] = [fn, ...]``: ways a learner
+  writes it that the solution does not take, such as a grid-stride loop) must pass too;
 * each recorded wrong attempt (``WRONG[step_id] = [(fn, fragment), ...]``) must be rejected,
   with a verdict that contains ``fragment``;
 * its starter (``Step.starter``, or the cell of ``scripts/notebooks/src/NN_*.py`` that defines the
@@ -115,6 +117,10 @@ def verify_step(ex: Step, module, *, grade_fn=_graded) -> list[Outcome]:
     out = []
     verdict = grade_fn(ex, solutions[ex.id])
     out.append(Outcome(ex.id, "solution", verdict.passed, _first(verdict), "PASS"))
+    for fn in getattr(module, "ALSO_RIGHT", {}).get(ex.id, []):
+        verdict = grade_fn(ex, fn)
+        out.append(Outcome(ex.id, f"right: {_name(fn)}", verdict.passed, _first(verdict),
+                           "PASS"))
     wrong = list(wrong_all.get(ex.id, []))
     if len(wrong) < 2:
         out.append(Outcome(ex.id, "wrong attempts", False, f"{len(wrong)} recorded",

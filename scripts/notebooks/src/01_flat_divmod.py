@@ -263,12 +263,15 @@ print(lessons.live_bench(["flat"]))
 #   `float32` is computed in float64.  So is a comparison of a signed with an unsigned integer
 #   (`cuda.threadIdx.x < n_pairs`, an `int32` against a `uint64`): no integer type holds both,
 #   so Numba compares them as floats.  Cast one side: `uint64(cuda.threadIdx.x) < n_pairs`.
-# * **The census counts the compiled code.**  Its division limit counts every `div` and `rem`
-#   instruction in the kernel, and the compiler copies a loop's body when it unrolls it.  It
-#   unrolls a loop whose trips it can count: a grid-stride loop over a signed `cuda.grid(1)`
-#   with `//` inside compiles to 12 divisions (a trip count, then the division in each of four
-#   copies), the same loop over `uint64` values to 2 (notebook 05's census counts per pass;
-#   this one does not).  Loop over `uint64` values, or divide once before any loop.
+# * **Divisions are counted per pass.**  The limit is on the integer `div` and `rem`
+#   instructions that one pass through your kernel runs: one path through its code, a loop
+#   body once.  The PTX text holds more than a pass runs.  One `//` of 64-bit values is a
+#   64-bit division and a 32-bit one on exclusive branches (the compiler's fast path for
+#   operands that fit in 32 bits).  A grid-stride loop over a signed `cuda.grid(1)` with `//`
+#   inside compiles to 12 divisions in the text: a trip count, then the division in each of
+#   four unrolled copies and in the loop that runs the leftover trips.  A pass runs 1.  The
+#   same loop over `uint64` values compiles to 2 in the text, 1 on a pass.  The census table
+#   shows both counts.
 #
 # ### Step 01.1: token and pair from a flat index
 #
