@@ -6,6 +6,7 @@ Budget: about 20 s on the simulator (two deliberate 2-second timeouts).
 """
 
 import linecache
+import re
 import textwrap
 import time
 from dataclasses import replace
@@ -262,17 +263,25 @@ GRID_STRIDE_01 = """
 """
 
 
-def test_one_division_repeated_by_an_unrolled_loop_is_explained_not_blamed():
+def test_one_division_repeated_by_an_unrolled_loop_is_one_division_a_pass():
+    # the compiler unrolls the loop over a signed index (12 div/rem in the PTX text), but one
+    # pass runs one division: the step's rule holds, over signed and uint64 values alike
     signed = _define(GRID_STRIDE_01, "angles")
-    text = str(grading.grade(steps.get("01.1"), signed))
-    assert "although your code divides once" in text and "unrolls the loop" in text, text
-    assert "divide once, and take the remainder" not in text
-    # the fix the verdict names: the same loop over uint64 values passes
+    verdict = grading.grade(steps.get("01.1"), signed)
+    assert verdict.passed, str(verdict)
     unsigned = _define(GRID_STRIDE_01.replace("idx = cuda.grid(1)", "idx = uint64(cuda.grid(1))")
                        .replace("stride = cuda.gridsize(1)", "stride = uint64(cuda.gridsize(1))")
                        .replace("while idx < total_pairs", "while idx < uint64(total_pairs)"),
                        "angles")
     assert grading.grade(steps.get("01.1"), unsigned).passed
+    # a second division on the pass is refused, by the per-pass count
+    twice = _define(GRID_STRIDE_01.replace("token = i // n_pairs",
+                                           "token = i // (uint64(total_pairs) // "
+                                           "uint64(positions.shape[0]))"), "angles")
+    text = str(grading.grade(steps.get("01.1"), twice))
+    runs = re.search(r"one pass through your kernel \(one pair\) runs (\d+) integer divisions "
+                     r"\(the goal: 1\)", text)
+    assert runs and int(runs.group(1)) >= 2, text
 
 
 def test_an_unreadable_source_is_a_verdict_not_a_pass():
