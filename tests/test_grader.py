@@ -5,6 +5,7 @@ Kernels are defined from source text as a notebook cell defines them (source in 
 Budget: about 20 s on the simulator (two deliberate 2-second timeouts).
 """
 
+import inspect
 import linecache
 import re
 import textwrap
@@ -250,35 +251,25 @@ def test_float64_from_inside_a_call_names_the_call():
     assert "bare literal" not in text
 
 
-GRID_STRIDE_01 = """
-    @cuda.jit(fastmath=True)
-    def angles(out, positions, inv_freq, n_pairs, total_pairs):
-        idx = cuda.grid(1)
-        stride = cuda.gridsize(1)
-        while idx < total_pairs:
-            i = uint64(idx)
-            token = i // n_pairs
-            out[idx] = float32(positions[token]) * inv_freq[i - token * n_pairs]
-            idx += stride
-"""
-
-
 def test_one_division_repeated_by_an_unrolled_loop_is_one_division_a_pass():
     # the compiler unrolls the loop over a signed index (12 div/rem in the PTX text), but one
-    # pass runs one division: the step's rule holds, over signed and uint64 values alike
-    signed = _define(GRID_STRIDE_01, "angles")
-    verdict = grading.grade(steps.get("01.1"), signed)
+    # pass runs one division: the step's rule holds, over signed and uint64 values alike (the
+    # signed loop is notebook 01's recorded other right kernel, ALSO_RIGHT)
+    step = steps.get("01.1")
+    signed = verify.load_solution(verify.solution_path(step)).angles_grid_stride
+    verdict = grading.grade(step, signed)
     assert verdict.passed, str(verdict)
-    unsigned = _define(GRID_STRIDE_01.replace("idx = cuda.grid(1)", "idx = uint64(cuda.grid(1))")
+    source = inspect.getsource(signed.py_func)
+    unsigned = _define(source.replace("idx = cuda.grid(1)", "idx = uint64(cuda.grid(1))")
                        .replace("stride = cuda.gridsize(1)", "stride = uint64(cuda.gridsize(1))")
                        .replace("while idx < total_pairs", "while idx < uint64(total_pairs)"),
-                       "angles")
-    assert grading.grade(steps.get("01.1"), unsigned).passed
+                       "angles_grid_stride")
+    assert grading.grade(step, unsigned).passed
     # a second division on the pass is refused, by the per-pass count
-    twice = _define(GRID_STRIDE_01.replace("token = i // n_pairs",
-                                           "token = i // (uint64(total_pairs) // "
-                                           "uint64(positions.shape[0]))"), "angles")
-    text = str(grading.grade(steps.get("01.1"), twice))
+    twice = _define(source.replace("token = i // n_pairs",
+                                   "token = i // (uint64(total_pairs) // uint64(positions.shape[0]))"),
+                    "angles_grid_stride")
+    text = str(grading.grade(step, twice))
     runs = re.search(r"one pass through your kernel \(one pair\) runs (\d+) integer divisions "
                      r"\(the goal: 1\)", text)
     assert runs and int(runs.group(1)) >= 2, text
