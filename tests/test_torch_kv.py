@@ -124,3 +124,60 @@ def test_no_gradient_is_refused_clearly(rng):
                                       positions=t["positions"], slot_mapping=t["slot_mapping"],
                                       k_cache=t["k_cache"], v_cache=t["v_cache"], **KW)
     assert not torch.equal(t["k_cache"], k_before)
+
+
+def _strided(t):
+    """``t``'s values in every other column of a wider tensor (a slice of a wider projection),
+    and that wider tensor."""
+    wide = torch.full((t.shape[0], 2 * t.shape[1]), 7.0, dtype=t.dtype)
+    view = wide[:, ::2]
+    view.copy_(t)
+    return view, wide
+
+
+def _call(t, qkv, **kw):
+    return rt.fused_qknorm_rope_kv(qkv, q_weight=t["q_weight"], k_weight=t["k_weight"],
+                                   positions=t["positions"], slot_mapping=t["slot_mapping"],
+                                   k_cache=t["k_cache"], v_cache=t["v_cache"], **KW, **kw)
+
+
+def test_a_strided_qkv_is_taken_as_torch_takes_views(rng):
+    # in place: the view gets the contiguous call's result, the wider tensor's other columns
+    # and the caches stay as the contiguous call leaves them
+    _, ref = _tensors(np.random.default_rng(0))
+    _, t = _tensors(np.random.default_rng(0))
+    view, wide = _strided(t["qkv"])
+    assert _call(t, view) is view
+    _call(ref, ref["qkv"])
+    assert torch.equal(view, ref["qkv"]) and bool((wide[:, 1::2] == 7).all())
+    for c in ("k_cache", "v_cache"):
+        assert torch.equal(t[c], ref[c])
+    # into a strided q_out, from a strided qkv that is only read
+    _, t = _tensors(np.random.default_rng(0))
+    view, _ = _strided(t["qkv"])
+    before = view.clone()
+    q_out, q_wide = _strided(torch.zeros(T, 2 * D, dtype=torch.bfloat16))
+    assert _call(t, view, q_out=q_out) is q_out
+    assert torch.equal(view, before) and bool((q_wide[:, 1::2] == 7).all())
+    assert torch.equal(q_out, ref["qkv"][:, :2 * D])
+
+
+def test_a_refused_strided_call_changes_nothing(rng):
+    _, t = _tensors(rng)
+    view, wide = _strided(t["qkv"])
+    before = [wide.clone(), t["k_cache"].clone(), t["v_cache"].clone()]
+    t["slot_mapping"] = torch.full_like(t["slot_mapping"], 10 ** 6)  # past the cache
+    with pytest.raises(ropelab.RopeInputError, match="past the cache"):
+        _call(t, view)
+    for b, a in zip(before, (wide, t["k_cache"], t["v_cache"])):
+        assert torch.equal(b, a)
+    # a cache inside the strided view's memory: the contiguous copy would hide the overlap
+    _, t = _tensors(rng)
+    shared = torch.zeros(2 * T * 4 * D * 2 + 64, dtype=torch.bfloat16)
+    view = shared[:T * 4 * D * 2].view(T, 2 * 4 * D)[:, ::2]
+    t["k_cache"] = shared[-64:].view(1, 1, 1, D)
+    t["slot_mapping"] = torch.tensor([0, -1, -1], dtype=t["slot_mapping"].dtype)
+    snapshot = shared.clone()
+    with pytest.raises(ropelab.RopeInputError, match="shares memory"):
+        _call(t, view)
+    assert torch.equal(shared, snapshot)

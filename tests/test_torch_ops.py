@@ -86,6 +86,16 @@ def test_fused_op_equals_the_public_call_in_bfloat16():
     assert rt.fused_qknorm_rope(tq, q_weight=bf16(wq), k_weight=bf16(wk),
                                 positions=torch.from_numpy(pos), **kw) is tq
     np.testing.assert_array_equal(_bits(tq), want)
+    # a strided view of a wider tensor (a slice of a wider projection), in place as torch's
+    # own ops take one: its columns get the same bits, the other columns stay
+    wide = torch.full((3, 2 * qkv.shape[1]), 5.0, dtype=torch.bfloat16)
+    view = wide[:, ::2]
+    view.copy_(bf16(qkv))
+    with torch.no_grad():
+        assert rt.fused_qknorm_rope(view, q_weight=bf16(wq), k_weight=bf16(wk),
+                                    positions=torch.from_numpy(pos), **kw) is view
+    np.testing.assert_array_equal(_bits(view), want)
+    assert bool((wide[:, 1::2] == 5).all())
 
 
 def test_16_bit_and_strided_tensors_reach_ropelab_unchanged():

@@ -165,6 +165,31 @@ def call_public(public, tensors: dict, options: dict):
     return public(**tensors, **options)
 
 
+def on_rows(t: torch.Tensor | None, run, *written: torch.Tensor | None, read_only: bool = False):
+    """``run(rows)`` on ``t`` itself when it is C-contiguous (or None); on a strided view, on a
+    C-contiguous copy of it, then written back, as torch's own in-place ops take any view (a
+    slice of a wider projection): the kernels take rows back to back.  The copy is made and
+    checked before ``t`` changes, so a refused call leaves ``t`` as it was.  ``written``: the
+    other tensors the call writes, refused when they share ``t``'s storage (the copy would hide
+    that overlap from the engine's checks).  ``read_only``: the call only reads ``t``, so
+    nothing is written back."""
+    if t is None or t.is_contiguous():
+        return run(t)
+    storage = t.untyped_storage().data_ptr()
+    for w in written:
+        if w is not None and w.untyped_storage().data_ptr() == storage:
+            from ..errors import RopeInputError
+
+            raise RopeInputError("a tensor the op writes shares memory with a strided view it is "
+                                 "given (the view is run through a contiguous copy); pass "
+                                 "separate tensors")
+    rows = t.contiguous()
+    result = run(rows)
+    if not read_only:
+        t.copy_(rows)
+    return result
+
+
 def result_like(x: torch.Tensor) -> torch.Tensor:
     # Always C-contiguous, whatever x's strides: the real and the fake implementation must agree.
     return torch.empty(x.shape, dtype=x.dtype, device=x.device)

@@ -15,7 +15,7 @@ from ..ops.fused import fast_scalars as _fused_scalars
 from ..ops.fused_backward import fast_scalars as _backward_fast_scalars
 from ..ops.fused_backward import fused_qknorm_rope_backward as _public_backward
 from .args import (MAX_CONFIGS, call_public, config_of, decoded, encode, fast_scalars, from_host,
-                   options_for, result_like)
+                   on_rows, options_for, result_like)
 from .registry import (BELOW_AUTOGRAD, add_autograd, below_autograd, define, direct, in_graph,
                        recording, refuse_cache_grad, wrote)
 
@@ -56,7 +56,9 @@ def _run_fused(qkv, q_weight, k_weight, positions, config, cos_sin_cache, out=No
 
 
 def _fused_kernel(qkv, q_weight, k_weight, positions, config, cos_sin_cache=None):
-    _run_fused(qkv, q_weight, k_weight, positions, config, cos_sin_cache)
+    # A strided qkv (a view of a wider projection) runs on a contiguous copy, written back.
+    on_rows(qkv, lambda rows: _run_fused(rows, q_weight, k_weight, positions, config,
+                                         cos_sin_cache))
 
 
 _FUSED = define("fused_qknorm_rope(Tensor(a!) qkv, Tensor q_weight, Tensor k_weight, "

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from ..ops.fused_kv import fused_qknorm_rope_kv as _public
-from .args import call_public, config_of, encode, options_for
+from .args import call_public, config_of, encode, on_rows, options_for
 from .registry import define, in_graph, recording, refusing_autograd
 
 _NO_GRAD = ("ropelab's serving op fused_qknorm_rope_kv is for inference: it writes caches in "
@@ -48,14 +48,18 @@ def _run(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, q_o
 
 def _kv_kernel(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, config,
                cos_sin_cache=None):
-    _run(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, None, config,
-         cos_sin_cache)
+    # A strided qkv (a view of a wider projection) runs on a contiguous copy, written back.
+    on_rows(qkv, lambda rows: _run(rows, q_weight, k_weight, positions, slot_mapping, k_cache,
+                                   v_cache, None, config, cos_sin_cache), k_cache, v_cache)
 
 
 def _kv_out_kernel(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, q_out,
                    config, cos_sin_cache=None):
-    _run(qkv, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, q_out, config,
-         cos_sin_cache)
+    # A strided qkv (only read here) is read from a contiguous copy; a strided q_out is
+    # written through a contiguous one.
+    on_rows(qkv, lambda rows: on_rows(q_out, lambda out: _run(
+        rows, q_weight, k_weight, positions, slot_mapping, k_cache, v_cache, out, config,
+        cos_sin_cache), k_cache, v_cache), k_cache, v_cache, q_out, read_only=True)
 
 
 _KV = define("fused_qknorm_rope_kv(Tensor(a!) qkv, Tensor q_weight, Tensor k_weight, "
