@@ -156,6 +156,15 @@ def test_the_grid_has_the_value_warps():
 
 # ---- planted mistakes: the checks above must see them ------------------------------------------
 
+@pytest.fixture(autouse=True)
+def forget_calls():
+    # A planted mistake reaches the kernel only through validation: a call shape an earlier
+    # test of this worker remembered would fire its own bound launch, the mistake unseen.
+    call.clear()
+    yield
+    call.clear()
+
+
 @pytest.fixture
 def fresh_kernels():
     kkernel.make_kernel.cache_clear()
