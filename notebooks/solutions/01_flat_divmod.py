@@ -1,8 +1,8 @@
 """Notebook 01's ladder: a solution for every step, and wrong attempts the grader must reject.
 
-``python -m ropelab exercises --verify`` grades ``SOLUTIONS[step_id]`` (it must pass) and every
-function of ``WRONG[step_id]`` (each must be rejected with a verdict containing the fragment
-next to it).  The steps: 01.1 token and pair of a flat index (the angles of every pair), 01.2
+``python -m ropelab exercises --verify`` grades ``SOLUTIONS[step_id]`` and every function of
+``ALSO_RIGHT[step_id]`` (other ways a learner writes it: each must pass) and every function of
+``WRONG[step_id]`` (each must be rejected with a verdict containing the fragment next to it).  The steps: 01.1 token and pair of a flat index (the angles of every pair), 01.2
 the launch of that kernel, 01.3 each pair's frequency in float32, 01.4 the seed's flat RoPE
 kernel.
 """
