@@ -477,8 +477,7 @@ def test_a_loop_the_compiler_duplicated_counts_once_per_pass():
     from ropelab.measure.census.counting import count_extras
 
     assert count_extras(_UNSWITCHED)["sincos"] == 4  # the static count: both copies
-    assert count_passes(_UNSWITCHED) == {"sincos_pass": 2, "pow_pass": 1, "pow_per_slot": 1,
-                                         "divrem_pass": 1}
+    assert count_passes(_UNSWITCHED) == {"sincos_pass": 2, "pow_pass": 1, "pow_per_slot": 1}
     # two angles computed one after the other in one body are two, per pass too
     twice = _UNSWITCHED.replace("	sin.approx.ftz.f32 	%f5, %f3;\n",
                                 "	sin.approx.ftz.f32 	%f5, %f3;\n	cos.approx.ftz.f32 	%f9, %f1;\n"
@@ -518,7 +517,7 @@ def test_a_pow_per_unit_is_not_a_pow_per_slot():
     from ropelab.measure.census.passes import count_passes
 
     per_unit = count_passes(_NESTED.replace("{EX2_PER_SLOT}", ""))
-    assert per_unit == {"sincos_pass": 2, "pow_pass": 1, "pow_per_slot": 0, "divrem_pass": 0}
+    assert per_unit == {"sincos_pass": 2, "pow_pass": 1, "pow_per_slot": 0}
     per_slot = count_passes(_NESTED.replace("{EX2_PER_SLOT}", "ex2.approx.ftz.f32 	%f6, %f5;"))
     assert per_slot["pow_per_slot"] == 1
 
@@ -527,34 +526,54 @@ def test_ptx_it_cannot_follow_gets_the_static_counts():
     from ropelab.measure.census.passes import count_passes
 
     indirect = _UNSWITCHED.replace("	@%p2 bra 	$L__BB0_6;", "	brx.idx 	%r1, $L_targets;")
-    assert count_passes(indirect) == {"sincos_pass": 4, "pow_pass": 1, "pow_per_slot": 2,
-                                      "divrem_pass": 1}
+    assert count_passes(indirect) == {"sincos_pass": 4, "pow_pass": 1, "pow_per_slot": 2}
 
 
-# One unsigned 64-bit //, as NVVM compiles it: a 64-bit division, and a 32-bit one for operands
-# that fit, on exclusive branches.
-_DIV = ("	or.b64 	%rd9, %rd1, %rd3;\n	and.b64 	%rd10, %rd9, -4294967296;\n"
-        "	setp.ne.s64 	%p5, %rd10, 0;\n	@%p5 bra 	$L__BB0_{a};\n"
-        "	div.u32 	%r1, %r2, %r3;\n	bra.uni 	$L__BB0_{b};\n"
-        "$L__BB0_{a}:\n	div.u64 	%rd4, %rd1, %rd3;\n$L__BB0_{b}:\n")
+# Numba's IR of a kernel before NVVM, cut to what the division count reads: blocks, branches,
+# calls and the divisions (numba's unsigned // is a udiv beside a urem).
+_IR = """
+define i32 @"kernel"(i64 %"n") {
+entry:
+  br label %"B0"
+B0:
+  {BEFORE}
+  br i1 %".1", label %"B96", label %"B240"
+B96:
+  br i1 %".2", label %"B96.if", label %"B96.else"
+B96.if:
+  br label %"B96.endif"
+B96.else:
+  %".81" = udiv i64 %".72", %".73"
+  %".82" = urem i64 %".72", %".73"
+  {CALL}
+  br label %"B96.endif"
+B96.endif:
+  br i1 %".3", label %"B96", label %"B240"
+B240:
+  ret i32 0
+}
+define i32 @"helper"(i64 %"n") {
+entry:
+  %".5" = udiv i64 %"n", %"n"
+  ret i32 0
+}
+"""
 
 
-def test_divisions_per_pass_count_one_path_and_one_iteration():
-    from ropelab.measure.census.counting import count_ptx
-    from ropelab.measure.census.passes import count_passes
+def test_divisions_of_the_source_count_one_path_each_loop_body_once():
+    from ropelab.measure.census.ir_divisions import count_ir_divisions
 
-    one = _DIV.format(a=1, b=2) + "	div.rn.f32 	%f1, %f2, %f3;\n	ret;\n"  # a float / is no div
-    assert count_ptx(one)["int_divrem"] == 2 and count_passes(one)["divrem_pass"] == 1
-    two = _DIV.format(a=1, b=2) + _DIV.format(a=3, b=4) + "	ret;\n"  # one after the other
-    assert count_passes(two)["divrem_pass"] == 2
-    # an unrolled grid-stride loop: four copies a trip beside the remainder's one
-    unrolled = _UNROLLED.replace(_SC * 4, "".join(_DIV.format(a=10 + 2 * k, b=11 + 2 * k)
-                                                  for k in range(4)))
-    unrolled = unrolled.replace(_SC, _DIV.format(a=20, b=21))
-    assert count_ptx(unrolled)["int_divrem"] == 10
-    assert count_passes(unrolled)["divrem_pass"] == 1
-    # without LLVM's mark, four divisions a trip are the learner's own
-    assert count_passes(unrolled.replace('	.pragma "nounroll";\n', ""))["divrem_pass"] == 4
+    plain = _IR.replace("{BEFORE}", "").replace("{CALL}", "")
+    assert count_ir_divisions(plain) == 1  # the loop's body once, the zero-test branch either way
+    before = _IR.replace("{BEFORE}", '%".9" = udiv i64 %"n", %"n"').replace("{CALL}", "")
+    assert count_ir_divisions(before) == 2  # one before the loop and one in it: added
+    called = _IR.replace("{BEFORE}", "").replace("{CALL}", '%".6" = call i32 @"helper"(i64 %"n")')
+    assert count_ir_divisions(called) == 2  # a called function's division counts where called
+    assert count_ir_divisions(plain.replace("udiv", "fdiv")) == 0
+    # a range()'s trip count divides by the step it keeps in its state: not the source's //
+    step = ('%".10" = getelementptr inbounds {i64, i64, i64}, {i64, i64, i64}* %".9", i32 0, i32 2'
+            '\n  %".11" = load i64, i64* %".10"\n  %".12" = sdiv i64 %".8", %".11"')
+    assert count_ir_divisions(_IR.replace("{BEFORE}", step).replace("{CALL}", "")) == 1
 
 
 def test_a_division_gate_names_the_range_that_divides():
@@ -566,3 +585,10 @@ def test_a_division_gate_names_the_range_that_divides():
     assert ranges == ["range(cuda.threadIdx.x, n, cuda.blockDim.x)"] and not written
     assert census_gates.divisions_in("def k(x, n):\n    x[n // 2] = divmod(n, 3)[0]\n") == (
         [], True)
+    # a signed division with a range() of run-time step: the range's trip count is named first,
+    # not the learner's // (numba computes the trip count in int64 whatever the range's types)
+    from ropelab.grader.steps.nb01 import UNSIGNED
+
+    text = census_gates._range_division_text(UNSIGNED, "1", ["range(a, b, c)"], True)
+    assert text.startswith("the PTX has 1 signed integer div/rem") and "`range(a, b, c)`" in text
+    assert "make its operands unsigned" in text

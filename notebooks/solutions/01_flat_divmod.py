@@ -68,7 +68,7 @@ def angles_row_number(out, positions, inv_freq, n_pairs, total_pairs):
 @cuda.jit(fastmath=True)
 def angles_grid_stride(out, positions, inv_freq, n_pairs, total_pairs):
     # also right: a grid-stride loop over the signed cuda.grid(1).  The compiler unrolls it and
-    # its PTX holds the division 12 times, but one pass (one pair) runs it once.
+    # its PTX holds the division 12 times, but the source divides once a trip.
     idx = cuda.grid(1)
     stride = cuda.gridsize(1)
     while idx < total_pairs:
@@ -293,7 +293,7 @@ ALSO_RIGHT = {
 WRONG = {
     "01.1": [
         (angles_signed, "signed integer div/rem"),
-        (angles_row_length_divided, "runs 2 integer divisions (the goal: 1)"),
+        (angles_row_length_divided, "your kernel divides 2 times on one path"),
         (angles_modulo, "`%` is not allowed"),
         (angles_float64, "float64 instructions"),
         (angles_row_number, "read positions[token]"),

@@ -36,7 +36,7 @@ class Gate:
 COUNTER_LABELS = {
     "instructions": "PTX instructions",
     "int_divrem": "integer div/rem",
-    "divrem_pass": "integer div/rem on one pass (one path, a loop body once)",
+    "divrem_source": "integer divisions the source runs (one path, a loop body once)",
     "signed_divrem": "signed integer div/rem (div.s, rem.s)",
     "f64": "float64 instructions",
     "sincos": "sin/cos (sin.approx, cos.approx)",
@@ -202,7 +202,7 @@ def _gate_text(gate: Gate, got_value: str, judged, signature: str) -> str:
     (:mod:`.widening`), where they can be found, instead of the gate's general guess; for a
     division, the ``range()`` that hides one."""
     text = gate.message.format(got=got_value, limit=gate.limit)
-    if gate.counter in ("int_divrem", "divrem_pass", "signed_divrem"):
+    if gate.counter in ("int_divrem", "divrem_source", "signed_divrem"):
         return _hidden_division_text(gate, got_value, judged) or text
     if gate.counter != "f64":
         return text
@@ -308,6 +308,12 @@ def _range_division_text(gate: Gate, got_value: str, ranges: list, written: bool
     why = (f"`{ranges[0]}`: with a step known only at run time, Numba computes the loop's trip "
            "count with an integer division by the step.  Write the stride loop as a while loop "
            "(i = start; while i < stop: ...; i += step), which divides nothing")
+    if written and gate.counter == "signed_divrem":
+        # Numba computes such a trip count in signed int64 whatever the range's types: blaming
+        # the learner's // (often unsigned already) would send them to the wrong line
+        return (f"the PTX has {got_value} signed integer div/rem instructions (the goal: "
+                f"{gate.limit}); at least one comes from {why} (and any // or % of yours on a "
+                "signed value is another: make its operands unsigned)")
     if written:
         return (gate.message.format(got=got_value, limit=gate.limit)
                 + f"; and besides the // and % you wrote, so does {why}")

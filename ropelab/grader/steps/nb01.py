@@ -25,13 +25,14 @@ NOTEBOOK = "01_flat_divmod"
 # one div.s64 plus a div.u32 fast path, as many divisions as the unsigned one, so the plain
 # count cannot tell them apart (checked on the pinned numba-cuda).
 UNSIGNED = NO_SIGNED_DIVISION
-# Counted per pass (ropelab.measure.census.passes): one path through the kernel, a loop body
-# once.  The PTX text holds one unsigned // twice (a 64-bit division and a 32-bit fast path on
-# exclusive branches), and a grid-stride loop the compiler unrolled holds it once per copy; a
-# thread still divides once per pair, which is what the step asks.
-ONE_DIVISION = Gate("divrem_pass", "<=", 1, "one pass through your kernel (one pair) runs {got} "
-                    "integer divisions (the goal: {limit}): divide once, and take the remainder "
-                    "from the quotient (pair = i - token * n_pairs)")
+# Counted on the source as numba compiles it, before NVVM optimizes (ropelab.measure.census.
+# ir_divisions): one path through the kernel, each loop's body once.  The PTX text holds one
+# unsigned // twice (a 64-bit division and a 32-bit fast path), once per copy of a loop the
+# compiler unrolled, and once more for a trip count it computes; none of that is the learner's.
+ONE_DIVISION = Gate("divrem_source", "<=", 1, "your kernel divides {got} times on one path "
+                    "through its code, each loop's body counted once (the goal: {limit}, one "
+                    "unsigned //): divide once, and take the remainder from the quotient (the "
+                    "index minus quotient times divisor)")
 NO_MODULO = Forbid("%", "take the remainder from the quotient you have (pair = i - token * "
                    "n_pairs): a multiply and a subtract instead of a second division")
 _ANGLE_SIGNATURE = "void(float32[::1], int32[::1], float32[::1], uint64, int64)"
@@ -145,7 +146,7 @@ PAIR_ANGLES = Step(
     signature=_ANGLE_SIGNATURE,
     reference=("ropelab.kernels.flat", "rope_flat", None),
     reference_signature=signature_of(flat.VARIANT),
-    counters=("instructions", "int_divrem", "divrem_pass", "signed_divrem", "f64"),
+    counters=("instructions", "int_divrem", "divrem_source", "signed_divrem", "f64"),
     gates=(NO_F64, UNSIGNED, ONE_DIVISION),
     forbid=(NO_MODULO,),
     make_cases=_cases_angles,
@@ -170,7 +171,7 @@ MY_ROPE_FLAT = Step(
     signature=signature_of(flat.VARIANT),
     reference=("ropelab.kernels.flat", "rope_flat", None),
     reference_signature=signature_of(flat.VARIANT),
-    counters=("instructions", "int_divrem", "divrem_pass", "signed_divrem", "f64", "sincos",
+    counters=("instructions", "int_divrem", "divrem_source", "signed_divrem", "f64", "sincos",
               "pow"),
     gates=(NO_F64, UNSIGNED, ONE_DIVISION),
     forbid=(NO_MODULO,),

@@ -23,10 +23,6 @@ iteration of the source loop, what the learner wrote.
   on one iteration of a loop that also computes a sin or a cos in its own body: a ``pow``
   for every rotated slot.  A ``pow`` in an outer loop (a grid-stride loop over work units)
   whose inner loop does the rotating is once per unit, not per slot.
-* ``divrem_pass``: the most integer ``div``/``rem`` on one pass.  One ``//`` of 64-bit values
-  is two instructions in the text, a 64-bit division and a 32-bit one on exclusive branches
-  (NVVM's fast path for operands that fit in 32 bits), and one on any path; a grid-stride loop
-  over a signed index is unrolled four times, twelve in the text, and one on a pass.
 
 :func:`count_passes` returns them from PTX text (run in the census child for a learner's
 kernel, :mod:`.shipped`, beside :mod:`.counting`'s counts).  PTX this parser does not
@@ -168,12 +164,6 @@ def _count(ops: list, heads: tuple) -> int:
     return sum(1 for op in ops if op.split(".")[0] in heads and "approx" in op.split("."))
 
 
-def _count_int_divrem(ops: list) -> int:
-    """Integer ``div``/``rem`` (``div.u64``, ``rem.s32``); not ``div.rn.f32`` and its kin."""
-    return sum(1 for op in ops if op.split(".")[0] in ("div", "rem")
-               and op.split(".")[-1][:1] in ("s", "u"))
-
-
 def _remainder_twins(graph: _Graph, region: list) -> dict:
     """Loop header -> the header of its remainder loop, for loops LLVM unrolled.
 
@@ -196,38 +186,34 @@ def _remainder_twins(graph: _Graph, region: list) -> dict:
 
 
 def count_passes(ptx: str) -> dict:
-    """``sincos_pass``, ``pow_pass``, ``pow_per_slot`` and ``divrem_pass`` of one kernel's PTX
-    (see the module docstring)."""
-    sincos = lambda ops: _count(ops, ("sin", "cos"))  # noqa: E731
-    pow_lg2 = lambda ops: _count(ops, ("lg2",))  # noqa: E731
-    pow_ex2 = lambda ops: _count(ops, ("ex2",))  # noqa: E731
+    """``sincos_pass``, ``pow_pass`` and ``pow_per_slot`` of one kernel's PTX (see the module
+    docstring)."""
     graph = _Graph(ptx)
     if not graph.understood:
         every = [op for ops in graph.ops for op in ops]
-        return {"sincos_pass": sincos(every), "pow_pass": pow_lg2(every),
-                "pow_per_slot": pow_ex2(every), "divrem_pass": _count_int_divrem(every)}
+        return {"sincos_pass": _count(every, ("sin", "cos")), "pow_pass": _count(every, ("lg2",)),
+                "pow_per_slot": _count(every, ("ex2",))}
     back, order = graph.back_edges_and_order()
     region = graph.regions(back)
 
-    def in_region(count, r) -> int:
-        return _most_on_a_path(graph, order, back, lambda b: count(
-            graph.ops[b]) if region[b] == r else 0)
+    def in_region(heads: tuple, r) -> int:
+        return _most_on_a_path(graph, order, back, lambda b: _count(
+            graph.ops[b], heads) if region[b] == r else 0)
 
     twins = _remainder_twins(graph, region)
 
-    def per_pass(count, regions) -> int:
+    def per_pass(heads: tuple, regions) -> int:
         counts = []
         for r in regions:
-            here = in_region(count, r)
-            twin = in_region(count, twins[r]) if r in twins else 0
+            here = in_region(heads, r)
+            twin = in_region(heads, twins[r]) if r in twins else 0
             # an unrolled body holds k copies of one iteration, its remainder holds one
             counts.append(twin if twin and here > twin and here % twin == 0 else here)
         return max(counts, default=0)
 
     every_region = set(region)
     rotating = {r for r in every_region if r is not None and any(
-        region[b] == r and sincos(ops) for b, ops in enumerate(graph.ops))}
-    return {"sincos_pass": per_pass(sincos, every_region),
-            "pow_pass": per_pass(pow_lg2, every_region),
-            "pow_per_slot": per_pass(pow_ex2, rotating),
-            "divrem_pass": per_pass(_count_int_divrem, every_region)}
+        region[b] == r and _count(ops, ("sin", "cos")) for b, ops in enumerate(graph.ops))}
+    return {"sincos_pass": per_pass(("sin", "cos"), every_region),
+            "pow_pass": per_pass(("lg2",), every_region),
+            "pow_per_slot": per_pass(("ex2",), rotating)}

@@ -27,7 +27,7 @@ import textwrap
 import numpy as np
 
 from . import engine
-from . import passes
+from . import ir_divisions, passes
 from .counting import count_extras, count_ptx
 from .engine import CensusError, names_in, python_function
 
@@ -165,10 +165,11 @@ def compile_key(job: dict, signature: str) -> str:
 
 def job_key(job: dict, signature: str) -> str:
     """The cache key of the census row of ``job`` with ``signature`` (fast-math, cc 9.0): its
-    :func:`compile_key` and the rules of the per-pass counts (:mod:`.passes`), computed beside
-    counting's."""
+    :func:`compile_key` and the rules of the per-pass counts (:mod:`.passes`) and of the source's
+    divisions (:mod:`.ir_divisions`), computed beside counting's."""
     return engine.cache_key("learner-row", [], length=20, compiled=compile_key(job, signature),
-                            passes=engine.code_digest(passes))
+                            passes=engine.code_digest(passes),
+                            ir=engine.code_digest(ir_divisions))
 
 
 # --------------------------------------------------------------------------------------------
@@ -250,6 +251,17 @@ def useful_lines(message: str, limit: int = 14) -> str:
     return "\n".join(lines[:limit])[:2000]
 
 
+def _ptx_and_ir(fn, signature: str) -> tuple[str, str]:
+    """(In the child.)  The PTX of ``fn`` (fast-math, cc 9.0) and numba's LLVM IR before NVVM,
+    from one compile: numba-cuda's compile_ptx keeps the IR in the library it builds, and this
+    is its body (numba-cuda 0.30)."""
+    from numba.cuda import compiler
+
+    lib, _ = compiler._compile_pyfunc_with_fixup(fn, signature, device=False, fastmath=True,
+                                                 cc=engine.CC, abi="numba")
+    return lib.get_asm_strs(cc=engine.CC)[0], lib.get_llvm_str()
+
+
 def compile_rows(tasks: list[dict]):
     """(In the child.)  Rebuild and compile each ``{key, job, signature}``; one row each."""
     from numba import cuda
@@ -260,8 +272,9 @@ def compile_rows(tasks: list[dict]):
 
         def work(job=job, signature=task["signature"]):
             fn = rebuild_job(job, counter)
-            text, _ = cuda.compile_ptx(fn, signature, cc=engine.CC, fastmath=True)
-            return {**count_ptx(text), **count_extras(text), **passes.count_passes(text)}
+            text, ir = _ptx_and_ir(fn, signature)
+            return {**count_ptx(text), **count_extras(text), **passes.count_passes(text),
+                    "divrem_source": ir_divisions.count_ir_divisions(ir)}
 
         yield engine.attempt({"key": task["key"]}, work, describe=useful_lines)
 

@@ -263,15 +263,16 @@ print(lessons.live_bench(["flat"]))
 #   `float32` is computed in float64.  So is a comparison of a signed with an unsigned integer
 #   (`cuda.threadIdx.x < n_pairs`, an `int32` against a `uint64`): no integer type holds both,
 #   so Numba compares them as floats.  Cast one side: `uint64(cuda.threadIdx.x) < n_pairs`.
-# * **Divisions are counted per pass.**  The limit is on the integer `div` and `rem`
-#   instructions that one pass through your kernel runs: one path through its code, a loop
-#   body once.  The PTX text holds more than a pass runs.  One `//` of 64-bit values is a
-#   64-bit division and a 32-bit one on exclusive branches (the compiler's fast path for
-#   operands that fit in 32 bits).  A grid-stride loop over a signed `cuda.grid(1)` with `//`
-#   inside compiles to 12 divisions in the text: a trip count, then the division in each of
-#   four unrolled copies and in the loop that runs the leftover trips.  A pass runs 1.  The
-#   same loop over `uint64` values compiles to 2 in the text, 1 on a pass.  The census table
-#   shows both counts.
+# * **The census counts the divisions your source runs.**  The limit is on the integer
+#   divisions on one path through your kernel's code, each loop's body counted once, read from
+#   the code Numba hands the CUDA compiler before it optimizes.  The compiled PTX holds more
+#   than you wrote.  One `//` of 64-bit values is a 64-bit division and a 32-bit one on
+#   exclusive branches (a fast path for operands that fit in 32 bits).  A grid-stride loop over
+#   a signed `cuda.grid(1)` with `//` inside compiles to 12 divisions in the PTX: a trip count
+#   the compiler adds, the division in each of four unrolled copies and in the loop that runs
+#   the leftover trips; the census counts 1.
+#   The same loop over `uint64` values compiles to 2, and counts 1.  A division before a loop
+#   and one inside it count 2.
 #
 # ### Step 01.1: token and pair from a flat index
 #
