@@ -181,3 +181,20 @@ def test_a_refused_strided_call_changes_nothing(rng):
     with pytest.raises(ropelab.RopeInputError, match="shares memory"):
         _call(t, view)
     assert torch.equal(shared, snapshot)
+
+
+@pytest.mark.parametrize("into_q_out", [False, True], ids=["in_place", "q_out"])
+def test_the_tensors_the_op_writes_have_their_versions_bumped(rng, into_q_out):
+    _, t = _tensors(rng)
+    q_out = torch.empty(T, 2 * D, dtype=torch.bfloat16) if into_q_out else None
+    written = ([q_out] if into_q_out else [t["qkv"]]) + [t["k_cache"], t["v_cache"]]
+    before = [w._version for w in written]
+    _call(t, t["qkv"], **({"q_out": q_out} if into_q_out else {}))
+    assert all(w._version > v for w, v in zip(written, before))
+    # as after a native in-place op: a backward that saved the cache before the write fails
+    # loudly instead of using the new values
+    s = torch.tensor(2.0, requires_grad=True)
+    y = (t["k_cache"] * s).sum()  # autograd saves k_cache for ds
+    _call(t, t["qkv"], **({"q_out": q_out} if into_q_out else {}))
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()

@@ -49,16 +49,22 @@ def below_autograd(op, kernel, keyset, *args):
     return op.redispatch(keyset & BELOW_AUTOGRAD, *args)
 
 
-def refusing_autograd(name: str, message: str) -> None:
+def refusing_autograd(name: str, message: str, writes: tuple = ()) -> None:
     """An Autograd kernel for an op without a gradient: a tensor argument that requires grad
     while autograd records raises ``RuntimeError(message)`` before anything runs; otherwise the
-    call goes on below autograd."""
+    call goes on below autograd, and then the arguments at the indices ``writes`` (those the op
+    mutates) have their versions bumped (:func:`wrote`), as a native in-place op's
+    ADInplaceOrView kernel does: a backward that saved one of them fails loudly."""
     op = getattr(torch.ops.ropelab, name).default
 
     def autograd(keyset, *args):
         if recording(*(a for a in args if isinstance(a, torch.Tensor))):
             raise RuntimeError(message)
-        return op.redispatch(keyset & BELOW_AUTOGRAD, *args)
+        result = op.redispatch(keyset & BELOW_AUTOGRAD, *args)
+        for i in writes:
+            if i < len(args) and isinstance(args[i], torch.Tensor):
+                wrote(args[i])
+        return result
 
     add_autograd(name, autograd)
 

@@ -11,7 +11,7 @@ from the range's state (``{start, stop, step}``); it is not counted here: a cons
 compiles to no division, and a step known only at run time is a signed division, which the
 PTX census's signed count refuses and names (:mod:`ropelab.grader.census_gates`).
 
-``divrem_ir`` is the most ``udiv``/``sdiv`` on one path through the kernel from its entry, each
+``divrem_source`` is the most ``udiv``/``sdiv`` on one path through the kernel from its entry, each
 loop's body once (the edges back to a loop's head removed): the straight-line code and one trip
 of every loop on the way, added.  A call of a function of the same module adds that function's
 count.
@@ -20,6 +20,8 @@ count.
 from __future__ import annotations
 
 import re
+
+from .passes import back_edges_and_order, most_on_a_path
 
 _DEFINE = re.compile(r'^define [^@]*@("[^"]+"|[\w.$]+)\(')
 _LABEL = re.compile(r'^("[^"]+"|[\w.$-]+):')
@@ -72,7 +74,7 @@ def _is_range_step(divisor: str, defs: dict) -> bool:
 
 
 def count_ir_divisions(ir: str) -> int:
-    """``divrem_ir`` of a kernel's LLVM IR (see the module docstring)."""
+    """``divrem_source`` of a kernel's LLVM IR (see the module docstring)."""
     functions = _functions(ir)
     memo: dict = {}
 
@@ -97,31 +99,8 @@ def count_ir_divisions(ir: str) -> int:
         defs = {m.group(1): m.group(2) for _, lines in blocks for line in lines
                 for m in [_DEF.match(line)] if m}
         w = [weight(lines, stack + (name,), defs) for _, lines in blocks]
-        # depth-first from the entry: back edges, and a reverse post-order of the rest
-        state, back, post = [0] * len(blocks), set(), []
-        work = [(0, iter(succ[0]))] if blocks else []
-        if blocks:
-            state[0] = 1
-        while work:
-            node, it = work[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                work.pop()
-                state[node] = 2
-                post.append(node)
-            elif state[nxt] == 1:
-                back.add((node, nxt))
-            elif state[nxt] == 0:
-                state[nxt] = 1
-                work.append((nxt, iter(succ[nxt])))
-        best = [0] * len(blocks)
-        top = 0
-        for b in reversed(post):
-            here = best[b] + w[b]
-            top = max(top, here)
-            for s in succ[b]:
-                if (b, s) not in back:
-                    best[s] = max(best[s], here)
+        back, order = back_edges_and_order(succ)
+        top = most_on_a_path(succ, order, back, lambda b: w[b])
         memo[name] = top
         return top
 

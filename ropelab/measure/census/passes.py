@@ -62,6 +62,44 @@ def _opcodes(ptx: str):
         yield opcode, guarded, target
 
 
+def back_edges_and_order(succ: list) -> tuple[set, list]:
+    """For a graph of successor lists (node 0 the entry): the back edges of a depth-first walk
+    from the entry, and the nodes it reaches in reverse post-order (a topological order once the
+    back edges are gone)."""
+    if not succ:
+        return set(), []
+    state = [0] * len(succ)  # 0 unseen, 1 on the walk's stack, 2 done
+    back, post = set(), []
+    stack = [(0, iter(succ[0]))]
+    state[0] = 1
+    while stack:
+        node, successors = stack[-1]
+        nxt = next(successors, None)
+        if nxt is None:
+            stack.pop()
+            state[node] = 2
+            post.append(node)
+        elif state[nxt] == 1:
+            back.add((node, nxt))
+        elif state[nxt] == 0:
+            state[nxt] = 1
+            stack.append((nxt, iter(succ[nxt])))
+    return back, post[::-1]
+
+
+def most_on_a_path(succ: list, order: list, back: set, weight) -> int:
+    """The largest sum of ``weight(node)`` along a path, back edges removed."""
+    best = [0] * len(succ)
+    top = 0
+    for b in order:
+        here = best[b] + weight(b)
+        top = max(top, here)
+        for s in succ[b]:
+            if (b, s) not in back:
+                best[s] = max(best[s], here)
+    return top
+
+
 class _Graph:
     """Basic blocks (their opcodes) and successor lists, block 0 the entry."""
 
@@ -108,23 +146,7 @@ class _Graph:
     def back_edges_and_order(self):
         """Back edges of a depth-first walk from the entry, and the blocks in reverse
         post-order (a topological order once the back edges are gone)."""
-        state = [0] * len(self.ops)  # 0 unseen, 1 on the walk's stack, 2 done
-        back, post = set(), []
-        stack = [(0, iter(self.succ[0]))]
-        state[0] = 1
-        while stack:
-            node, successors = stack[-1]
-            nxt = next(successors, None)
-            if nxt is None:
-                stack.pop()
-                state[node] = 2
-                post.append(node)
-            elif state[nxt] == 1:
-                back.add((node, nxt))
-            elif state[nxt] == 0:
-                state[nxt] = 1
-                stack.append((nxt, iter(self.succ[nxt])))
-        return back, post[::-1]
+        return back_edges_and_order(self.succ)
 
     def regions(self, back: set) -> list:
         """For each block, the header of the innermost loop holding it (None: no loop)."""
@@ -149,15 +171,7 @@ class _Graph:
 
 
 def _most_on_a_path(graph: _Graph, order: list, back: set, weight) -> int:
-    best = [0] * len(graph.ops)
-    top = 0
-    for b in order:
-        here = best[b] + weight(b)
-        top = max(top, here)
-        for s in graph.succ[b]:
-            if (b, s) not in back:
-                best[s] = max(best[s], here)
-    return top
+    return most_on_a_path(graph.succ, order, back, weight)
 
 
 def _count(ops: list, heads: tuple) -> int:
