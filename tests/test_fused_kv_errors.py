@@ -70,6 +70,9 @@ def test_caches_that_do_not_match_the_heads_are_refused(rng, launches):
     _refused(launches, inputs, "both be FP8", v_cache=np.zeros(kc.shape, np.uint8))
     _refused(launches, inputs, "C-contiguous",
              k_cache=np.zeros((4, 4, 1, 2 * D), kc.dtype)[..., ::2])
+    for empty in ((0, 4, 1, D), (4, 0, 1, D)):  # NumPy gives an empty array zero strides
+        _refused(launches, inputs, "the caches hold no slot", k_cache=np.zeros(empty, kc.dtype),
+                 v_cache=np.zeros(empty, kc.dtype))
     _refused(launches, inputs, "num_heads_v must be at least 1", num_heads_v=0,
              num_heads_q=3)
 
@@ -153,6 +156,9 @@ def test_zero_tokens_run_nothing_and_are_still_checked(rng, launches):
     np.testing.assert_array_equal(inputs["k_cache"], before)
     with pytest.raises(RopeInputError, match="k_cache must be"):
         _call(inputs, k_cache=np.zeros((4, 4, 3, D), np.uint16))
+    # overlaps too: two caches in one buffer are a bad call with or without tokens
+    with pytest.raises(RopeInputError, match="k_cache overlaps v_cache"):
+        _call(inputs, v_cache=inputs["k_cache"])
 
 
 # ---- the engine's device route ------------------------------------------------------------------

@@ -164,11 +164,14 @@ def run(call: Call, key):
     elif call.check_positions and here and call.tokens:
         check_device_positions(pos.obj, call.limit, call.reason)
     values = [s.obj for s in call.slots]
-    if here:
-        if call.tokens == 0:  # checked like any call; nothing to launch
-            return call.returned(made_here(call, values, first.kind == "simulator"))
+    if call.tokens == 0 or here:
+        # checked like any call, overlaps too (two caches in one buffer are a bad call with or
+        # without tokens); with no token there is nothing to launch
         starts = [s.info.byte_range()[0] if s.info is not None else 0 for s in call.slots]
         refuse_overlaps(overlap_rules(call, range(len(call.slots))), starts)
+    if here:
+        if call.tokens == 0:
+            return call.returned(made_here(call, values, first.kind == "simulator"))
         return run_here(call, kernel_views(call))
     if call.tokens == 0:
         return call.returned(_made_on_device(call, values))

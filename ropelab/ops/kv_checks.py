@@ -37,6 +37,8 @@ def check_caches(k: ArrayInfo, v: ArrayInfo, qkv: ArrayInfo, problem: FusedProbl
         if len(info.shape) != 4 or info.shape[2:] != (heads, d):
             fail(f"{name} must be [num_blocks, block_size, {heads}, {d}] (vLLM's flash layout: "
                  f"num_heads_{name[0]} heads of head_dim {d}), got shape {info.shape}")
+        if info.shape[0] * info.shape[1] == 0:  # (NumPy's empty arrays: zero strides)
+            fail("the caches hold no slot (num_blocks * block_size is 0)")
         if not info.c_contiguous:
             fail(f"{name} must be C-contiguous (one row of heads per slot)")
         if not (same_storage(info, qkv) or is_fp8(info)):
@@ -51,10 +53,7 @@ def check_caches(k: ArrayInfo, v: ArrayInfo, qkv: ArrayInfo, problem: FusedProbl
              f"{k.shape[:2]} and {v.shape[:2]}")
     if is_fp8(k) != is_fp8(v):
         fail("k_cache and v_cache must both be FP8 or both have qkv's dtype")
-    capacity = k.shape[0] * k.shape[1]
-    if capacity == 0:
-        fail("the caches hold no slot (num_blocks * block_size is 0)")
-    return capacity, is_fp8(k)
+    return k.shape[0] * k.shape[1], is_fp8(k)
 
 
 def check_scale(name: str, value, fp8: bool) -> float:
