@@ -198,3 +198,10 @@ def test_the_tensors_the_op_writes_have_their_versions_bumped(rng, into_q_out):
     _call(t, t["qkv"], **({"q_out": q_out} if into_q_out else {}))
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.backward()
+
+
+def test_a_cache_dtype_numpy_cannot_hold_is_refused_by_name(rng):
+    _, t = _tensors(rng)
+    t["k_cache"] = torch.zeros(t["k_cache"].shape, dtype=torch.float8_e5m2)
+    with pytest.raises(ropelab.RopeInputError, match="k_cache has dtype torch.float8_e5m2"):
+        _call(t, t["qkv"])

@@ -145,6 +145,17 @@ def host_view(t: torch.Tensor | None):
     return t.numpy()
 
 
+def _named_host_view(name: str, t):
+    """:func:`host_view`, with a dtype NumPy has no type for (torch.float8_e5m2, say) refused
+    in ropelab's words, naming the argument, instead of torch's bare TypeError."""
+    try:
+        return host_view(t)
+    except TypeError as exc:
+        from ..errors import RopeInputError
+
+        raise RopeInputError(f"{name} has dtype {t.dtype}, which ropelab does not take") from exc
+
+
 def call_public(public, tensors: dict, options: dict):
     """Run ``public(**tensors, **options)`` on the tensors' device: CUDA tensors as they are (the
     device path, torch's current stream), CPU tensors through NumPy views (the host path)."""
@@ -155,7 +166,7 @@ def call_public(public, tensors: dict, options: dict):
             on_device = on_device or t.is_cuda
             needs_grad = needs_grad or t.requires_grad
     if not on_device:
-        return public(**{k: host_view(t) for k, t in tensors.items()}, **options)
+        return public(**{k: _named_host_view(k, t) for k, t in tensors.items()}, **options)
     if needs_grad and torch.is_grad_enabled():
         # The op's autograd formula is registered around this call; the public function refuses
         # a tensor that requires grad (its launch is invisible to autograd), so hand it a
