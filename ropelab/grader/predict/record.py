@@ -163,6 +163,14 @@ def steady_rows(rows: list[dict]) -> tuple[list[dict], list[str]]:
     return kept, left
 
 
+def timed_rows(entries, timings: dict, progress=None) -> tuple[list[dict], list[str]]:
+    """:func:`entry_rows` less the unsteady ones (:func:`steady_rows`), and why each left out
+    was: the rows of a GPU run that a fit or a check uses."""
+    rows, skipped = entry_rows(entries, timings, progress=progress)
+    rows, unsteady = steady_rows(rows)
+    return rows, skipped + unsteady
+
+
 def _stamp(path: Path) -> str:
     return path.stem.rsplit("-", 1)[-1]
 
@@ -202,9 +210,7 @@ def check_set(directory, csv_path=None, progress=None) -> dict:
             raise FileNotFoundError(f"no data/predict/timings-{set_name}-*.csv")
         csv_path = found[-1]
     timings = read_timings(csv_path)
-    rows, skipped = entry_rows(entries, timings, progress=progress)
-    rows, unsteady = steady_rows(rows)
-    skipped = skipped + unsteady
+    rows, skipped = timed_rows(entries, timings, progress=progress)
     meta = recorded_fit()["meta"]
     lines = evaluate(rows, meta["constants"], meta["trivial_fraction_of_copy"])
     found = [registered(t, lines) for t in sorted(Path(directory).glob("predicted-*.tsv"))]
@@ -261,11 +267,10 @@ def fit_set_rows(progress=None) -> tuple[list[dict], list[str], dict]:
         files, folder = timing_files(name), records.DATA_DIR / "heldout" / name
         if not files or not folder.is_dir():
             continue
-        mine, more = entry_rows(load_set(folder, name),
-                                read_timings(files[-1]), progress=progress)
-        mine, left = steady_rows(mine)
+        mine, more = timed_rows(load_set(folder, name), read_timings(files[-1]),
+                                progress=progress)
         rows += mine
-        skipped += more + left
+        skipped += more
         used[name] = f"data/{KIND}/{files[-1].name}"
     return rows, skipped, used
 
@@ -279,10 +284,9 @@ def compute(progress=None) -> dict:
     files = timing_files()
     if files:
         timings = read_timings(files[-1])
-        mine, more = entry_rows(training_entries(), timings, progress=progress)
-        mine, left = steady_rows(mine)
+        mine, more = timed_rows(training_entries(), timings, progress=progress)
         rows += mine
-        skipped += more + left
+        skipped += more
         meta_source = _gpu_meta(files[-1]) or meta_source
     joined, more, joined_files = fit_set_rows(progress=progress)
     rows += joined
