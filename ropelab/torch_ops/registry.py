@@ -49,13 +49,15 @@ def below_autograd(op, kernel, keyset, *args):
     return op.redispatch(keyset & BELOW_AUTOGRAD, *args)
 
 
-def refusing_autograd(name: str, message: str, writes: tuple = ()) -> None:
+def refusing_autograd(name: str, message: str) -> None:
     """An Autograd kernel for an op without a gradient: a tensor argument that requires grad
     while autograd records raises ``RuntimeError(message)`` before anything runs; otherwise the
-    call goes on below autograd, and then the arguments at the indices ``writes`` (those the op
-    mutates) have their versions bumped (:func:`wrote`), as a native in-place op's
+    call goes on below autograd, and then the arguments the op's schema marks as written
+    (``Tensor(a!)``) have their versions bumped (:func:`wrote`), as a native in-place op's
     ADInplaceOrView kernel does: a backward that saved one of them fails loudly."""
     op = getattr(torch.ops.ropelab, name).default
+    writes = [i for i, a in enumerate(op._schema.arguments)
+              if a.alias_info is not None and a.alias_info.is_write]
 
     def autograd(keyset, *args):
         if recording(*(a for a in args if isinstance(a, torch.Tensor))):

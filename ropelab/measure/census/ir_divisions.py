@@ -84,8 +84,9 @@ def count_ir_divisions(ir: str) -> int:
             m = _DIVISION.search(line)
             n += bool(m) and not _is_range_step(m.group(1), defs)
             m = _CALL.search(line)
-            if m and m.group(1).strip('"') in functions:
-                n += count(m.group(1).strip('"'), stack)
+            callee = m.group(1).strip('"') if m else None
+            if callee in functions:
+                n += count(callee, stack)
         return n
 
     def count(name: str, stack: tuple = ()) -> int:

@@ -143,11 +143,6 @@ class _Graph:
             if falls and block + 1 < len(self.ops):
                 self.succ[block].append(block + 1)
 
-    def back_edges_and_order(self):
-        """Back edges of a depth-first walk from the entry, and the blocks in reverse
-        post-order (a topological order once the back edges are gone)."""
-        return back_edges_and_order(self.succ)
-
     def regions(self, back: set) -> list:
         """For each block, the header of the innermost loop holding it (None: no loop)."""
         pred = [[] for _ in self.ops]
@@ -168,10 +163,6 @@ class _Graph:
             for b in body:
                 region[b] = header  # smaller (inner) loops are written last and win
         return region
-
-
-def _most_on_a_path(graph: _Graph, order: list, back: set, weight) -> int:
-    return most_on_a_path(graph.succ, order, back, weight)
 
 
 def _count(ops: list, heads: tuple) -> int:
@@ -207,11 +198,11 @@ def count_passes(ptx: str) -> dict:
         every = [op for ops in graph.ops for op in ops]
         return {"sincos_pass": _count(every, ("sin", "cos")), "pow_pass": _count(every, ("lg2",)),
                 "pow_per_slot": _count(every, ("ex2",))}
-    back, order = graph.back_edges_and_order()
+    back, order = back_edges_and_order(graph.succ)
     region = graph.regions(back)
 
     def in_region(heads: tuple, r) -> int:
-        return _most_on_a_path(graph, order, back, lambda b: _count(
+        return most_on_a_path(graph.succ, order, back, lambda b: _count(
             graph.ops[b], heads) if region[b] == r else 0)
 
     twins = _remainder_twins(graph, region)

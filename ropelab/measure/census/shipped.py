@@ -264,8 +264,6 @@ def _ptx_and_ir(fn, signature: str) -> tuple[str, str]:
 
 def compile_rows(tasks: list[dict]):
     """(In the child.)  Rebuild and compile each ``{key, job, signature}``; one row each."""
-    from numba import cuda
-
     counter = [0]
     for task in tasks:
         job = task["job"]
