@@ -45,6 +45,15 @@ def test_entries_compute_what_the_public_function_computes_on_host_arrays(interl
     np.testing.assert_array_equal(kx.view(hx.dtype).reshape(hx.shape), hx)
     np.testing.assert_array_equal(kw, np.concatenate([hq, hk]))
     assert np.abs(hk).max() > 0
+    # The sweep's rows: one block (its warps loop), one unit a pass or three: the same bits
+    # (the weight gradient's sum order follows the grid, so both rows take the same one).
+    one, three = (calls.ropelab_backward_kernel(arrays, TINY, interleave, dw, max_blocks=1,
+                                                units_per_pass=u) for u in (1, 3))
+    one()
+    three()
+    (ox, ow), (tx, tw) = ([a.copy_to_host() for a in r.outputs] for r in (one, three))
+    assert tx.tobytes() == ox.tobytes() and tw.tobytes() == ow.tobytes()
+    np.testing.assert_array_equal(ox, kx)
 
 
 def test_two_stage_weight_gradient_has_no_bit_differences():

@@ -337,3 +337,29 @@ def test_unaligned_device_arrays_take_the_scalar_build_with_the_same_result(rng,
     assert chosen == [True, False]  # the host call, then the unaligned device call
     assert got[0].copy_to_host().tobytes() == want[0].tobytes()
     assert got[1].copy_to_host().tobytes() == want[1].tobytes()
+
+
+@pytest.mark.parametrize("units_per_pass", [2, 3])
+@pytest.mark.parametrize("storage,interleave", [("float32", True), ("bfloat16", False),
+                                                ("float16", True)])
+def test_units_loaded_together_give_the_same_bits(rng, monkeypatch, units_per_pass, storage,
+                                                  interleave):
+    """A warp that loads several units before computing any of them (more bytes in flight)
+    visits the units in the same order and does the same arithmetic on each: the same bits as
+    one unit a pass, through a grid-stride loop whose last pass is partial and mixes Q, K and
+    V heads (25 units, 4 warps)."""
+    arrays, pos, heads = make_case(rng, storage, tokens=5, hq=2, hk=2, hv=1)
+    x, g, wq, wk = arrays
+    kw = dict(q_weight=wq, k_weight=wk, positions=pos, warps_per_block=2, max_blocks=2,
+              interleave=interleave, **heads)
+    want = backward(x, g, **kw)
+    plans = backward_host.plans
+    built = []
+    monkeypatch.setattr(backward_host, "plans", lambda *a, **k: built.append(
+        plans(*a, **k, units_per_pass=units_per_pass)) or built[-1])
+    got = backward(x, g, **kw)
+    assert f"_u{units_per_pass}" in built[0][0].kernel.__qualname__
+    for a, b in zip(got, want):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+    ref, atols = judge(storage, arrays, pos, heads, interleave=interleave, chain=25)
+    assert mismatches(got, ref, atols, storage) == []

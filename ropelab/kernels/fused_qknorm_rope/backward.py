@@ -40,7 +40,7 @@ import math
 from functools import cache
 
 import numpy as np
-from numba import cuda, float32, uint32
+from numba import cuda, float32, int32, uint32
 
 from .._device import FULL_MASK, WARP
 from ..vec import load_f32x4, load_u32x2, store_f32x4, store_u32x2
@@ -53,11 +53,15 @@ VECTOR_ALIGN = {"float32": 16, "float16": 8, "bfloat16": 8}
 KERNEL_VIEW = {"float32": np.dtype(np.float32), "float16": np.dtype(np.uint32),
                "bfloat16": np.dtype(np.uint32)}
 WARPS_PER_BLOCK = 8
+UNITS_PER_PASS = 1
+# What a pass's slot holds: nothing (past the last unit), a V head (copied), a Q or a K head.
+SKIP, V_HEAD, Q_HEAD, K_HEAD = uint32(0), uint32(1), uint32(2), uint32(3)
 
 
 @cache
 def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: int = WARPS_PER_BLOCK,
-                cos_sin_cache: bool = False, atomic: bool = False, vector: bool = False):
+                cos_sin_cache: bool = False, atomic: bool = False, vector: bool = False,
+                units_per_pass: int = UNITS_PER_PASS):
     """The backward kernel for one head size, layout, storage and weight-gradient mode (cached).
 
     16-bit storage arrives as ``uint32`` words of two elements (``x``, ``dy``, ``dx`` and both
@@ -68,6 +72,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
     weight gradients NaN and is recorded in the error word, as in the forward.
     ``atomic``: the ``sums`` argument is ``dw[2 * head_dim]`` (zeroed by the caller) and blocks
     add into it; otherwise it is ``partial[blocks * 2 * head_dim]``.
+    ``units_per_pass``: the (token, head) units a warp loads before it computes any of them.
     ``vector``: a group of four neighbours moves with one access (64-bit for 16-bit storage,
     128-bit for float32); needs ``x``, ``dy``, ``dx`` and both weights on 8-byte (float32:
     16-byte) boundaries, which the caller checks.  Crossed NeoX groups stay two 32-bit words.
@@ -80,6 +85,9 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
     HD = head_dim
     NQK = 2 * head_dim  # one row of partial sums: dq_weight then dk_weight
     WPB = int(warps_per_block)
+    UNITS = int(units_per_pass)
+    if UNITS < 1:
+        raise ValueError(f"units_per_pass must be at least 1, got {units_per_pass}")
     THREADS = WPB * WARP
     INV_HD = float32(1.0 / head_dim)  # a power of two over 64: exact
     INTERLEAVE = bool(interleave)
@@ -89,6 +97,8 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
     VEC = bool(vector)
     NAN = float32(math.nan)
     ZERO = float32(0.0)
+    UNIT_SLOTS = UNITS * SLOTS  # a pass's slots (a local array's size must be one constant)
+    RAW = uint32 if WORDS else float32  # how a V head's dy is held between its load and store
     low, high, pack = CODECS.get(storage, CODECS["bfloat16"])  # unused for float32
 
     # A group's four elements are e0, e0 + 1, e1, e1 + 1 of the head.  Two layouts of pairs:
@@ -141,23 +151,44 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
                 arr[at1 + uint32(1)] = d
 
     @cuda.jit(device=True, inline="always")
-    def copy4(dst, src, at0, at1, adjacent):  # V heads: the stored bits, unchanged
+    def take4(src, at0, at1, raw, o, adjacent):  # V heads: the stored bits, kept for put_raw4
         if WORDS:
             if VEC and adjacent:
                 w0, w1 = load_u32x2(src, at0 >> uint32(1))
-                store_u32x2(dst, at0 >> uint32(1), w0, w1)
             else:
-                dst[at0 >> uint32(1)] = src[at0 >> uint32(1)]
-                dst[at1 >> uint32(1)] = src[at1 >> uint32(1)]
+                w0 = src[at0 >> uint32(1)]
+                w1 = src[at1 >> uint32(1)]
+            raw[o] = w0
+            raw[o + 1] = w1
         else:
             if VEC and adjacent:
                 a, b, c, d = load_f32x4(src, at0)
-                store_f32x4(dst, at0, a, b, c, d)
             else:
-                dst[at0] = src[at0]
-                dst[at0 + uint32(1)] = src[at0 + uint32(1)]
-                dst[at1] = src[at1]
-                dst[at1 + uint32(1)] = src[at1 + uint32(1)]
+                a = src[at0]
+                b = src[at0 + uint32(1)]
+                c = src[at1]
+                d = src[at1 + uint32(1)]
+            raw[o] = a
+            raw[o + 1] = b
+            raw[o + 2] = c
+            raw[o + 3] = d
+
+    @cuda.jit(device=True, inline="always")
+    def put_raw4(dst, at0, at1, raw, o, adjacent):
+        if WORDS:
+            if VEC and adjacent:
+                store_u32x2(dst, at0 >> uint32(1), raw[o], raw[o + 1])
+            else:
+                dst[at0 >> uint32(1)] = raw[o]
+                dst[at1 >> uint32(1)] = raw[o + 1]
+        else:
+            if VEC and adjacent:
+                store_f32x4(dst, at0, raw[o], raw[o + 1], raw[o + 2], raw[o + 3])
+            else:
+                dst[at0] = raw[o]
+                dst[at0 + uint32(1)] = raw[o + 1]
+                dst[at1] = raw[o + 2]
+                dst[at1 + uint32(1)] = raw[o + 3]
 
     # ex: begin backward_kernel
     @cuda.jit(device=True, inline="always")
@@ -169,11 +200,14 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
         total_warps = uint32(uint32(cuda.gridDim.x) * uint32(WPB))
         units = uint32(uint32(positions.shape[0]) * heads_total)
 
-        # The lane's groups: the same dims in every head, so the dw accumulators stay in
-        # registers across all the units the warp visits.
+        # The lane's groups: the same dims in every head, so its weights and dw accumulators
+        # stay in registers across all the units the warp visits.
         e0s = cuda.local.array(PER_LANE, uint32)
         e1s = cuda.local.array(PER_LANE, uint32)
+        wq = cuda.local.array(SLOTS, float32)
+        wk = cuda.local.array(SLOTS, float32)
         for k in range(PER_LANE):
+            o = 4 * k
             q = uint32(lane + uint32(WARP * k))
             if not INTERLEAVE and q + q < n_pairs:  # crossed
                 e0s[k] = uint32(q + q)
@@ -181,128 +215,158 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
             else:
                 e0s[k] = uint32(uint32(4) * q)
                 e1s[k] = uint32(uint32(4) * q + uint32(2))
+            if q < uint32(GROUPS):
+                adjacent = INTERLEAVE or q + q >= n_pairs
+                get4(q_weight, e0s[k], e1s[k], wq, o, adjacent)
+                get4(k_weight, e0s[k], e1s[k], wk, o, adjacent)
+            else:  # an idle slot (head_dim 64 or 192): zeros add nothing below
+                for j in range(4):
+                    wq[o + j] = ZERO
+                    wk[o + j] = ZERO
         acc_q = cuda.local.array(SLOTS, float32)
         acc_k = cuda.local.array(SLOTS, float32)
         for i in range(SLOTS):
             acc_q[i] = ZERO
             acc_k[i] = ZERO
-        n = cuda.local.array(SLOTS, float32)  # x, then x / r
-        g = cuda.local.array(SLOTS, float32)  # dy, then dz, then dn = dz * w
-        w = cuda.local.array(SLOTS, float32)
+        # UNITS units a pass: every load of all of them is issued before the first value is
+        # used, so a warp keeps UNITS times the bytes in flight (the backward is bound by how
+        # many bytes wait on DRAM at once, not by its arithmetic).
+        n = cuda.local.array(UNIT_SLOTS, float32)  # x, then x / r
+        g = cuda.local.array(UNIT_SLOTS, float32)  # dy, then dz, then dn = dz * w
+        raw = cuda.local.array(UNIT_SLOTS, RAW)  # a V head's dy, as stored
+        kinds = cuda.local.array(UNITS, uint32)  # SKIP, V_HEAD, Q_HEAD or K_HEAD
+        firsts = cuda.local.array(UNITS, uint32)
+        poss = cuda.local.array(UNITS, int32)
 
-        unit = uint32(uint32(cuda.blockIdx.x) * uint32(WPB) + warp_in_block)
-        while unit < units:  # warp-uniform: every lane of a warp takes the same units
-            token = uint32(unit // heads_total)
-            head = uint32(unit - token * heads_total)
-            first = uint32(unit * uint32(HD))  # the head's first element (rows: heads_total * HD)
-            if head >= heads_qk:  # a V head: its gradient passes through
-                for k in range(PER_LANE):
-                    q = uint32(lane + uint32(WARP * k))
-                    if q < uint32(GROUPS):
-                        copy4(dx, dy, uint32(first + e0s[k]), uint32(first + e1s[k]),
-                              INTERLEAVE or q + q >= n_pairs)
-                unit = uint32(unit + total_warps)
-                continue
-            is_q = head < heads_q
-            ss = ZERO
-            for k in range(PER_LANE):
-                o = 4 * k
-                q = uint32(lane + uint32(WARP * k))
-                if q < uint32(GROUPS):
-                    adjacent = INTERLEAVE or q + q >= n_pairs
-                    at0 = uint32(first + e0s[k])
-                    at1 = uint32(first + e1s[k])
-                    get4(x, at0, at1, n, o, adjacent)
-                    get4(dy, at0, at1, g, o, adjacent)
-                    if is_q:  # two loads in two branches, as in the forward
-                        get4(q_weight, e0s[k], e1s[k], w, o, adjacent)
-                    else:
-                        get4(k_weight, e0s[k], e1s[k], w, o, adjacent)
-                else:  # an idle slot (head_dim 64 or 192): zeros add nothing below
-                    for j in range(4):
-                        n[o + j] = ZERO
-                        g[o + j] = ZERO
-                        w[o + j] = ZERO
-                for j in range(4):
-                    ss += n[o + j] * n[o + j]
-            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 16)
-            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 8)
-            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 4)
-            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 2)
-            ss += cuda.shfl_xor_sync(FULL_MASK, ss, 1)
-            inv_r = float32(1.0) / math.sqrt(ss * INV_HD + eps)
+        base = uint32(uint32(cuda.blockIdx.x) * uint32(WPB) + warp_in_block)
+        while base < units:  # warp-uniform: every lane of a warp takes the same units
+            for u in range(UNITS):  # 1. issue every load of the pass
+                unit = uint32(base + uint32(u) * total_warps)
+                kind = SKIP
+                if unit < units:
+                    token = uint32(unit // heads_total)
+                    head = uint32(unit - token * heads_total)
+                    first = uint32(unit * uint32(HD))  # rows: heads_total * HD elements
+                    firsts[u] = first
+                    kind = V_HEAD if head >= heads_qk else (Q_HEAD if head < heads_q else K_HEAD)
+                    if kind != V_HEAD:
+                        poss[u] = positions[token]
+                    for k in range(PER_LANE):
+                        o = u * SLOTS + 4 * k
+                        q = uint32(lane + uint32(WARP * k))
+                        if q < uint32(GROUPS):
+                            adjacent = INTERLEAVE or q + q >= n_pairs
+                            at0 = uint32(first + e0s[k])
+                            at1 = uint32(first + e1s[k])
+                            if kind == V_HEAD:
+                                take4(dy, at0, at1, raw, o, adjacent)
+                            else:
+                                get4(x, at0, at1, n, o, adjacent)
+                                get4(dy, at0, at1, g, o, adjacent)
+                        else:
+                            for j in range(4):
+                                n[o + j] = ZERO
+                                g[o + j] = ZERO
+                kinds[u] = kind
+            for u in range(UNITS):  # 2. each Q or K head's dx, and its share of dw
+                kind = kinds[u]
+                if kind == Q_HEAD or kind == K_HEAD:
+                    is_q = kind == Q_HEAD
+                    ss = ZERO
+                    for i in range(SLOTS):
+                        ss += n[u * SLOTS + i] * n[u * SLOTS + i]
+                    ss += cuda.shfl_xor_sync(FULL_MASK, ss, 16)
+                    ss += cuda.shfl_xor_sync(FULL_MASK, ss, 8)
+                    ss += cuda.shfl_xor_sync(FULL_MASK, ss, 4)
+                    ss += cuda.shfl_xor_sync(FULL_MASK, ss, 2)
+                    ss += cuda.shfl_xor_sync(FULL_MASK, ss, 1)
+                    inv_r = float32(1.0) / math.sqrt(ss * INV_HD + eps)
 
-            pos = positions[token]
-            row = uint32(0)
-            in_range = True
-            if CACHE:  # a negative position wraps to a huge row: one compare checks both ends
-                row = uint32(pos)
-                in_range = row < uint32(uint32(table.shape[0]) // uint32(n_pairs + n_pairs))
-                row = uint32((row if in_range else uint32(0)) * uint32(n_pairs + n_pairs))
-            dot = ZERO
-            for k in range(PER_LANE):
-                o = 4 * k
-                q = uint32(lane + uint32(WARP * k))
-                crossed = not INTERLEAVE and q + q < n_pairs
-                # dz = R^T dy on the rotated pairs (rotate back by -theta, same attention
-                # factor); a pair's slots are (0, 2) and (1, 3) crossed, (0, 1) and (2, 3) not.
-                for h in range(2):
-                    p = uint32(q + q + uint32(h))
-                    if p < n_pairs:
-                        if CACHE:
-                            c = table[row + p] * attention_factor
-                            s = table[row + n_pairs + p] * attention_factor
-                            if not in_range:
-                                c = NAN
-                                s = NAN
-                        else:
-                            angle = float32(pos) * table[p]
-                            c = math.cos(angle) * attention_factor
-                            s = math.sin(angle) * attention_factor
-                        # Constant slot indices in each branch: registers, not local memory.
-                        if crossed:
-                            ga = g[o + h]
-                            gb = g[o + h + 2]
-                        else:
-                            ga = g[o + 2 * h]
-                            gb = g[o + 2 * h + 1]
-                        za = ga * c + gb * s
-                        zb = gb * c - ga * s
-                        if crossed:
-                            g[o + h] = za
-                            g[o + h + 2] = zb
-                        else:
-                            g[o + 2 * h] = za
-                            g[o + 2 * h + 1] = zb
-                for j in range(4):
-                    nj = n[o + j] * inv_r
-                    n[o + j] = nj
-                    if is_q:
-                        acc_q[o + j] += g[o + j] * nj
-                    else:
-                        acc_k[o + j] += g[o + j] * nj
-                    dn = g[o + j] * w[o + j]
-                    g[o + j] = dn
-                    dot += dn * nj
-            dot += cuda.shfl_xor_sync(FULL_MASK, dot, 16)
-            dot += cuda.shfl_xor_sync(FULL_MASK, dot, 8)
-            dot += cuda.shfl_xor_sync(FULL_MASK, dot, 4)
-            dot += cuda.shfl_xor_sync(FULL_MASK, dot, 2)
-            dot += cuda.shfl_xor_sync(FULL_MASK, dot, 1)
-            mean = dot * INV_HD
-            for k in range(PER_LANE):
-                o = 4 * k
-                q = uint32(lane + uint32(WARP * k))
-                if q < uint32(GROUPS):
-                    put4(dx, uint32(first + e0s[k]), uint32(first + e1s[k]),
-                         (g[o] - n[o] * mean) * inv_r, (g[o + 1] - n[o + 1] * mean) * inv_r,
-                         (g[o + 2] - n[o + 2] * mean) * inv_r, (g[o + 3] - n[o + 3] * mean) * inv_r,
-                         INTERLEAVE or q + q >= n_pairs)
-            if CACHE and not in_range and lane == uint32(0):
-                errors[0] = pos
-            unit = uint32(unit + total_warps)
+                    pos = poss[u]
+                    row = uint32(0)
+                    in_range = True
+                    if CACHE:  # a negative position wraps to a huge row: one compare, both ends
+                        row = uint32(pos)
+                        in_range = row < uint32(uint32(table.shape[0]) // uint32(n_pairs + n_pairs))
+                        row = uint32((row if in_range else uint32(0)) * uint32(n_pairs + n_pairs))
+                    dot = ZERO
+                    for k in range(PER_LANE):
+                        o = u * SLOTS + 4 * k
+                        ow = 4 * k
+                        q = uint32(lane + uint32(WARP * k))
+                        crossed = not INTERLEAVE and q + q < n_pairs
+                        # dz = R^T dy on the rotated pairs (rotate back by -theta, same attention
+                        # factor); a pair's slots are (0, 2) and (1, 3) crossed, (0, 1) and (2, 3)
+                        # not.
+                        for h in range(2):
+                            p = uint32(q + q + uint32(h))
+                            if p < n_pairs:
+                                if CACHE:
+                                    c = table[row + p] * attention_factor
+                                    s = table[row + n_pairs + p] * attention_factor
+                                    if not in_range:
+                                        c = NAN
+                                        s = NAN
+                                else:
+                                    angle = float32(pos) * table[p]
+                                    c = math.cos(angle) * attention_factor
+                                    s = math.sin(angle) * attention_factor
+                                # Constant slot indices in each branch: registers, not local
+                                # memory.
+                                if crossed:
+                                    ga = g[o + h]
+                                    gb = g[o + h + 2]
+                                else:
+                                    ga = g[o + 2 * h]
+                                    gb = g[o + 2 * h + 1]
+                                za = ga * c + gb * s
+                                zb = gb * c - ga * s
+                                if crossed:
+                                    g[o + h] = za
+                                    g[o + h + 2] = zb
+                                else:
+                                    g[o + 2 * h] = za
+                                    g[o + 2 * h + 1] = zb
+                        for j in range(4):
+                            nj = n[o + j] * inv_r
+                            n[o + j] = nj
+                            if is_q:
+                                acc_q[ow + j] += g[o + j] * nj
+                                dn = g[o + j] * wq[ow + j]
+                            else:
+                                acc_k[ow + j] += g[o + j] * nj
+                                dn = g[o + j] * wk[ow + j]
+                            g[o + j] = dn
+                            dot += dn * nj
+                    dot += cuda.shfl_xor_sync(FULL_MASK, dot, 16)
+                    dot += cuda.shfl_xor_sync(FULL_MASK, dot, 8)
+                    dot += cuda.shfl_xor_sync(FULL_MASK, dot, 4)
+                    dot += cuda.shfl_xor_sync(FULL_MASK, dot, 2)
+                    dot += cuda.shfl_xor_sync(FULL_MASK, dot, 1)
+                    mean = dot * INV_HD
+                    for i in range(SLOTS):  # dx, in place of dn
+                        o = u * SLOTS + i
+                        g[o] = (g[o] - n[o] * mean) * inv_r
+                    if CACHE and not in_range and lane == uint32(0):
+                        errors[0] = pos
+            for u in range(UNITS):  # 3. the stores
+                kind = kinds[u]
+                if kind != SKIP:
+                    first = firsts[u]
+                    for k in range(PER_LANE):
+                        o = u * SLOTS + 4 * k
+                        q = uint32(lane + uint32(WARP * k))
+                        if q < uint32(GROUPS):
+                            adjacent = INTERLEAVE or q + q >= n_pairs
+                            at0 = uint32(first + e0s[k])
+                            at1 = uint32(first + e1s[k])
+                            if kind == V_HEAD:  # its gradient passes through
+                                put_raw4(dx, at0, at1, raw, o, adjacent)
+                            else:
+                                put4(dx, at0, at1, g[o], g[o + 1], g[o + 2], g[o + 3], adjacent)
+            base = uint32(base + uint32(UNITS) * total_warps)
 
-        # ex: begin backward_block_sum
+    # ex: begin backward_block_sum
         # The block's warps add their accumulators in shared memory, warp 0 first: a fixed
         # order, so the block's row does not depend on which warp finished first.
         block_sums = cuda.shared.array((WPB, NQK), float32)
@@ -342,7 +406,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
 
     fused_qknorm_rope_backward.__qualname__ = (
         f"fused_qknorm_rope_backward_d{head_dim}_{'gptj' if interleave else 'neox'}_{storage}"
-        f"_w{WPB}{'_v' if VEC else ''}{'_cache' if CACHE else ''}{'_atomic' if ATOMIC else ''}")
+        f"_w{WPB}{f'_u{UNITS}' if UNITS > 1 else ''}{'_v' if VEC else ''}{'_cache' if CACHE else ''}{'_atomic' if ATOMIC else ''}")
     return fused_qknorm_rope_backward
 
 

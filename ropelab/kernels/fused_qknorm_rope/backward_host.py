@@ -23,7 +23,7 @@ from ...target import SIMULATED
 from .._device import WARP
 from ..freq_table import tables
 from ..plan import STORAGE_DTYPES, Plan, Variant
-from .backward import KERNEL, KERNEL_VIEW, WARPS_PER_BLOCK, make_kernel
+from .backward import KERNEL, KERNEL_VIEW, UNITS_PER_PASS, WARPS_PER_BLOCK, make_kernel
 from .backward_reduce import REDUCE_PHASES, make_reduce
 
 NAME = "fused_qknorm_rope_backward"
@@ -66,7 +66,8 @@ def scalar_args(problem) -> tuple:
 def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
           warps_per_block: int = WARPS_PER_BLOCK, max_blocks: int | None = None,
           max_positions: int | None = None, user_cache: bool = False,
-          aligned: bool = True, dw_storage: str = "float32") -> tuple[Plan, Plan | None]:
+          aligned: bool = True, dw_storage: str = "float32",
+          units_per_pass: int = UNITS_PER_PASS) -> tuple[Plan, Plan | None]:
     """The backward's plans: the main kernel and (two-stage) the reduction, or None (atomic).
 
     The main kernel's caller arrays: ``x, dy, dx, q_weight, k_weight`` (as
@@ -77,6 +78,7 @@ def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
     :data:`VECTOR_ALIGN` boundaries, so the kernel moves groups with vector accesses.
     ``dw_storage`` (two-stage): the reduction writes ``dw`` as float32, or in the weights'
     16-bit storage (:data:`~ropelab.kernels.plan.STORAGE_DTYPES`: bfloat16 as uint16 bits).
+    ``units_per_pass``: the units each warp loads before it computes any (see the kernel).
     """
     if dw_mode not in DW_MODES:
         raise ValueError(f"dw_mode must be one of {DW_MODES}, got {dw_mode!r}")
@@ -90,7 +92,7 @@ def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
     caller = (store, store, store, store, store, np.dtype(np.int32), np.dtype(np.float32))
     use_cache = user_cache or max_positions is not None
     fn = make_kernel(problem.head_dim, problem.interleave, problem.storage, warps_per_block,
-                     use_cache, atomic, aligned)
+                     use_cache, atomic, aligned, units_per_pass)
     common = dict(grid=(blocks,), block=(warps_per_block * WARP,), scalars=scalar_args(problem))
     if user_cache:
         main = Plan(fn, fastmath, caller=caller + (np.dtype(np.float32),), errors=True, **common)

@@ -10,7 +10,8 @@ the production shapes in bfloat16 (flux_1024, qwen_image_1024, zimage_1024), in 
 * ``ropelab:bwd`` and ``ropelab:bwd:atomic``: the backward alone through the public function;
 * ``ropelab:bwd:kernel`` and ``ropelab:bwd:kernel:atomic``: the backward's launches alone,
   pre-bound (no host checks: what the kernels cost); ``ropelab:fwd+bwd:kernel`` the same inside
-  autograd's sequence; ``ropelab:bwd:kernel:blocksN`` the grid capped at N blocks (a sweep);
+  autograd's sequence; ``ropelab:bwd:kernel:uU:blocksN`` the grid capped at N blocks, each
+  warp loading U units before it computes any (a sweep);
 * ``torch.compile:fwd+bwd`` and ``torch.compile:bwd``: the same math in PyTorch (float32
   math on bfloat16 storage), compiled, differentiated by autograd (buffer donation off, see
   :func:`.backward_calls.compiled_pair`);
@@ -43,7 +44,8 @@ from .stats import gbps, quantiles, summarize
 
 SHAPES = ("flux_1024", "qwen_image_1024", "zimage_1024")
 DTYPE, ITEMSIZE = "bfloat16", 2
-BLOCK_CAPS = (264, 528, 792, 1056)  # the grid's cap swept around the default (one wave)
+BLOCK_CAPS = (264, 396, 528, 660, 792)  # the grid's cap swept: 2 .. 6 blocks an H200 SM
+UNITS_SWEEP = (1, 2, 3, 4)  # units a warp loads before it computes (the kernel's units_per_pass)
 
 
 def bytes_for(part: str, shape, itemsize: int) -> int:
@@ -79,9 +81,11 @@ def _todo(arrays, shape, interleave: bool) -> list[tuple]:
              lambda: calls.ropelab_backward_kernel(*a, "atomic")),
             ("ropelab:fwd+bwd:kernel", "forward+backward",
              lambda: calls.ropelab_forward_backward(*a, kernel=True))]
-    # Fewer blocks mean fewer warps in flight; more mean a second, partial wave.
-    todo += [(f"ropelab:bwd:kernel:blocks{b}", "backward",
-              lambda b=b: calls.ropelab_backward_kernel(*a, max_blocks=b)) for b in BLOCK_CAPS]
+    # Bytes in flight: warps resident (fewer blocks, fewer warps; more blocks than fit, a
+    # second partial wave) times the units each loads at once (more registers, fewer blocks fit).
+    todo += [(f"ropelab:bwd:kernel:u{u}:blocks{b}", "backward",
+              lambda b=b, u=u: calls.ropelab_backward_kernel(*a, max_blocks=b, units_per_pass=u))
+             for u in UNITS_SWEEP for b in BLOCK_CAPS]
     return todo
 
 
@@ -106,8 +110,10 @@ def _pairs(arrays, shape, interleave: bool, rows: list, copy_gbps: float, layout
     return todo
 
 
-def run(shapes=SHAPES, *, repeats: int | None = None, timer=None, progress: bool = True) -> list[dict]:
-    """Every row on every shape (GPU only: the timer needs one)."""
+def run(shapes=SHAPES, *, repeats: int | None = None, timer=None, progress: bool = True,
+        entries: tuple = ()) -> list[dict]:
+    """Every row on every shape (GPU only: the timer needs one); ``entries``: only the rows
+    whose entry starts with one of these (the copy row always; no determinism rows)."""
     from .entries import Buffers
     from .shapes import Shape
     from .timer import Timer
@@ -125,7 +131,13 @@ def run(shapes=SHAPES, *, repeats: int | None = None, timer=None, progress: bool
         for interleave in (True, False):
             layout = "gptj" if interleave else "neox"
             todo = _todo(arrays, shape, interleave)
-            todo += _pairs(arrays, shape, interleave, rows, copy_gbps, layout)
+            if entries:
+                todo = [t for t in todo if t[0].startswith(tuple(entries))]
+                if any(e.startswith(("torch.compile", "liger")) for e in entries):
+                    todo += [t for t in _pairs(arrays, shape, interleave, rows, copy_gbps, layout)
+                             if t[0].startswith(tuple(entries))]
+            else:
+                todo += _pairs(arrays, shape, interleave, rows, copy_gbps, layout)
             for entry, part, make in todo:
                 try:
                     launch = make()
@@ -138,7 +150,7 @@ def run(shapes=SHAPES, *, repeats: int | None = None, timer=None, progress: bool
                 if progress:
                     print(f"{name} {layout} {entry}: {rows[-1]['median_us']} us "
                           f"({rows[-1]['frac_of_copy']})", file=sys.stderr)
-            for dw in ("two_stage", "atomic"):
+            for dw in () if entries else ("two_stage", "atomic"):
                 differing, worst = calls.bit_differences(
                     calls.ropelab_backward(arrays, shape, interleave, dw))
                 rows.append(make_row(f"determinism:{dw}", shape, layout, DTYPE, "backward",
@@ -164,6 +176,8 @@ def main(argv=None) -> int:
     parser.add_argument("--shapes", default=",".join(SHAPES),
                         help=f"comma list of {', '.join(PRODUCTION_SHAPES)} (default %(default)s)")
     parser.add_argument("--repeats", type=int, default=None)
+    parser.add_argument("--entries", default="",
+                        help="comma list of entry prefixes: only those rows (e.g. ropelab:bwd:kernel)")
     parser.add_argument("--out", default=None, help="data root (default the repo's data/)")
     args = parser.parse_args(argv)
     unknown = [s for s in args.shapes.split(",") if s not in PRODUCTION_SHAPES]
@@ -172,9 +186,11 @@ def main(argv=None) -> int:
     if refused(parser.prog):
         return 2
     timer = Timer()
-    rows = run(args.shapes.split(","), repeats=args.repeats, timer=timer)
+    entries = tuple(e for e in args.entries.split(",") if e)
+    rows = run(args.shapes.split(","), repeats=args.repeats, timer=timer, entries=entries)
     print(format_rows(rows, "bench_backward"))
-    print(save("bench_backward", rows, method=method_text(timer, *NOTES, repeats=args.repeats),
+    notes = NOTES + ((f"only the entries starting with {', '.join(entries)}",) if entries else ())
+    print(save("bench_backward", rows, method=method_text(timer, *notes, repeats=args.repeats),
                out=args.out))
     return 0
 

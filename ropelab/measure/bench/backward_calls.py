@@ -52,9 +52,10 @@ def ropelab_backward(arrays, shape, interleave: bool, dw: str = "two_stage"):
 
 
 def ropelab_backward_kernel(arrays, shape, interleave: bool, dw: str = "two_stage",
-                            max_blocks: int | None = None):
+                            max_blocks: int | None = None, units_per_pass: int | None = None):
     """The backward's launches on fixed buffers (no host checks): the kernels' own cost.
-    ``max_blocks``: the grid's cap (default one wave of the GPU)."""
+    ``max_blocks``: the grid's cap (default one wave of the GPU); ``units_per_pass``: the
+    kernel's (default its own)."""
     from numba import cuda
 
     from ...kernels.fused_qknorm_rope import backward as kmod, backward_host
@@ -67,8 +68,9 @@ def ropelab_backward_kernel(arrays, shape, interleave: bool, dw: str = "two_stag
     problem = build_problem(info, **_kwargs(shape, interleave))
     align = kmod.VECTOR_ALIGN[problem.storage]
     aligned = all(inspect_array(a, "a").ptr % align == 0 for a in (qkv, grad, wq, wk))
+    extra = {} if units_per_pass is None else {"units_per_pass": units_per_pass}
     main, reduce = backward_host.plans(problem, dw_mode=dw, max_blocks=max_blocks,
-                                       aligned=aligned)
+                                       aligned=aligned, **extra)
     two = 2 * shape.head_dim
     words = kmod.KERNEL_VIEW[problem.storage]
     dx = cuda.device_array(info.nbytes // words.itemsize, words)
