@@ -15,6 +15,8 @@ writes ``dx`` (the row): ``4 * row + QK`` bytes, the count the bench's copy roof
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from numba import cuda
 
@@ -22,7 +24,7 @@ from ...problem import FusedProblem
 from ...target import SIMULATED
 from .._device import WARP
 from ..freq_table import tables
-from ..plan import STORAGE_DTYPES, Plan, Variant
+from ..plan import STORAGE_DTYPES, Plan, Variant, jitted
 from .backward import KERNEL, KERNEL_VIEW, UNITS_PER_PASS, WARPS_PER_BLOCK, make_kernel
 from .backward_reduce import REDUCE_PHASES, make_reduce
 
@@ -30,25 +32,40 @@ NAME = "fused_qknorm_rope_backward"
 DW_MODES = ("two_stage", "atomic")
 # The grid is as many blocks as the GPU holds at once, one wave: a second, partial wave would
 # leave most SMs idle while it runs (every block has the same work), and more blocks only
-# lengthen the partial sums.  Blocks of 256 threads an SM, by head_dim, from the registers
-# ptxas (CUDA 13, sm_90) gives the builds, the largest of both layouts and storages: 48 at
-# head_dim 128 (5 x 256 x 48 <= 65536), 56 at 64, up to 94 at 192 and 256, 128 at 512.
-# Shared memory (8 warps x 2 x head_dim floats) never binds first.
-BLOCKS_PER_SM = {64: 4, 128: 5, 192: 2, 256: 2}
-BLOCKS_PER_SM_WIDER = 2  # head_dim 320 .. 512
-MAX_BLOCKS = 132 * BLOCKS_PER_SM[128]  # an H200 at head_dim 128: when no GPU can be asked
+# lengthen the partial sums.  On a GPU the driver's occupancy of the compiled build says how many
+# that is (its registers decide it); without one (the simulator, a plan made for compiling only)
+# this table stands in: blocks of 256 threads an SM, by units a pass and head_dim, from the
+# registers nvJitLink (CUDA 13, sm_90) gives the builds, the most of both layouts and storages:
+# one unit a pass, 48 at head_dim 128 (5 x 256 x 48 <= 65536), 55 at 64, 90 at 192 and 256;
+# two, 69 at 128 (3 blocks; 64 in bfloat16, 4); three, 80 at 128.  Shared memory (8 warps x 2 x
+# head_dim floats) never binds first.
+BLOCKS_PER_SM = {1: {64: 4, 128: 5, 192: 2, 256: 2}, 2: {64: 3, 128: 3, 192: 2, 256: 2},
+                 3: {64: 2, 128: 3, 192: 1, 256: 1}}
+BLOCKS_PER_SM_FEWEST = 1  # head_dim 320 .. 512, four or more units a pass
+H200_SMS = 132
+MAX_BLOCKS = H200_SMS * BLOCKS_PER_SM[1][128]  # an H200 at head_dim 128, one unit a pass
 
 
-def default_max_blocks(head_dim: int = 128) -> int:
-    """:data:`BLOCKS_PER_SM` blocks on every SM of the current GPU (one wave), or
-    :data:`MAX_BLOCKS` without one (the simulator, the driver-less census child)."""
+def blocks_per_sm(head_dim: int = 128, units_per_pass: int = UNITS_PER_PASS) -> int:
+    """:data:`BLOCKS_PER_SM` of a build (what an SM holds of it, without asking a GPU)."""
+    return BLOCKS_PER_SM.get(units_per_pass, {}).get(head_dim, BLOCKS_PER_SM_FEWEST)
+
+
+def default_max_blocks(head_dim: int = 128, units_per_pass: int = UNITS_PER_PASS,
+                       plan: Plan | None = None) -> int:
+    """One wave of ``plan``'s build on the current GPU (the driver's occupancy of the compiled
+    kernel, for ``plan.block`` threads), or :func:`blocks_per_sm` on every SM: of the current
+    GPU without a plan, of an H200 without a GPU (the simulator, the driver-less census)."""
     if SIMULATED:
-        return MAX_BLOCKS
+        return H200_SMS * blocks_per_sm(head_dim, units_per_pass)
     try:
+        if plan is not None:
+            kernel = jitted(plan.kernel, plan.fastmath).compile(plan.argtypes())
+            return max(1, int(kernel.max_cooperative_grid_blocks(plan.block)))
         sms = int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
     except Exception:  # no driver: a plan made for compiling only
-        return MAX_BLOCKS
-    return sms * BLOCKS_PER_SM.get(head_dim, BLOCKS_PER_SM_WIDER)
+        return H200_SMS * blocks_per_sm(head_dim, units_per_pass)
+    return sms * blocks_per_sm(head_dim, units_per_pass)
 
 
 def pick_blocks(units: int, warps_per_block: int, max_blocks: int) -> int:
@@ -85,15 +102,14 @@ def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
     atomic = dw_mode == "atomic"
     if atomic and dw_storage != "float32":
         raise ValueError("the atomic mode adds into a float32 dw; a 16-bit dw needs two_stage")
-    max_blocks = default_max_blocks(problem.head_dim) if max_blocks is None else max_blocks
     store = KERNEL_VIEW[problem.storage]
     units = problem.tokens * (problem.heads_q + problem.heads_k + problem.heads_v)
-    blocks = pick_blocks(units, warps_per_block, max_blocks)
     caller = (store, store, store, store, store, np.dtype(np.int32), np.dtype(np.float32))
     use_cache = user_cache or max_positions is not None
     fn = make_kernel(problem.head_dim, problem.interleave, problem.storage, warps_per_block,
                      use_cache, atomic, aligned, units_per_pass)
-    common = dict(grid=(blocks,), block=(warps_per_block * WARP,), scalars=scalar_args(problem))
+    # The grid follows from the build's occupancy, so the plan is made first with one block.
+    common = dict(grid=(1,), block=(warps_per_block * WARP,), scalars=scalar_args(problem))
     if user_cache:
         main = Plan(fn, fastmath, caller=caller + (np.dtype(np.float32),), errors=True, **common)
     elif max_positions is not None:
@@ -105,6 +121,10 @@ def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
     else:
         main = Plan(fn, fastmath, caller=caller,
                     tables=tables("inv_freq", problem.inv_freq.tobytes()), **common)
+    if max_blocks is None:
+        max_blocks = default_max_blocks(problem.head_dim, units_per_pass, main)
+    blocks = pick_blocks(units, warps_per_block, max_blocks)
+    main = replace(main, grid=(blocks,))
     if atomic:
         return main, None
     phases = min(REDUCE_PHASES, blocks)
