@@ -10,8 +10,9 @@ the production shapes in bfloat16 (flux_1024, qwen_image_1024, zimage_1024), in 
 * ``ropelab:bwd`` and ``ropelab:bwd:atomic``: the backward alone through the public function;
 * ``ropelab:bwd:kernel`` and ``ropelab:bwd:kernel:atomic``: the backward's launches alone,
   pre-bound (no host checks: what the kernels cost); ``ropelab:fwd+bwd:kernel`` the same inside
-  autograd's sequence; ``ropelab:bwd:kernel:uU:blocksN`` the grid capped at N blocks, each
-  warp loading U units before it computes any (a sweep);
+  autograd's sequence; ``ropelab:bwd:kernel:uU`` each warp loading U units before it computes
+  any, on that build's one-wave grid, and ``ropelab:bwd:kernel:uU:blocksN`` its grid capped at
+  N blocks (a sweep);
 * ``torch.compile:fwd+bwd`` and ``torch.compile:bwd``: the same math in PyTorch (float32
   math on bfloat16 storage), compiled, differentiated by autograd (buffer donation off, see
   :func:`.backward_calls.compiled_pair`);
@@ -83,9 +84,13 @@ def _todo(arrays, shape, interleave: bool) -> list[tuple]:
              lambda: calls.ropelab_forward_backward(*a, kernel=True))]
     # Bytes in flight: warps resident (fewer blocks, fewer warps; more blocks than fit, a
     # second partial wave) times the units each loads at once (more registers, fewer blocks fit).
-    todo += [(f"ropelab:bwd:kernel:u{u}:blocks{b}", "backward",
-              lambda b=b, u=u: calls.ropelab_backward_kernel(*a, max_blocks=b, units_per_pass=u))
-             for u in UNITS_SWEEP for b in BLOCK_CAPS]
+    for u in UNITS_SWEEP:  # each build at its own one-wave grid, then capped
+        todo.append((f"ropelab:bwd:kernel:u{u}", "backward",
+                     lambda u=u: calls.ropelab_backward_kernel(*a, units_per_pass=u)))
+        todo += [(f"ropelab:bwd:kernel:u{u}:blocks{b}", "backward",
+                  lambda b=b, u=u: calls.ropelab_backward_kernel(*a, max_blocks=b,
+                                                                 units_per_pass=u))
+                 for b in BLOCK_CAPS]
     return todo
 
 
