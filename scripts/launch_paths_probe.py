@@ -60,6 +60,8 @@ def main(argv=None) -> int:
     stream = 0
     sync = cuda.synchronize
     rows = {}
+    rows["ropelab.rope(out=) on numba arrays"] = per_launch(
+        lambda: ropelab.rope(x, positions=pos, out=out, variant="flat"), sync)
     rows["bindings (Bound.fire)"] = per_launch(lambda: bound.fire(ptrs, stream), sync)
 
     lib = ctypes.CDLL("libcuda.so.1")
