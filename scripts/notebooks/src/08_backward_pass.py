@@ -228,10 +228,13 @@ backward_build = backward_kernel.make_kernel(128, True, "bfloat16", vector=True)
 print(lessons.specialised(backward_build, "backward_kernel", keep=("INTERLEAVE",)))
 
 # %% [markdown]
-# Reading the loop body: load `x`, `dy` and the weight of the head's kind; reduce the sum of
-# squares (the forward's butterfly); rotate `dy` back pair by pair; accumulate `dz * n` into the
-# lane's weight-gradient registers; reduce `sum(dn * n)` (a second butterfly); write
-# `dx = (dn - n * mean) / r`.  V heads only copy `dy` to `dx`.
+# Reading it: before the loop each lane loads its dims of both weights, once (every unit it
+# visits has the same dims).  Each pass of the loop takes `UNITS` units (`units_per_pass`, one
+# in this build) in three steps.  First it issues every load of those units: `x` and `dy` of a
+# Q or K head, `dy` alone of a V head.  Then, per Q or K head: reduce the sum of squares (the
+# forward's butterfly); rotate `dy` back pair by pair; accumulate `dz * n` into the lane's
+# weight-gradient registers; reduce `sum(dn * n)` (a second butterfly); form
+# `dx = (dn - n * mean) / r`.  Last, the stores: `dx`, or a V head's `dy` bits unchanged.
 #
 # Correctness against the judge, on the simulator, in bfloat16 with both layouts and partial
 # rotary (the tests run every storage and option; the budget is
@@ -399,9 +402,12 @@ if record is not None:
 # and the warps spend {{ backward.ncu_scoreboard_pct }} of the cycles between two issued
 # instructions waiting on a global load (a long-scoreboard stall on [L1TEX](00_rope_in_one_notebook.ipynb#9-glossary)).  Each warp loads
 # `x` and `dy` of a head, reduces, and only then writes: too few bytes are in flight per [SM](00_rope_in_one_notebook.ipynb#9-glossary) to
-# cover DRAM [latency](00_rope_in_one_notebook.ipynb#9-glossary).  The grid sweep in the record (`blocks264` .. `blocks1056`) shows the same
-# thing from the other side: fewer resident warps, slower backward.  Loading the next unit's
-# `x` and `dy` before reducing the current one is the obvious next step; it is not done yet.
+# cover DRAM [latency](00_rope_in_one_notebook.ipynb#9-glossary).  The grid sweep in the record (its `blocks` rows) shows the same
+# thing from the other side: fewer resident warps, slower backward.  The kernel's
+# `units_per_pass` is the knob that answers it: with two units a pass a warp has twice the bytes
+# in flight before its first wait, for more registers (so fewer blocks fit on an SM: the grid
+# follows the build's [occupancy](00_rope_in_one_notebook.ipynb#9-glossary)).  Its default stays one unit until an H200 run
+# (`scripts/gpu_backward_units.sh`, the `ropelab:bwd:kernel:u*` rows) says which wins.
 
 # %% [markdown]
 # ## Exercises
