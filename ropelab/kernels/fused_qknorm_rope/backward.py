@@ -109,86 +109,66 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
     # Each helper branches on build constants first (WORDS, VEC: the other builds' code is not
     # even typed), then on whether the group is four neighbours.
     @cuda.jit(device=True, inline="always")
-    def get4(arr, at0, at1, vals, o, adjacent):
+    def words2(arr, at0, at1, adjacent):  # 16-bit storage: the group's two 32-bit words
+        if VEC and adjacent:  # elements at0 .. at0 + 3: one 64-bit load
+            return load_u32x2(arr, at0 >> uint32(1))
+        return arr[at0 >> uint32(1)], arr[at1 >> uint32(1)]
+
+    @cuda.jit(device=True, inline="always")
+    def floats4(arr, at0, at1, adjacent):  # float32 storage: the group's four elements
+        if VEC and adjacent:  # one 128-bit load
+            return load_f32x4(arr, at0)
+        return arr[at0], arr[at0 + uint32(1)], arr[at1], arr[at1 + uint32(1)]
+
+    @cuda.jit(device=True, inline="always")
+    def put_words2(arr, at0, at1, w0, w1, adjacent):
+        if VEC and adjacent:
+            store_u32x2(arr, at0 >> uint32(1), w0, w1)
+        else:
+            arr[at0 >> uint32(1)] = w0
+            arr[at1 >> uint32(1)] = w1
+
+    @cuda.jit(device=True, inline="always")
+    def put_floats4(arr, at0, at1, a, b, c, d, adjacent):
+        if VEC and adjacent:
+            store_f32x4(arr, at0, a, b, c, d)
+        else:
+            arr[at0] = a
+            arr[at0 + uint32(1)] = b
+            arr[at1] = c
+            arr[at1 + uint32(1)] = d
+
+    @cuda.jit(device=True, inline="always")
+    def get4(arr, at0, at1, vals, o, adjacent):  # the group as float32 values
         if WORDS:
-            if VEC and adjacent:  # elements at0 .. at0 + 3: two words, one 64-bit load
-                w0, w1 = load_u32x2(arr, at0 >> uint32(1))
-            else:
-                w0 = arr[at0 >> uint32(1)]
-                w1 = arr[at1 >> uint32(1)]
+            w0, w1 = words2(arr, at0, at1, adjacent)
             vals[o] = low(w0)
             vals[o + 1] = high(w0)
             vals[o + 2] = low(w1)
             vals[o + 3] = high(w1)
         else:
-            if VEC and adjacent:
-                a, b, c, d = load_f32x4(arr, at0)
-            else:
-                a = arr[at0]
-                b = arr[at0 + uint32(1)]
-                c = arr[at1]
-                d = arr[at1 + uint32(1)]
-            vals[o] = a
-            vals[o + 1] = b
-            vals[o + 2] = c
-            vals[o + 3] = d
+            vals[o], vals[o + 1], vals[o + 2], vals[o + 3] = floats4(arr, at0, at1, adjacent)
 
     @cuda.jit(device=True, inline="always")
     def put4(arr, at0, at1, a, b, c, d, adjacent):
         if WORDS:
-            if VEC and adjacent:
-                store_u32x2(arr, at0 >> uint32(1), pack(a, b), pack(c, d))
-            else:
-                arr[at0 >> uint32(1)] = pack(a, b)
-                arr[at1 >> uint32(1)] = pack(c, d)
+            put_words2(arr, at0, at1, pack(a, b), pack(c, d), adjacent)
         else:
-            if VEC and adjacent:
-                store_f32x4(arr, at0, a, b, c, d)
-            else:
-                arr[at0] = a
-                arr[at0 + uint32(1)] = b
-                arr[at1] = c
-                arr[at1 + uint32(1)] = d
+            put_floats4(arr, at0, at1, a, b, c, d, adjacent)
 
     @cuda.jit(device=True, inline="always")
     def take4(src, at0, at1, raw, o, adjacent):  # V heads: the stored bits, kept for put_raw4
         if WORDS:
-            if VEC and adjacent:
-                w0, w1 = load_u32x2(src, at0 >> uint32(1))
-            else:
-                w0 = src[at0 >> uint32(1)]
-                w1 = src[at1 >> uint32(1)]
-            raw[o] = w0
-            raw[o + 1] = w1
+            raw[o], raw[o + 1] = words2(src, at0, at1, adjacent)
         else:
-            if VEC and adjacent:
-                a, b, c, d = load_f32x4(src, at0)
-            else:
-                a = src[at0]
-                b = src[at0 + uint32(1)]
-                c = src[at1]
-                d = src[at1 + uint32(1)]
-            raw[o] = a
-            raw[o + 1] = b
-            raw[o + 2] = c
-            raw[o + 3] = d
+            raw[o], raw[o + 1], raw[o + 2], raw[o + 3] = floats4(src, at0, at1, adjacent)
 
     @cuda.jit(device=True, inline="always")
     def put_raw4(dst, at0, at1, raw, o, adjacent):
         if WORDS:
-            if VEC and adjacent:
-                store_u32x2(dst, at0 >> uint32(1), raw[o], raw[o + 1])
-            else:
-                dst[at0 >> uint32(1)] = raw[o]
-                dst[at1 >> uint32(1)] = raw[o + 1]
+            put_words2(dst, at0, at1, raw[o], raw[o + 1], adjacent)
         else:
-            if VEC and adjacent:
-                store_f32x4(dst, at0, raw[o], raw[o + 1], raw[o + 2], raw[o + 3])
-            else:
-                dst[at0] = raw[o]
-                dst[at0 + uint32(1)] = raw[o + 1]
-                dst[at1] = raw[o + 2]
-                dst[at1 + uint32(1)] = raw[o + 3]
+            put_floats4(dst, at0, at1, raw[o], raw[o + 1], raw[o + 2], raw[o + 3], adjacent)
 
     # ex: begin backward_kernel
     @cuda.jit(device=True, inline="always")
