@@ -284,18 +284,22 @@ def test_bench_rows_carry_times_ratios_and_failures():
 
         def time(self, launch):
             launch()
-            if self.calls == 5:
+            if self.calls == 5 and not self.failed:  # once: the sixth row
+                self.failed = True
                 raise RuntimeError("planted failure")
             self.calls += 1
             return [10.0 * self.calls] * 3
 
-        calls = 0
+        calls, failed = 0, False
 
     rows = bench.run(tokens=4, timer=Timer(), device="cpu", modes=("eager",), hidden_size=128,
                      intermediate_size=192, num_attention_heads=2, num_key_value_heads=1,
                      head_dim=64)
-    models, passes = ("transformers", "qkv_gemm", "ropelab"), ("forward", "forward_backward")
+    models = ("transformers", "qkv_gemm", "ropelab", "ropelab_op")
+    passes = ("forward", "forward_backward")
     assert [(r["model"], r["pass"]) for r in rows] == [(m, p) for m in models for p in passes]
-    assert [r["median_us"] for r in rows] == [10.0, 20.0, 30.0, 40.0, 50.0, None]
-    assert [r["vs_transformers"] for r in rows] == [1.0, 1.0, 3.0, 2.0, 5.0, None]
-    assert rows[-1]["note"] == "RuntimeError: planted failure" and rows[-1]["dtype"] == "float32"
+    assert [r["median_us"] for r in rows] == [10.0, 20.0, 30.0, 40.0, 50.0, None, 60.0, 70.0]
+    assert [r["vs_transformers"] for r in rows] == [1.0, 1.0, 3.0, 2.0, 5.0, None, 6.0, 3.5]
+    assert rows[5]["note"] == "RuntimeError: planted failure" and rows[5]["dtype"] == "float32"
+    # the op's share of the patched layer, same pass (none where the layer's row failed)
+    assert rows[6]["note"] == "120.0% of the patched layer's forward" and rows[7]["note"] == ""

@@ -18,6 +18,9 @@ SDPA attention, one sequence of 4096 tokens.  Rows, each timed by
   then transformers' own q_norm, k_norm and rotation; ``patch_qwen3(..., qk="transformers")``)
   or ``ropelab`` (the same layer after :func:`ropelab.models.qwen3.patch_qwen3`: one qkv GEMM,
   the fused QK-norm + RoPE op); ropelab against qkv_gemm is the fused op's own share;
+  ``ropelab_op`` (eager only): that op alone, ``ropelab.torch_ops.fused_qknorm_rope`` as the
+  patched layer calls it, on a qkv of the layer's shape with the layer's norm weights; its
+  ``note`` says what share of the patched layer's time of the same pass it is;
 * ``mode``: ``eager`` or ``compiled`` (``torch.compile(fullgraph=True)`` of the layer, compiled
   and warmed up before timing);
 * ``pass``: ``forward`` (under ``torch.no_grad()``) or ``forward_backward`` (the forward, then
@@ -98,6 +101,49 @@ def launchers(layer, inputs: dict, *, compiled: bool):
         (out[0] if isinstance(out, tuple) else out).backward(grad_out)
 
     return {"forward": forward, "forward_backward": forward_backward}
+
+
+def op_launchers(layer, tokens: int, device: str, dtype) -> dict:
+    """{pass: launcher} of the fused op alone, called as the patched ``layer``'s attention
+    calls it (:func:`ropelab.models.qwen3.fused_attention_forward`): ``forward`` in place under
+    no_grad, ``forward_backward`` out of place on a qkv that requires grad, then ``backward`` of
+    a fixed gradient into it and the two norm weights."""
+    import torch
+
+    import ropelab.torch_ops as rt
+
+    attn = layer.self_attn
+    hq, hk, d = attn.config.num_attention_heads, attn.config.num_key_value_heads, attn.head_dim
+    torch.manual_seed(1)
+    qkv = torch.randn(tokens, (hq + 2 * hk) * d, device=device, dtype=dtype)
+    x = qkv.clone().requires_grad_(True)
+    grad_out = torch.randn_like(qkv)
+    kw = dict(num_heads_q=hq, num_heads_k=hk, num_heads_v=hk, head_dim=d,
+              q_weight=attn.q_norm.weight, k_weight=attn.k_norm.weight,
+              positions=torch.arange(tokens, device=device, dtype=torch.int32),
+              eps=attn.q_norm.variance_epsilon, base=attn.ropelab_theta,
+              interleave=attn.ropelab_interleave, **attn.ropelab_cos_sin)
+
+    def forward():
+        with torch.no_grad():
+            return rt.fused_qknorm_rope(qkv, **kw)
+
+    def forward_backward():
+        layer.zero_grad(set_to_none=True)
+        x.grad = None
+        rt.fused_qknorm_rope(x, **kw).backward(grad_out)
+
+    return {"forward": forward, "forward_backward": forward_backward}
+
+
+def _op_shares(rows: list[dict]) -> None:
+    """Each ``ropelab_op`` row's note: its share of the patched layer's time, same pass."""
+    layer = {r["pass"]: r["median_us"] for r in rows
+             if r["model"] == "ropelab" and r["mode"] == "eager"}
+    for r in rows:
+        whole = layer.get(r["pass"])
+        if r["model"] == "ropelab_op" and r["median_us"] is not None and whole:
+            r["note"] = f"{r['median_us'] / whole:.1%} of the patched layer's {r['pass']}"
 
 
 NOTES = ("one Qwen3DecoderLayer (transformers, SDPA attention) at Qwen3-8B's shape, bfloat16, "
@@ -181,6 +227,16 @@ def run(record: bool = False, tokens: int = TOKENS, *, timer=None, device: str =
                 rows.append(row)
                 print(bench.format_rows(_with_ratios([row]), "real_model").splitlines()[-1],
                       flush=True)
+        if mode == "eager":  # the op alone, beside the layers (a compiled op is the same op)
+            for pass_name, launch in op_launchers(layers["ropelab"], tokens, device,
+                                                  dtype).items():
+                row = dict(model="ropelab_op", mode=mode, **{"pass": pass_name}, **shape,
+                           median_us=None, p20_us=None, p80_us=None, repeats=0,
+                           vs_transformers=None, host_us=None, fill_us=None, host_bound=None,
+                           note="")
+                _time_row(timer, launch, row, None)
+                rows.append(row)
+            _op_shares(rows)
         if recording:  # after each mode, the same file: a time limit keeps what finished
             print(f"recorded {recording.save(_with_ratios(rows))} ({len(rows)} rows)")
     rows = _with_ratios(rows)
