@@ -363,3 +363,18 @@ def test_units_loaded_together_give_the_same_bits(rng, monkeypatch, units_per_pa
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
     ref, atols = judge(storage, arrays, pos, heads, interleave=interleave, chain=25)
     assert mismatches(got, ref, atols, storage) == []
+
+
+def test_the_grid_is_one_wave_of_the_build_that_runs():
+    """More units a pass take more registers, so fewer blocks fit on an SM: without a GPU the
+    grid follows the table of the build's own units, and a cap still wins."""
+    from ropelab.problem import FusedProblem
+
+    p = FusedProblem(4096, 24, 24, 24, 128, 128, True, "bfloat16", 1e-6, 1e4,
+                     inv_freq=np.ones(64))
+    one = backward_host.plans(p)[0].grid[0]
+    two = backward_host.plans(p, units_per_pass=2)[0].grid[0]
+    assert one == backward_host.H200_SMS * backward_host.blocks_per_sm(128, 1)
+    assert two == backward_host.H200_SMS * backward_host.blocks_per_sm(128, 2) < one
+    assert backward_host.plans(p, units_per_pass=2, max_blocks=7)[0].grid[0] == 7
+    assert backward_host.blocks_per_sm(512, 1) == backward_host.BLOCKS_PER_SM_FEWEST
