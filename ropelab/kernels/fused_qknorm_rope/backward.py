@@ -170,6 +170,12 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
         else:
             put_floats4(dst, at0, at1, raw[o], raw[o + 1], raw[o + 2], raw[o + 3], adjacent)
 
+    @cuda.jit(device=True, inline="always")
+    def place(first, e0, e1, q, n_pairs):
+        """Group ``q`` of the head starting at ``first``: where its two halves start in the
+        rows, and whether it is four neighbours (one vector access)."""
+        return uint32(first + e0), uint32(first + e1), INTERLEAVE or q + q >= n_pairs
+
     # ex: begin backward_kernel
     @cuda.jit(device=True, inline="always")
     def body(x, dy, dx, q_weight, k_weight, positions, sums, table, errors, heads_q, heads_qk,
@@ -235,9 +241,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
                         o = u * SLOTS + 4 * k
                         q = uint32(lane + uint32(WARP * k))
                         if q < uint32(GROUPS):
-                            adjacent = INTERLEAVE or q + q >= n_pairs
-                            at0 = uint32(first + e0s[k])
-                            at1 = uint32(first + e1s[k])
+                            at0, at1, adjacent = place(first, e0s[k], e1s[k], q, n_pairs)
                             if kind == V_HEAD:
                                 take4(dy, at0, at1, raw, o, adjacent)
                             else:
@@ -337,9 +341,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
                         o = u * SLOTS + 4 * k
                         q = uint32(lane + uint32(WARP * k))
                         if q < uint32(GROUPS):
-                            adjacent = INTERLEAVE or q + q >= n_pairs
-                            at0 = uint32(first + e0s[k])
-                            at1 = uint32(first + e1s[k])
+                            at0, at1, adjacent = place(first, e0s[k], e1s[k], q, n_pairs)
                             if kind == V_HEAD:  # its gradient passes through
                                 put_raw4(dx, at0, at1, raw, o, adjacent)
                             else:
