@@ -24,7 +24,15 @@ every access is a 32-bit word of two elements: coalesced across the warp, half t
 instructions of 16-bit accesses.  A group of four neighbours on aligned arrays moves with one
 access (64 bits of two words, or 128 bits of four float32).  At ``head_dim`` 128 each lane
 holds one group.  Every lane holds the same dims of every head it visits, so its
-weight-gradient accumulators are four registers per group, kept over all its units.
+weight-gradient accumulators are four registers per group, kept over all its units, and its
+dims of both weights are loaded once, before the loop.
+
+**Bytes in flight.**  The backward is bound by how many bytes wait on DRAM at once (its warps
+stall on loads, not on arithmetic).  A pass of the loop takes ``units_per_pass`` units in three
+steps: it issues every load of all of them (``x`` and ``dy`` of a Q or K head, ``dy`` of a V
+head), then computes each Q or K head, then stores.  More units a pass put more bytes in flight
+per warp for more registers, so fewer blocks fit on an SM; the grid is one wave of the build
+that runs (:mod:`.backward_host`).
 
 **The weight gradient.**  At the end each block adds its warps' accumulators in shared memory
 in a fixed order, then either writes one row of ``partial[blocks, 2 * H]`` (two-stage: a second
