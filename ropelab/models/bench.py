@@ -154,6 +154,13 @@ NOTES = ("one Qwen3DecoderLayer (transformers, SDPA attention) at Qwen3-8B's sha
          "columns are omitted: a layer is not a copy",)
 
 
+def _untimed_row(model: str, mode: str, pass_name: str, shape: dict) -> dict:
+    """A row of the record before :func:`_time_row` fills its timing columns."""
+    return dict(model=model, mode=mode, **{"pass": pass_name}, **shape, median_us=None,
+                p20_us=None, p80_us=None, repeats=0, vs_transformers=None, host_us=None,
+                fill_us=None, host_bound=None, note="")
+
+
 def _time_row(timer, launch, row: dict, failed: str | None) -> float | None:
     """Fill ``row``'s timing columns from ``timer.time(launch)``, or its note; the median."""
     from ..measure.bench import host_fields, quantiles
@@ -218,10 +225,7 @@ def run(record: bool = False, tokens: int = TOKENS, *, timer=None, device: str =
     for mode in modes:
         for model_name, layer in layers.items():
             for pass_name, launch in launchers(layer, inputs, compiled=mode == "compiled").items():
-                row = dict(model=model_name, mode=mode, **{"pass": pass_name}, **shape,
-                           median_us=None, p20_us=None, p80_us=None, repeats=0,
-                           vs_transformers=None, host_us=None, fill_us=None, host_bound=None,
-                           note="")
+                row = _untimed_row(model_name, mode, pass_name, shape)
                 if _time_row(timer, launch, row, failures.get((model_name, pass_name))) is None:
                     failures.setdefault((model_name, pass_name), row["note"].split(": ", 1)[-1])
                 rows.append(row)
@@ -230,10 +234,7 @@ def run(record: bool = False, tokens: int = TOKENS, *, timer=None, device: str =
         if mode == "eager":  # the op alone, beside the layers (a compiled op is the same op)
             for pass_name, launch in op_launchers(layers["ropelab"], tokens, device,
                                                   dtype).items():
-                row = dict(model="ropelab_op", mode=mode, **{"pass": pass_name}, **shape,
-                           median_us=None, p20_us=None, p80_us=None, repeats=0,
-                           vs_transformers=None, host_us=None, fill_us=None, host_bound=None,
-                           note="")
+                row = _untimed_row("ropelab_op", mode, pass_name, shape)
                 _time_row(timer, launch, row, None)
                 rows.append(row)
             _op_shares(rows)

@@ -356,7 +356,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
                                 put4(dx, at0, at1, g[o], g[o + 1], g[o + 2], g[o + 3], adjacent)
             base = uint32(base + uint32(UNITS) * total_warps)
 
-    # ex: begin backward_block_sum
+        # ex: begin backward_block_sum
         # The block's warps add their accumulators in shared memory, warp 0 first: a fixed
         # order, so the block's row does not depend on which warp finished first.
         block_sums = cuda.shared.array((WPB, NQK), float32)

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from numba import cuda
 
 from ...problem import FusedProblem
 from ...target import SIMULATED
@@ -51,21 +50,18 @@ def blocks_per_sm(head_dim: int = 128, units_per_pass: int = UNITS_PER_PASS) -> 
     return BLOCKS_PER_SM.get(units_per_pass, {}).get(head_dim, BLOCKS_PER_SM_FEWEST)
 
 
-def default_max_blocks(head_dim: int = 128, units_per_pass: int = UNITS_PER_PASS,
-                       plan: Plan | None = None) -> int:
+def default_max_blocks(plan: Plan, head_dim: int = 128,
+                       units_per_pass: int = UNITS_PER_PASS) -> int:
     """One wave of ``plan``'s build on the current GPU (the driver's occupancy of the compiled
-    kernel, for ``plan.block`` threads), or :func:`blocks_per_sm` on every SM: of the current
-    GPU without a plan, of an H200 without a GPU (the simulator, the driver-less census)."""
-    if SIMULATED:
-        return H200_SMS * blocks_per_sm(head_dim, units_per_pass)
-    try:
-        if plan is not None:
+    kernel, for ``plan.block`` threads), or :func:`blocks_per_sm` on every SM of an H200
+    without a GPU (the simulator, the driver-less census)."""
+    if not SIMULATED:
+        try:
             kernel = jitted(plan.kernel, plan.fastmath).compile(plan.argtypes())
             return max(1, int(kernel.max_cooperative_grid_blocks(plan.block)))
-        sms = int(cuda.get_current_device().MULTIPROCESSOR_COUNT)
-    except Exception:  # no driver: a plan made for compiling only
-        return H200_SMS * blocks_per_sm(head_dim, units_per_pass)
-    return sms * blocks_per_sm(head_dim, units_per_pass)
+        except Exception:  # no driver: a plan made for compiling only
+            pass
+    return H200_SMS * blocks_per_sm(head_dim, units_per_pass)
 
 
 def pick_blocks(units: int, warps_per_block: int, max_blocks: int) -> int:
@@ -122,7 +118,7 @@ def plans(problem, *, dw_mode: str = "two_stage", fastmath: bool = True,
         main = Plan(fn, fastmath, caller=caller,
                     tables=tables("inv_freq", problem.inv_freq.tobytes()), **common)
     if max_blocks is None:
-        max_blocks = default_max_blocks(problem.head_dim, units_per_pass, main)
+        max_blocks = default_max_blocks(main, problem.head_dim, units_per_pass)
     blocks = pick_blocks(units, warps_per_block, max_blocks)
     main = replace(main, grid=(blocks,))
     if atomic:

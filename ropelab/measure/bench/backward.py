@@ -136,13 +136,10 @@ def run(shapes=SHAPES, *, repeats: int | None = None, timer=None, progress: bool
         for interleave in (True, False):
             layout = "gptj" if interleave else "neox"
             todo = _todo(arrays, shape, interleave)
-            if entries:
-                todo = [t for t in todo if t[0].startswith(tuple(entries))]
-                if any(e.startswith(("torch.compile", "liger")) for e in entries):
-                    todo += [t for t in _pairs(arrays, shape, interleave, rows, copy_gbps, layout)
-                             if t[0].startswith(tuple(entries))]
-            else:
+            # The peers' pairs compile when built: only when a wanted entry is theirs.
+            if not entries or any(e.startswith(("torch.compile", "liger")) for e in entries):
                 todo += _pairs(arrays, shape, interleave, rows, copy_gbps, layout)
+            todo = [t for t in todo if not entries or t[0].startswith(tuple(entries))]
             for entry, part, make in todo:
                 try:
                     launch = make()
