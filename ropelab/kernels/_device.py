@@ -1,4 +1,5 @@
-"""Device helpers shared by the kernels: rotation, index division by shifts, warp constants.
+"""Device helpers shared by the kernels: rotation, a warp's sum, index division by shifts, warp
+constants.
 
 ``inline="always"`` is not a speed hint here: numba can only compile a kernel that calls a
 device function without a CUDA driver (the PTX census runs without one) when the helper is
@@ -19,6 +20,18 @@ def rotate(x0, x1, c, s):
     """(x0, x1) rotated by the angle whose cosine and sine are (c, s)."""
     return x0 * c - x1 * s, x0 * s + x1 * c
 # ex: end rotate
+
+
+@cuda.jit(device=True, inline="always")
+def warp_sum(v):
+    """The sum of ``v`` over the 32 lanes of a warp, in every lane: a butterfly of five
+    ``shfl_xor_sync`` steps (16, 8, 4, 2, 1); every lane of the warp must call it."""
+    v += cuda.shfl_xor_sync(FULL_MASK, v, 16)
+    v += cuda.shfl_xor_sync(FULL_MASK, v, 8)
+    v += cuda.shfl_xor_sync(FULL_MASK, v, 4)
+    v += cuda.shfl_xor_sync(FULL_MASK, v, 2)
+    v += cuda.shfl_xor_sync(FULL_MASK, v, 1)
+    return v
 
 
 def shift_for(d: int) -> int:

@@ -50,7 +50,7 @@ from functools import cache
 import numpy as np
 from numba import cuda, float32, int32, uint32
 
-from .._device import FULL_MASK, WARP
+from .._device import WARP, warp_sum
 from ..vec import load_f32x4, load_u32x2, store_f32x4, store_u32x2
 from ..words16 import CODECS
 
@@ -267,11 +267,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
                     ss = ZERO
                     for i in range(SLOTS):
                         ss += n[u * SLOTS + i] * n[u * SLOTS + i]
-                    ss += cuda.shfl_xor_sync(FULL_MASK, ss, 16)
-                    ss += cuda.shfl_xor_sync(FULL_MASK, ss, 8)
-                    ss += cuda.shfl_xor_sync(FULL_MASK, ss, 4)
-                    ss += cuda.shfl_xor_sync(FULL_MASK, ss, 2)
-                    ss += cuda.shfl_xor_sync(FULL_MASK, ss, 1)
+                    ss = warp_sum(ss)
                     inv_r = float32(1.0) / math.sqrt(ss * INV_HD + eps)
 
                     pos = poss[u]
@@ -330,11 +326,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, warps_per_block: 
                                 dn = g[o + j] * wk[ow + j]
                             g[o + j] = dn
                             dot += dn * nj
-                    dot += cuda.shfl_xor_sync(FULL_MASK, dot, 16)
-                    dot += cuda.shfl_xor_sync(FULL_MASK, dot, 8)
-                    dot += cuda.shfl_xor_sync(FULL_MASK, dot, 4)
-                    dot += cuda.shfl_xor_sync(FULL_MASK, dot, 2)
-                    dot += cuda.shfl_xor_sync(FULL_MASK, dot, 1)
+                    dot = warp_sum(dot)
                     mean = dot * INV_HD
                     for i in range(SLOTS):  # dx, in place of dn
                         o = u * SLOTS + i
