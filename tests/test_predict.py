@@ -660,3 +660,36 @@ def test_a_launch_functions_copies_and_allocations_are_counted_and_cost_time():
     plain = features.launch_features(_counts(), (2,), (256,), 4096)
     assert model.launch_us(f, c) - model.launch_us(plain, c) == pytest.approx(
         4 * c["copy_call_us"] + 1240 / c["pcie_bytes_per_us"] + 3 * c["alloc_us"])
+
+
+def test_a_check_on_another_gpu_fits_the_constants_on_that_runs_training_rows(tmp_path):
+    import csv
+
+    from ropelab.grader.predict.entries import training_entries
+
+    run = record.DATA_DIR / "h100"
+    source = run / "timings-training-20261206T224902.csv"
+    with open(source, newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["status"] == "ok"]
+    keys = {e.key for e in training_entries()}
+    picked = [r for r in rows if r["key"] in keys][:3]
+    assert len(picked) == 3
+    small = tmp_path / "timings-training-20261206T224902.csv"
+    with open(small, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(picked[0]))
+        writer.writeheader()
+        writer.writerows(picked)
+    (tmp_path / "timings-20261206T224902.meta.json").write_text(
+        (run / "timings-20261206T224902.meta.json").read_text())
+    fitted = record.fit_on_run(small)
+    assert fitted["fitted_rows"] == 3 and "H100" in fitted["gpu"]
+    recorded = recorded_fit()["meta"]
+    assert set(fitted["constants"]) == set(recorded["constants"])
+    assert fitted["constants"] != recorded["constants"]  # fitted on these rows, not the record's
+    assert 0 < fitted["trivial_fraction_of_copy"] <= 1.5
+    empty = tmp_path / "timings-training-20261206T000000.csv"
+    empty.write_text(",".join(picked[0]) + "\n")
+    with pytest.raises(ValueError, match="no timed training rows"):
+        record.fit_on_run(empty)
+    assert json.loads((run / "check-set_g-20261206T224902.json").read_text())["model"].startswith(
+        "fitted on data/predict/h100/timings-training-")

@@ -23,13 +23,18 @@ def main(argv=None) -> int:
                         "directory: its timed rows predicted by the recorded model")
     parser.add_argument("--timings", metavar="CSV", help="with --check-set: the GPU run's CSV "
                         "of that set (default: the newest data/predict/timings-<set>-*.csv)")
+    parser.add_argument("--fit-timings", metavar="CSV", help="with --check-set: fit the "
+                        "constants on this training CSV of the same GPU run instead of taking "
+                        "the record's (a check on another GPU)")
     parser.add_argument("--save", metavar="JSON", help="with --check-set: write the result")
     parser.add_argument("--save-kernels", action="store_true", help="write data/predict/"
                         "kernels.json: the compiled kernels notebook 07 and the tests predict")
     args = parser.parse_args(argv)
     if args.check_set:
-        result = record.check_set(args.check_set, args.timings, progress=_progress)
+        result = record.check_set(args.check_set, args.timings, progress=_progress,
+                                  fit_csv=args.fit_timings)
         s = result["summary"]
+        print(f"model: {result['model']}")
         print(f"{result['set']}: {s['rows']} rows predicted of {result['timed']} timed "
               f"({result['entries']} entries); model mean {100 * s['model_mean']:.1f}% worst "
               f"{100 * s['model_max']:.1f}%; trivial mean {100 * s['trivial_mean']:.1f}% worst "

@@ -197,9 +197,32 @@ def evaluate(rows: list[dict], constants: dict, fraction: float) -> list[dict]:
     return out
 
 
-def check_set(directory, csv_path=None, progress=None) -> dict:
+def fit_on_run(training_csv, progress=None) -> dict:
+    """The model's constants fitted on one GPU run's training rows alone (no bench record, no
+    joined set: every row from the same GPU and the same run), for a check on a GPU the record
+    was not fitted on.  The same model, priors and fit as :func:`compute`; what comes back
+    stands in for the record's ``meta`` in :func:`check_set`."""
+    from .entries import training_entries
+
+    rows, _ = timed_rows(training_entries(), read_timings(training_csv), progress=progress)
+    if not rows:
+        raise ValueError(f"{training_csv}: no timed training rows to fit")
+    return {"constants": model.fit(rows), "trivial_fraction_of_copy": model.trivial_fraction(rows),
+            "fitted_rows": len(rows), "gpu": (_gpu_meta(Path(training_csv)) or {}).get("gpu")}
+
+
+def _shown(path) -> str:
+    """``path`` relative to the repository when it lies inside it."""
+    shown = Path(path).resolve()
+    root = records.DATA_DIR.parent.resolve()
+    return str(shown.relative_to(root) if shown.is_relative_to(root) else shown)
+
+
+def check_set(directory, csv_path=None, progress=None, fit_csv=None) -> dict:
     """A held-out set judged by the recorded model: its rows and summary.  The timings are
-    ``csv_path`` or the newest ``data/predict/timings-<set>-*.csv``."""
+    ``csv_path`` or the newest ``data/predict/timings-<set>-*.csv``.  With ``fit_csv`` (the
+    training CSV of the same GPU run), the constants are :func:`fit_on_run`'s instead of the
+    record's: the model checked on another GPU, still blind to the set."""
     from .entries import load_set
 
     entries = load_set(directory)
@@ -211,14 +234,12 @@ def check_set(directory, csv_path=None, progress=None) -> dict:
         csv_path = found[-1]
     timings = read_timings(csv_path)
     rows, skipped = timed_rows(entries, timings, progress=progress)
-    meta = recorded_fit()["meta"]
+    meta = fit_on_run(fit_csv, progress=progress) if fit_csv else recorded_fit()["meta"]
     lines = evaluate(rows, meta["constants"], meta["trivial_fraction_of_copy"])
     found = [registered(t, lines) for t in sorted(Path(directory).glob("predicted-*.tsv"))]
-    model_file = record_path().name
-    shown = Path(csv_path).resolve()
-    root = records.DATA_DIR.parent.resolve()
-    shown = shown.relative_to(root) if shown.is_relative_to(root) else shown
-    return {"set": set_name, "timings": str(shown), "model": f"data/{KIND}/{model_file}",
+    used = (f"fitted on {_shown(fit_csv)} ({meta['fitted_rows']} rows, {meta['gpu']})" if fit_csv
+            else f"data/{KIND}/{record_path().name}")
+    return {"set": set_name, "timings": _shown(csv_path), "model": used,
             "constants": meta["constants"],
             "entries": len(entries),
             "timed": len(timings), "skipped": skipped, "summary": model.summary(lines),
