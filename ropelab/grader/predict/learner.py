@@ -340,16 +340,32 @@ PROFILE_BUDGET = 200_000  # source lines a block profile may run (about a second
 
 def block_profile(launch: Launch) -> float:
     """Source lines the busiest thread of the launch's first block runs beyond the block's
-    mean, on the simulator (:func:`ropelab.sim.block.profiled_block`): 0 when the work is
-    spread evenly, the length of the loop when one thread loops while the others wait (thread
-    0 copying a table, summing a row).  The bytes a launch moves say how much work there is;
-    this says whether one thread does it alone.  0 without the simulator, when the arguments
-    are not kept, or when the block runs past the budget (a long grid-stride loop: its threads
-    share its work evenly)."""
+    mean (:func:`block_lines`' first number)."""
+    return block_lines(launch)[0]
+
+
+def block_lines(launch: Launch) -> tuple[float, float]:
+    """``(serial_lines, thread_lines)`` of the launch's first block, run on the simulator
+    (:func:`ropelab.sim.block.profiled_block`).
+
+    ``serial_lines``: source lines the busiest thread runs beyond the block's mean: 0 when the
+    work is spread evenly, the length of the loop when one thread loops while the others wait
+    (thread 0 copying a table, summing a row).  The bytes a launch moves say how much work
+    there is; this says whether one thread does it alone.
+
+    ``thread_lines``: source lines a thread of the block runs, on average: the work a loop
+    whose trip count depends on the data does (a carry loop that runs thousands of times, a
+    search), which neither the PTX nor the bytes show.  A block stopped at the budget gives
+    the mean of the threads that had finished (threads run one after another where they never
+    wait for each other; where they run together it is a lower bound), and no serial lines
+    (a long grid-stride loop shares its work evenly).
+
+    Both are 0 without the simulator, when the arguments are not kept, or when the block
+    faults."""
     from ...sim.block import profiled_block
 
     if launch.values is None or not hasattr(launch.kernel, "__getitem__"):
-        return 0.0
+        return 0.0, 0.0
     from .. import kernel_census
 
     config = (launch.grid, launch.block, 0, launch.shared) if launch.shared else (
@@ -366,24 +382,30 @@ def block_profile(launch: Launch) -> float:
                 launch.kernel[config](*launch.values)
             except Exception:  # noqa: BLE001  (the budget's stop, or a fault: no profile)
                 if not profile.stopped:
-                    return 0.0
+                    return 0.0, 0.0
     except RuntimeError:  # no pooled simulator here
-        return 0.0
-    if profile.stopped:
-        return 0.0
+        return 0.0, 0.0
     b = launch.block
-    counts = [profile.lines.get(t, 0) for t in range(b[0] * b[1] * b[2])]
-    return float(max(counts) - sum(counts) / len(counts)) if counts else 0.0
+    threads = b[0] * b[1] * b[2]
+    if profile.stopped:
+        ran = sorted(profile.lines)
+        done = [profile.lines[t] for t in ran[:-1]] or [profile.lines[t] for t in ran]
+        return 0.0, float(sum(done) / len(done)) if done else 0.0
+    counts = [profile.lines.get(t, 0) for t in range(threads)]
+    if not counts:
+        return 0.0, 0.0
+    mean = sum(counts) / len(counts)
+    return float(max(counts) - mean), float(mean)
 
 
 def features_of(launches: list[Launch], built: list[dict]) -> list[dict]:
     """One feature dict per launch, from its compiled row and its first block run on the
-    simulator (:func:`block_profile`)."""
+    simulator (:func:`block_lines`)."""
     out = []
     for x, b in zip(launches, built):
         f = launch_features(counts_of(x, b), x.grid, x.block, max(array_bytes(x.args), 1),
                             x.shared, warm=x.warm, host=x.host)
-        f["serial_lines"] = block_profile(x)
+        f["serial_lines"], f["thread_lines"] = block_lines(x)
         x.values = None
         out.append(f)
     return out

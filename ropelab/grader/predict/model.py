@@ -8,7 +8,7 @@ One launch (:func:`.features.launch_features`) takes::
 ``copy_call_us`` per copy to or from the GPU plus its bytes over ``pcie_bytes_per_us``, and
 ``alloc_us`` per device allocation (0 for a kernel step).
 
-with six ceilings, each a physical limit:
+with seven ceilings, each a physical limit:
 
 ``memory``   the arrays' bytes over the DRAM bandwidth (times ``1 + drain / blocks per SM``: an
              SM holding two big blocks idles a block's place while its last warps finish), plus
@@ -28,7 +28,12 @@ with six ceilings, each a physical limit:
              latency), or ``l2_round_us`` for the share of bytes an earlier launch of the
              step was given (``warm``: in the L2, which the timer empties only per step);
 ``blocks``   ``block_us`` per block an SM starts: tiny blocks pay their start-up;
-``issue``    the warps' issue cycles over the SMs' four schedulers, times ``issue_scale``.
+``issue``    the warps' issue cycles over the SMs' four schedulers, times ``issue_scale``;
+``lines``    the source lines the launch's warps run (``thread_lines``, a thread of the first
+             block on the simulator, for every warp of the grid) at ``line_cycles`` of a
+             scheduler each: the work of a loop whose trip count depends on the data (a carry
+             loop, a search), which ``issue`` cannot see, since the PTX holds the loop's body
+             once and the bytes do not grow with it.
 
 The smooth max is ``(sum of t**SMOOTH) ** (1 / SMOOTH)``: the largest ceiling, raised a little
 where two are close.  A step that launches several kernels takes the sum of their times.
@@ -79,15 +84,18 @@ PRIORS = {
     "l1_round_us": 0.02,  # one L1 hit latency (about 40 cycles)
     "l1_lines_per_cycle": 1.0,  # 128-byte lines (wavefronts) an SM's L1 serves per cycle
     "drain": 0.2,  # the DRAM time lost per block resident on an SM, as its last warps finish
+    # a scheduler's cycles per simulated source line a warp runs: a line of integer work is a
+    # few PTX instructions, issued one a cycle, some waiting on the one before
+    "line_cycles": 2.5,
 }
 PARAMS = tuple(PRIORS)
 PRIOR_SIGMA = 1.0  # in log units
 PRIOR_WEIGHT = 0.05  # against one row's squared log error
-ROOFS = ("memory", "l2", "l1", "latency", "blocks", "issue")
+ROOFS = ("memory", "l2", "l1", "latency", "blocks", "issue", "lines")
 
 
 def roofs(f: dict, c: dict) -> dict:
-    """The six ceilings of one launch, in us (see the module docstring)."""
+    """The seven ceilings of one launch, in us (see the module docstring)."""
     warm = f.get("warm", 0.0)
     round_us = c["round_us"] * (1 - warm) + c["l2_round_us"] * warm
     lifetime = (c["wave_us"] + round_us * f["rounds"] + c["l1_round_us"] * f.get("hit_rounds", 0.0)
@@ -103,7 +111,9 @@ def roofs(f: dict, c: dict) -> dict:
             "l1": f.get("wavefronts", 0.0) / (SMS * CLOCK_PER_US * c["l1_lines_per_cycle"]),
             "latency": f["waves"] * lifetime,
             "blocks": c["block_us"] * f["blocks"] / SMS,
-            "issue": c["issue_scale"] * f["warps"] * f["issue"] / (SMS * SCHEDULERS * CLOCK_PER_US)}
+            "issue": c["issue_scale"] * f["warps"] * f["issue"] / (SMS * SCHEDULERS * CLOCK_PER_US),
+            "lines": c["line_cycles"] * f["blocks"] * math.ceil(f["threads_per_block"] / WARP)
+            * f.get("thread_lines", 0.0) / (SMS * SCHEDULERS * CLOCK_PER_US)}
 
 
 def host_us(f: dict, c: dict) -> float:

@@ -35,7 +35,7 @@ METHOD = ("computed from H200 timings, not measured: rows are the prediction's G
           "training kernel on its step's timing case through verdict.time()'s GPU path, cold "
           "L2, median of the repeats) and the bench's records (ropelab's variants and controls); "
           "features from each kernel's PTX (cc 9.0, compiled without a GPU) and launch; model = "
-          "launch_us + smooth max of six ceilings (ropelab.grader.predict.model), constants a "
+          "launch_us + smooth max of seven ceilings (ropelab.grader.predict.model), constants a "
           "least-squares fit of log(predicted / measured) with weak priors; validation = refit "
           "with each family (a step, or a recorded kernel) left out, error = predicted / "
           "measured - 1; trivial model = the copy of the step's bytes / a fixed fraction fitted "
