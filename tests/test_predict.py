@@ -691,5 +691,5 @@ def test_a_check_on_another_gpu_fits_the_constants_on_that_runs_training_rows(tm
     empty.write_text(",".join(picked[0]) + "\n")
     with pytest.raises(ValueError, match="no timed training rows"):
         record.fit_on_run(empty)
-    assert json.loads((run / "check-set_g-20261206T224902.json").read_text())["model"].startswith(
+    assert json.loads((run / "check-set_g-20261206T224902-v3.json").read_text())["model"].startswith(
         "fitted on data/predict/h100/timings-training-")

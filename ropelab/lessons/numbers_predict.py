@@ -143,3 +143,25 @@ for _set in ("set_d", "set_e", "heldout_f"):
     @number(f"predict.blind_{_set.rsplit('_', 1)[-1]}")
     def predict_blind(name=_set):
         return _blind(name)
+
+
+def _other_gpu(set_name: str, model: str) -> Rendered:
+    """A set's check on the H100 run of 2026-12-06, by the model ``model`` (``v3``: the one its
+    predictions were registered with; ``v4``: the one its misses shaped) fitted on that run's
+    own training rows (``data/predict/h100/check-<set>-<stamp>-<model>.json``)."""
+    import json
+
+    from ..measure import records
+
+    found = sorted((records.DATA_DIR / "predict" / "h100").glob(f"check-{set_name}-*-{model}.json"))
+    if not found:
+        raise LookupError(f"no data/predict/h100/check-{set_name}-*-{model}.json")
+    doc = json.loads(found[-1].read_text())
+    return Rendered(_words(doc["summary"]), f"data/predict/h100/{found[-1].name}")
+
+
+for _set in ("set_g", "heldout_h"):
+    for _model in ("v3", "v4"):
+        @number(f"predict.h100_{_set.rsplit('_', 1)[-1]}_{_model}")
+        def predict_other_gpu(name=_set, model=_model):
+            return _other_gpu(name, model)

@@ -620,10 +620,15 @@ if torch_record is not None:
 # * the launch: blocks, threads per block, how many fit on an SM (threads, registers, shared
 #   memory), and so how many waves fill the 132 SMs.
 #
-# `ropelab.grader.predict` turns those into six ceilings, each a physical limit (the DRAM's
+# It also runs the launch's first block on the simulator and counts the source lines each
+# thread runs: that sees a loop whose trip count depends on the data (a carry loop, a search),
+# which the PTX holds once whatever it costs.
+#
+# `ropelab.grader.predict` turns those into seven ceilings, each a physical limit (the DRAM's
 # bandwidth, the L2's for the sectors asked for, the [L1](00_rope_in_one_notebook.ipynb#9-glossary)'s one line a cycle, waves times a
-# warp's lifetime of latencies, a cost per block started, the schedulers' issue rate), and
-# predicts a launch fixed time plus a smooth maximum of the six.  A handful of constants are fitted on {{ predict.rows }}
+# warp's lifetime of latencies, a cost per block started, the schedulers' issue rate for the
+# PTX's instructions and for the simulated lines), and predicts a launch fixed time plus a
+# smooth maximum of the seven.  A handful of constants are fitted on {{ predict.rows }}
 # H200 timings: {{ predict.sources }}.  The figure that matters is how the model does on
 # kernels it never saw, so each of the {{ predict.families }} families (a step's kernels, or one
 # recorded kernel at every size) is predicted by a fit made without it.
@@ -668,9 +673,15 @@ plt.show()
 # finish).  Those became the model above, with set E in the fit; on set F it now does
 # {{ predict.heldout_f_now }}, but set F shaped it, so that is no held-out figure.  Sets G
 # and H (`data/heldout/set_g`, `data/heldout/heldout_h`) were written blind for the next
-# check; their predictions are written down and wait for a GPU.  What the model still
-# misses: a launch of one warp doing a few microseconds of work, and host work in a launch
-# function.
+# check.  The only GPU lent when they ran was an H100, so the model they were written down
+# for had its constants fitted on that run's own training kernels; it gave
+# {{ predict.h100_g_v3 }} on G and {{ predict.h100_h_v3 }} on H.  Their worst misses were
+# loops whose trip count depends on the data: a carry loop that runs thousands of times per
+# thread, a binary search.  Counting the simulated lines became the seventh ceiling, and the
+# same fits then give {{ predict.h100_g_v4 }} and {{ predict.h100_h_v4 }}; but G and H shaped
+# it.  Set I (`data/heldout/set_i`) was written blind for the next check.  What the model
+# still misses: a launch of one warp doing a few microseconds of work, one thread summing a
+# block's values while the rest wait, and host work in a launch function.
 #
 # `python -m ropelab.grader.predict --record` refits the model and rewrites the record from the
 # timings it names; `scripts/gpu_predict_timings.sh` is the H200 run behind them.
