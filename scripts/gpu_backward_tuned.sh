@@ -18,9 +18,10 @@ U=$(python3 scripts/pick_backward_units.py --table "$OUT"/units/bench_backward/*
 [ -n "$U" ] || { say "no U picked"; exit 1; }
 say "units_per_pass picked: $U"
 sed -i "s/^UNITS_PER_PASS = .*/UNITS_PER_PASS = $U/" ropelab/kernels/fused_qknorm_rope/backward.py
-grep -n "^UNITS_PER_PASS" ropelab/kernels/fused_qknorm_rope/backward.py | tee -a "$LOG"
+grep -qx "UNITS_PER_PASS = $U" ropelab/kernels/fused_qknorm_rope/backward.py \
+  || { say "UNITS_PER_PASS not set"; exit 1; }
 step 60 gputests python3 -m pytest -o addopts="" -q -p no:cacheprovider --no-header \
   tests/test_gpu_fused_backward.py tests/test_torch_fused_backward.py
 step 150 backward python3 -m ropelab.measure.bench.backward
-step 250 training python3 scripts/gpu_training_speed.py --out "$OUT"
+step 150 training python3 scripts/gpu_training_speed.py --out "$OUT"
 bundle

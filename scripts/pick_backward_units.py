@@ -34,6 +34,8 @@ def geomeans(paths: list[str]) -> dict[tuple[int, int | None], float]:
     if not times:
         raise SystemExit("no ropelab:bwd:kernel:uU rows in " + ", ".join(paths))
     common = set.intersection(*(set(t) for t in times.values()))
+    if not common:
+        raise SystemExit("no shape, layout and dtype was timed for every build")
     return {k: math.exp(sum(math.log(t[c]) for c in common) / len(common))
             for k, t in times.items()}
 
@@ -49,6 +51,8 @@ def main(argv=None) -> int:
         for (u, cap), t in sorted(means.items(), key=lambda kv: (kv[0][0], kv[0][1] or 0)):
             print(f"u{u} {'one wave' if cap is None else f'blocks{cap}':>9}  {t:8.2f} us",
                   file=sys.stderr)
+    if not own:
+        raise SystemExit("no build was timed on its own one-wave grid (only capped rows)")
     print(min(own, key=own.get))
     return 0
 

@@ -693,3 +693,85 @@ def test_a_check_on_another_gpu_fits_the_constants_on_that_runs_training_rows(tm
         record.fit_on_run(empty)
     assert json.loads((run / "check-set_g-20261206T224902-v3.json").read_text())["model"].startswith(
         "fitted on data/predict/h100/timings-training-")
+
+
+@cuda.jit
+def _carry_loop(out, n, stride):
+    # each thread carries its index forward by a stride: the inner loop runs stride // n times,
+    # a trip count the PTX does not hold
+    i = cuda.grid(1)
+    pair = i + stride
+    token = 0
+    while pair >= n:
+        pair -= n
+        token += 1
+    out[i] = token
+
+
+@cuda.jit
+def _lane_zero_loops(out, n):
+    # lane 0 of each warp loops n times; its 31 warp-mates wait for it to leave the loop
+    i = cuda.grid(1)
+    total = 0
+    if cuda.threadIdx.x % 32 == 0:
+        for k in range(n):
+            total += k
+    out[i] = total
+
+
+def test_thread_lines_see_a_data_dependent_trip_count_and_a_warp_waits_for_its_busiest_lane():
+    from ropelab.grader.predict.learner import Launch, block_lines, light, warp_mean
+
+    out = np.zeros(64, dtype=np.int64)
+    few = [out, 8, 16]
+    many = [out, 8, 1600]
+
+    def lines(args, grid=(1, 1, 1), block=(64, 1, 1)):
+        return block_lines(Launch(_carry_loop, grid, block, 0, [light(a) for a in args],
+                                  values=args))
+
+    _, short = lines(few)
+    _, long = lines(many)
+    assert long > 20 * short and long >= 3 * 200  # three lines a pass, 200 passes
+    assert out[0] == 200
+    _, divergent = block_lines(Launch(_lane_zero_loops, (1, 1, 1), (64, 1, 1), 0,
+                                      [light(a) for a in [out, 300]], values=[out, 300]))
+    assert divergent >= 300  # each warp as long as its lane 0, not the block's mean
+    assert warp_mean({0: 10, 1: 2, 32: 4}) == 7.0
+    # a block stopped at the budget: the threads that ended count, the stopped one not
+    from ropelab.grader.predict import learner
+
+    budget = learner.PROFILE_BUDGET
+    try:
+        learner.PROFILE_BUDGET = 3000
+        serial, stopped = lines(many, block=(16, 4, 1))
+    finally:
+        learner.PROFILE_BUDGET = budget
+    assert serial == 0.0 and 0.8 * long <= stopped <= 1.2 * long
+
+
+def test_the_lines_ceiling_runs_a_small_grid_on_the_schedulers_it_has():
+    c = dict(recorded_fit()["meta"]["constants"])
+    one_warp = {"blocks": 1, "threads_per_block": 32, "thread_lines": 10_000}
+    full = {"blocks": 132 * 4, "threads_per_block": 32, "thread_lines": 10_000}
+    assert model.lines_us(one_warp, c) == pytest.approx(model.lines_us(full, c))
+    assert model.lines_us(one_warp, c) == pytest.approx(
+        c["line_cycles"] * 10_000 / model.CLOCK_PER_US)
+    assert model.lines_us(dict(full, blocks=132 * 8), c) == pytest.approx(
+        2 * model.lines_us(full, c))
+    assert model.lines_us(dict(full, thread_lines=0.0), c) == 0.0
+
+
+def test_the_check_options_are_refused_without_a_check_and_a_fit_needs_its_runs_timings(capsys):
+    from ropelab.grader.predict.__main__ import main
+
+    for argv in (["--fit-timings", "x.csv"], ["--save", "x.json"], ["--timings", "x.csv"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert "only with --check-set" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--check-set", "data/heldout/set_g", "--fit-timings", "x.csv"])
+    assert "needs --timings" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="not of the run"):
+        record.check_set("data/heldout/set_g", "data/predict/h100/timings-set_g-20261206T224902.csv",
+                         fit_csv="data/predict/h100/timings-training-20260101T000000.csv")

@@ -71,6 +71,7 @@ class _BlockProfile:
         self.lines: dict = {}
         self.total = 0
         self.stopped = False
+        self.stopped_thread = None  # the thread running when the budget ran out
 
     def tracer(self, worker):
         """A trace function for ``worker``'s OS thread: lines go to the simulated thread the
@@ -84,6 +85,7 @@ class _BlockProfile:
                 self.total += 1
                 if self.total > self.budget:
                     self.stopped = True
+                    self.stopped_thread = thread_id
                     raise ProfileBudget(f"more than {self.budget} lines")
             return local
 

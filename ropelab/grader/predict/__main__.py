@@ -30,6 +30,13 @@ def main(argv=None) -> int:
     parser.add_argument("--save-kernels", action="store_true", help="write data/predict/"
                         "kernels.json: the compiled kernels notebook 07 and the tests predict")
     args = parser.parse_args(argv)
+    if not args.check_set:
+        given = [f"--{n.replace('_', '-')}" for n in ("timings", "fit_timings", "save")
+                 if getattr(args, n)]
+        if given:
+            parser.error(f"{', '.join(given)} only with --check-set")
+    elif args.fit_timings and not args.timings:
+        parser.error("--fit-timings needs --timings: the set's CSV of the same GPU run")
     if args.check_set:
         result = record.check_set(args.check_set, args.timings, progress=_progress,
                                   fit_csv=args.fit_timings)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...cuda_limits import WARP
 from .features import HOST_COUNTS, dims, launch_features
 
 
@@ -353,12 +354,14 @@ def block_lines(launch: Launch) -> tuple[float, float]:
     (thread 0 copying a table, summing a row).  The bytes a launch moves say how much work
     there is; this says whether one thread does it alone.
 
-    ``thread_lines``: source lines a thread of the block runs, on average: the work a loop
-    whose trip count depends on the data does (a carry loop that runs thousands of times, a
-    search), which neither the PTX nor the bytes show.  A block stopped at the budget gives
-    the mean of the threads that had finished (threads run one after another where they never
-    wait for each other; where they run together it is a lower bound), and no serial lines
-    (a long grid-stride loop shares its work evenly).
+    ``thread_lines``: source lines a warp of the block runs, on average over its warps, a warp
+    taking as long as its busiest lane: the work a loop whose trip count depends on the data
+    does (a carry loop that runs thousands of times, a search), which neither the PTX nor the
+    bytes show.  A block stopped at the budget gives the mean over the warps of the threads that
+    had ended (threads run one after another where they never wait for each other; where they
+    run together, every count is partial and the figure is a lower bound), or, when none had,
+    the stopped thread's count as its warp's; and no serial lines (a long grid-stride loop
+    shares its work evenly).
 
     Both are 0 without the simulator, when the arguments are not kept, or when the block
     faults."""
@@ -388,14 +391,26 @@ def block_lines(launch: Launch) -> tuple[float, float]:
     b = launch.block
     threads = b[0] * b[1] * b[2]
     if profile.stopped:
-        ran = sorted(profile.lines)
-        done = [profile.lines[t] for t in ran[:-1]] or [profile.lines[t] for t in ran]
-        return 0.0, float(sum(done) / len(done)) if done else 0.0
+        done = {t: n for t, n in profile.lines.items() if t != profile.stopped_thread}
+        if not done:  # one thread ran past the budget alone: its count is a lower bound
+            return 0.0, float(profile.lines.get(profile.stopped_thread, 0))
+        return 0.0, warp_mean(done)
     counts = [profile.lines.get(t, 0) for t in range(threads)]
     if not counts:
         return 0.0, 0.0
     mean = sum(counts) / len(counts)
-    return float(max(counts) - mean), float(mean)
+    return float(max(counts) - mean), warp_mean(dict(enumerate(counts)))
+
+
+def warp_mean(lines: dict) -> float:
+    """The mean over warps of their busiest lane's lines (``lines``: thread id within the
+    block -> lines it ran; a warp is 32 consecutive ids): a warp's lanes run a loop together
+    until the last of them leaves it."""
+    busiest: dict = {}
+    for t, n in lines.items():
+        w = t // WARP
+        busiest[w] = max(busiest.get(w, 0), n)
+    return float(sum(busiest.values()) / len(busiest)) if busiest else 0.0
 
 
 def features_of(launches: list[Launch], built: list[dict]) -> list[dict]:

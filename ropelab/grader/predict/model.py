@@ -2,7 +2,7 @@
 
 One launch (:func:`.features.launch_features`) takes::
 
-    launch_us + smooth max(memory, l2, latency, blocks, issue) + host
+    launch_us + smooth max(memory, l2, l1, latency, blocks, issue, lines) + host
 
 ``host`` is what a launch step's function does between its launches that the GPU waits for:
 ``copy_call_us`` per copy to or from the GPU plus its bytes over ``pcie_bytes_per_us``, and
@@ -112,8 +112,15 @@ def roofs(f: dict, c: dict) -> dict:
             "latency": f["waves"] * lifetime,
             "blocks": c["block_us"] * f["blocks"] / SMS,
             "issue": c["issue_scale"] * f["warps"] * f["issue"] / (SMS * SCHEDULERS * CLOCK_PER_US),
-            "lines": c["line_cycles"] * f["blocks"] * math.ceil(f["threads_per_block"] / WARP)
-            * f.get("thread_lines", 0.0) / (SMS * SCHEDULERS * CLOCK_PER_US)}
+            "lines": lines_us(f, c)}
+
+
+def lines_us(f: dict, c: dict) -> float:
+    """The ``lines`` ceiling: every warp of the grid runs ``thread_lines`` at ``line_cycles``
+    each, spread over the schedulers that have a warp to run (a grid of one warp has one)."""
+    warps = f["blocks"] * math.ceil(f["threads_per_block"] / WARP)
+    schedulers = max(1, min(warps, SMS * SCHEDULERS))
+    return c["line_cycles"] * warps * f.get("thread_lines", 0.0) / (schedulers * CLOCK_PER_US)
 
 
 def host_us(f: dict, c: dict) -> float:

@@ -208,7 +208,8 @@ def fit_on_run(training_csv, progress=None) -> dict:
     if not rows:
         raise ValueError(f"{training_csv}: no timed training rows to fit")
     return {"constants": model.fit(rows), "trivial_fraction_of_copy": model.trivial_fraction(rows),
-            "fitted_rows": len(rows), "gpu": (_gpu_meta(Path(training_csv)) or {}).get("gpu")}
+            "fitted_rows": len(rows),
+            "gpu": (_gpu_meta(Path(training_csv)) or {}).get("gpu") or "an unnamed GPU"}
 
 
 def _shown(path) -> str:
@@ -222,7 +223,10 @@ def check_set(directory, csv_path=None, progress=None, fit_csv=None) -> dict:
     """A held-out set judged by the recorded model: its rows and summary.  The timings are
     ``csv_path`` or the newest ``data/predict/timings-<set>-*.csv``.  With ``fit_csv`` (the
     training CSV of the same GPU run), the constants are :func:`fit_on_run`'s instead of the
-    record's: the model checked on another GPU, still blind to the set."""
+    record's: the model checked on another GPU, still blind to the set; ``csv_path`` must then
+    be that run's (the same stamp)."""
+    if fit_csv and (csv_path is None or _stamp(Path(csv_path)) != _stamp(Path(fit_csv))):
+        raise ValueError(f"the set's timings ({csv_path}) are not of the run {fit_csv} is")
     from .entries import load_set
 
     entries = load_set(directory)
