@@ -614,26 +614,26 @@ def _every_thread_one(x, out, n):
 
 
 def test_the_block_profile_sees_one_thread_looping_alone_and_nothing_in_even_work():
-    from ropelab.grader.predict.learner import Launch, block_profile, light
+    from ropelab.grader.predict.learner import Launch, block_lines, light
 
     x = np.ones(64 * 200, dtype=np.float32)
     out = np.zeros(64, dtype=np.float32)
     args = [x, out, 200]
-    alone = block_profile(Launch(_thread_zero_sums, (64, 1, 1), (64, 1, 1), 0,
-                                 [light(a) for a in args], values=args))
+    alone = block_lines(Launch(_thread_zero_sums, (64, 1, 1), (64, 1, 1), 0,
+                                 [light(a) for a in args], values=args))[0]
     assert alone >= 200  # at least a line per iteration, beyond the block's mean
     assert out[0] == 200 and out[1] == 0  # only the first block ran
     even = [x, np.zeros_like(x), x.size]
-    assert block_profile(Launch(_every_thread_one, (50, 1, 1), (256, 1, 1), 0,
-                                [light(a) for a in even], values=even)) == 0.0
+    assert block_lines(Launch(_every_thread_one, (50, 1, 1), (256, 1, 1), 0,
+                                [light(a) for a in even], values=even))[0] == 0.0
     # past the budget the block is stopped and its work counts as even
     from ropelab.grader.predict import learner
 
     small = learner.PROFILE_BUDGET
     try:
         learner.PROFILE_BUDGET = 50
-        assert block_profile(Launch(_thread_zero_sums, (64, 1, 1), (64, 1, 1), 0,
-                                    [light(a) for a in args], values=args)) == 0.0
+        assert block_lines(Launch(_thread_zero_sums, (64, 1, 1), (64, 1, 1), 0,
+                                    [light(a) for a in args], values=args))[0] == 0.0
     finally:
         learner.PROFILE_BUDGET = small
     f = features.launch_features(_counts(), (64,), (64,), x.nbytes)

@@ -82,17 +82,18 @@ def predict_sources():
     return Rendered(" and ".join(parts), path)
 
 
-def _check_docs(set_name: str) -> list:
+def _check_docs(set_name: str, folder: str = "predict", tail: str = "") -> list:
     """``(path, doc)`` of every check of a held-out set, oldest first
-    (``data/predict/check-<set>-*.json``, written by ``python -m ropelab.grader.predict
+    (``data/<folder>/check-<set>-*<tail>.json``, written by ``python -m ropelab.grader.predict
     --check-set DIR --save``)."""
     import json
 
     from ..measure import records
 
-    found = sorted((records.DATA_DIR / "predict").glob(f"check-{set_name}-*.json"))
+    pattern = f"check-{set_name}-*{tail}.json"
+    found = sorted((records.DATA_DIR / folder).glob(pattern))
     if not found:
-        raise LookupError(f"no data/predict/check-{set_name}-*.json")
+        raise LookupError(f"no data/{folder}/{pattern}")
     return [(p, json.loads(p.read_text())) for p in found]
 
 
@@ -149,15 +150,8 @@ def _other_gpu(set_name: str, model: str) -> Rendered:
     """A set's check on the H100 run of 2026-12-06, by the model ``model`` (``v3``: the one its
     predictions were registered with; ``v4``: the one its misses shaped) fitted on that run's
     own training rows (``data/predict/h100/check-<set>-<stamp>-<model>.json``)."""
-    import json
-
-    from ..measure import records
-
-    found = sorted((records.DATA_DIR / "predict" / "h100").glob(f"check-{set_name}-*-{model}.json"))
-    if not found:
-        raise LookupError(f"no data/predict/h100/check-{set_name}-*-{model}.json")
-    doc = json.loads(found[-1].read_text())
-    return Rendered(_words(doc["summary"]), f"data/predict/h100/{found[-1].name}")
+    found, doc = _check_docs(set_name, "predict/h100", f"-{model}")[-1]
+    return Rendered(_words(doc["summary"]), f"data/predict/h100/{found.name}")
 
 
 for _set in ("set_g", "heldout_h"):

@@ -42,7 +42,7 @@ class Launch:
     args: list = field(default_factory=list)
     warm: float = 0.0  # share of its array bytes an earlier launch of the step was given
     host: dict = field(default_factory=dict)  # the step's host transfers (the first launch's)
-    values: list | None = None  # the arguments themselves, for block_profile (then dropped)
+    values: list | None = None  # the arguments themselves, for block_lines (then dropped)
 
 
 @dataclass(frozen=True)
@@ -337,12 +337,6 @@ def counts_of(launch: Launch, built: dict) -> dict:
 
 
 PROFILE_BUDGET = 200_000  # source lines a block profile may run (about a second)
-
-
-def block_profile(launch: Launch) -> float:
-    """Source lines the busiest thread of the launch's first block runs beyond the block's
-    mean (:func:`block_lines`' first number)."""
-    return block_lines(launch)[0]
 
 
 def block_lines(launch: Launch) -> tuple[float, float]:

@@ -29,9 +29,9 @@ with seven ceilings, each a physical limit:
              step was given (``warm``: in the L2, which the timer empties only per step);
 ``blocks``   ``block_us`` per block an SM starts: tiny blocks pay their start-up;
 ``issue``    the warps' issue cycles over the SMs' four schedulers, times ``issue_scale``;
-``lines``    the source lines the launch's warps run (``thread_lines``, a thread of the first
-             block on the simulator, for every warp of the grid) at ``line_cycles`` of a
-             scheduler each: the work of a loop whose trip count depends on the data (a carry
+``lines``    the source lines the launch's warps run (``thread_lines``: a warp's busiest lane
+             in the first block on the simulator, averaged over its warps, for every warp of
+             the grid) at ``line_cycles`` of a scheduler each: the work of a loop whose trip count depends on the data (a carry
              loop, a search), which ``issue`` cannot see, since the PTX holds the loop's body
              once and the bytes do not grow with it.
 
