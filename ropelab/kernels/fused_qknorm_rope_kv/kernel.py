@@ -67,22 +67,7 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, lanes_per_head: i
     load_qk, weigh_qk, store_qk, rounded_qk, fp8_qk = (qk.load, qk.weigh, qk.store, qk.rounded,
                                                        qk.store_fp8)
     v = runs(storage, E)
-    load_v, fetch_v, put_v, fp8_v = v.load, v.fetch, v.put, v.store_fp8
-    V_WORDS = v.copy_words
-
-    # ex: begin kv_slot
-    @cuda.jit(device=True, inline="always")
-    def slot_ok(slot, capacity, errors, lane):
-        # vLLM's slot: block * block_size + offset, a row of the cache seen as [slots, heads *
-        # head_dim]; negative is padding (nothing written).  A slot past the cache is recorded
-        # in the error word's second entry and its token's K and V are not written.
-        write_kv = slot >= int64(0)
-        if write_kv and uint64(slot) >= capacity:
-            write_kv = False
-            if lane == uint32(0):
-                errors[1] = int32(min(slot, int64(INT32_MAX)))
-        return write_kv
-    # ex: end kv_slot
+    load_v, copy_v, fp8_v = v.load, v.copy, v.store_fp8
 
     # ex: begin kv_kernel
     @cuda.jit(device=True, inline="always")
@@ -98,6 +83,17 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, lanes_per_head: i
         token = uint32(uint32(cuda.blockIdx.x) * uint32(cuda.blockDim.y) + uint32(cuda.threadIdx.y))
         if token >= uint32(positions.shape[0]):  # warp-uniform
             return
+        # ex: begin kv_slot
+        # vLLM's slot: block * block_size + offset, a row of the cache seen as [slots, heads *
+        # head_dim]; negative is padding (nothing written).  A slot past the cache is recorded
+        # in the error word's second entry and its token's K and V are not written.
+        slot = int64(slots[token])
+        write_kv = slot >= int64(0)
+        if write_kv and uint64(slot) >= capacity:
+            write_kv = False
+            if lane == uint32(0):
+                errors[1] = int32(min(slot, int64(INT32_MAX)))
+        # ex: end kv_slot
         vals = cuda.local.array(E, float32)
         row = uint32(token * heads_total)
 
@@ -105,30 +101,20 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, lanes_per_head: i
             # ex: begin kv_values
             # A V warp (warps of V heads follow the Q and K warps, so the branch is
             # warp-uniform): V is copied, or scaled and rounded to e4m3; never normalized.
-            # Its load and the slot's are both issued before the slot is tested, so a token
-            # waits for memory once, not twice (the store's address waits for the slot).
             head = uint32(uint32(warp - qk_warps) * uint32(HPW) + group)
-            live = head < heads_v
-            src = uint32(uint32(row + heads_qk + head) * uint32(D) + sub * uint32(E))
-            words = cuda.local.array(V_WORDS, uint32)
-            if live:
-                if FP8:
-                    load_v(qkv, src, vals, 0, float32(0.0))
-                else:
-                    fetch_v(qkv, src, words)
-            slot = int64(slots[token])
-            if slot_ok(slot, capacity, errors, lane) and live:
+            if head < heads_v and write_kv:
+                src = uint32(uint32(row + heads_qk + head) * uint32(D) + sub * uint32(E))
                 dst = uint64(uint64(slot) * uint64(heads_v * uint32(D))
                              + uint64(head * uint32(D) + sub * uint32(E)))
                 if FP8:
+                    load_v(qkv, src, vals, 0, float32(0.0))
                     fp8_v(v_cache, dst >> uint64(1), vals, 0, inv_v_scale)
                 else:
-                    put_v(v_cache, dst, words)
+                    copy_v(qkv, src, v_cache, dst)
             # ex: end kv_values
             return
 
-        # Q and K: every load first (qkv, the position, the slot), then the tests and the
-        # arithmetic that wait for them.  A head past the end (an odd head count) reads the last
+        # Q and K: every load first.  A head past the end (an odd head count) reads the last
         # head, works with its warp-mates (the shuffles stay warp-uniform) and stores nothing.
         head = uint32(warp * uint32(HPW) + group)
         src_head = head if head < heads_qk else uint32(heads_qk - uint32(1))
@@ -139,7 +125,6 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, lanes_per_head: i
                              q * RUN, ss)
 
         p = positions[token]
-        slot = int64(slots[token])  # issued with the loads above, tested below
         prow = uint32(0)
         in_range = True
         if CACHE:  # the fused kernel's device function: row 0 when out of range
@@ -150,7 +135,6 @@ def make_kernel(head_dim: int, interleave: bool, storage: str, lanes_per_head: i
         sn = cuda.local.array(PAIRS, float32)
         if IN_LANE:  # the fused kernel's device function
             lane_cos_sin(cs, sn, table, sub, pos, prow, n_pairs)
-        write_kv = slot_ok(slot, capacity, errors, lane)
 
         # RMSNorm: a butterfly over the group's lanes leaves the head's sum in every lane.
         scale = head_scale(ss, eps)

@@ -47,10 +47,7 @@ def runs(storage: str, n: int, gemma: bool = False) -> SimpleNamespace:
     * ``weigh(weight, first, vals, o)``: ``vals[o + i] *= weight[first + i]`` (``gemma``:
       ``* (1 + weight[first + i])``, the Gemma / Qwen3-Next norm);
     * ``store(dst, first, vals, o)``: ``vals[o : o + n]``, rounded to ``storage``, at ``first``;
-    * ``fetch(src, first, words)`` then ``put(dst, dfirst, words)``: the run's bits, unchanged
-      (V into a same-dtype cache), through ``words``, a ``uint32`` array of ``copy_words``
-      entries; two calls, so a kernel can issue the load before it knows whether (and where)
-      the store goes;
+    * ``copy(src, first, dst, dfirst)``: the run's bits, unchanged (V into a same-dtype cache);
     * ``rounded(vals, o)``: ``vals[o : o + n]`` rounded to ``storage`` and back (what a store
       and a load would give), in place;
     * ``store_fp8(dst16, first16, vals, o, inv_scale)``: ``e4m3(vals[o + i] * inv_scale)``,
@@ -62,7 +59,6 @@ def runs(storage: str, n: int, gemma: bool = False) -> SimpleNamespace:
     count = n // per
     copy_width = access_bytes(ITEMSIZE[storage] * n)  # bit copies: words for float32 too
     copy_per = copy_width // ITEMSIZE[storage]
-    copy_words = max(1, copy_width // 4) * (n // copy_per)  # fetch's words
     fp8_width = access_bytes(n)  # bytes per FP8 store
     low, high, pack = CODECS.get(storage, CODECS["bfloat16"])  # unused for float32
     GEMMA = bool(gemma)
@@ -148,37 +144,20 @@ def runs(storage: str, n: int, gemma: bool = False) -> SimpleNamespace:
                 dst[i] = uint16(pack(vals[v], vals[v]) & uint32(0xFFFF))
 
     @cuda.jit(device=True, inline="always")
-    def fetch(src, first, words):
+    def copy(src, first, dst, dfirst):
         for k in range(n // copy_per):
             i = uint32(first + uint32(k * copy_per))
-            if copy_width == 16:
-                w0, w1, w2, w3 = load_u32x4(src, i)
-                words[4 * k] = w0
-                words[4 * k + 1] = w1
-                words[4 * k + 2] = w2
-                words[4 * k + 3] = w3
-            elif copy_width == 8:
-                w0, w1 = load_u32x2(src, i)
-                words[2 * k] = w0
-                words[2 * k + 1] = w1
-            elif copy_width == 4:
-                words[k] = load_u32(src, i)
-            else:  # one 16-bit element (a run of one): its bits in the word's low half
-                words[k] = uint32(src[i])
-
-    @cuda.jit(device=True, inline="always")
-    def put(dst, dfirst, words):
-        for k in range(n // copy_per):
             j = uint64(uint64(dfirst) + uint64(k * copy_per))
             if copy_width == 16:
-                store_u32x4(dst, j, words[4 * k], words[4 * k + 1], words[4 * k + 2],
-                            words[4 * k + 3])
+                w0, w1, w2, w3 = load_u32x4(src, i)
+                store_u32x4(dst, j, w0, w1, w2, w3)
             elif copy_width == 8:
-                store_u32x2(dst, j, words[2 * k], words[2 * k + 1])
+                w0, w1 = load_u32x2(src, i)
+                store_u32x2(dst, j, w0, w1)
             elif copy_width == 4:
-                store_u32(dst, j, words[k])
+                store_u32(dst, j, load_u32(src, i))
             else:
-                dst[j] = uint16(words[k] & uint32(0xFFFF))
+                dst[j] = src[i]
 
     @cuda.jit(device=True, inline="always")
     def rounded(vals, o):
@@ -213,7 +192,6 @@ def runs(storage: str, n: int, gemma: bool = False) -> SimpleNamespace:
             else:
                 dst[j] = uint16(fp8.pack2(vals[v] * inv, vals[v + 1] * inv))
 
-    return SimpleNamespace(load=load, weigh=weigh, store=store, fetch=fetch, put=put,
-                           rounded=rounded, store_fp8=store_fp8, width=width,
-                           copy_width=copy_width, copy_words=copy_words,
+    return SimpleNamespace(load=load, weigh=weigh, store=store, copy=copy, rounded=rounded,
+                           store_fp8=store_fp8, width=width, copy_width=copy_width,
                            fp8_width=fp8_width)

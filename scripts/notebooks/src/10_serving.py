@@ -162,7 +162,7 @@ print("lanes along tokens, slots scattered:",
 #
 # `ropelab.fused_qknorm_rope_kv` runs the fused kernel of notebook 06 and changes where the
 # results go.  Printed for the build the course shows ([bfloat16](00_rope_in_one_notebook.ipynb#9-glossary) storage, heads of 128,
-# interleaved pairs, half a warp per head, an FP8 cache): first how a warp tests its token's
+# interleaved pairs, half a warp per head, an FP8 cache): first how a warp reads its token's
 # slot (`lessons.excerpt(kv_kernel.kernel, "kv_kernel")` prints every build's whole kernel):
 
 # %%
@@ -171,12 +171,7 @@ print(lessons.specialised(kv_build, "kv_slot"))
 
 # %% [markdown]
 # The V warps (a token's warps are its Q and K warps, then its V warps, so the branch is the
-# same for every [lane](00_rope_in_one_notebook.ipynb#9-glossary) of a warp) do no arithmetic at all: V is copied, or scaled and rounded.
-# Mind the order.  The slot decides where V goes, not what V is, so the warp issues its load
-# of V first and the slot's second, and only then tests the slot: the two trips to memory
-# overlap.  Test the slot first and the V load cannot leave before the slot has come back, so
-# the warp waits for memory twice.  Q and K warps do the same: qkv, the position and the slot
-# are all in flight before anything waits for one of them.
+# same for every [lane](00_rope_in_one_notebook.ipynb#9-glossary) of a warp) do no arithmetic at all: V is copied, or scaled and rounded:
 
 # %%
 print(lessons.specialised(kv_build, "kv_values"))
