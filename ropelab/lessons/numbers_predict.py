@@ -146,16 +146,25 @@ for _set in ("set_d", "set_e", "heldout_f"):
         return _blind(name)
 
 
-def _other_gpu(set_name: str, model: str) -> Rendered:
-    """A set's check on the H100 run of 2026-12-06, by the model ``model`` (``v3``: the one its
-    predictions were registered with; ``v4``: the one its misses shaped) fitted on that run's
-    own training rows (``data/predict/h100/check-<set>-<stamp>-<model>.json``)."""
-    found, doc = _check_docs(set_name, "predict/h100", f"-{model}")[-1]
+def _other_gpu(set_name: str, model: str, stamp: str) -> Rendered:
+    """A set's check on an H100 run (``stamp``: the run's, in the file name), by the model
+    ``model`` (``v3``: the one G and H's predictions were registered with; ``v4``: the one their
+    misses shaped, and set I's registered one) fitted on that run's own training rows
+    (``data/predict/h100/check-<set>-<stamp>-<model>.json``)."""
+    found, doc = _check_docs(set_name, "predict/h100", f"{stamp}-{model}")[-1]
     return Rendered(_words(doc["summary"]), f"data/predict/h100/{found.name}")
 
 
+# G and H's first run (2026-12-06); a second H100 run of 2026-12-07 re-timed them beside set I.
 for _set in ("set_g", "heldout_h"):
     for _model in ("v3", "v4"):
         @number(f"predict.h100_{_set.rsplit('_', 1)[-1]}_{_model}")
         def predict_other_gpu(name=_set, model=_model):
-            return _other_gpu(name, model)
+            return _other_gpu(name, model, "20261206T224902")
+
+
+@number("predict.h100_i_v4")
+def predict_h100_i():
+    """Set I, blind: its first GPU run (an H100), by the model its predictions were registered
+    with, the constants fitted on that run's training rows."""
+    return _other_gpu("set_i", "v4", "20261207T012600")
