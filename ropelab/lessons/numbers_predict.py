@@ -168,3 +168,10 @@ def predict_h100_i():
     """Set I, blind: its first GPU run (an H100), by the model its predictions were registered
     with, the constants fitted on that run's training rows."""
     return _other_gpu("set_i", "v4", "20261207T012600")
+
+
+@number("predict.h100_j_v4")
+def predict_h100_j():
+    """Set J, blind: its first GPU run (an H100), by the model its predictions were registered
+    with (the same as set I's), the constants fitted on that run's training rows."""
+    return _other_gpu("set_j", "v4", "20261207T015455")

@@ -684,8 +684,10 @@ plt.show()
 # gave {{ predict.h100_i_v4 }}: the mean is within what the course asks of the model (15%), the
 # worst is not (30%).  Its worst misses are kernels of 20-25 us predicted 30-50% too slow
 # where the `issue` ceiling binds: grid-stride loops and `pow` calls, whose PTX counts more
-# instructions than these kernels' times leave room for.  What the model still misses
-# besides: a launch of one warp doing a few microseconds of work, one thread summing a
+# instructions than these kernels' times leave room for.  Set J (`data/heldout/set_j`), a
+# sixth learner's, registered and then timed the same way, gave {{ predict.h100_j_v4 }}; all
+# but two of its kernels within 27%, the worst a ragged-batch launch (10.4) whose host
+# copies the model charges in full.  What the model still misses besides: a launch of one warp doing a few microseconds of work, one thread summing a
 # block's values while the rest wait, and host work in a launch function.
 #
 # `python -m ropelab.grader.predict --record` refits the model and rewrites the record from the
