@@ -684,9 +684,10 @@ plt.show()
 # gave {{ predict.h100_i_v4 }}: the mean meets the course's target for the model, the worst
 # does not.  Its worst misses are kernels that run near the copy's speed, predicted far too
 # slow where the `issue` ceiling binds, which no training kernel's time ever does: grid-stride
-# loops and `pow` calls.  A float32 `pow` inlines libdevice's routine, a few hundred PTX
-# instructions with branches for special values, and the ceiling counts all of them, once per
-# pass, where these kernels' times leave room for far fewer.  Set J (`data/heldout/set_j`), a sixth learner's, registered and then timed the
+# loops and precise `sin`, `cos` and `pow` (a kernel compiled without `fastmath`).  Each
+# inlines libdevice's routine with its rarely taken branch (huge arguments, special values):
+# `math.cos` alone is several times the PTX of its fast-math form, and the ceiling counts
+# every instruction, once per pass, though a RoPE angle never takes that branch.  Set J (`data/heldout/set_j`), a sixth learner's, registered and then timed the
 # same way, gave {{ predict.h100_j_v4 }}; its worst is a ragged-batch launch (10.4) whose host
 # copies the model charges in full.  What the model still misses besides: a launch of one
 # warp doing a few microseconds of work, and one thread summing a block's values while the
