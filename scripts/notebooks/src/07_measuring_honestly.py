@@ -685,7 +685,7 @@ plt.show()
 # does not.  Its worst misses are kernels that run near the copy's speed, predicted far too
 # slow where the `issue` ceiling binds, which no training kernel's time ever does: grid-stride
 # loops and precise `sin`, `cos` and `pow` (a kernel compiled without `fastmath`).  Each
-# inlines libdevice's routine with its rarely taken branch (huge arguments, special values):
+# inlines [libdevice](00_rope_in_one_notebook.ipynb#9-glossary)'s routine with its rarely taken branch (huge arguments, special values):
 # `math.cos` alone is several times the PTX of its fast-math form, and the ceiling counts
 # every instruction, once per pass, though a RoPE angle never takes that branch.  Set J (`data/heldout/set_j`), a sixth learner's, registered and then timed the
 # same way, gave {{ predict.h100_j_v4 }}; its worst is a ragged-batch launch (10.4) whose host
