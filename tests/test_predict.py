@@ -99,6 +99,39 @@ def test_a_loop_pays_its_rounds_each_pass_and_counts_its_traffic_per_pass():
     assert a["sectors_loop"] == 8  # two coalesced 4-byte accesses: 4 sectors each
 
 
+# A cold path laid out after the exit that jumps back to where it rejoins (how LLVM places
+# libdevice's reduction of a huge sin argument): a branch to an earlier label, but no cycle.
+COLD_PATH = kernel("""
+    mov.u32 %r1, %tid.x;
+    cvt.s64.s32 %rd3, %r1;
+    shl.b64 %rd4, %rd3, 2;
+    add.s64 %rd5, %rd1, %rd4;
+    ld.global.f32 %f1, [%rd5];
+    setp.gt.f32 %p1, %f1, 0f47CE4780;
+    @%p1 bra $L__BB0_3;
+$L__BB0_1:
+    add.f32 %f2, %f1, %f1;
+    add.s64 %rd6, %rd2, %rd4;
+    st.global.f32 [%rd6], %f2;
+    ret;
+$L__BB0_3:
+    mul.f32 %f3, %f1, %f1;
+    mul.f32 %f4, %f3, %f3;
+    mul.f32 %f1, %f4, %f3;
+    bra.uni $L__BB0_1;
+""")
+
+
+def test_a_cold_path_that_jumps_back_to_rejoin_is_no_loop():
+    a = ptx.analyze(COLD_PATH)
+    assert a["loops"] == 0 and a["alu_loop"] == 0 and a["rounds_loop"] == 0
+    assert a["st_bytes_out"] == 4 and a["st_bytes_loop"] == 0
+    # the same code with a branch that does close a cycle (back to the load) is a loop
+    cycle = COLD_PATH.replace("    ret;\n$L__BB0_3:", "    @%p1 bra $L__BB0_4;\n    ret;\n$L__BB0_3:")
+    cycle = cycle.replace("    mov.u32 %r1, %tid.x;", "$L__BB0_4:\n    mov.u32 %r1, %tid.x;")
+    assert ptx.analyze(cycle)["loops"] == 1
+
+
 # A loop LLVM unrolled by two (two independent loads a pass) and its remainder loop, marked
 # nounroll, which runs at most once more: the pass is the unrolled body alone.
 UNROLLED = kernel("""

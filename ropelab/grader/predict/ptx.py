@@ -200,9 +200,14 @@ def _loops(kernel: Kernel) -> set:
     once, not as a second loop pass: counted as a loop, its loads made each pass look one
     load longer and one memory round deeper than the body the threads actually repeat."""
     loops = []
+    reach = _reaches(kernel)
     for k, ins in enumerate(kernel.instructions):
         start = kernel.labels.get(ins.target) if ins.head == "bra" else None
-        if start is not None and start <= k:
+        # A branch to an earlier label is a loop only when the label's code leads back to
+        # the branch: LLVM lays a cold path (libdevice's reduction of a huge sin argument, a
+        # pow of special values) out after the kernel's exit and jumps back to where it
+        # rejoins, which is no cycle.
+        if start is not None and start <= k and reach(start, k):
             loops.append((ins.target, start, k))
     remainder = {name for name, _, _ in loops if name in kernel.nounroll}
     if len(remainder) == len({name for name, _, _ in loops}):
@@ -212,6 +217,44 @@ def _loops(kernel: Kernel) -> set:
         if name not in remainder:
             inside.update(range(start, end + 1))
     return inside
+
+
+def _reaches(kernel: Kernel):
+    """``reach(a, b)``: whether instruction ``b`` can run after instruction ``a`` (falling
+    through, or by any branch), over basic blocks."""
+    blocks = _blocks(kernel)
+    first = {start: i for i, (start, _) in enumerate(blocks)}
+    of = {}
+    for i, (start, end) in enumerate(blocks):
+        for k in range(start, end):
+            of[k] = i
+    succ = []
+    for i, (start, end) in enumerate(blocks):
+        last = kernel.instructions[end - 1]
+        nxt = []
+        if not (last.head in ("ret", "exit") or (last.head == "bra" and last.guard is None)):
+            if i + 1 < len(blocks):
+                nxt.append(i + 1)
+        if last.head == "bra":
+            t = first.get(kernel.labels.get(last.target))
+            if t is not None:
+                nxt.append(t)
+        succ.append(nxt)
+
+    def reach(a: int, b: int) -> bool:
+        src, dst = of[a], of[b]
+        seen, todo = {src}, [src]
+        while todo:
+            i = todo.pop()
+            if i == dst:
+                return True
+            for j in succ[i]:
+                if j not in seen:
+                    seen.add(j)
+                    todo.append(j)
+        return False
+
+    return reach
 
 
 def _blocks(kernel: Kernel) -> list:
