@@ -175,3 +175,10 @@ def predict_h100_j():
     """Set J, blind: its first GPU run (an H100), by the model its predictions were registered
     with (the same as set I's), the constants fitted on that run's training rows."""
     return _other_gpu("set_j", "v4", "20261207T015455")
+
+
+@number("predict.h100_i_v5")
+def predict_h100_i_v5():
+    """Set I on the same H100 run by the model its misses shaped (v5: a loop must close a
+    cycle), fitted the same way: no held-out figure."""
+    return _other_gpu("set_i", "v5", "20261207T012600")

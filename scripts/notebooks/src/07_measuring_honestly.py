@@ -685,10 +685,13 @@ plt.show()
 # does not.  Its worst misses are kernels that run near the copy's speed, predicted far too
 # slow where the `issue` ceiling binds, which no training kernel's time ever does: grid-stride
 # loops and precise `sin`, `cos` and `pow` (a kernel compiled without `fastmath`).  Each
-# inlines [libdevice](00_rope_in_one_notebook.ipynb#9-glossary)'s routine with its rarely taken branch (huge arguments, special values):
-# `math.cos` alone is several times the PTX of its fast-math form, and the ceiling counts
-# every instruction, once per pass, though a RoPE angle never takes that branch.  Set J (`data/heldout/set_j`), a sixth learner's, registered and then timed the
-# same way, gave {{ predict.h100_j_v4 }}; its worst is a ragged-batch launch (10.4) whose host
+# inlines [libdevice](00_rope_in_one_notebook.ipynb#9-glossary)'s routine with its rarely taken branch (huge arguments, special values),
+# and [LLVM](00_rope_in_one_notebook.ipynb#9-glossary) lays that branch out after the kernel's exit, with a jump back to where it
+# rejoins.  The analysis took every branch to an earlier label for a loop, so the cold code
+# was counted as the kernel's loop, once per pass.  Now a loop must close a cycle; by that
+# model, fitted the same way, set I gives {{ predict.h100_i_v5 }}, but set I shaped it.
+# Set J (`data/heldout/set_j`), a sixth learner's, registered and then timed the same way,
+# gave {{ predict.h100_j_v4 }}; its worst is a ragged-batch launch (10.4) whose host
 # copies the model charges in full.  What the model still misses besides: a launch of one
 # warp doing a few microseconds of work, and one thread summing a block's values while the
 # rest wait.
