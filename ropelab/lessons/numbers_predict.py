@@ -147,38 +147,28 @@ for _set in ("set_d", "set_e", "heldout_f"):
 
 
 def _other_gpu(set_name: str, model: str, stamp: str) -> Rendered:
-    """A set's check on an H100 run (``stamp``: the run's, in the file name), by the model
-    ``model`` (``v3``: the one G and H's predictions were registered with; ``v4``: the one their
-    misses shaped, and set I's registered one) fitted on that run's own training rows
-    (``data/predict/h100/check-<set>-<stamp>-<model>.json``)."""
+    """A set's check on an H100 run (``stamp``: the run's, in the file name) by the model
+    version ``model``, its constants fitted on that run's own training rows
+    (``data/predict/h100/check-<set>-<stamp>-<model>.json``; :data:`H100_CHECKS` says which)."""
     found, doc = _check_docs(set_name, "predict/h100", f"{stamp}-{model}")[-1]
     return Rendered(_words(doc["summary"]), f"data/predict/h100/{found.name}")
 
 
-# G and H's first run (2026-12-06); a second H100 run of 2026-12-07 re-timed them beside set I.
-for _set in ("set_g", "heldout_h"):
-    for _model in ("v3", "v4"):
-        @number(f"predict.h100_{_set.rsplit('_', 1)[-1]}_{_model}")
-        def predict_other_gpu(name=_set, model=_model):
-            return _other_gpu(name, model, "20261206T224902")
-
-
-@number("predict.h100_i_v4")
-def predict_h100_i():
-    """Set I, blind: its first GPU run (an H100), by the model its predictions were registered
-    with, the constants fitted on that run's training rows."""
-    return _other_gpu("set_i", "v4", "20261207T012600")
-
-
-@number("predict.h100_j_v4")
-def predict_h100_j():
-    """Set J, blind: its first GPU run (an H100), by the model its predictions were registered
-    with (the same as set I's), the constants fitted on that run's training rows."""
-    return _other_gpu("set_j", "v4", "20261207T015455")
-
-
-@number("predict.h100_i_v5")
-def predict_h100_i_v5():
-    """Set I on the same H100 run by the model its misses shaped (v5: a loop must close a
-    cycle), fitted the same way: no held-out figure."""
-    return _other_gpu("set_i", "v5", "20261207T012600")
+# The H100 checks the prose renders: number -> (set, model, run stamp).  G and H's first run
+# (2026-12-06; a second run of 2026-12-07 re-timed them beside set I) by v3, the model their
+# predictions were registered with, and v4, which their misses shaped; sets I and J, blind, by
+# v4, the model they were registered with; set I by v5, which its misses shaped (no held-out
+# figure).
+H100_CHECKS = {
+    "predict.h100_g_v3": ("set_g", "v3", "20261206T224902"),
+    "predict.h100_g_v4": ("set_g", "v4", "20261206T224902"),
+    "predict.h100_h_v3": ("heldout_h", "v3", "20261206T224902"),
+    "predict.h100_h_v4": ("heldout_h", "v4", "20261206T224902"),
+    "predict.h100_i_v4": ("set_i", "v4", "20261207T012600"),
+    "predict.h100_j_v4": ("set_j", "v4", "20261207T015455"),
+    "predict.h100_i_v5": ("set_i", "v5", "20261207T012600"),
+}
+for _key, _check in H100_CHECKS.items():
+    @number(_key)
+    def predict_other_gpu(check=_check):
+        return _other_gpu(*check)

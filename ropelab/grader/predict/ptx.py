@@ -191,8 +191,9 @@ def _instruction(opcode: str, operands: list, guard) -> Instruction:
 # The analysis
 # --------------------------------------------------------------------------------------------
 
-def _loops(kernel: Kernel) -> set:
-    """Indices of the instructions inside a loop: from a label to a later branch back to it.
+def _loops(kernel: Kernel, blocks: list) -> set:
+    """Indices of the instructions inside a loop: from a label to a later branch back to it
+    (``blocks``: :func:`_blocks` of ``kernel``).
 
     When LLVM unrolls a loop whose trip count is not known it emits the unrolled body and a
     remainder loop for the last few iterations, marked ``.pragma "nounroll"``.  The remainder
@@ -200,7 +201,7 @@ def _loops(kernel: Kernel) -> set:
     once, not as a second loop pass: counted as a loop, its loads made each pass look one
     load longer and one memory round deeper than the body the threads actually repeat."""
     loops = []
-    reach = _reaches(kernel)
+    reach = _reaches(kernel, blocks)
     for k, ins in enumerate(kernel.instructions):
         start = kernel.labels.get(ins.target) if ins.head == "bra" else None
         # A branch to an earlier label is a loop only when the label's code leads back to
@@ -219,27 +220,11 @@ def _loops(kernel: Kernel) -> set:
     return inside
 
 
-def _reaches(kernel: Kernel):
+def _reaches(kernel: Kernel, blocks: list):
     """``reach(a, b)``: whether instruction ``b`` can run after instruction ``a`` (falling
     through, or by any branch), over basic blocks."""
-    blocks = _blocks(kernel)
-    first = {start: i for i, (start, _) in enumerate(blocks)}
-    of = {}
-    for i, (start, end) in enumerate(blocks):
-        for k in range(start, end):
-            of[k] = i
-    succ = []
-    for i, (start, end) in enumerate(blocks):
-        last = kernel.instructions[end - 1]
-        nxt = []
-        if not (last.head in ("ret", "exit") or (last.head == "bra" and last.guard is None)):
-            if i + 1 < len(blocks):
-                nxt.append(i + 1)
-        if last.head == "bra":
-            t = first.get(kernel.labels.get(last.target))
-            if t is not None:
-                nxt.append(t)
-        succ.append(nxt)
+    succ = _successors(kernel, blocks)
+    of = {k: i for i, (start, end) in enumerate(blocks) for k in range(start, end)}
 
     def reach(a: int, b: int) -> bool:
         src, dst = of[a], of[b]
@@ -257,6 +242,26 @@ def _reaches(kernel: Kernel):
     return reach
 
 
+def _successors(kernel: Kernel, blocks: list) -> list:
+    """Block index -> the blocks that can run next: the following block where the last
+    instruction falls through (not a ``ret``, an ``exit`` or an unguarded branch), and a
+    branch's target, earlier or later."""
+    first = {start: b for b, (start, _) in enumerate(blocks)}
+    succ = []
+    for b, (_, end) in enumerate(blocks):
+        last = kernel.instructions[end - 1]
+        nxt = []
+        falls = not (last.head in ("ret", "exit") or (last.head == "bra" and last.guard is None))
+        if falls and b + 1 < len(blocks):
+            nxt.append(b + 1)
+        if last.head == "bra":
+            target = first.get(kernel.labels.get(last.target))
+            if target is not None:
+                nxt.append(target)
+        succ.append(nxt)
+    return succ
+
+
 def _blocks(kernel: Kernel) -> list:
     """Basic blocks as (first, last + 1) instruction indices, in program order."""
     starts = {0, *kernel.labels.values()}
@@ -272,16 +277,10 @@ def _predecessors(kernel: Kernel, blocks: list) -> dict:
     """Block index -> earlier blocks that reach it (fall-through or a forward branch); the
     branches back to a loop's head are left out: one pass in program order then sees every
     predecessor before the block."""
-    first = {start: b for b, (start, _) in enumerate(blocks)}
     preds = {b: [] for b in range(len(blocks))}
-    for b, (start, end) in enumerate(blocks):
-        last = kernel.instructions[end - 1]
-        falls = not (last.head in ("ret", "exit") or (last.head == "bra" and last.guard is None))
-        if falls and b + 1 < len(blocks):
-            preds[b + 1].append(b)
-        if last.head == "bra":
-            target = first.get(kernel.labels.get(last.target))
-            if target is not None and target > b:
+    for b, nxt in enumerate(_successors(kernel, blocks)):
+        for target in nxt:
+            if target > b:
                 preds[target].append(b)
     return preds
 
@@ -319,8 +318,8 @@ def analyze(ptx: str, params=None) -> dict:
     parameter (a stride, a row length) makes the lane steps of the addresses built from it
     known too."""
     kernel = parse(ptx)
-    loop = _loops(kernel)
     blocks = _blocks(kernel)
+    loop = _loops(kernel, blocks)
     preds = _predecessors(kernel, blocks)
     steps, consts, signs, rounds = {}, {}, set(), {}
     for reg, index in kernel.params.items():
