@@ -191,9 +191,9 @@ def _instruction(opcode: str, operands: list, guard) -> Instruction:
 # The analysis
 # --------------------------------------------------------------------------------------------
 
-def _loops(kernel: Kernel, blocks: list) -> set:
+def _loops(kernel: Kernel, blocks: list, succ: list) -> set:
     """Indices of the instructions inside a loop: from a label to a later branch back to it
-    (``blocks``: :func:`_blocks` of ``kernel``).
+    (``blocks``: :func:`_blocks` of ``kernel``, ``succ``: their :func:`_successors`).
 
     When LLVM unrolls a loop whose trip count is not known it emits the unrolled body and a
     remainder loop for the last few iterations, marked ``.pragma "nounroll"``.  The remainder
@@ -201,7 +201,7 @@ def _loops(kernel: Kernel, blocks: list) -> set:
     once, not as a second loop pass: counted as a loop, its loads made each pass look one
     load longer and one memory round deeper than the body the threads actually repeat."""
     loops = []
-    reach = _reaches(kernel, blocks)
+    reach = _reaches(blocks, succ)
     for k, ins in enumerate(kernel.instructions):
         start = kernel.labels.get(ins.target) if ins.head == "bra" else None
         # A branch to an earlier label is a loop only when the label's code leads back to
@@ -220,10 +220,9 @@ def _loops(kernel: Kernel, blocks: list) -> set:
     return inside
 
 
-def _reaches(kernel: Kernel, blocks: list):
+def _reaches(blocks: list, succ: list):
     """``reach(a, b)``: whether instruction ``b`` can run after instruction ``a`` (falling
-    through, or by any branch), over basic blocks."""
-    succ = _successors(kernel, blocks)
+    through, or by any branch), over basic blocks (``succ``: :func:`_successors`)."""
     of = {k: i for i, (start, end) in enumerate(blocks) for k in range(start, end)}
 
     def reach(a: int, b: int) -> bool:
@@ -273,12 +272,12 @@ def _blocks(kernel: Kernel) -> list:
     return list(zip(edges, edges[1:]))
 
 
-def _predecessors(kernel: Kernel, blocks: list) -> dict:
-    """Block index -> earlier blocks that reach it (fall-through or a forward branch); the
-    branches back to a loop's head are left out: one pass in program order then sees every
-    predecessor before the block."""
-    preds = {b: [] for b in range(len(blocks))}
-    for b, nxt in enumerate(_successors(kernel, blocks)):
+def _predecessors(succ: list) -> dict:
+    """Block index -> earlier blocks that reach it (fall-through or a forward branch), from
+    :func:`_successors`; the branches back to a loop's head are left out: one pass in program
+    order then sees every predecessor before the block."""
+    preds = {b: [] for b in range(len(succ))}
+    for b, nxt in enumerate(succ):
         for target in nxt:
             if target > b:
                 preds[target].append(b)
@@ -319,8 +318,9 @@ def analyze(ptx: str, params=None) -> dict:
     known too."""
     kernel = parse(ptx)
     blocks = _blocks(kernel)
-    loop = _loops(kernel, blocks)
-    preds = _predecessors(kernel, blocks)
+    succ = _successors(kernel, blocks)  # the graph, built once for both
+    loop = _loops(kernel, blocks, succ)
+    preds = _predecessors(succ)
     steps, consts, signs, rounds = {}, {}, set(), {}
     for reg, index in kernel.params.items():
         if params is not None and index < len(params) and isinstance(params[index], int):
