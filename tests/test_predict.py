@@ -132,6 +132,40 @@ def test_a_cold_path_that_jumps_back_to_rejoin_is_no_loop():
     assert ptx.analyze(cycle)["loops"] == 1
 
 
+def test_the_huge_angle_path_of_sin_and_cos_is_not_counted():
+    # libdevice's sinf skips its Payne-Hanek reduction when |x| < 105615: here that path is
+    # the branch's fall-through, inside a loop, as LLVM lays it out in a grid-stride loop
+    body = kernel("""
+        mov.u32 %r1, %tid.x;
+        cvt.s64.s32 %rd3, %r1;
+        shl.b64 %rd4, %rd3, 2;
+    $L__BB0_1:
+        add.s64 %rd5, %rd1, %rd4;
+        ld.global.f32 %f1, [%rd5];
+        abs.f32 %f2, %f1;
+        setp.ltu.f32 %p1, %f2, BOUND;
+        @%p1 bra $L__BB0_3;
+        mul.f32 %f3, %f1, %f1;
+        mul.f32 %f4, %f3, %f3;
+        mul.f32 %f5, %f4, %f3;
+        mul.f32 %f1, %f5, %f3;
+    $L__BB0_3:
+        sin.approx.f32 %f6, %f1;
+        add.s64 %rd6, %rd2, %rd4;
+        st.global.f32 [%rd6], %f6;
+        add.s64 %rd4, %rd4, 1024;
+        setp.lt.u64 %p2, %rd4, %rd7;
+        @%p2 bra $L__BB0_1;
+        ret;
+    """)
+    cold = ptx.analyze(body.replace("BOUND", ptx.HUGE_ANGLE))
+    other = ptx.analyze(body.replace("BOUND", "0f3F800000"))  # |x| < 1: a real branch
+    assert cold["cold"] == 4 and other["cold"] == 0
+    assert other["alu_loop"] - cold["alu_loop"] == 4
+    # the cold path laid out after the exit (COLD_PATH, with a jump back) is left out too
+    assert ptx.analyze(COLD_PATH)["cold"] == 4
+
+
 # A loop LLVM unrolled by two (two independent loads a pass) and its remainder loop, marked
 # nounroll, which runs at most once more: the pass is the unrolled body alone.
 UNROLLED = kernel("""
@@ -270,6 +304,85 @@ def test_a_pass_through_a_loop_with_two_arms_moves_the_heavier_arms_bytes():
     both = features.launch_features(a, 1024, 256, 1024 * 256 * 48)
     plain = features.launch_features({**a, "arm_share_loop": 1.0}, 1024, 256, 1024 * 256 * 48)
     assert both["passes"] == pytest.approx(4) and plain["passes"] == pytest.approx(2.4)
+
+
+# Each thread stores its pair partner's float: the even lane reads x[i + 1], the odd lane
+# x[i - 1], in two arms of an if/else.  Which arm a lane takes is set by SELECT below.
+PAIR_ARMS = kernel("""
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mad.lo.s32 %r4, %r2, %r3, %r1;
+    SELECT
+    cvt.s64.s32 %rd3, %r4;
+    shl.b64 %rd4, %rd3, 2;
+    add.s64 %rd5, %rd1, %rd4;
+    add.s64 %rd6, %rd2, %rd4;
+    @%p1 bra $L__BB0_2;
+    ld.global.f32 %f1, [%rd5+-4];
+    st.global.f32 [%rd6], %f1;
+    bra.uni $L__BB0_3;
+$L__BB0_2:
+    ld.global.f32 %f2, [%rd5+4];
+    neg.f32 %f3, %f2;
+    st.global.f32 [%rd6], %f3;
+$L__BB0_3:
+    ret;
+""")
+BY_LANE = "and.b32 %r5, %r4, 1;\n    setp.eq.s32 %p1, %r5, 0;"  # the lane's parity
+BY_BLOCK = "and.b32 %r5, %r2, 1;\n    setp.eq.s32 %p1, %r5, 0;"  # the block's parity
+BY_BOUND = "setp.ge.s32 %p1, %r4, 1000000;"  # past the end: one warp at most splits
+
+
+def test_a_branch_that_splits_a_warp_runs_its_arms_one_after_the_other():
+    split = ptx.analyze(PAIR_ARMS.replace("SELECT", BY_LANE), block=(256, 1, 1))
+    together = ptx.analyze(PAIR_ARMS.replace("SELECT", BY_BLOCK), block=(256, 1, 1))
+    bound = ptx.analyze(PAIR_ARMS.replace("SELECT", BY_BOUND), block=(256, 1, 1))
+    assert split["divergent_branches"] == 1
+    assert together["divergent_branches"] == 0 and bound["divergent_branches"] == 0
+    # the odd lanes' load waits for the even lanes' arm: two latencies, not one
+    assert split["rounds"] == 2 and together["rounds"] == 1 and bound["rounds"] == 1
+    # a warp's traffic: both arms where its lanes split, one arm where it goes one way
+    assert split["sectors_path_out"] == 16 and together["sectors_path_out"] == 8
+    assert split["sectors_out"] == together["sectors_out"] == 16
+    # and a thread moves one arm's bytes either way, so every thread of the launch works
+    assert split["arm_share_out"] == together["arm_share_out"] == pytest.approx(0.5)
+    f = features.launch_features(split, 4096, 256, 4096 * 256 * 8)
+    assert f["warps"] == pytest.approx(4096 * 256 / 32)
+
+
+def test_the_warp_evaluated_has_the_blocks_threads_and_the_launchs_parameters():
+    from ropelab.grader.predict import diverge
+
+    # j < half, half a parameter: a warp of a 64-thread block stays together when half is 32,
+    # and splits when half is 8; a block of 16 threads is half a warp, which half = 8 splits
+    body = PAIR_ARMS.replace("SELECT", "ld.param.u64 %rd9, [K_param_2];\n"
+                             "    cvt.u32.u64 %r6, %rd9;\n    setp.lt.u32 %p1, %r1, %r6;")
+    kern = ptx.parse(body)
+    assert diverge.divergent_branches(kern, [None, None, 32], (64, 1, 1)) == set()
+    assert len(diverge.divergent_branches(kern, [None, None, 8], (64, 1, 1))) == 1
+    assert len(diverge.divergent_branches(kern, [None, None, 8], (16, 1, 1))) == 1
+    assert diverge.divergent_branches(kern, [None, None, 16], (16, 1, 1)) == set()
+    # an unknown parameter (a pointer, here) leaves the guard unknown: the warp stays together
+    assert diverge.divergent_branches(kern, None, (64, 1, 1)) == set()
+
+
+def test_a_choice_of_two_addressings_takes_the_wider_step():
+    # a = selp(first + 2 j, first + j, interleaved): a launch takes one; the wider steps 8 bytes
+    body = kernel("""
+        ld.param.u64 %rd9, [K_param_2];
+        mov.u32 %r1, %tid.x;
+        cvt.u64.u32 %rd3, %r1;
+        shl.b64 %rd4, %rd3, 1;
+        setp.eq.s64 %p1, %rd9, 2;
+        selp.b64 %rd5, %rd4, %rd3, %p1;
+        shl.b64 %rd6, %rd5, 2;
+        add.s64 %rd7, %rd1, %rd6;
+        ld.global.f32 %f1, [%rd7];
+        ret;
+    """)
+    a = ptx.analyze(body)
+    assert a["unknown_steps_out"] == 0 and a["sectors_out"] == 8
 
 
 def test_the_lane_of_a_warp_and_the_row_of_a_warp():

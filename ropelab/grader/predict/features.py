@@ -97,7 +97,8 @@ def occupancy(threads_per_block: int, regs: int, shared_per_block: int) -> dict:
 
 
 def issue_cycles(counts: dict, where: str) -> float:
-    """Issue cycles of one warp through the instructions ``where`` ("out" or "loop")."""
+    """Issue cycles of one warp through the instructions ``where`` ("out", "path_out" or
+    "loop")."""
     total = sum(ISSUE_CYCLES[c] * counts.get(f"{c}_{where}", 0) for c in ISSUE_CYCLES)
     alone = counts.get(f"div64_{where}", 0) - counts.get(f"div32_{where}", 0)
     if alone > 0:
@@ -119,7 +120,9 @@ def launch_features(counts: dict, grid, block, dram_bytes: int, dynamic_shared: 
     if occ["resident_warps"] == 0:
         raise ValueError("this block does not fit on an SM (registers or shared memory)")
     # Bytes a warp's lanes ask for once through the code outside loops, and per loop pass.
-    once = counts.get("useful_out", 0.0) / WARP
+    # A thread runs one arm of a branch outside loops: its bytes are the heaviest arm's
+    # (ptx's arm_share_out), which is what decides how many threads the bytes keep busy.
+    once = float(counts.get("arm_share_out", 1.0)) * counts.get("useful_out", 0.0) / WARP
     # A pass runs one arm of a branch inside the loop: its bytes, traffic and instructions are
     # the loop's counts times the heaviest arm's share (ptx's arm_share_loop).
     arm = float(counts.get("arm_share_loop", 1.0))
@@ -139,10 +142,15 @@ def launch_features(counts: dict, grid, block, dram_bytes: int, dynamic_shared: 
     miss = float(counts.get("miss_loop", 1.0))
     rounds = max(counts.get("rounds", 0) - loop_rounds, 0) + passes * loop_rounds * miss
     hit_rounds = passes * loop_rounds * (1.0 - miss)
-    issue = issue_cycles(counts, "out") + passes * arm * issue_cycles(counts, "loop")
+    # outside loops, the instructions of the arms a warp runs (ptx's <class>_path_out)
+    outside = "path_out" if "alu_path_out" in counts else "out"
+    issue = issue_cycles(counts, outside) + passes * arm * issue_cycles(counts, "loop")
     issue += ATOMIC_CYCLES * counts.get("atom", 0)
-    sectors = warps * (counts.get("sectors_out", 0) + passes * arm * counts.get("sectors_loop", 0))
-    wavefronts = warps * (counts.get("lines_out", 0) + passes * arm * counts.get("lines_loop", 0))
+    # outside loops, the sectors and lines of the arms a warp runs (ptx's *_path_out)
+    sectors_out = counts.get("sectors_path_out", counts.get("sectors_out", 0))
+    lines_out = counts.get("lines_path_out", counts.get("lines_out", 0))
+    sectors = warps * (sectors_out + passes * arm * counts.get("sectors_loop", 0))
+    wavefronts = warps * (lines_out + passes * arm * counts.get("lines_loop", 0))
     return {"blocks": float(blocks), "threads_per_block": float(per_block),
             "warps": warps, "resident_warps": float(occ["resident_warps"]),
             "occupancy_limit": occ["limit"], "waves": waves, "passes": passes,

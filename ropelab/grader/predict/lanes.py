@@ -134,8 +134,13 @@ def step(ins, steps: dict, consts: dict, signs: set):
         a, b = ss[0], ss[1]
         if a is None or b is None:
             return None, None, False
-        return (a if a == b else a if b == 0 and known[1] == 0 else b if a == 0 and known[0] == 0
-                else None), None, False
+        if a == b or (b == 0 and known[1] == 0):
+            return a, None, False
+        if a == 0 and known[0] == 0:
+            return b, None, False
+        # one of two addressings, chosen per launch (a layout flag): the wider step is the
+        # one whose accesses touch more lines, and a warp that took either stays within it
+        return max(a, b, key=abs), None, False
     if head in ("min", "max") and len(ss) == 2:
         moving = [x for x in ss if x != 0]
         return (0.0 if not moving else moving[0] if len(moving) == 1 and moving[0] is not None

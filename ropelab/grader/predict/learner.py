@@ -333,7 +333,8 @@ def counts_of(launch: Launch, built: dict) -> dict:
 
     if built.get("error"):
         raise NotPredictable(f"the kernel does not compile for the H200: {built['error']}")
-    return {**analyze(built["ptx"], parameter_values(launch.args)), "regs": built.get("regs", 0)}
+    return {**analyze(built["ptx"], parameter_values(launch.args), launch.block),
+            "regs": built.get("regs", 0)}
 
 
 PROFILE_BUDGET = 200_000  # source lines a block profile may run (about a second)

@@ -20,6 +20,15 @@ thread keeps in flight.  A loop (a branch back to an earlier label) pays ``round
 latencies per iteration: its loads' value rounds minus their issue rounds, at least one when
 the loop loads anything.
 
+*Branches.*  A warp whose lanes disagree on a branch (:mod:`.diverge` evaluates the guard for
+one warp's lanes) runs both arms in turn: the second arm's loads wait for the first's, and its
+traffic and instructions add to the first's.  A warp that goes one way together runs one arm:
+``sectors_path_out``, ``lines_path_out`` and ``<class>_path_out`` are the heaviest path's
+outside loops, arms chained where they split a warp; ``arm_share_out`` and ``arm_share_loop``
+are the share of the useful bytes one *thread's* path moves (one arm either way).
+libdevice's huge-argument path of ``sin`` and ``cos`` (:data:`HUGE_ANGLE`), which no timing
+case takes, is left out of every count (``cold``: its instructions).
+
 *Access pattern.*  Each register carries its *lane step* (:mod:`.lanes`), so an address's
 step is the bytes between neighbouring lanes' accesses; each global access counts the 32-byte
 sectors and 128-byte lines a warp touches and the bytes its lanes use.  ``miss_loop`` is the
@@ -38,6 +47,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .diverge import divergent_branches
+from .features import ISSUE_CYCLES
 from .lanes import access_bytes, line_use, lines, sectors, useful_bytes
 from .lanes import immediate as _immediate
 from .lanes import parameter_values  # noqa: F401  (the analysis's input, laid out there)
@@ -59,6 +70,7 @@ class Instruction:
     address: str | None = None  # the register inside [...], for memory instructions
     target: str | None = None  # a branch's label
     args: list = field(default_factory=list)  # the operands after the destination, as text
+    negated: bool = False  # @!%p: runs where the guard is false
 
     @property
     def parts(self) -> list:
@@ -139,9 +151,10 @@ def parse(ptx: str) -> Kernel:
             continue
         if line[0] in ".{}(":
             continue
-        guard = None
+        guard, negated = None, False
         if line.startswith("@"):
             guard, _, line = line.partition(" ")
+            negated = guard.startswith("@!")
             guard = guard.lstrip("@!")
             line = line.strip()
         line = line.rstrip(";").strip()
@@ -156,6 +169,7 @@ def parse(ptx: str) -> Kernel:
             continue
         operands = _split_operands(rest) if rest else []
         ins = _instruction(opcode, operands, guard)
+        ins.negated = negated
         kernel.instructions.append(ins)
     return kernel
 
@@ -284,6 +298,54 @@ def _predecessors(succ: list) -> dict:
     return preds
 
 
+# libdevice's single-precision sin, cos and sincos reduce an argument of magnitude 105615 or
+# more by the long Payne-Hanek path (a table of 2/pi's bits, a local array); below it, by a few
+# multiply-adds.  The branch compares |x| with this bound.
+HUGE_ANGLE = "0f47CE4780"
+
+
+def _cold(kernel: Kernel, blocks: list) -> set:
+    """Instructions of libdevice's huge-argument path of sin and cos (:data:`HUGE_ANGLE`),
+    which no angle of a timing case takes (positions times frequencies stay far below it):
+    counted, they would add a hundred instructions and a local array to every such kernel.
+
+    The path is either the fall-through of the branch that skips it (up to the branch's
+    target), or the branch's target, laid out after the exit, up to its jump back."""
+    first = {start: b for b, (start, _) in enumerate(blocks)}
+    setp = {}
+    cold = set()
+    for k, ins in enumerate(kernel.instructions):
+        if ins.head == "setp":
+            for d in ins.dest:
+                setp[d] = ins
+        if ins.head != "bra" or ins.guard is None or ins.guard not in setp:
+            continue
+        test = setp[ins.guard]
+        if HUGE_ANGLE not in test.args:
+            continue
+        # p = |x| < bound (lt, ltu) or the other way round; @!p inverts it
+        small = test.parts[1] in ("lt", "ltu", "le", "leu")
+        if test.args[0] == HUGE_ANGLE:  # bound first: the comparison reads the other way
+            small = not small
+        jumps_when_small = small != ins.negated
+        here = next(b for b, (start, end) in enumerate(blocks) if start <= k < end)
+        target = first.get(kernel.labels.get(ins.target))
+        if target is None or target <= here:
+            continue
+        if jumps_when_small and target > here + 1:
+            for b in range(here + 1, target):
+                cold.update(range(*blocks[b]))
+        elif not jumps_when_small:
+            for b in range(target, len(blocks)):
+                cold.update(range(*blocks[b]))
+                last = kernel.instructions[blocks[b][1] - 1]
+                if last.head in ("ret", "exit") or (last.head == "bra" and last.guard is None
+                                                     and kernel.labels.get(last.target, 0)
+                                                     <= blocks[target][0]):
+                    break
+    return cold
+
+
 def _class(ins: Instruction) -> str:
     parts, head = ins.parts, ins.head
     if head in ("div", "rem") and any(p[:1] in "su" and p[1:] in ("16", "32", "64")
@@ -309,18 +371,22 @@ def _class(ins: Instruction) -> str:
 CLASSES = ("alu", "sfu", "fdiv", "div32", "div64", "f64", "shfl", "shared", "global", "bar")
 
 
-def analyze(ptx: str, params=None) -> dict:
+def analyze(ptx: str, params=None, block=None) -> dict:
     """Counts of one kernel's PTX (see the module docstring); plain JSON-able numbers.
 
     ``params``: the values of the kernel's PTX parameters in order, where known (integers;
     None for a pointer), as :func:`parameter_values` lays a launch's arguments out.  A known
     parameter (a stride, a row length) makes the lane steps of the addresses built from it
-    known too."""
+    known too.  ``block``: the launch's block shape, which with ``params`` says which branches
+    split a warp (:mod:`.diverge`)."""
     kernel = parse(ptx)
     blocks = _blocks(kernel)
     succ = _successors(kernel, blocks)  # the graph, built once for both
     loop = _loops(kernel, blocks, succ)
     preds = _predecessors(succ)
+    split = divergent_branches(kernel, params, block)
+    cold = _cold(kernel, blocks)
+    order = _serial_arms(kernel, blocks, preds, split)
     steps, consts, signs, rounds = {}, {}, set(), {}
     for reg, index in kernel.params.items():
         if params is not None and index < len(params) and isinstance(params[index], int):
@@ -330,16 +396,22 @@ def analyze(ptx: str, params=None) -> dict:
     # for all of it).
     exits = []
     counts = {f"{c}_{where}": 0 for c in CLASSES for where in ("out", "loop")}
-    counts["atom"] = 0
-    memory = []
+    counts["atom"] = counts["cold"] = 0
+    memory, classes = [], {}
     for b, (start, end) in enumerate(blocks):
-        entry = [exits[p] for p in preds[b]] or [(0, 0, 0)]
+        entry = [exits[p] for p in order[b]] or [(0, 0, 0)]
         waited, store_floor, issued = (max(e[i] for e in entry) for i in range(3))
         entry_waited = waited
         for k in range(start, end):
             ins = kernel.instructions[k]
+            if k in cold:
+                counts["cold"] += 1
+                continue
             where = "loop" if k in loop else "out"
             counts[f"{_class(ins)}_{where}"] += 1
+            if where == "out":
+                per = classes.setdefault(b, {})
+                per[_class(ins)] = per.get(_class(ins), 0) + 1
             counts["atom"] += ins.head in ("atom", "red")
             need = max([rounds.get(s, 0) for s in ins.sources] + [0])
             step, const, sign = _step(ins, steps, consts, signs)
@@ -371,29 +443,88 @@ def analyze(ptx: str, params=None) -> dict:
                 (signs.add if sign else signs.discard)(d)
         exits.append((waited, store_floor, issued))
     out = _summary(kernel, counts, memory)
-    out["arm_share_loop"] = _arm_share(kernel, blocks, preds, loop, memory)
+    out["arm_share_loop"] = _arm_share(blocks, preds, memory, loop)
+    out["arm_share_out"] = _arm_share(blocks, preds, memory, None)
+    out.update(_warp_path_out(blocks, order, memory, classes))
+    out["divergent_branches"] = len(split)
     return out
 
 
-def _arm_share(kernel: Kernel, blocks: list, preds: dict, loop: set, memory: list) -> float:
-    """The share of a loop's useful bytes that one pass moves: the heaviest path through the
-    loop's blocks over all of them.  A pass takes one arm of an ``if``/``else`` (rotate a pair,
-    or copy it), but the counts add both arms' accesses, which would halve the passes a thread
-    makes; 1.0 for a loop without a branch inside."""
+def _serial_arms(kernel: Kernel, blocks: list, preds: dict, split: set) -> dict:
+    """:func:`_predecessors` with the arms of each warp-splitting branch (``split``) chained: a
+    warp runs the fall-through arm, then the branch's target arm, so the target's first block
+    also follows the fall-through arm's last one (its loads wait for the first arm's)."""
+    first = {start: b for b, (start, _) in enumerate(blocks)}
+    order = {b: list(p) for b, p in preds.items()}
+    for b, (_, end) in enumerate(blocks):
+        if end - 1 not in split:
+            continue
+        target = first.get(kernel.labels.get(kernel.instructions[end - 1].target))
+        if target is not None and target > b + 1 and target - 1 not in order[target]:
+            order[target].append(target - 1)
+    return order
+
+
+def _heaviest(blocks: list, preds: dict, weight: dict, loop: set | None = None) -> list:
+    """The blocks of the heaviest path by ``weight`` (block -> weight) through the blocks
+    inside loops (``loop``: their instructions, from :func:`_loops`) or, with ``None``, from
+    the entry through every block.  :func:`_predecessors` leaves the branches back out, so
+    program order is a topological order."""
+    best = {}  # block -> (the heaviest path's weight up to and with it, its previous block)
+    for b, (start, _) in enumerate(blocks):
+        if loop is not None and start not in loop:
+            continue
+        before = max(((best[p][0], p) for p in preds[b] if p in best), default=(0.0, None))
+        best[b] = (weight.get(b, 0.0) + before[0], before[1])
+    if not best:
+        return []
+    path, b = [], max(best, key=lambda k: best[k][0])
+    while b is not None:
+        path.append(b)
+        b = best[b][1]
+    return path
+
+
+def _access_weight(memory: list, inside: bool, cost) -> dict:
+    """Block -> the summed ``cost`` of its global accesses inside loops or outside them."""
     weight = {}
     for m in memory:
-        if m["loop"]:
-            weight[m["block"]] = weight.get(m["block"], 0.0) + useful_bytes(m["bytes"], m["step"])
+        if m["loop"] is inside:
+            weight[m["block"]] = weight.get(m["block"], 0.0) + cost(m)
+    return weight
+
+
+def _arm_share(blocks: list, preds: dict, memory: list, loop: set | None) -> float:
+    """The share of the useful bytes inside loops (``loop``) or outside them (``None``) that
+    one thread's path moves (:func:`_heaviest`).  A thread takes one arm of an ``if``/``else``
+    (a pass rotates a pair or copies it; the even lane of a pair stores one float, the odd
+    lane the other), but the counts add both arms' accesses, which would halve the passes a
+    thread makes, or the threads a launch's bytes keep busy; 1.0 for code without a branch."""
+    weight = _access_weight(memory, loop is not None,
+                            lambda m: useful_bytes(m["bytes"], m["step"]))
     total = sum(weight.values())
     if total <= 0:
         return 1.0
-    heaviest = {}
-    for b, (start, _) in enumerate(blocks):
-        if start not in loop:
-            continue
-        before = [heaviest[p] for p in preds[b] if p in heaviest]
-        heaviest[b] = weight.get(b, 0.0) + max(before, default=0.0)
-    return min(1.0, max(heaviest.values(), default=total) / total)
+    return min(1.0, sum(weight.get(b, 0.0) for b in _heaviest(blocks, preds, weight, loop))
+               / total)
+
+
+def _warp_path_out(blocks: list, order: dict, memory: list, classes: dict) -> dict:
+    """What a warp runs outside loops: the arms its lanes take, both where they split it
+    (``order``: :func:`_serial_arms`), one where the warp goes one way together.  The heaviest
+    such path by sectors, by lines, and by issue cycles (``classes``: block -> instruction
+    class -> count), as ``sectors_path_out``, ``lines_path_out`` and ``<class>_path_out``."""
+    out = {}
+    for name, cost in (("sectors", lambda m: sectors(m["bytes"], m["step"])),
+                       ("lines", lambda m: lines(m["bytes"], m["step"]))):
+        weight = _access_weight(memory, False, cost)
+        out[f"{name}_path_out"] = sum(weight.get(b, 0.0) for b in _heaviest(blocks, order, weight))
+    cycles = {b: sum(ISSUE_CYCLES[c] * n for c, n in counts.items())
+              for b, counts in classes.items()}
+    path = _heaviest(blocks, order, cycles)
+    for c in CLASSES:
+        out[f"{c}_path_out"] = sum(classes.get(b, {}).get(c, 0) for b in path)
+    return out
 
 
 def _summary(kernel: Kernel, counts: dict, memory: list) -> dict:

@@ -692,9 +692,22 @@ plt.show()
 # model, fitted the same way, set I gives {{ predict.h100_i_v5 }}, but set I shaped it.
 # Set J (`data/heldout/set_j`), a sixth learner's, registered and then timed the same way,
 # gave {{ predict.h100_j_v4 }}; its worst is a ragged-batch launch (10.4) whose host
-# copies the model charges in full.  What the model still misses besides: a launch of one
-# warp doing a few microseconds of work, and one thread summing a block's values while the
-# rest wait.
+# copies the model charges in full.
+#
+# One family was worse than the trivial model in six sets: the pair swap of the on-ramp
+# (ramp.8), whose `if` sends the even lane of a pair one way and the odd lane the other,
+# predicted about a fifth too fast every time.  A warp whose lanes disagree on a branch runs
+# both arms, one after the other: the odd lanes' load waits for the even lanes' arm, two memory
+# latencies where the count had one.  The analysis now runs one warp's integer arithmetic lane
+# by lane to see which branches split a warp (`ropelab/grader/predict/diverge.py`), chains
+# those arms, and counts a warp's traffic and instructions along the arms it runs (both where
+# its lanes split, one where it goes one way together); and it leaves out libdevice's
+# huge-argument path of `sin` and `cos`, which no angle of a timing case takes.  By that model
+# the same H100 fits give {{ predict.h100_g_v6 }} on G, {{ predict.h100_h_v6 }} on H,
+# {{ predict.h100_i_v6 }} on I and {{ predict.h100_j_v6 }} on J; all four shaped it, so none is
+# a held-out figure.  What the model still misses: a launch of one warp doing a few
+# microseconds of work, one thread summing a block's values while the rest wait, and the
+# host copies of a ragged-batch launch.
 #
 # `python -m ropelab.grader.predict --record` refits the model and rewrites the record from the
 # timings it names; `scripts/gpu_predict_timings.sh` is the H200 run behind them.
