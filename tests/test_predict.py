@@ -896,6 +896,16 @@ def test_thread_lines_see_a_data_dependent_trip_count_and_a_warp_waits_for_its_b
     assert serial == 0.0 and 0.8 * long <= stopped <= 1.2 * long
 
 
+def test_a_warps_serial_work_is_paid_once_the_longer_of_its_chain_and_its_extra_lines():
+    c = dict(model.PRIORS)
+    f = {"warps": 1.0, "resident_warps": 32.0, "threads_per_block": 32.0, "waves": 1.0,
+         "rounds": 0.0, "issue": 990.0, "blocks": 1.0, "sectors": 0.0, "dram_bytes": 128.0}
+    chain = c["serial"] * 990.0 / model.CLOCK_PER_US  # 1 us
+    for lines in (0.0, 10.0, 100.0):  # 0.3 us and 3 us of one thread's extra lines
+        got = model.roofs({**f, "serial_lines": lines}, c)["latency"]
+        assert got == pytest.approx(c["wave_us"] + max(chain, c["line_us"] * lines))
+
+
 def test_the_lines_ceiling_runs_a_small_grid_on_the_schedulers_it_has():
     c = dict(recorded_fit()["meta"]["constants"])
     one_warp = {"blocks": 1, "threads_per_block": 32, "thread_lines": 10_000}

@@ -158,7 +158,7 @@ def _other_gpu(set_name: str, model: str, stamp: str) -> Rendered:
 # (2026-12-06; a second run of 2026-12-07 re-timed them beside set I) by v3, the model their
 # predictions were registered with, and v4, which their misses shaped; sets I and J, blind, by
 # v4, the model they were registered with; set I by v5, which its misses shaped (no held-out
-# figure); and all four by v6.
+# figure); and all four by v7.
 H100_CHECKS = {
     "predict.h100_g_v3": ("set_g", "v3", "20261206T224902"),
     "predict.h100_g_v4": ("set_g", "v4", "20261206T224902"),
@@ -167,12 +167,13 @@ H100_CHECKS = {
     "predict.h100_i_v4": ("set_i", "v4", "20261207T012600"),
     "predict.h100_j_v4": ("set_j", "v4", "20261207T015455"),
     "predict.h100_i_v5": ("set_i", "v5", "20261207T012600"),
-    # v6 chains the arms of a branch that splits a warp and leaves out sin's huge-argument path;
-    # every set's misses shaped it (ramp.8 in six, precise sin in set I)
-    "predict.h100_g_v6": ("set_g", "v6", "20261207T012600"),
-    "predict.h100_h_v6": ("heldout_h", "v6", "20261207T012600"),
-    "predict.h100_i_v6": ("set_i", "v6", "20261207T012600"),
-    "predict.h100_j_v6": ("set_j", "v6", "20261207T015455"),
+    # v6 chains the arms of a branch that splits a warp and leaves out sin's huge-argument path,
+    # v7 pays a warp's serial work once; every set's misses shaped them (ramp.8 in six, precise
+    # sin in set I, one-thread loops in D, E, G, H, I and J)
+    "predict.h100_g_v7": ("set_g", "v7", "20261207T012600"),
+    "predict.h100_h_v7": ("heldout_h", "v7", "20261207T012600"),
+    "predict.h100_i_v7": ("set_i", "v7", "20261207T012600"),
+    "predict.h100_j_v7": ("set_j", "v7", "20261207T015455"),
 }
 for _key, _check in H100_CHECKS.items():
     @number(_key)

@@ -21,8 +21,9 @@ with seven ceilings, each a physical limit:
              per SM: a warp whose lanes each read a line of their own (a row per thread) is
              served 32 times slower than a coalesced one, whatever the L2 holds;
 ``latency``  waves x a warp's lifetime, ``wave_us + round * rounds + l1_round_us *
-             hit_rounds + serial * issue + line_us * serial_lines`` (the last: one thread of
-             the block looping while the rest wait):
+             hit_rounds + max(serial * issue, line_us * serial_lines)`` (the last: one thread
+             of the block looping while the rest wait; where one thread loops, its warp's
+             dependent instructions and its extra lines are the same loop, paid once):
              too few warps in flight (small blocks, one load per thread, loads that wait
              for loads) leave the memory idle between rounds; a round is ``round_us`` (a DRAM
              latency), or ``l2_round_us`` for the share of bytes an earlier launch of the
@@ -99,8 +100,8 @@ def roofs(f: dict, c: dict) -> dict:
     warm = f.get("warm", 0.0)
     round_us = c["round_us"] * (1 - warm) + c["l2_round_us"] * warm
     lifetime = (c["wave_us"] + round_us * f["rounds"] + c["l1_round_us"] * f.get("hit_rounds", 0.0)
-                + c["serial"] * f["issue"] / CLOCK_PER_US
-                + c["line_us"] * f.get("serial_lines", 0.0))
+                + max(c["serial"] * f["issue"] / CLOCK_PER_US,
+                      c["line_us"] * f.get("serial_lines", 0.0)))
     fill = min(1.0, f["warps"] / (SMS * f["resident_warps"]))
     # An SM that holds few blocks (two of 1024 threads) leaves a block's place idle while its
     # last warps finish: the DRAM sees that share of the SM's requests missing.

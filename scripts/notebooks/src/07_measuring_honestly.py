@@ -702,9 +702,11 @@ plt.show()
 # by lane to see which branches split a warp (`ropelab/grader/predict/diverge.py`), chains
 # those arms, and counts a warp's traffic and instructions along the arms it runs (both where
 # its lanes split, one where it goes one way together); and it leaves out libdevice's
-# huge-argument path of `sin` and `cos`, which no angle of a timing case takes.  By that model
-# the same H100 fits give {{ predict.h100_g_v6 }} on G, {{ predict.h100_h_v6 }} on H,
-# {{ predict.h100_i_v6 }} on I and {{ predict.h100_j_v6 }} on J; all four shaped it, so none is
+# huge-argument path of `sin` and `cos`, which no angle of a timing case takes.  And where one
+# thread loops while its warp-mates wait, the warp's chain of dependent instructions and that
+# thread's extra lines are one loop, paid once (the longer of the two), not twice.  By that
+# model the same H100 fits give {{ predict.h100_g_v7 }} on G, {{ predict.h100_h_v7 }} on H,
+# {{ predict.h100_i_v7 }} on I and {{ predict.h100_j_v7 }} on J; all four shaped it, so none is
 # a held-out figure.  What the model still misses: a launch of one warp doing a few
 # microseconds of work, one thread summing a block's values while the rest wait, and the
 # host copies of a ragged-batch launch.
