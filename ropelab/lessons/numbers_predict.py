@@ -174,6 +174,11 @@ H100_CHECKS = {
     "predict.h100_h_v7": ("heldout_h", "v7", "20261207T012600"),
     "predict.h100_i_v7": ("set_i", "v7", "20261207T012600"),
     "predict.h100_j_v7": ("set_j", "v7", "20261207T015455"),
+    # set K, blind: its predictions were registered by v4, v5, v6 and v7 before its one run
+    "predict.h100_k_v4": ("set_k", "v4", "20261207T072612"),
+    "predict.h100_k_v5": ("set_k", "v5", "20261207T072612"),
+    "predict.h100_k_v6": ("set_k", "v6", "20261207T072612"),
+    "predict.h100_k_v7": ("set_k", "v7", "20261207T072612"),
 }
 for _key, _check in H100_CHECKS.items():
     @number(_key)
