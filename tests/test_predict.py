@@ -132,16 +132,21 @@ def test_a_cold_path_that_jumps_back_to_rejoin_is_no_loop():
     assert ptx.analyze(cycle)["loops"] == 1
 
 
+# The head of a loop over a thread's floats (byte offset %rd4), and the pass's first load.
+LOOP_HEAD = """
+    mov.u32 %r1, %tid.x;
+    cvt.s64.s32 %rd3, %r1;
+    shl.b64 %rd4, %rd3, 2;
+$L__BB0_1:
+    add.s64 %rd5, %rd1, %rd4;
+    ld.global.f32 %f1, [%rd5];
+"""
+
+
 def test_the_huge_angle_path_of_sin_and_cos_is_not_counted():
     # libdevice's sinf skips its Payne-Hanek reduction when |x| < 105615: here that path is
     # the branch's fall-through, inside a loop, as LLVM lays it out in a grid-stride loop
-    body = kernel("""
-        mov.u32 %r1, %tid.x;
-        cvt.s64.s32 %rd3, %r1;
-        shl.b64 %rd4, %rd3, 2;
-    $L__BB0_1:
-        add.s64 %rd5, %rd1, %rd4;
-        ld.global.f32 %f1, [%rd5];
+    body = kernel(LOOP_HEAD + """
         abs.f32 %f2, %f1;
         setp.ltu.f32 %p1, %f2, BOUND;
         @%p1 bra $L__BB0_3;
@@ -168,13 +173,7 @@ def test_the_huge_angle_path_of_sin_and_cos_is_not_counted():
 
 # A loop LLVM unrolled by two (two independent loads a pass) and its remainder loop, marked
 # nounroll, which runs at most once more: the pass is the unrolled body alone.
-UNROLLED = kernel("""
-    mov.u32 %r1, %tid.x;
-    cvt.s64.s32 %rd3, %r1;
-    shl.b64 %rd4, %rd3, 2;
-$L__BB0_1:
-    add.s64 %rd5, %rd1, %rd4;
-    ld.global.f32 %f1, [%rd5];
+UNROLLED = kernel(LOOP_HEAD + """
     ld.global.f32 %f2, [%rd5+1024];
     add.f32 %f3, %f1, %f2;
     add.f32 %f9, %f9, %f3;
