@@ -47,7 +47,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ...measure.census.passes import heaviest_path
 from .diverge import divergent_branches
 from .features import ISSUE_CYCLES
 from .lanes import access_bytes, line_use, lines, sectors, useful_bytes
@@ -469,14 +468,21 @@ def _serial_arms(kernel: Kernel, blocks: list, preds: dict, split: set) -> dict:
 def _heaviest(blocks: list, preds: dict, weight: dict, loop: set | None = None) -> list:
     """The blocks of the heaviest path by ``weight`` (block -> weight) through the blocks
     inside loops (``loop``: their instructions, from :func:`_loops`) or, with ``None``, from
-    the entry through every block (the census's :func:`heaviest_path`).  :func:`_predecessors`
-    leaves the branches back out, so program order is a topological order."""
-    nodes = [b for b, (start, _) in enumerate(blocks) if loop is None or start in loop]
-    succ = [[] for _ in blocks]
-    for b, before in preds.items():
-        for p in before:
-            succ[p].append(b)
-    return heaviest_path(succ, nodes, set(), lambda b: weight.get(b, 0.0))[1]
+    the entry through every block.  :func:`_predecessors` leaves the branches back out, so
+    program order is a topological order."""
+    best = {}  # block -> (the heaviest path's weight up to and with it, its previous block)
+    for b, (start, _) in enumerate(blocks):
+        if loop is not None and start not in loop:
+            continue
+        before = max(((best[p][0], p) for p in preds[b] if p in best), default=(0.0, None))
+        best[b] = (weight.get(b, 0.0) + before[0], before[1])
+    if not best:
+        return []
+    path, b = [], max(best, key=lambda k: best[k][0])
+    while b is not None:
+        path.append(b)
+        b = best[b][1]
+    return path
 
 
 def _access_weight(memory: list, inside: bool, cost) -> dict:

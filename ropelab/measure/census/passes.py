@@ -89,28 +89,15 @@ def back_edges_and_order(succ: list) -> tuple[set, list]:
 
 def most_on_a_path(succ: list, order: list, back: set, weight) -> int:
     """The largest sum of ``weight(node)`` along a path, back edges removed."""
-    return heaviest_path(succ, order, back, weight)[0]
-
-
-def heaviest_path(succ: list, order: list, back: set, weight) -> tuple:
-    """``(sum, nodes)`` of the path with the largest sum of ``weight(node)``, back edges
-    removed (``order``: a topological order of the nodes it may use; a path starts at any of
-    them), its nodes from the last to the first."""
-    best = {b: 0 for b in order}
-    came = {}
-    top, end = 0, None
+    best = [0] * len(succ)
+    top = 0
     for b in order:
         here = best[b] + weight(b)
-        if end is None or here > top:
-            top, end = here, b
+        top = max(top, here)
         for s in succ[b]:
-            if (b, s) not in back and s in best and here > best[s]:
-                best[s], came[s] = here, b
-    path = []
-    while end is not None:
-        path.append(end)
-        end = came.get(end)
-    return top, path
+            if (b, s) not in back:
+                best[s] = max(best[s], here)
+    return top
 
 
 class _Graph:
