@@ -714,13 +714,13 @@ plt.show()
 # run (an H100 again; the constants fitted on that run's training kernels).  It gives
 # {{ predict.h100_k_v7 }} by v7, {{ predict.h100_k_v6 }} by v6, {{ predict.h100_k_v5 }} by v5
 # and {{ predict.h100_k_v4 }} by v4.  The fixes of v5 and v6 carried over to kernels they never
-# saw; v7's did not move set K.  The mean is within the course's target of 15%; the worst is
-# not within 30%.  Its worst is a
+# saw; v7's did not move set K.  The mean meets the course's target for the model; the worst
+# does not.  Its worst is a
 # grid-stride loop on eight blocks of 64 threads, thousands of passes each, whose body reads
 # `x` again after writing `out` (the compiler must assume they overlap).  The model counts two
-# memory latencies a pass, the loads and then that re-read; the run measured 0.48 us a pass
-# (1972 us over 4096 passes), about one [latency](00_rope_in_one_notebook.ipynb#9-glossary) of that run's fit (0.51 us), so the re-read
-# must be finding its line in a cache.  What the model still
+# memory latencies a pass, the loads and then that re-read; the run's time over its passes is
+# about one [latency](00_rope_in_one_notebook.ipynb#9-glossary) of that run's fit, so the
+# re-read must be finding its line in a cache.  What the model still
 # misses besides: a launch of one warp doing a few microseconds of work, one thread summing a
 # block's values while the rest wait, and the host copies of a ragged-batch launch.
 #
