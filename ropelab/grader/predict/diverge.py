@@ -160,12 +160,14 @@ def divergent_branches(kernel, params=None, block=None) -> set:
                 try:
                     lanes = [_lane_op(ins, [o[lane] for o in ops])
                              for lane in range(_width(shape))]
-                except (IndexError, TypeError, ValueError):
+                except (ArithmeticError, IndexError, TypeError, ValueError):
+                    # an operand this evaluation does not model (a float bit pattern, a
+                    # divisor that wraps to 0): the result is unknown
                     lanes = [None]
                 result = None if None in lanes else tuple(lanes)
         first = ins.dest[0]
         if ins.guard is not None:
-            result = None  # written by some lanes only (and parse drops a guard's "!")
+            result = None  # written by the lanes whose guard holds only: unknown
         if result is None:
             for d in ins.dest:
                 values.pop(d, None)
