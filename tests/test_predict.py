@@ -624,6 +624,12 @@ def test_verdict_time_without_a_gpu_prints_the_prediction_with_its_error_bar():
     assert f"{int(why['launches'][0]['features']['blocks'])} blocks of 128 threads" in text
     without = Verdict("00.4", "PASS", ["PASS"])
     assert "needs the graded function" in learner_time.predicted(without)
+    assert "splits each warp" not in text
+    # the pair swap's solution sends a pair's even lane one way and the odd lane the other
+    swap = steps.get("ramp.8")
+    fn = load_solution(solution_path(swap)).SOLUTIONS["ramp.8"]
+    text = learner_time.predicted(Verdict("ramp.8", "PASS", ["PASS"], subject=(swap, fn)))
+    assert "a branch splits each warp" in text
 
 
 def test_a_broken_set_gives_error_entries_not_exceptions(tmp_path):

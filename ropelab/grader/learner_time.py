@@ -75,6 +75,9 @@ def predicted(verdict) -> str:
         lines.append(f"{label}{int(f['blocks'])} blocks of {int(f['threads_per_block'])} "
                      f"threads, {f['waves']:.1f} waves; set by {part['binding']} "
                      f"({part['us']:.1f} us)")
+        if f.get("divergent_branches"):
+            lines.append(f"{' ' * len(label)}a branch splits each warp (its lanes disagree): "
+                         "the warp runs both arms, one after the other")
     lines.append("  (the range holds 80% of the measured times of kernels the fit never saw; "
                  "a model, not a measurement)")
     return "\n".join(lines)

@@ -34,6 +34,10 @@ and returns plain numbers of physical meaning, all per launch:
     a cycle per SM.
 ``blocks``
     the blocks of the grid.
+``divergent_branches``
+    branches whose guard differs between the lanes of a warp (:mod:`.diverge`): their arms
+    run one after the other (what ``rounds`` and the traffic already count; said to the
+    learner by ``verdict.time()``).
 ``warm``
     the share of the launch's array bytes that an earlier launch of the same step was given
     (0 for a step's first launch): those reads hit the L2, whose latency is shorter.
@@ -157,4 +161,5 @@ def launch_features(counts: dict, grid, block, dram_bytes: int, dynamic_shared: 
             "rounds": float(rounds), "hit_rounds": float(hit_rounds), "issue": issue,
             "sectors": float(sectors), "wavefronts": float(wavefronts),
             "dram_bytes": float(dram_bytes), "warm": float(warm),
+            "divergent_branches": float(counts.get("divergent_branches", 0)),
             **{name: float((host or {}).get(name, 0)) for name in HOST_COUNTS}}
