@@ -255,11 +255,23 @@ def _reaches(blocks: list, succ: list):
     return reach
 
 
-def _successors(kernel: Kernel, blocks: list) -> list:
+def _targets(kernel: Kernel, blocks: list) -> dict:
+    """Block index -> the block its closing branch jumps to, earlier or later (a branch to a
+    label the entry does not hold is left out)."""
+    first = {start: b for b, (start, _) in enumerate(blocks)}
+    out = {}
+    for b, (_, end) in enumerate(blocks):
+        last = kernel.instructions[end - 1]
+        target = first.get(kernel.labels.get(last.target)) if last.head == "bra" else None
+        if target is not None:
+            out[b] = target
+    return out
+
+
+def _successors(kernel: Kernel, blocks: list, targets: dict) -> list:
     """Block index -> the blocks that can run next: the following block where the last
     instruction falls through (not a ``ret``, an ``exit`` or an unguarded branch), and a
-    branch's target, earlier or later."""
-    first = {start: b for b, (start, _) in enumerate(blocks)}
+    branch's target (``targets``: :func:`_targets`)."""
     succ = []
     for b, (_, end) in enumerate(blocks):
         last = kernel.instructions[end - 1]
@@ -267,10 +279,8 @@ def _successors(kernel: Kernel, blocks: list) -> list:
         falls = not (last.head in ("ret", "exit") or (last.head == "bra" and last.guard is None))
         if falls and b + 1 < len(blocks):
             nxt.append(b + 1)
-        if last.head == "bra":
-            target = first.get(kernel.labels.get(last.target))
-            if target is not None:
-                nxt.append(target)
+        if b in targets:
+            nxt.append(targets[b])
         succ.append(nxt)
     return succ
 
@@ -304,21 +314,23 @@ def _predecessors(succ: list) -> dict:
 HUGE_ANGLE = "0f47CE4780"
 
 
-def _cold(kernel: Kernel, blocks: list) -> set:
+def _cold(kernel: Kernel, blocks: list, targets: dict) -> set:
     """Instructions of libdevice's huge-argument path of sin and cos (:data:`HUGE_ANGLE`),
     which no angle of a timing case takes (positions times frequencies stay far below it):
     counted, they would add a hundred instructions and a local array to every such kernel.
 
     The path is either the fall-through of the branch that skips it (up to the branch's
-    target), or the branch's target, laid out after the exit, up to its jump back."""
-    first = {start: b for b, (start, _) in enumerate(blocks)}
+    target), or the branch's target, laid out after the exit, up to its jump back
+    (``targets``: :func:`_targets`; a branch closes its block, so each is a block's last)."""
     setp = {}
     cold = set()
-    for k, ins in enumerate(kernel.instructions):
-        if ins.head == "setp":
-            for d in ins.dest:
-                setp[d] = ins
-        if ins.head != "bra" or ins.guard is None or ins.guard not in setp:
+    for here, (start, end) in enumerate(blocks):
+        for ins in kernel.instructions[start:end]:
+            if ins.head == "setp":
+                setp.update((d, ins) for d in ins.dest)
+        ins = kernel.instructions[end - 1]
+        target = targets.get(here)
+        if ins.head != "bra" or ins.guard not in setp or target is None or target <= here:
             continue
         test = setp[ins.guard]
         if HUGE_ANGLE not in test.args:
@@ -327,22 +339,16 @@ def _cold(kernel: Kernel, blocks: list) -> set:
         small = test.parts[1] in ("lt", "ltu", "le", "leu")
         if test.args[0] == HUGE_ANGLE:  # bound first: the comparison reads the other way
             small = not small
-        jumps_when_small = small != ins.negated
-        here = next(b for b, (start, end) in enumerate(blocks) if start <= k < end)
-        target = first.get(kernel.labels.get(ins.target))
-        if target is None or target <= here:
-            continue
-        if jumps_when_small and target > here + 1:
+        if small != ins.negated:  # jumps past the path when |x| is small
             for b in range(here + 1, target):
                 cold.update(range(*blocks[b]))
-        elif not jumps_when_small:
-            for b in range(target, len(blocks)):
-                cold.update(range(*blocks[b]))
-                last = kernel.instructions[blocks[b][1] - 1]
-                if last.head in ("ret", "exit") or (last.head == "bra" and last.guard is None
-                                                     and kernel.labels.get(last.target, 0)
-                                                     <= blocks[target][0]):
-                    break
+            continue
+        for b in range(target, len(blocks)):
+            cold.update(range(*blocks[b]))
+            last = kernel.instructions[blocks[b][1] - 1]
+            if last.head in ("ret", "exit") or (last.head == "bra" and last.guard is None
+                                                 and targets.get(b, 0) <= target):
+                break
     return cold
 
 
@@ -381,12 +387,13 @@ def analyze(ptx: str, params=None, block=None) -> dict:
     split a warp (:mod:`.diverge`)."""
     kernel = parse(ptx)
     blocks = _blocks(kernel)
-    succ = _successors(kernel, blocks)  # the graph, built once for both
+    targets = _targets(kernel, blocks)
+    succ = _successors(kernel, blocks, targets)  # the graph, built once for both
     loop = _loops(kernel, blocks, succ)
     preds = _predecessors(succ)
     split = divergent_branches(kernel, params, block)
-    cold = _cold(kernel, blocks)
-    order = _serial_arms(kernel, blocks, preds, split)
+    cold = _cold(kernel, blocks, targets)
+    order = _serial_arms(blocks, preds, split, targets)
     steps, consts, signs, rounds = {}, {}, set(), {}
     for reg, index in kernel.params.items():
         if params is not None and index < len(params) and isinstance(params[index], int):
@@ -450,16 +457,16 @@ def analyze(ptx: str, params=None, block=None) -> dict:
     return out
 
 
-def _serial_arms(kernel: Kernel, blocks: list, preds: dict, split: set) -> dict:
+def _serial_arms(blocks: list, preds: dict, split: set, targets: dict) -> dict:
     """:func:`_predecessors` with the arms of each warp-splitting branch (``split``) chained: a
-    warp runs the fall-through arm, then the branch's target arm, so the target's first block
-    also follows the fall-through arm's last one (its loads wait for the first arm's)."""
-    first = {start: b for b, (start, _) in enumerate(blocks)}
+    warp runs the fall-through arm, then the branch's target arm (``targets``:
+    :func:`_targets`), so the target's first block also follows the fall-through arm's last
+    one (its loads wait for the first arm's)."""
     order = {b: list(p) for b, p in preds.items()}
     for b, (_, end) in enumerate(blocks):
         if end - 1 not in split:
             continue
-        target = first.get(kernel.labels.get(kernel.instructions[end - 1].target))
+        target = targets.get(b)
         if target is not None and target > b + 1 and target - 1 not in order[target]:
             order[target].append(target - 1)
     return order
