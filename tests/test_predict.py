@@ -908,7 +908,52 @@ def test_a_warps_serial_work_is_paid_once_the_longer_of_its_chain_and_its_extra_
     chain = c["serial"] * 990.0 / model.CLOCK_PER_US  # 1 us
     for lines in (0.0, 10.0, 100.0):  # 0.3 us and 3 us of one thread's extra lines
         got = model.roofs({**f, "serial_lines": lines}, c)["latency"]
-        assert got == pytest.approx(c["wave_us"] + max(chain, c["line_us"] * lines))
+        line = model.serial_line_us(f, c)
+        assert line == pytest.approx(c["line_us"], rel=1e-3)  # one warp alone: an idle machine
+        assert got == pytest.approx(c["wave_us"] + max(chain, line * lines))
+
+
+def _serial_launch(**over):
+    f = {"warps": 1.0, "resident_warps": 32.0, "threads_per_block": 32.0, "waves": 1.0,
+         "rounds": 0.0, "issue": 0.0, "blocks": 1.0, "sectors": 0.0, "dram_bytes": 128.0,
+         "serial_lines": 100.0, "loop_global": 1.0}
+    return {**f, **over}
+
+
+def test_a_serial_loop_over_shared_memory_waits_less_a_line_than_one_over_global_memory():
+    c = dict(recorded_fit()["meta"]["constants"])
+    shared, global_ = _serial_launch(loop_global=0.0), _serial_launch()
+    assert model.serial_line_us(shared, c) == pytest.approx(c["shared_line_us"])
+    assert c["shared_line_us"] < c["line_us"]
+    assert model.roofs(shared, c)["latency"] < model.roofs(global_, c)["latency"]
+
+
+def test_a_global_serial_loop_waits_longer_where_the_launch_fills_the_machine():
+    c = dict(recorded_fit()["meta"]["constants"])
+    full = _serial_launch(warps=model.SMS * 64.0, resident_warps=64.0, blocks=model.SMS * 32.0,
+                          threads_per_block=64.0)
+    assert model.serial_line_us(full, c) == pytest.approx(c["line_us"] + c["loaded_line_us"])
+    assert model.serial_line_us(full, c) > model.serial_line_us(_serial_launch(), c)
+
+
+def test_looping_threads_of_blocks_sharing_a_scheduler_take_turns():
+    c = dict(recorded_fit()["meta"]["constants"])
+    # 32 blocks of 64 threads resident per SM, each with one looping thread: 8 a scheduler
+    many = _serial_launch(loop_global=0.0, warps=model.SMS * 64.0, resident_warps=64.0,
+                          blocks=model.SMS * 64.0, threads_per_block=64.0)
+    turns = 8 * c["serial_line_cycles"] / model.CLOCK_PER_US
+    assert model.serial_line_us(many, c) == pytest.approx(max(c["shared_line_us"], turns))
+    assert model.serial_line_us(many, c) > model.serial_line_us(_serial_launch(loop_global=0.0), c)
+    # a grid of two such blocks has one a SM: no turns to take
+    few = dict(many, blocks=2.0, warps=4.0)
+    assert model.serial_line_us(few, c) == pytest.approx(
+        max(c["shared_line_us"], c["serial_line_cycles"] / model.CLOCK_PER_US))
+
+
+def test_a_loop_reading_global_memory_is_marked_in_the_features():
+    plain = features.launch_features(_counts(), (2,), (256,), 4096)
+    looped = features.launch_features({**_counts(), "global_loop": 4}, (2,), (256,), 4096)
+    assert plain["loop_global"] == 0.0 and looped["loop_global"] == 1.0
 
 
 def test_the_lines_ceiling_runs_a_small_grid_on_the_schedulers_it_has():

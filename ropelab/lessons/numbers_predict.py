@@ -179,6 +179,14 @@ H100_CHECKS = {
     "predict.h100_k_v5": ("set_k", "v5", "20261207T072612"),
     "predict.h100_k_v6": ("set_k", "v6", "20261207T072612"),
     "predict.h100_k_v7": ("set_k", "v7", "20261207T072612"),
+    # v8 costs a one-thread loop's line by what it reads (shared memory, or global memory on
+    # an idle or a full machine) and by the looping blocks that share a scheduler; set K's
+    # worst rows and every other set's one-thread loops shaped it, so none of these is blind
+    "predict.h100_g_v8": ("set_g", "v8", "20261207T012600"),
+    "predict.h100_h_v8": ("heldout_h", "v8", "20261207T012600"),
+    "predict.h100_i_v8": ("set_i", "v8", "20261207T012600"),
+    "predict.h100_j_v8": ("set_j", "v8", "20261207T015455"),
+    "predict.h100_k_v8": ("set_k", "v8", "20261207T072612"),
 }
 for _key, _check in H100_CHECKS.items():
     @number(_key)

@@ -162,4 +162,5 @@ def launch_features(counts: dict, grid, block, dram_bytes: int, dynamic_shared: 
             "sectors": float(sectors), "wavefronts": float(wavefronts),
             "dram_bytes": float(dram_bytes), "warm": float(warm),
             "divergent_branches": float(counts.get("divergent_branches", 0)),
+            "loop_global": float(counts.get("global_loop", 0) > 0),
             **{name: float((host or {}).get(name, 0)) for name in HOST_COUNTS}}

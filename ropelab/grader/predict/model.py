@@ -21,9 +21,15 @@ with seven ceilings, each a physical limit:
              per SM: a warp whose lanes each read a line of their own (a row per thread) is
              served 32 times slower than a coalesced one, whatever the L2 holds;
 ``latency``  waves x a warp's lifetime, ``wave_us + round * rounds + l1_round_us *
-             hit_rounds + max(serial * issue, line_us * serial_lines)`` (the last: one thread
-             of the block looping while the rest wait; where one thread loops, its warp's
-             dependent instructions and its extra lines are the same loop, paid once):
+             hit_rounds + max(serial * issue, serial_line * serial_lines)`` (the last: one
+             thread of the block looping while the rest wait; where one thread loops, its
+             warp's dependent instructions and its extra lines are the same loop, paid once;
+             ``serial_line`` is :func:`serial_line_us`: a loop over global memory waits
+             ``line_us`` a line, plus ``loaded_line_us`` times the share of the machine the
+             launch fills, where its loads queue behind everyone's; a loop over shared memory
+             or registers waits ``shared_line_us``, or, where the looping threads of several
+             resident blocks share a scheduler, takes ``serial_line_cycles`` of it per line
+             each):
              too few warps in flight (small blocks, one load per thread, loads that wait
              for loads) leave the memory idle between rounds; a round is ``round_us`` (a DRAM
              latency), or ``l2_round_us`` for the share of bytes an earlier launch of the
@@ -82,6 +88,14 @@ PRIORS = {
     # a simulated source line the busiest thread of a block runs beyond its block's mean (one
     # thread looping while the others wait): about a tenth of an L2 round a loop iteration
     "line_us": 0.03,
+    # the same where the loop reads no global memory (shared memory, registers): its
+    # iteration waits on a shared-memory load or an add, tens of cycles, not an L2 round
+    "shared_line_us": 0.01,
+    # what a global-memory loop's line adds where the launch fills the machine: its loads
+    # wait behind everyone else's (a loaded DRAM round is several idle ones)
+    "loaded_line_us": 0.05,
+    # a scheduler's cycles per such line when several blocks' looping threads share it
+    "serial_line_cycles": 8.0,
     "l1_round_us": 0.02,  # one L1 hit latency (about 40 cycles)
     "l1_lines_per_cycle": 1.0,  # 128-byte lines (wavefronts) an SM's L1 serves per cycle
     "drain": 0.2,  # the DRAM time lost per block resident on an SM, as its last warps finish
@@ -101,7 +115,7 @@ def roofs(f: dict, c: dict) -> dict:
     round_us = c["round_us"] * (1 - warm) + c["l2_round_us"] * warm
     lifetime = (c["wave_us"] + round_us * f["rounds"] + c["l1_round_us"] * f.get("hit_rounds", 0.0)
                 + max(c["serial"] * f["issue"] / CLOCK_PER_US,
-                      c["line_us"] * f.get("serial_lines", 0.0)))
+                      serial_line_us(f, c) * f.get("serial_lines", 0.0)))
     fill = min(1.0, f["warps"] / (SMS * f["resident_warps"]))
     # An SM that holds few blocks (two of 1024 threads) leaves a block's place idle while its
     # last warps finish: the DRAM sees that share of the SM's requests missing.
@@ -114,6 +128,20 @@ def roofs(f: dict, c: dict) -> dict:
             "blocks": c["block_us"] * f["blocks"] / SMS,
             "issue": c["issue_scale"] * f["warps"] * f["issue"] / (SMS * SCHEDULERS * CLOCK_PER_US),
             "lines": lines_us(f, c)}
+
+
+def serial_line_us(f: dict, c: dict) -> float:
+    """What one line of the busiest thread's extra work costs its block: the wait of one
+    iteration (``line_us`` where the loop reads global memory, ``shared_line_us`` where it
+    does not), or, where the looping threads of several resident blocks share a scheduler,
+    their turns at it (``serial_line_cycles`` each)."""
+    warps_per_block = max(1.0, math.ceil(f["threads_per_block"] / WARP))
+    blocks_per_sm = min(f["resident_warps"] / warps_per_block, max(1.0, f["blocks"] / SMS))
+    sharing = max(1.0, blocks_per_sm / SCHEDULERS)
+    if f.get("loop_global", 1.0):
+        fill = min(1.0, f["warps"] / (SMS * f["resident_warps"]))
+        return c["line_us"] + c["loaded_line_us"] * fill
+    return max(c["shared_line_us"], sharing * c["serial_line_cycles"] / CLOCK_PER_US)
 
 
 def lines_us(f: dict, c: dict) -> float:

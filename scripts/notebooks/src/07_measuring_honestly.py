@@ -720,9 +720,24 @@ plt.show()
 # `x` again after writing `out` (the compiler must assume they overlap).  The model counts two
 # memory latencies a pass, the loads and then that re-read; the run's time over its passes is
 # about one [latency](00_rope_in_one_notebook.ipynb#9-glossary) of that run's fit, so the
-# re-read must be finding its line in a cache.  What the model still
-# misses besides: a launch of one warp doing a few microseconds of work, one thread summing a
-# block's values while the rest wait, and the host copies of a ragged-batch launch.
+# re-read must be finding its line in a cache.
+#
+# One thread looping while the rest of its block waits was the next miss, in every set: the
+# model paid each extra line the same wait, fitted between loops that could not agree.  A
+# loop over shared memory waits a few tens of cycles a line; one over global memory waits
+# for its loads, longer where the launch fills the machine and they queue behind everyone
+# else's; and where 32 blocks an SM each have a thread looping, those threads take turns at
+# the SM's four schedulers.  v8 prices a line each of those ways (`model.serial_line_us`);
+# the same H100 fits give {{ predict.h100_g_v8 }} on G, {{ predict.h100_h_v8 }} on H,
+# {{ predict.h100_i_v8 }} on I, {{ predict.h100_j_v8 }} on J and {{ predict.h100_k_v8 }} on
+# K.  Set K's misses were in view when v8 was written, so after its v4 to v7 figures none of
+# these is a held-out figure any more.  What the model still misses: the re-read above, and
+# the host copies of a ragged-batch launch (10.4).  Those are noise more than model: two
+# learners' launch functions of the same shape, one copy each, took times nearly a factor of
+# two apart in two runs of the same day on the same kind of GPU
+# (`data/predict/h100/timings-set_j-*.csv`, `timings-set_k-*.csv`), and a Python loop of some
+# three thousand lines building the positions is no slower than NumPy's one call in the same
+# run: its time hides behind the GPU's own work before the timer starts.
 #
 # `python -m ropelab.grader.predict --record` refits the model and rewrites the record from the
 # timings it names; `scripts/gpu_predict_timings.sh` is the H200 run behind them.
