@@ -116,7 +116,7 @@ def roofs(f: dict, c: dict) -> dict:
     lifetime = (c["wave_us"] + round_us * f["rounds"] + c["l1_round_us"] * f.get("hit_rounds", 0.0)
                 + max(c["serial"] * f["issue"] / CLOCK_PER_US,
                       serial_line_us(f, c) * f.get("serial_lines", 0.0)))
-    fill = min(1.0, f["warps"] / (SMS * f["resident_warps"]))
+    fill = machine_fill(f)
     # An SM that holds few blocks (two of 1024 threads) leaves a block's place idle while its
     # last warps finish: the DRAM sees that share of the SM's requests missing.
     blocks_per_sm = f["resident_warps"] / max(1.0, math.ceil(f["threads_per_block"] / WARP))
@@ -130,6 +130,11 @@ def roofs(f: dict, c: dict) -> dict:
             "lines": lines_us(f, c)}
 
 
+def machine_fill(f: dict) -> float:
+    """The share of the machine's warp slots the launch's warps fill (at most 1)."""
+    return min(1.0, f["warps"] / (SMS * f["resident_warps"]))
+
+
 def serial_line_us(f: dict, c: dict) -> float:
     """What one line of the busiest thread's extra work costs its block: the wait of one
     iteration (``line_us`` where the loop reads global memory, ``shared_line_us`` where it
@@ -139,8 +144,7 @@ def serial_line_us(f: dict, c: dict) -> float:
     blocks_per_sm = min(f["resident_warps"] / warps_per_block, max(1.0, f["blocks"] / SMS))
     sharing = max(1.0, blocks_per_sm / SCHEDULERS)
     if f.get("loop_global", 1.0):
-        fill = min(1.0, f["warps"] / (SMS * f["resident_warps"]))
-        return c["line_us"] + c["loaded_line_us"] * fill
+        return c["line_us"] + c["loaded_line_us"] * machine_fill(f)
     return max(c["shared_line_us"], sharing * c["serial_line_cycles"] / CLOCK_PER_US)
 
 
