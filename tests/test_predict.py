@@ -901,23 +901,22 @@ def test_thread_lines_see_a_data_dependent_trip_count_and_a_warp_waits_for_its_b
     assert serial == 0.0 and 0.8 * long <= stopped <= 1.2 * long
 
 
+def _serial_launch(**over):
+    f = {"warps": 1.0, "resident_warps": 32.0, "threads_per_block": 32.0, "waves": 1.0,
+         "rounds": 0.0, "issue": 0.0, "blocks": 1.0, "sectors": 0.0, "dram_bytes": 128.0,
+         "serial_lines": 100.0, "loop_global": 1.0}
+    return {**f, **over}
+
+
 def test_a_warps_serial_work_is_paid_once_the_longer_of_its_chain_and_its_extra_lines():
     c = dict(model.PRIORS)
-    f = {"warps": 1.0, "resident_warps": 32.0, "threads_per_block": 32.0, "waves": 1.0,
-         "rounds": 0.0, "issue": 990.0, "blocks": 1.0, "sectors": 0.0, "dram_bytes": 128.0}
+    f = _serial_launch(issue=990.0)  # one warp of 32 threads, its loop reading global memory
     chain = c["serial"] * 990.0 / model.CLOCK_PER_US  # 1 us
     for lines in (0.0, 10.0, 100.0):  # 0.3 us and 3 us of one thread's extra lines
         got = model.roofs({**f, "serial_lines": lines}, c)["latency"]
         line = model.serial_line_us(f, c)
         assert line == pytest.approx(c["line_us"], rel=1e-3)  # one warp alone: an idle machine
         assert got == pytest.approx(c["wave_us"] + max(chain, line * lines))
-
-
-def _serial_launch(**over):
-    f = {"warps": 1.0, "resident_warps": 32.0, "threads_per_block": 32.0, "waves": 1.0,
-         "rounds": 0.0, "issue": 0.0, "blocks": 1.0, "sectors": 0.0, "dram_bytes": 128.0,
-         "serial_lines": 100.0, "loop_global": 1.0}
-    return {**f, **over}
 
 
 def test_a_serial_loop_over_shared_memory_waits_less_a_line_than_one_over_global_memory():

@@ -119,7 +119,7 @@ def roofs(f: dict, c: dict) -> dict:
     fill = machine_fill(f)
     # An SM that holds few blocks (two of 1024 threads) leaves a block's place idle while its
     # last warps finish: the DRAM sees that share of the SM's requests missing.
-    blocks_per_sm = f["resident_warps"] / max(1.0, math.ceil(f["threads_per_block"] / WARP))
+    blocks_per_sm = resident_blocks(f)
     drain = 1.0 + c["drain"] / max(blocks_per_sm, 1.0)
     return {"memory": f["dram_bytes"] / c["dram_bytes_per_us"] * drain + c["dram_ramp_us"] * fill,
             "l2": f["sectors"] * SECTOR / c["l2_bytes_per_us"],
@@ -128,6 +128,11 @@ def roofs(f: dict, c: dict) -> dict:
             "blocks": c["block_us"] * f["blocks"] / SMS,
             "issue": c["issue_scale"] * f["warps"] * f["issue"] / (SMS * SCHEDULERS * CLOCK_PER_US),
             "lines": lines_us(f, c)}
+
+
+def resident_blocks(f: dict) -> float:
+    """The blocks an SM holds at once (its resident warps over a block's warps)."""
+    return f["resident_warps"] / max(1.0, math.ceil(f["threads_per_block"] / WARP))
 
 
 def machine_fill(f: dict) -> float:
@@ -140,11 +145,11 @@ def serial_line_us(f: dict, c: dict) -> float:
     iteration (``line_us`` where the loop reads global memory, ``shared_line_us`` where it
     does not), or, where the looping threads of several resident blocks share a scheduler,
     their turns at it (``serial_line_cycles`` each)."""
-    warps_per_block = max(1.0, math.ceil(f["threads_per_block"] / WARP))
-    blocks_per_sm = min(f["resident_warps"] / warps_per_block, max(1.0, f["blocks"] / SMS))
-    sharing = max(1.0, blocks_per_sm / SCHEDULERS)
     if f.get("loop_global", 1.0):
         return c["line_us"] + c["loaded_line_us"] * machine_fill(f)
+    # one looping thread a block: the blocks an SM runs at once (a small grid has fewer)
+    blocks_per_sm = min(resident_blocks(f), max(1.0, f["blocks"] / SMS))
+    sharing = max(1.0, blocks_per_sm / SCHEDULERS)
     return max(c["shared_line_us"], sharing * c["serial_line_cycles"] / CLOCK_PER_US)
 
 
