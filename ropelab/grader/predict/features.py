@@ -26,7 +26,7 @@ and returns plain numbers of physical meaning, all per launch:
     ``rounds_loop`` for each pass; of the loop's, the share ``miss_loop`` goes past the L1
     (``rounds``) and the rest hits a line an earlier pass fetched (``hit_rounds``).
 ``issue``
-    issue cycles of one warp (see :data:`ISSUE_CYCLES`), over all its passes.
+    issue cycles of one warp (see :data:`.issue.ISSUE_CYCLES`), over all its passes.
 ``sectors``
     32-byte sectors the launch's warps ask the memory system for (L2 traffic), over all passes.
 ``wavefronts``
@@ -46,10 +46,9 @@ and returns plain numbers of physical meaning, all per launch:
     step's first launch, 0 on the others and on kernel steps): copies to and from the GPU,
     their bytes, and device allocations (:data:`HOST_COUNTS`).
 
-:data:`ISSUE_CYCLES` are fixed from the machine's published rates (instructions a
-sub-partition of an SM starts per cycle: 32 lanes of float32, a quarter of that in the special
-function unit); the model scales their sum by one fitted constant, which also absorbs the
-expansion of a PTX instruction into several SASS ones.
+:mod:`.issue` holds the issue cycles of an instruction class; the model scales their sum by
+one fitted constant, which also absorbs the expansion of a PTX instruction into several SASS
+ones.
 """
 
 from __future__ import annotations
@@ -57,6 +56,7 @@ from __future__ import annotations
 import math
 
 from ...cuda_limits import WARP
+from .issue import ATOMIC_CYCLES, issue_cycles
 
 SMS = 132  # H200 SXM
 HOST_COUNTS = ("h2d", "h2d_bytes", "d2h", "d2h_bytes", "allocs")
@@ -66,14 +66,6 @@ REGISTERS_PER_SM = 65536
 SHARED_PER_SM = 228 * 1024
 SHARED_RESERVED_PER_BLOCK = 1024
 
-# Issue cycles of one warp instruction, by the classes of :mod:`.ptx`.  A 64-bit integer
-# division is emitted with a 32-bit fast path (counted as div32) that small operands take; the
-# 64-bit instruction itself then costs only its test.  Without a 32-bit twin it is a long
-# subroutine.
-ISSUE_CYCLES = {"alu": 1, "sfu": 8, "fdiv": 9, "div32": 20, "div64": 4, "f64": 4, "shfl": 2,
-                "shared": 2, "global": 2, "bar": 4}
-DIV64_ALONE = 70
-ATOMIC_CYCLES = 8
 
 
 def dims(value) -> tuple:
@@ -98,16 +90,6 @@ def occupancy(threads_per_block: int, regs: int, shared_per_block: int) -> dict:
     blocks = max(limits[binding], 0)
     return {"blocks_per_sm": blocks, "resident_warps": blocks * warps_per_block,
             "limit": binding}
-
-
-def issue_cycles(counts: dict, where: str) -> float:
-    """Issue cycles of one warp through the instructions ``where`` ("out", "path_out" or
-    "loop")."""
-    total = sum(ISSUE_CYCLES[c] * counts.get(f"{c}_{where}", 0) for c in ISSUE_CYCLES)
-    alone = counts.get(f"div64_{where}", 0) - counts.get(f"div32_{where}", 0)
-    if alone > 0:
-        total += (DIV64_ALONE - ISSUE_CYCLES["div64"]) * alone
-    return float(total)
 
 
 def launch_features(counts: dict, grid, block, dram_bytes: int, dynamic_shared: int = 0,

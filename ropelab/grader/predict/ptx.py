@@ -48,7 +48,7 @@ import re
 from dataclasses import dataclass, field
 
 from .diverge import divergent_branches
-from .features import ISSUE_CYCLES
+from .issue import ISSUE_CYCLES
 from .lanes import access_bytes, line_use, lines, sectors, useful_bytes
 from .lanes import immediate as _immediate
 from .lanes import parameter_values  # noqa: F401  (the analysis's input, laid out there)
