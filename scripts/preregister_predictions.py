@@ -33,6 +33,23 @@ def entries(folder: Path):
             yield path.name, step_id, label, fn
 
 
+def earlier_runs(folder: Path, predict_dir: Path) -> list[str]:
+    """The GPU timings of this set already recorded (``timings-<set>-<stamp>.csv`` under
+    ``data/predict/`` and its per-card subfolders), as paths relative to ``predict_dir``'s
+    parent's parent: the header must say whether the model could have seen them."""
+    found = sorted(predict_dir.rglob(f"timings-{folder.name}-*.csv"))
+    return [str(p.relative_to(predict_dir.parent.parent)) for p in found]
+
+
+def provenance(folder: Path, predict_dir: Path) -> str:
+    """The header's last clause: before any GPU run of the set, or after the runs on record."""
+    runs = earlier_runs(folder, predict_dir)
+    if not runs:
+        return "before any GPU run of this set"
+    return ("after the GPU runs of this set on record (" + ", ".join(runs)
+            + "), whose timings the model may have seen; before any later run")
+
+
 def _line(text) -> str:
     """One TSV cell: the text's first 160 characters on one line."""
     return " ".join(str(text).split())[:160]
@@ -67,8 +84,8 @@ def main(argv=None) -> int:
     out = args.folder / f"predicted-{stamp}.tsv"
     with open(out, "w") as f:
         model = record.record_path().name
-        f.write(f"# predicted by data/predict/{model} at commit {commit}, {stamp} UTC, before "
-                "any GPU run of this set\n")
+        when = provenance(args.folder, record.record_path().parent)
+        f.write(f"# predicted by data/predict/{model} at commit {commit}, {stamp} UTC, {when}\n")
         f.write("module\tstep\tlabel\tgrade\tpredicted_us\tlow_us\thigh_us\tcase or note\n")
         for row in rows:
             f.write("\t".join(row) + "\n")

@@ -66,3 +66,16 @@ def test_a_check_compares_its_rows_with_the_registered_predictions(tmp_path):
     # a row whose label differs from the registered one at its place is not compared
     moved = [{**lines[0], "label": "other"}]
     assert record.registered(table, moved)["rows"] == 0
+
+
+def test_the_header_names_the_gpu_runs_of_the_set_already_on_record(tmp_path):
+    folder = tmp_path / "heldout" / "set_z"
+    folder.mkdir(parents=True)
+    predict_dir = tmp_path / "data" / "predict"
+    (predict_dir / "h100").mkdir(parents=True)
+    assert preregister.provenance(folder, predict_dir) == "before any GPU run of this set"
+    (predict_dir / "h100" / "timings-set_z-20260101T000000.csv").write_text("")
+    (predict_dir / "timings-set_zz-20260101T000000.csv").write_text("")  # another set's
+    said = preregister.provenance(folder, predict_dir)
+    assert said.startswith("after the GPU runs of this set on record")
+    assert "data/predict/h100/timings-set_z-20260101T000000.csv" in said and "set_zz" not in said
