@@ -59,3 +59,22 @@ def test_entries_compute_what_the_public_function_computes_on_host_arrays(interl
 def test_two_stage_weight_gradient_has_no_bit_differences():
     arrays = calls.inputs(TINY)
     assert calls.bit_differences(calls.ropelab_backward(arrays, TINY, True), runs=3) == (0, 0.0)
+
+
+@pytest.mark.parametrize("interleave", [True, False])
+def test_the_forward_backward_entry_runs_the_one_pass_forward_autograd_runs(interleave):
+    """``ropelab:fwd+bwd`` times what ``ropelab.torch_ops`` launches under autograd: the
+    out-of-place forward in one pass (the input left as it was), then the backward."""
+    import ropelab
+
+    arrays = calls.inputs(TINY)
+    before = arrays[0].copy_to_host()
+    run = calls.ropelab_forward_backward(arrays, TINY, interleave)
+    run()
+    assert np.array_equal(arrays[0].copy_to_host(), before)  # qkv is read, never written
+    expected = before.copy()
+    ropelab.fused_qknorm_rope(expected, q_weight=arrays[2].copy_to_host(),
+                              k_weight=arrays[3].copy_to_host(),
+                              positions=arrays[4].copy_to_host(), **calls._kwargs(TINY, interleave))
+    np.testing.assert_array_equal(run.forward_out.copy_to_host(), expected)
+    assert not np.array_equal(expected, before)

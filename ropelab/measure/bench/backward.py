@@ -5,8 +5,9 @@
 the production shapes in bfloat16 (flux_1024, qwen_image_1024, zimage_1024), in both layouts:
 
 * ``copy``: a device copy of the qkv rows; its GB/s is every row's roof;
-* ``ropelab:fwd+bwd``: what autograd runs: the forward out of place (a copy of ``qkv``, then the
-  fused kernel in place on the copy) and the backward (two-stage weight gradient);
+* ``ropelab:fwd+bwd``: what autograd runs through ``ropelab.torch_ops``: the functional forward
+  in one pass (``fused_qknorm_rope(qkv, out=out)``: read ``qkv``, write the result) and the
+  backward (two-stage weight gradient);
 * ``ropelab:bwd`` and ``ropelab:bwd:atomic``: the backward alone through the public function;
 * ``ropelab:bwd:kernel`` and ``ropelab:bwd:kernel:atomic``: the backward's launches alone,
   pre-bound (no host checks: what the kernels cost); ``ropelab:fwd+bwd:kernel`` the same inside
@@ -27,9 +28,9 @@ the production shapes in bfloat16 (flux_1024, qwen_image_1024, zimage_1024), in 
 qkv row and ``qk`` those of its Q and K heads: the backward reads ``dy`` (the row) and ``x``
 (Q and K) and writes ``dx`` (the row): ``2 row + qk``; an out-of-place forward reads and writes
 the row: ``2 row``; together ``4 row + qk``.  ``frac_of_copy`` is that count over the row's
-time divided by the copy's rate: the share of the copy roof the row reaches.  (Autograd's
-forward as run here moves more: the copy, ``2 row``, then the fused kernel in place,
-``2 qk``.)
+time divided by the copy's rate: the share of the copy roof the row reaches.  (Records before
+2026-12-07 timed the forward of an older autograd path, a copy of ``qkv`` then the kernel in
+place on the copy, ``2 row + 2 qk``: their ``fwd+bwd`` rows moved more than the count.)
 """
 
 from __future__ import annotations

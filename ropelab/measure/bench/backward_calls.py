@@ -94,22 +94,33 @@ def ropelab_backward_kernel(arrays, shape, interleave: bool, dw: str = "two_stag
 
 
 def ropelab_forward_backward(arrays, shape, interleave: bool, kernel: bool = False):
-    """Autograd's sequence: copy qkv (out of place), the fused forward in place on the copy,
-    then the backward from the saved input; ``kernel``: the backward's launches pre-bound."""
-    import torch
-
+    """Autograd's sequence as ``ropelab.torch_ops`` runs it: the functional forward in one pass
+    (read ``qkv``, write a new tensor: what ``fused_qknorm_rope_functional`` launches), then the
+    backward from the saved input; ``kernel``: the backward's launches pre-bound."""
     import ropelab
 
     qkv, grad, wq, wk, pos = arrays
     kw = _kwargs(shape, interleave)
-    out = torch.empty_like(qkv)
+    out = _empty_like(qkv)
     backward = (ropelab_backward_kernel if kernel else ropelab_backward)(arrays, shape, interleave)
 
     def run():
-        out.copy_(qkv)
-        ropelab.fused_qknorm_rope(out, q_weight=wq, k_weight=wk, positions=pos, **kw)
+        ropelab.fused_qknorm_rope(qkv, q_weight=wq, k_weight=wk, positions=pos, out=out, **kw)
         backward()
+    run.forward_out = out  # the forward's result (tests read it)
     return run
+
+
+def _empty_like(a):
+    """A new device array like ``a``: a torch tensor on the GPU, a numba array on the
+    simulator (what :func:`inputs` hands out there)."""
+    if SIMULATED:
+        from numba import cuda
+
+        return cuda.device_array_like(a)
+    import torch
+
+    return torch.empty_like(a)
 
 
 def _inv_freq(torch, rotary_dim: int, base: float, device, dtype):
