@@ -14,7 +14,12 @@
    wall ~ host).  Beside it the same math in PyTorch under ``torch.compile`` (the backward
    bench's ``torch_math``), forward + backward, and (NeoX) Liger-Kernel's RMSNorm + RoPE
    chain (:func:`training_loop_rows._liger_step`).
-3. ``forward`` (a control row): the functional forward as the autograd op runs it, one pass
+3. ``rope_training``: the same loop through the rope op (``y = rt.rope(x, positions=pos)``,
+   no ``out=``, then ``y.backward(g)``) on a bfloat16 ``[32768, 32, 128]`` leaf, beside
+   torch.compile of the same rotation on cached cos/sin tables and the empty Function; with a
+   cold-L2 copy of ``x`` (``torch_copy``, median us) for the roof's rate.  Byte model: the
+   forward reads x and writes y, the backward reads dy and writes dx, ``4 * x.numel() * 2``.
+4. ``forward`` (a control row): the functional forward as the autograd op runs it, one pass
    (``ropelab.fused_qknorm_rope(qkv, out=out)``: read qkv, write out, V copied) against the
    old two passes (``out.copy_(qkv)``, then the in-place kernel over ``out``), beside a copy of
    the same bytes (``out.copy_(qkv)``): cold-L2 events, median us, at the same shapes and
@@ -34,7 +39,7 @@ import statistics
 import sys
 import time
 
-from training_loop_rows import sync, training_rows
+from training_loop_rows import rope_training_rows, sync, training_rows
 
 
 def host_us(fn, device, number: int, repeat: int) -> float:
@@ -237,14 +242,20 @@ METHOD = ("host: host microseconds per call, no synchronization inside the timed
           "forward's one pass (fused_qknorm_rope(qkv, out=out)) against out.copy_(qkv) then the "
           "in-place kernel, beside out.copy_(qkv) alone; cold-L2 events (measure.bench.Timer), "
           "median us; bytes = qkv read + out written; of_copy = copy median / row median. "
+          "rope_training: the same loop through rt.rope (no out=) on a bfloat16 [32768, 32, "
+          "128] leaf, beside torch.compile of the rotation on cos/sin tables cached once "
+          "(float32 math, bfloat16 out) and the empty Function; bytes = 4 * x.numel() * 2 "
+          "(forward reads x, writes y; backward reads dy, writes dx); torch_copy: cold-L2 "
+          "events of out.copy_(x), median us, bytes = x read + out written. "
           "Recorded by scripts/gpu_training_speed.sh.")
 
 
-def record_rows(host: list[dict], training: list[dict], forward=()) -> list[dict]:
+def record_rows(host: list[dict], training: list[dict], forward=(), rope=()) -> list[dict]:
     """The parts as one record's rows, every row with every column (None where it has none)."""
     rows = [dict(r, part="host") for r in host]
     rows += [dict(r, part="training", op="fused_qknorm_rope") for r in training]
     rows += [dict(r, part="forward", op="fused_qknorm_rope") for r in forward]
+    rows += [dict(r, part="rope_training", op="rope") for r in rope]
     return [{c: r.get(c) for c in COLUMNS} for r in rows]
 
 
@@ -255,8 +266,8 @@ def main(argv=None) -> int:
                         help="CPU tensors, tiny shape, 2 iterations (no GPU needed)")
     parser.add_argument("--iterations", type=int, default=50)
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile row")
-    parser.add_argument("--only", choices=("host", "training", "forward"), action="append",
-                        help="run only these parts (repeatable; default: all three)")
+    parser.add_argument("--only", choices=("host", "training", "rope_training", "forward"),
+                        action="append", help="run only these parts (repeatable; default: all)")
     args = parser.parse_args(argv)
     import torch
 
@@ -271,13 +282,17 @@ def main(argv=None) -> int:
             return 2
         device, number, repeat, iterations = "cuda", 2000, 15, args.iterations
         shapes = [FLUX_1024, QWEN_IMAGE_1024, ZIMAGE_1024]
-    parts = set(args.only or ("host", "training", "forward"))
+    parts = set(args.only or ("host", "training", "rope_training", "forward"))
     host = host_rows(device, number, repeat) if "host" in parts else []
     training = training_rows(shapes, device, iterations,
                              compile_baseline=not (args.no_compile or args.dry_run)) \
         if "training" in parts else []
     forward = forward_rows(shapes, device) if "forward" in parts else []
-    rows = record_rows(host, training, forward)
+    rope = rope_training_rows(device, iterations, compile_baseline=not (args.no_compile or
+                                                                        args.dry_run),
+                              **({"shape": (4, 2, 64)} if args.dry_run else {})) \
+        if "rope_training" in parts else []
+    rows = record_rows(host, training, forward, rope)
     os.makedirs(args.out, exist_ok=True)
     if args.dry_run:  # the simulator's numbers are no measurement: printed and kept, never a record
         path = os.path.join(args.out, "training_speed-dry-run.json")

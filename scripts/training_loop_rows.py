@@ -77,23 +77,9 @@ def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> li
                 except Exception as exc:  # not installed, or an API it does not have
                     rows.append(failed("liger", exc))
             for name, step in steps:
-                try:
-                    for _ in range(3):  # compile, upload tables, warm the allocator
-                        step()
-                    sync(device)
-                    t0 = time.perf_counter()
-                    for _ in range(iterations):
-                        step()
-                    t1 = time.perf_counter()
-                    sync(device)
-                    t2 = time.perf_counter()
-                    row = {"shape": shape.name, "layout": layout,
-                           "impl": name, "iterations": iterations,
-                           "host_us_per_iter": round((t1 - t0) / iterations * 1e6, 1),
-                           "wall_us_per_iter": round((t2 - t0) / iterations * 1e6, 1),
-                           "bytes": training_bytes(shape)}
-                except Exception as exc:  # one failing baseline must not lose the other rows
-                    row = failed(name, exc)
+                row = _timed(step, device, iterations,
+                             {"shape": shape.name, "layout": layout, "impl": name,
+                              "bytes": training_bytes(shape)})
                 rows.append(row)
                 print(row, flush=True)
     return rows
@@ -166,3 +152,100 @@ def _liger_step(torch, leaves, g, pos, shape):
         forward(leaves[0], leaves[1], leaves[2], pos).backward(g)
 
     return step
+
+
+# The plain RoPE case of the bench (``ropelab.measure.bench.torch_ops``): bfloat16 activations
+# [tokens, heads, head_dim] as attention hands them over.
+ROPE_SHAPE = (32768, 32, 128)
+
+
+def rope_training_rows(device, iterations: int, compile_baseline: bool,
+                       shape=ROPE_SHAPE) -> list[dict]:
+    """A trainer's loop through the rope op: ``y = rt.rope(x, positions=pos)`` (no ``out=``: a
+    new differentiable tensor) on a bfloat16 leaf, then ``y.backward(g)``; beside it the same
+    rotation in PyTorch (float32 math on cos/sin tables cached once, bfloat16 out) under
+    torch.compile, and the empty autograd Function (the host floor).  ``bytes``: the forward
+    reads x and writes y, the backward reads dy and writes dx: ``4 * x.numel() * 2``.  The
+    compiled rotation is checked against the op's output first: no row for other math."""
+    import numpy as np
+    import torch
+
+    import ropelab.torch_ops as rt
+    from ropelab.freqs import DEFAULT_BASE, inv_freq
+
+    tokens, heads, head_dim = shape
+    gen = torch.Generator(device=device).manual_seed(0)
+    x = torch.randn(tokens, heads, head_dim, device=device, generator=gen).to(torch.bfloat16)
+    g = torch.randn(tokens, heads, head_dim, device=device, generator=gen).to(torch.bfloat16)
+    pos = torch.arange(tokens, dtype=torch.int32, device=device)
+    leaf = x.clone().requires_grad_()
+    nbytes = 4 * x.numel() * x.element_size()
+    label = "x".join(str(n) for n in shape)
+
+    def ropelab_step():
+        leaf.grad = None
+        rt.rope(leaf, positions=pos).backward(g)
+
+    steps = [("ropelab", ropelab_step), ("empty_function", _floor_step(torch, [leaf], g))]
+    if compile_baseline:
+        freqs = torch.from_numpy(np.asarray(inv_freq(head_dim, DEFAULT_BASE), np.float64))
+        angles = pos.double().cpu()[:, None] * freqs[None, :]
+        cos, sin = (t.float()[:, None, :].to(device) for t in (torch.cos(angles),
+                                                                torch.sin(angles)))
+
+        def rotate(t):
+            f = t.float()
+            even, odd = f[..., 0::2], f[..., 1::2]
+            return torch.stack((even * cos - odd * sin, even * sin + odd * cos),
+                               dim=-1).flatten(-2).to(t.dtype)
+
+        compiled = torch.compile(rotate, fullgraph=True)
+        with torch.no_grad():
+            error = (compiled(x).float() - rt.rope(x, positions=pos).float()).abs().max().item()
+
+        def compiled_step():
+            leaf.grad = None
+            compiled(leaf).backward(g)
+
+        if error <= 0.1:  # a few bfloat16 ulps of values of order 1-4
+            steps.append(("torch.compile", compiled_step))
+    rows = []
+    for name, step in steps:
+        row = _timed(step, device, iterations, {"shape": label, "layout": "gptj", "impl": name,
+                                                "bytes": nbytes})
+        rows.append(row)
+        print(row, flush=True)
+    if device == "cuda":  # the roof's rate: a cold-L2 copy of x, in the same run
+        from ropelab.measure.bench.stats import quantiles
+        from ropelab.measure.bench.timer import Timer
+
+        out = torch.empty_like(x)
+        median = quantiles(Timer().time(lambda: out.copy_(x)))[0]
+        rows.append({"shape": label, "layout": "gptj", "impl": "torch_copy",
+                     "bytes": 2 * x.numel() * x.element_size(), "median_us": round(median, 2)})
+        print(rows[-1], flush=True)
+    if compile_baseline and error > 0.1:
+        rows.append({"shape": label, "layout": "gptj", "impl": "torch.compile",
+                     "error": f"the compiled rotation differs from rt.rope by {error}"})
+    return rows
+
+
+def _timed(step, device, iterations: int, row: dict) -> dict:
+    """``row`` with the loop's host and wall us per iteration (3 warm-up steps first), or the
+    error that stopped it."""
+    try:
+        for _ in range(3):  # compile, upload tables, warm the allocator
+            step()
+        sync(device)
+        t0 = time.perf_counter()
+        for _ in range(iterations):
+            step()
+        t1 = time.perf_counter()
+        sync(device)
+        t2 = time.perf_counter()
+        return {**row, "iterations": iterations,
+                "host_us_per_iter": round((t1 - t0) / iterations * 1e6, 1),
+                "wall_us_per_iter": round((t2 - t0) / iterations * 1e6, 1)}
+    except Exception as exc:  # one failing baseline must not lose the other rows
+        return {**{k: row[k] for k in ("shape", "layout", "impl")},
+                "error": f"{type(exc).__name__}: {exc}"[:500]}

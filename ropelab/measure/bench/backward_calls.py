@@ -252,21 +252,21 @@ def _host(a) -> np.ndarray:
 
 
 def empty_function():
-    """An autograd Function with the fused op's tensors (``qkv``, ``q_weight``, ``k_weight``)
-    that does no work: the forward makes its output, the backward hands back fresh gradients.
-    A training loop around it costs the host what torch's autograd alone costs: the floor under
-    any Python op's loop on that machine (the training-speed record's ``empty_function``)."""
+    """An autograd Function that does no work, over the tensors it is given (the fused op's
+    ``qkv``, ``q_weight``, ``k_weight``, or the rope op's ``x``): the forward makes an output
+    like the first, the backward hands back a fresh gradient for each.  A training loop around
+    it costs the host what torch's autograd alone costs: the floor under any Python op's loop
+    on that machine (the training-speed record's ``empty_function``)."""
     import torch
 
     class Empty(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, qkv, q_weight, k_weight):
-            ctx.save_for_backward(qkv, q_weight, k_weight)
-            return torch.empty_like(qkv)
+        def forward(ctx, *tensors):
+            ctx.save_for_backward(*tensors)
+            return torch.empty_like(tensors[0])
 
         @staticmethod
         def backward(ctx, grad):
-            qkv, q_weight, k_weight = ctx.saved_tensors
-            return torch.empty_like(qkv), torch.empty_like(q_weight), torch.empty_like(k_weight)
+            return tuple(torch.empty_like(t) for t in ctx.saved_tensors)
 
     return Empty
