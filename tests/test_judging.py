@@ -364,6 +364,31 @@ def test_an_atomic_and_a_plain_write_in_one_interval_race():
         _run_watched(mixed, np.ones(64, np.float32))
 
 
+def test_lanes_of_one_warp_storing_one_value_race_with_the_one_writer_fix_named():
+    @cuda.jit
+    def every_lane(out, values):
+        partial = cuda.shared.array(2, np.float32)
+        t = cuda.threadIdx.x
+        partial[t // 32] = values[t // 32]  # every lane of a warp stores its warp's value
+        cuda.syncthreads()
+        out[t] = partial[0] + partial[1]
+
+    @cuda.jit
+    def other_values(out, values):
+        partial = cuda.shared.array(2, np.float32)
+        t = cuda.threadIdx.x
+        partial[t // 32] = values[t]  # lanes store different values: a plain race
+        cuda.syncthreads()
+        out[t] = partial[0] + partial[1]
+
+    with pytest.raises(shared_race.SharedMemoryRace) as same:
+        _run_watched(every_lane, np.arange(64, dtype=np.float32))
+    assert "same value" in str(same.value) and "if lane == 0" in str(same.value)
+    with pytest.raises(shared_race.SharedMemoryRace) as differ:
+        _run_watched(other_values, np.arange(64, dtype=np.float32))
+    assert "same value" not in str(differ.value)
+
+
 def test_a_launch_with_another_type_than_the_contract_is_named_before_it_runs():
     @cuda.jit
     def k(out, n, scale):

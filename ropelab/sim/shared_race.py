@@ -76,6 +76,25 @@ def _ordered(a, a_clock, b, b_clock) -> bool:
 
 
 
+def _same_value(last, me, what: str, value) -> str:
+    """What the race message adds when two lanes of one warp stored the same value: why that is
+    still refused, and the fix."""
+    first, _, stored = last
+    if what != "write" or value is None or stored is None:
+        return ""
+    same_warp = getattr(first, "thread_id", -1) // 32 == getattr(me, "thread_id", -2) // 32
+    try:
+        same = bool(stored == value) or (stored != stored and value != value)
+    except (TypeError, ValueError):
+        return ""
+    if not (same_warp and same):
+        return ""
+    shown = value.item() if hasattr(value, "item") else value
+    return (f" (the two are lanes of one warp and stored the same value, {shown!r}: a GPU "
+            "keeps one of the stores, so the result would not change, but here every element "
+            "has one writer: store it from one lane, e.g. under `if lane == 0:`)")
+
+
 class Watch:
     """What one :func:`watching` block saw: ``meetings``, reads of a shared element that
     another thread of the block wrote (or updated atomically)."""
@@ -118,15 +137,18 @@ class RaceArray:
             return None
         return self._ids[index]
 
-    def _race(self, flat, first, first_did: str, me, me_did: str) -> SharedMemoryRace:
+    def _race(self, flat, first, first_did: str, me, me_did: str,
+              why: str = "") -> SharedMemoryRace:
         self = self._root
         return SharedMemoryRace(
             f"shared-memory race on element {flat} of {self.where}: thread {first.label} "
-            f"{first_did} and thread {me.label} {me_did} with no cuda.syncthreads() between")
+            f"{first_did} and thread {me.label} {me_did} with no cuda.syncthreads() between"
+            + why)
 
-    def _check(self, flat, what: str):
-        """Record an access (``"read"``, ``"write"`` or ``"atomic"``) of element ``flat``, or
-        raise for the first unordered pair of accesses, at least one of them plain."""
+    def _check(self, flat, what: str, value=None):
+        """Record an access (``"read"``, ``"write"`` or ``"atomic"``) of element ``flat``
+        (``value``: what a write of one element stores, if known), or raise for the first
+        unordered pair of accesses, at least one of them plain."""
         self = self._root
         me, epoch = _thread()
         block = me.blockIdx
@@ -136,7 +158,8 @@ class RaceArray:
                 self._block, self._writes, self._reads, self._atomics = block, {}, {}, {}
             last = self._writes.get(flat)
             if last is not None and not _ordered(last[0], last[1], me, epoch):
-                raise self._race(flat, last[0], "wrote it", me, did)
+                raise self._race(flat, last[0], "wrote it", me, did,
+                                 _same_value(last, me, what, value))
             if what != "atomic":  # atomics of different threads on one element are ordered
                 for other, at in self._atomics.get(flat, {}).items():
                     if not _ordered(other, at, me, epoch):
@@ -149,7 +172,7 @@ class RaceArray:
                     other is not me for other in self._atomics.get(flat, {}))):
                 self._watch.meetings += 1
             if what == "write":
-                self._writes[flat] = (me, epoch)
+                self._writes[flat] = (me, epoch, value)
                 self._reads.pop(flat, None)
                 self._atomics.pop(flat, None)
             elif what == "atomic":
@@ -184,7 +207,10 @@ class RaceArray:
     def __setitem__(self, index, value):
         ids = self._selected(index)
         if ids is not None:
-            self._each(ids, "write")
+            if np.ndim(ids) == 0 and np.ndim(value) == 0:
+                self._check(int(ids), "write", value)
+            else:
+                self._each(ids, "write")
         self.data[index] = value
 
 
