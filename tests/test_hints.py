@@ -280,3 +280,16 @@ def test_the_share_and_the_reason_checks_can_fail():
     assert starters.shape(bare) == starters.NO_CONTRACT
     assert starters.empty_share({"04": [skeleton, skeleton, table_step]}) < starters.SHARE
     assert starters.reason(steps.get("04.1")) is None  # an empty starter gives no reason
+
+
+def test_printing_a_step_shows_its_task_and_never_its_hints():
+    """Two independent learners printed ``steps.get(id)`` to read a step and saw its hints."""
+    from ropelab.grader import steps
+
+    for step in (steps.STEPS.values() if isinstance(steps.STEPS, dict) else steps.STEPS):
+        shown = repr(step)
+        assert step.task in shown, step.id
+        secrets = [step.hint, step.bounds_hint, *step.bounds_hints.values(),
+                   getattr(step, "unwritten", "")]
+        leaked = [s for s in secrets if s and s in shown]
+        assert not leaked, (step.id, leaked)

@@ -617,3 +617,34 @@ def test_a_division_gate_names_the_range_that_divides():
     text = census_gates._range_division_text(UNSIGNED, "1", ["range(a, b, c)"], True)
     assert text.startswith("the PTX has 1 signed integer div/rem") and "`range(a, b, c)`" in text
     assert "make its operands unsigned" in text
+
+
+# A launch step whose text gives every item its own thread ("one thread per pair", 01.2) holds
+# the learner's grid to the kernel step's ownership: a grid-stride kernel on one block covers
+# every pair and computes the right angles, but its threads each write several pairs.
+@cuda.jit(fastmath=True)
+def _angles_stride(out, positions, inv_freq, n_pairs, total_pairs):
+    i = cuda.grid(1)
+    while i < total_pairs:
+        token = np.uint64(i) // n_pairs
+        pair = np.uint64(i) - token * n_pairs
+        out[i] = np.float32(positions[token]) * inv_freq[pair]
+        i += cuda.gridsize(1)
+
+
+def _launch_one_block(out, positions, inv_freq, n_pairs, total_pairs):
+    _angles_stride[1, 64](out, positions, inv_freq, np.uint64(n_pairs), total_pairs)
+
+
+def _launch_every_pair(out, positions, inv_freq, n_pairs, total_pairs):
+    _angles_stride[(total_pairs + 63) // 64, 64](out, positions, inv_freq, np.uint64(n_pairs),
+                                                 total_pairs)
+
+
+def test_a_launch_step_of_one_thread_per_pair_refuses_a_grid_that_shares_pairs():
+    from ropelab.grader import steps
+
+    refused = steps.check(_launch_one_block, "01.2", quiet=True)
+    assert refused.status == "wrong", refused
+    assert "the values are right" in str(refused) and "angle of pair idx" in str(refused)
+    assert steps.check(_launch_every_pair, "01.2", quiet=True).passed

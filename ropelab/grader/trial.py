@@ -79,7 +79,11 @@ def _run_simulated(step, case, fn) -> Trial:
     watched, args = {}, []
     for name in step.arguments:
         if name == "out":
-            owner = case.owner if step.kind == "kernel" else None  # the grader's grid only
+            # A kernel step's cases say who owns each element on the grader's grid; a launch
+            # step whose text gives every item its own thread (``ownership`` set) holds the
+            # learner's grid to the same rule: the owner is a global thread number, whatever
+            # the block size.
+            owner = case.owner if step.kind == "kernel" or step.ownership else None
             arr = WatchedArray("out", np.full(size, SENTINEL, dtype=np.float32), owner)
         else:
             value = case.inputs[name]

@@ -126,8 +126,10 @@ class Step:
     contract: str  # argument types and meaning, in words
     launch_text: str  # grid and block in words ("kernel"), or what the launch must do
     make_cases: Callable[[bool], list]
-    hint: str  # when no typical mistake matches the wrong element
-    bounds_hint: str
+    # The hints stay out of the step's printed form: a learner who prints steps.get("00.1") to
+    # read its task must not see them (steps.hint hands them out a level at a time).
+    hint: str = field(repr=False)  # when no typical mistake matches the wrong element
+    bounds_hint: str = field(repr=False)
     starter: str = ""  # the starter cell; "" = read it from the notebook's source
     forbid: tuple = ()  # Forbid rules on the source
     shared: bool = False  # check shared-memory races (simulator)
@@ -136,10 +138,13 @@ class Step:
     reference_signature: str | None = None
     counters: tuple = ()  # census counters shown next to the reference's
     gates: tuple = ()  # census requirements (Gate)
-    bounds_hints: dict = field(default_factory=dict)  # argument name -> hint
+    bounds_hints: dict = field(default_factory=dict, repr=False)  # argument name -> hint
     alias: str = ""  # the exercise id this step had before the ladders ("01-flat-index")
     # Kernel steps: the stated rule of which thread writes which element of out, in words (the
     # cases' ``owner`` arrays check it).  Said after "each thread writes its own elements:".
+    # A launch step sets it where its text gives every item a thread of its own ("one thread
+    # per pair", "every pair has a thread"): the launched kernel's writes must then follow it
+    # on the learner's grid (a grid-stride kernel on a few blocks breaks it).
     ownership: str = ""
     # Launch steps: the learner's kernels they launch.  Their arguments must have the types of
     # ``launches_signature`` (the kernel step's contract), their sources obey

@@ -278,6 +278,7 @@ STEPS = [
                      "most 1024, none of them wholly idle"),
         make_cases=_cases_heads_launch,
         **FREQ_TABLE_HEADS.launching(),
+        ownership=FREQ_TABLE_HEADS.ownership,  # "one thread per slot"
         hint="blocks = ceil(total_slots / threads); the kernel's scalars are numba.uint64",
         bounds_hint="a launch argument is off: total_slots counts every slot, not only pairs",
     ),

@@ -19,7 +19,7 @@ solutions and recorded wrong attempts: ``notebooks/solutions/00_on_ramp.py``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...cuda_limits import WARP
 from . import onramp_cases as c
@@ -58,7 +58,7 @@ class Puzzle(Step):
     """A step of the on-ramp; see the module docstring.  ``unwritten`` says what an element no
     thread wrote usually means in this puzzle (else :data:`UNWRITTEN`)."""
 
-    unwritten: str = ""
+    unwritten: str = field(default="", repr=False)  # a hint: not in the printed step
 
     def first_kernel_note(self, verdict) -> str:
         """The sentence added to a failing verdict, or ""."""
