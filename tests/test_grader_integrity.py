@@ -68,6 +68,13 @@ def copy_kernel(src, out, cos_t, sin_t, n_pairs):  # the contract's arguments, s
     if i < out.size:
         out[i] = src[i]
 
+@cuda.jit
+def pair_copy_kernel(src, out, cos_t, sin_t, n_pairs):  # thread p writes pair p, as 00.3 asks
+    p = cuda.grid(1)
+    if p < n_pairs:
+        out[2 * p] = src[2 * p]
+        out[2 * p + 1] = src[2 * p + 1]
+
 def honest_launch(x, out, cos_t, sin_t, n_pairs):
     rotate_pairs[(n_pairs + 63) // 64, 64](x, out, cos_t, sin_t, n_pairs)
 
@@ -280,7 +287,7 @@ EXPLOITS = [
 
         def launch_rotate_pairs(x, out, cos_t, sin_t, n_pairs):
             size = data(out).size
-            copy_kernel[(size + 63) // 64, 64](TABLE[size], out, cos_t, sin_t, n_pairs)
+            pair_copy_kernel[(n_pairs + 63) // 64, 64](TABLE[size], out, cos_t, sin_t, n_pairs)
         ''', ("fresh random inputs",)),
     Exploit("caching outputs from one call to the next", '''
         CACHE = {}
@@ -291,7 +298,8 @@ EXPLOITS = [
                 honest_launch(x, out, cos_t, sin_t, n_pairs)
                 CACHE[size] = data(out).copy()
             else:
-                copy_kernel[(size + 63) // 64, 64](CACHE[size], out, cos_t, sin_t, n_pairs)
+                pair_copy_kernel[(n_pairs + 63) // 64, 64](CACHE[size], out, cos_t, sin_t,
+                                                           n_pairs)
         ''', ("fresh random inputs",)),
     Exploit("a kernel that returns answers from a table in its globals", '''
         from ropelab.grader import steps as _steps
