@@ -648,3 +648,14 @@ def test_a_launch_step_of_one_thread_per_pair_refuses_a_grid_that_shares_pairs()
     assert refused.status == "wrong", refused
     assert "the values are right" in str(refused) and "angle of pair idx" in str(refused)
     assert steps.check(_launch_every_pair, "01.2", quiet=True).passed
+
+
+def test_every_launch_step_that_gives_each_item_a_thread_checks_ownership_on_its_cases():
+    """The steps whose text says one thread per item carry the kernel step's ownership, and
+    their cases an owner for every element (else the check would pass anything)."""
+    from ropelab.grader import steps
+
+    for sid in ("00.4", "01.2", "03.3", "04.5", "05.3"):
+        step = steps.get(sid)
+        assert step.kind == "launch" and step.ownership, sid
+        assert all(c.owner is not None for c in step.make_cases(False)), sid

@@ -78,6 +78,8 @@ def _cases_launch(big: bool) -> list[Case]:
         case.inputs.update(inv_freq=freqs(hidden).astype(np.float32),
                            n_pairs=np.uint64(n_pairs))
         case.bytes_moved += 4 * n_pairs
+        # "one thread per quad": quad q of the batch is the learner's thread q, whatever block
+        case.owner = _quad_owner(tokens, n_pairs, _quads(n_pairs), _quads(n_pairs))
     return rope_cases("03.3", big, fill)
 
 
@@ -161,6 +163,7 @@ STEPS = [
                     "wholly idle",
         make_cases=_cases_launch,
         **ROPE_QUADS.launching(),
+        ownership=ROPE_QUADS.ownership,  # "one thread per quad"
         hint="quads_per_row = (n_pairs + 1) // 2 (rounded up: an odd row ends on one pair), "
              "total_quads = positions.size * quads_per_row",
         bounds_hint="a quad past the end: total_quads is tokens x quads_per_row, and the "

@@ -120,6 +120,10 @@ def _cases_launch(big: bool) -> list[Case]:
     def fill(case, tokens, hidden):
         # Host values, as a caller has them: the launch derives everything else.
         case.inputs.update(tokens=tokens, hidden=hidden, base=BASE)
+        # "stride threads per row": thread row * stride + j owns its row's slots j, j + stride..
+        n_pairs = hidden // 2
+        case.owner = _strided_owner(tokens, n_pairs, _stride(n_pairs), lambda row: row * hidden,
+                                    2, 1)
     return _specific_first(rope_cases("05.3", big, fill, _launch_alternatives), 2)
 
 
@@ -255,6 +259,7 @@ STEPS = [
                      "most 1024, none of them wholly idle"),
         make_cases=_cases_launch,
         **MY_ROPE_STRIDED.launching(),
+        ownership=MY_ROPE_STRIDED.ownership,  # "stride threads per row"
         hint=("stride_ratio = base ** (exponent_step * stride), computed in Python float64 and "
               "passed as float32"),
         bounds_hint="a launch argument is off: total_threads = tokens * stride",
