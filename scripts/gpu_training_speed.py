@@ -216,6 +216,7 @@ def _host_view(t):
     return host_view(t)
 
 
+PARTS = ("host", "training", "rope_training", "forward")
 COLUMNS = ("part", "op", "shape", "layout", "impl", "iterations", "direct_host_us",
            "torch_op_host_us", "ratio", "host_us_per_iter", "wall_us_per_iter", "bytes",
            "median_us", "of_copy", "error")
@@ -266,8 +267,8 @@ def main(argv=None) -> int:
                         help="CPU tensors, tiny shape, 2 iterations (no GPU needed)")
     parser.add_argument("--iterations", type=int, default=50)
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile row")
-    parser.add_argument("--only", choices=("host", "training", "rope_training", "forward"),
-                        action="append", help="run only these parts (repeatable; default: all)")
+    parser.add_argument("--only", choices=PARTS, action="append",
+                        help="run only these parts (repeatable; default: all)")
     args = parser.parse_args(argv)
     import torch
 
@@ -282,14 +283,13 @@ def main(argv=None) -> int:
             return 2
         device, number, repeat, iterations = "cuda", 2000, 15, args.iterations
         shapes = [FLUX_1024, QWEN_IMAGE_1024, ZIMAGE_1024]
-    parts = set(args.only or ("host", "training", "rope_training", "forward"))
+    parts = set(args.only or PARTS)
+    compiled = not (args.no_compile or args.dry_run)
     host = host_rows(device, number, repeat) if "host" in parts else []
-    training = training_rows(shapes, device, iterations,
-                             compile_baseline=not (args.no_compile or args.dry_run)) \
+    training = training_rows(shapes, device, iterations, compile_baseline=compiled) \
         if "training" in parts else []
     forward = forward_rows(shapes, device) if "forward" in parts else []
-    rope = rope_training_rows(device, iterations, compile_baseline=not (args.no_compile or
-                                                                        args.dry_run),
+    rope = rope_training_rows(device, iterations, compile_baseline=compiled,
                               **({"shape": (4, 2, 64)} if args.dry_run else {})) \
         if "rope_training" in parts else []
     rows = record_rows(host, training, forward, rope)

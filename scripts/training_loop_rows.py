@@ -36,8 +36,7 @@ def training_rows(shapes, device, iterations: int, compile_baseline: bool) -> li
             layout = "gptj" if interleave else "neox"
 
             def failed(impl, exc):  # the row of a baseline that could not run
-                return {"shape": shape.name, "layout": layout, "impl": impl,
-                        "error": f"{type(exc).__name__}: {exc}"[:500]}
+                return _failed({"shape": shape.name, "layout": layout, "impl": impl}, exc)
 
             leaves = [qkv.clone().requires_grad_(),
                       torch.ones(shape.head_dim, device=device,
@@ -167,11 +166,10 @@ def rope_training_rows(device, iterations: int, compile_baseline: bool,
     torch.compile, and the empty autograd Function (the host floor).  ``bytes``: the forward
     reads x and writes y, the backward reads dy and writes dx: ``4 * x.numel() * 2``.  The
     compiled rotation is checked against the op's output first: no row for other math."""
-    import numpy as np
     import torch
 
     import ropelab.torch_ops as rt
-    from ropelab.freqs import DEFAULT_BASE, inv_freq
+    from ropelab.measure.baselines import torch_tables
 
     tokens, heads, head_dim = shape
     gen = torch.Generator(device=device).manual_seed(0)
@@ -186,12 +184,11 @@ def rope_training_rows(device, iterations: int, compile_baseline: bool,
         leaf.grad = None
         rt.rope(leaf, positions=pos).backward(g)
 
+    rows = []
     steps = [("ropelab", ropelab_step), ("empty_function", _floor_step(torch, [leaf], g))]
     if compile_baseline:
-        freqs = torch.from_numpy(np.asarray(inv_freq(head_dim, DEFAULT_BASE), np.float64))
-        angles = pos.double().cpu()[:, None] * freqs[None, :]
-        cos, sin = (t.float()[:, None, :].to(device) for t in (torch.cos(angles),
-                                                                torch.sin(angles)))
+        # torch_rotate's interleaved rotation, one table row per token shared by its heads
+        cos, sin = (t[:, None, :] for t in torch_tables(pos, head_dim))
 
         def rotate(t):
             f = t.float()
@@ -209,7 +206,9 @@ def rope_training_rows(device, iterations: int, compile_baseline: bool,
 
         if error <= 0.1:  # a few bfloat16 ulps of values of order 1-4
             steps.append(("torch.compile", compiled_step))
-    rows = []
+        else:
+            rows.append({"shape": label, "layout": "gptj", "impl": "torch.compile",
+                         "error": f"the compiled rotation differs from rt.rope by {error}"})
     for name, step in steps:
         row = _timed(step, device, iterations, {"shape": label, "layout": "gptj", "impl": name,
                                                 "bytes": nbytes})
@@ -224,9 +223,6 @@ def rope_training_rows(device, iterations: int, compile_baseline: bool,
         rows.append({"shape": label, "layout": "gptj", "impl": "torch_copy",
                      "bytes": 2 * x.numel() * x.element_size(), "median_us": round(median, 2)})
         print(rows[-1], flush=True)
-    if compile_baseline and error > 0.1:
-        rows.append({"shape": label, "layout": "gptj", "impl": "torch.compile",
-                     "error": f"the compiled rotation differs from rt.rope by {error}"})
     return rows
 
 
@@ -247,5 +243,10 @@ def _timed(step, device, iterations: int, row: dict) -> dict:
                 "host_us_per_iter": round((t1 - t0) / iterations * 1e6, 1),
                 "wall_us_per_iter": round((t2 - t0) / iterations * 1e6, 1)}
     except Exception as exc:  # one failing baseline must not lose the other rows
-        return {**{k: row[k] for k in ("shape", "layout", "impl")},
-                "error": f"{type(exc).__name__}: {exc}"[:500]}
+        return _failed(row, exc)
+
+
+def _failed(row: dict, exc) -> dict:
+    """The row of a loop that could not run: its shape, layout and impl, and why."""
+    return {**{k: row[k] for k in ("shape", "layout", "impl")},
+            "error": f"{type(exc).__name__}: {exc}"[:500]}

@@ -70,10 +70,12 @@ def _ordered(a, a_clock, b, b_clock) -> bool:
     thread ``b`` at ``b_clock``: a block barrier, or (same warp) a warp barrier."""
     if a is b or a_clock[0] != b_clock[0]:
         return True
-    same_warp = getattr(a, "thread_id", -1) // 32 == getattr(b, "thread_id", -2) // 32
-    return same_warp and a_clock[1] != b_clock[1]
+    return _same_warp(a, b) and a_clock[1] != b_clock[1]
 
 
+def _same_warp(a, b) -> bool:
+    """Whether simulated threads ``a`` and ``b`` are lanes of one warp."""
+    return getattr(a, "thread_id", -1) // 32 == getattr(b, "thread_id", -2) // 32
 
 
 def _same_value(last, me, what: str, value) -> str:
@@ -82,12 +84,11 @@ def _same_value(last, me, what: str, value) -> str:
     first, _, stored = last
     if what != "write" or value is None or stored is None:
         return ""
-    same_warp = getattr(first, "thread_id", -1) // 32 == getattr(me, "thread_id", -2) // 32
     try:
         same = bool(stored == value) or (stored != stored and value != value)
     except (TypeError, ValueError):
         return ""
-    if not (same_warp and same):
+    if not (same and _same_warp(first, me)):
         return ""
     shown = value.item() if hasattr(value, "item") else value
     return (f" (the two are lanes of one warp and stored the same value, {shown!r}: a GPU "

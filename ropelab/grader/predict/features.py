@@ -67,7 +67,6 @@ SHARED_PER_SM = 228 * 1024
 SHARED_RESERVED_PER_BLOCK = 1024
 
 
-
 def dims(value) -> tuple:
     """(x, y, z) of a launch dimension given as an int or a sequence."""
     if isinstance(value, int):

@@ -158,12 +158,15 @@ class Step:
         if self.kind not in KINDS:
             raise ValueError(f"step {self.id}: kind {self.kind!r} is not one of {KINDS}")
 
-    def launching(self) -> dict:
+    def launching(self, owned: bool = False) -> dict:
         """The fields a launch step of this kernel step takes from it: the contract's types,
-        the source rules, the census gates and the reference (``Step(..., **k.launching())``)."""
+        the source rules, the census gates and the reference (``Step(..., **k.launching())``);
+        with ``owned`` (the launch step's text gives every item a thread of its own), the
+        ownership rule too."""
         return dict(launches_signature=self.signature, launched_forbid=self.forbid,
                     gates=self.gates, counters=self.counters, reference=self.reference,
-                    reference_signature=self.reference_signature)
+                    reference_signature=self.reference_signature,
+                    **({"ownership": self.ownership} if owned else {}))
 
     @property
     def number(self) -> str:

@@ -151,8 +151,7 @@ STEPS = [
                     "covered, no block wholly idle",
         make_cases=_cases_pairs,
         launch_rules=(threads_multiple_of(WARP),),
-        **ROTATE_PAIRS.launching(),
-        ownership=ROTATE_PAIRS.ownership,  # "every pair has a thread": its own
+        **ROTATE_PAIRS.launching(owned=True),  # "every pair has a thread": its own
         hint="blocks = (n_pairs + threads - 1) // threads: the grid rounded up, not down",
         bounds_hint="a thread past the last pair ran rotate_pairs' body: the launch rounds "
                     "up, so the kernel (step 00.3) must guard with p < n_pairs",

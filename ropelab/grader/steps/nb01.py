@@ -196,8 +196,7 @@ STEPS = [
         launch_text="yours: at most 1024 threads per block, every pair covered, no block "
                     "wholly idle",
         make_cases=_cases_launch,
-        **PAIR_ANGLES.launching(),
-        ownership=PAIR_ANGLES.ownership,  # "one thread per pair"
+        **PAIR_ANGLES.launching(owned=True),  # "one thread per pair"
         hint="blocks = (total_pairs + threads - 1) // threads, with total_pairs = tokens x "
              "n_pairs (not n_pairs alone: that covers one row)",
         bounds_hint="a thread past the last pair ran pair_angles' body: the launch rounds up, "

@@ -162,8 +162,7 @@ STEPS = [
         launch_text="yours: at most 1024 threads per block, every quad covered, no block "
                     "wholly idle",
         make_cases=_cases_launch,
-        **ROPE_QUADS.launching(),
-        ownership=ROPE_QUADS.ownership,  # "one thread per quad"
+        **ROPE_QUADS.launching(owned=True),  # "one thread per quad"
         hint="quads_per_row = (n_pairs + 1) // 2 (rounded up: an odd row ends on one pair), "
              "total_quads = positions.size * quads_per_row",
         bounds_hint="a quad past the end: total_quads is tokens x quads_per_row, and the "

@@ -277,8 +277,7 @@ STEPS = [
         launch_text=("one thread per slot: tokens * heads * head_dim / 2 threads, blocks of at "
                      "most 1024, none of them wholly idle"),
         make_cases=_cases_heads_launch,
-        **FREQ_TABLE_HEADS.launching(),
-        ownership=FREQ_TABLE_HEADS.ownership,  # "one thread per slot"
+        **FREQ_TABLE_HEADS.launching(owned=True),  # "one thread per slot"
         hint="blocks = ceil(total_slots / threads); the kernel's scalars are numba.uint64",
         bounds_hint="a launch argument is off: total_slots counts every slot, not only pairs",
     ),

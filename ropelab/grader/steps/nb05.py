@@ -258,8 +258,7 @@ STEPS = [
         launch_text=("stride threads per row, tokens * stride threads in all, blocks of at "
                      "most 1024, none of them wholly idle"),
         make_cases=_cases_launch,
-        **MY_ROPE_STRIDED.launching(),
-        ownership=MY_ROPE_STRIDED.ownership,  # "stride threads per row"
+        **MY_ROPE_STRIDED.launching(owned=True),  # "stride threads per row"
         hint=("stride_ratio = base ** (exponent_step * stride), computed in Python float64 and "
               "passed as float32"),
         bounds_hint="a launch argument is off: total_threads = tokens * stride",
