@@ -35,7 +35,8 @@ LINES, LINE_CHARS, STATUS_CHARS = 60, 5000, 40  # what a child's worded failure 
 
 def _watched_fields() -> list[str]:
     sample = WatchedArray("x", np.zeros(1, np.float32))
-    return [k for k in vars(sample) if k not in _DERIVED]
+    # the ordering check's records of a running launch stay in the child (recording._ordering)
+    return [k for k in vars(sample) if k not in _DERIVED and not k.startswith("_order")]
 
 
 for _cls in (Trial, Launch, Access, KernelRef, ArgRef):
@@ -107,7 +108,7 @@ def _launch_ok(x) -> bool:
             and _ints(x.block, 3) and type(x.shared_bytes) is int
             and type(ref) is KernelRef and type(ref.name) is str and type(ref.module) is str
             and type(ref.filename) is str and type(ref.line) is int
-            and type(ref.learners) is bool
+            and type(ref.learners) is bool and type(ref.borrowed) is bool
             and (x.arguments is None or type(x.arguments) is tuple and all(
                 type(a) is ArgRef and type(a.token) is int and type(a.size) is int
                 for a in x.arguments))

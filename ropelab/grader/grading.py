@@ -160,6 +160,7 @@ def _run_error(ex, name: str, case: Case, exc: Exception) -> Verdict:
     or an error shown with the useful lines of its message."""
     from ..sim.barrier import BarrierDivergence
     from ..sim.shared_race import SharedMemoryRace
+    from .recording import GlobalMemoryRace
 
     text = str(exc)[:MESSAGE_CHARS]  # a message of megabytes is read no further
     if isinstance(exc, LaunchRejected):
@@ -172,6 +173,13 @@ def _run_error(ex, name: str, case: Case, exc: Exception) -> Verdict:
                         "(on a GPU, a barrier some threads skip can hang the block): put guards "
                         "such as `if idx < total` after the barrier or around the work between "
                         "barriers, never around the barrier itself")
+    if isinstance(exc, GlobalMemoryRace):
+        race = re.sub(r"^tid=\[.*?\] ctaid=\[.*?\]: ?", "", text)
+        return _verdict(ex.id, "race", f"{race} [case {case.label}]",
+                        "hint: a thread may read what another thread of its block stored only "
+                        "after a cuda.syncthreads() both pass, and never what a thread of another "
+                        "block stored in the same launch; give each thread the inputs it needs "
+                        "(or a second launch) instead")
     if isinstance(exc, SharedMemoryRace):
         race = re.sub(r"^tid=\[.*?\] ctaid=\[.*?\]: ?", "", text)
         return _verdict(ex.id, "race", f"{race} [case {case.label}]",
@@ -237,6 +245,10 @@ def _compare(ex, name: str, case: Case, trial) -> Verdict | None:
                         f"{case.label}]", "hint: a thread writes only the elements the step "
                         "gives it; the others are other threads' work")
     if ex.kind == "launch" and trial.launches:
+        borrowed = judging.borrowed_problem(ex, trial)
+        if borrowed:
+            return _verdict(ex.id, "wrong", f"{borrowed[0]} [case {case.label}]",
+                            f"hint: {borrowed[1]}")
         return _launch_shape(ex, case, trial)
     return None
 

@@ -13,8 +13,10 @@ None when all is well) from a :class:`~.trial.Trial`'s records (:mod:`.recording
   bits, but a thread did write it, after reading it uninitialised);
 * :func:`host_problem`: the step's arrays read or written on the host (a launch function
   that did the work in NumPy), or ``out`` holding values no thread stored;
-* :func:`idle_launch_problem`: a launch of the learner's kernel with blocks that touched none
-  of the step's arrays, whatever other launches follow;
+* :func:`borrowed_problem`: a launch of one of ropelab's own kernels that the step does not
+  give;
+* :func:`idle_launch_problem`: a launch of the learner's kernel with blocks that wrote nothing,
+  whatever other launches follow;
 * :func:`whole_check_problem`: rules read from every case's records at once (a shared step
   whose threads never met in shared memory);
 * :func:`launched_kernels`: the learner's kernels a launch step launched (as
@@ -113,13 +115,27 @@ def host_problem(step, trial) -> tuple[str, str] | None:
     return None
 
 
+def borrowed_problem(step, trial) -> tuple[str, str] | None:
+    """(what is wrong, hint) for a launch of one of ropelab's own kernels that the step does
+    not give (``ropelab.kernels``' answer, launched by the learner's function)."""
+    for launch in trial.launches:
+        ref = launch.fn
+        if getattr(ref, "borrowed", False):
+            return (f"{step.kernel_name} launched {ref.name}, ropelab's own kernel (from "
+                    f"{ref.module or ref.filename}), which the step does not give: the work "
+                    "must be your kernel's",
+                    "launch the kernel you wrote for this step; ropelab's kernels are the "
+                    "answer to compare with, not a part of it")
+    return None
+
+
 def idle_launch_problem(step, trial) -> tuple[str, str] | None:
     """(what is wrong, hint) for the first launch of the learner's kernel some of whose blocks
-    touched none of the step's arrays."""
+    wrote nothing (no element of the step's arrays, none of a device array the learner made)."""
     for launch in trial.launches:
         if launch.learners and launch.idle_blocks:
-            return (f"block {launch.first_idle} of {launch.kernel}[{launch.text()}] touched "
-                    f"none of the step's arrays: {launch.idle_blocks} of {launch.blocks} "
+            return (f"block {launch.first_idle} of {launch.kernel}[{launch.text()}] wrote "
+                    f"nothing: {launch.idle_blocks} of {launch.blocks} "
                     "blocks were wholly idle",
                     "launch only the blocks the work needs: blocks = (work + threads - 1) // "
                     "threads, and no launch that does nothing")

@@ -1,8 +1,10 @@
 """What the grader records of each simulated launch, and the launch rules every GPU holds.
 
 :func:`intercepted_launches` records ``kernel[grid, block, stream, shared]`` of every launch,
-the arguments it is called with and the blocks that touched no watched array
-(:class:`~.recording.WatchedArray` tells :class:`Running`'s launch which blocks touched one),
+the arguments it is called with and the blocks that wrote nothing: no element of a step's array
+(:class:`~.recording.WatchedArray` tells :class:`Running`'s launch which blocks wrote one) and
+none of a device array the learner's code made (:class:`Written` stands in for it during the
+launch),
 and refuses an illegal configuration, or arguments of other types than the step's contract,
 before a thread runs (:class:`LaunchRejected`).  A kernel object cannot leave the grading
 child, so what crosses to the parent is :meth:`Launch.portable`: the kernel as a
@@ -13,6 +15,9 @@ object, how many elements).
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,8 +70,38 @@ def launch_problem(grid, block, shared_bytes: int = 0) -> str | None:
     return None
 
 
-def _ropelabs(module) -> bool:
-    return isinstance(module, str) and (module == "ropelab" or module.startswith("ropelab."))
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../ropelab
+
+
+_GIVEN: list = []  # the set below, made once: before any learner's code runs in a trial
+
+
+def _given_codes() -> set:
+    """The code objects of the kernels the steps give (``ropelab.grader.steps.*``: 08's
+    ``reduce_partials_kernel``, say), which a learner's launch function may launch.
+
+    Judged by the code object itself, not by a name a function carries: ``__module__`` is any
+    string its maker sets, so a learner's kernel could claim to be ropelab's."""
+    from .kernel_census import python_function
+
+    if _GIVEN:
+        return _GIVEN[0]
+    found = set()
+    for name, module in list(sys.modules.items()):
+        if name.startswith("ropelab.grader.steps.") and module is not None:
+            for value in list(vars(module).values()):
+                fn = python_function(value) if hasattr(value, "py_func") or hasattr(
+                    value, "fn") else None
+                if fn is not None:
+                    found.add(fn.__code__)
+    _GIVEN.append(frozenset(found))
+    return _GIVEN[0]
+
+
+def _ropelab_code(code) -> bool:
+    """Whether ``code`` was compiled from a file of the ropelab package."""
+    filename = getattr(code, "co_filename", "")
+    return isinstance(filename, str) and os.path.abspath(filename).startswith(_PACKAGE + os.sep)
 
 
 @dataclass
@@ -80,6 +115,9 @@ class KernelRef:
     filename: str
     line: int
     learners: bool
+    # one of ropelab's own kernels (ropelab.kernels, say) that the step does not give: its
+    # launch is refused (the step asks for the learner's kernel, not the package's answer)
+    borrowed: bool = False
 
     @classmethod
     def of(cls, kernel) -> KernelRef:
@@ -89,9 +127,11 @@ class KernelRef:
         code = getattr(fn, "__code__", None)
         module = getattr(fn or kernel, "__module__", "") or ""
         module = module if isinstance(module, str) else ""
+        given = code is not None and code in _given_codes()
         return cls(str(getattr(fn, "__name__", "kernel")), module,
                    str(getattr(code, "co_filename", "?")),
-                   int(getattr(code, "co_firstlineno", 0)), not _ropelabs(module))
+                   int(getattr(code, "co_firstlineno", 0)), not given,
+                   not given and _ropelab_code(code))
 
     def same_code(self, code) -> bool:
         """Whether ``code`` (a code object) is the one this kernel's function was made from."""
@@ -117,19 +157,16 @@ class Launch:
     shared_bytes: int
     fn: object = None  # the launched kernel object (a KernelRef once portable)
     arguments: tuple | None = None  # what it was called with (None: configured, never called)
-    # blocks none of whose threads touched a watched array (an argument of the step), and the
+    # blocks none of whose threads wrote a watched array or a learner-made device array, and the
     # first of them (-1: none); counted when the launch returns
     idle_blocks: int = 0
     first_idle: int = -1
 
     @property
     def learners(self) -> bool:
-        """Whether the kernel is the learner's (not one of ropelab's, which a step may give)."""
-        if isinstance(self.fn, KernelRef):
-            return self.fn.learners
-        from .kernel_census import python_function
-
-        return not _ropelabs(getattr(python_function(self.fn) or self.fn, "__module__", ""))
+        """Whether the kernel is the learner's (not one a step gives)."""
+        ref = self.fn if isinstance(self.fn, KernelRef) else KernelRef.of(self.fn)
+        return ref.learners
 
     def portable(self, tokens: dict) -> Launch:
         """This launch as data (see the module docstring); ``tokens`` numbers the argument
@@ -220,6 +257,40 @@ def argument_problem(fn, arguments: tuple, signature: str) -> str | None:
     return None
 
 
+def _made_on_device(value) -> bool:
+    return type(value).__name__ == "FakeCUDAArray"  # cuda.device_array / to_device's, simulated
+
+
+class Written:
+    """A simulated device array that the learner's code made (a scratch buffer, partial sums),
+    as one launch's kernel sees it: every access is the array's, and a store tells the launch
+    which block did work.  Views and atomics go through it."""
+
+    __slots__ = ("_array", "_launch")
+
+    def __init__(self, array, launch: Launch):
+        self._array, self._launch = array, launch
+
+    def __getattr__(self, attr):
+        return getattr(self._array, attr)
+
+    def __len__(self):
+        return len(self._array)
+
+    def __getitem__(self, index):
+        value = self._array[index]
+        return Written(value, self._launch) if _made_on_device(value) else value
+
+    def __setitem__(self, index, value):
+        self._array[index] = value
+        t = threading.current_thread()
+        manager = getattr(t, "_manager", None)
+        if manager is not None:
+            b = t.blockIdx
+            gx, gy, _ = manager._grid_dim
+            self._launch.touched.add(b.x + gx * (b.y + gy * b.z))
+
+
 class _Configured:
     """``kernel[grid, block]``: launching it records the arguments (and checks their types)."""
 
@@ -236,7 +307,8 @@ class _Configured:
         launch.touched = set()
         Running.launch = launch
         try:
-            return self._kernel(*args)
+            return self._kernel(*(Written(a, launch) if _made_on_device(a) else a
+                                  for a in args))
         finally:
             Running.launch = None
             idle = [b for b in range(launch.blocks) if b not in launch.touched]
@@ -258,6 +330,7 @@ def intercepted_launches(signature: str | None = None):
 
     launches: list = []
     original = FakeCUDAKernel.__getitem__
+    _given_codes()  # made now, before the learner's code could add to the steps' modules
 
     def getitem(self, configuration):
         if not isinstance(configuration, tuple) or len(configuration) < 2:

@@ -8,6 +8,16 @@ negative one included, which NumPy would wrap around) raises ``IndexError`` nami
 A slice or a row of a watched array is a watched view: its accesses are recorded in the array
 it views.
 
+Threads that talk through global memory: a read of an element of ``out`` that another thread
+wrote in the same launch, or a write of an element another thread read, raises :class:`GlobalMemoryRace`
+unless a barrier orders the two (same block, a ``cuda.syncthreads()`` between; same warp, a
+``cuda.syncwarp()``).  Threads of different blocks are never ordered within a launch.  The
+simulator runs a block's threads in turn, so ``out[i] = out[i - 1] + x[i]`` gives the right sum
+here; on a GPU the lanes of a warp load ``out[i - 1]`` together, before it is stored.  Atomics
+(``cuda.atomic.*``) on an element are ordered among themselves, not with plain accesses.  The
+thread clocks are :mod:`ropelab.sim.shared_race`'s (its :func:`~ropelab.sim.shared_race.watching`
+is active while a trial runs).
+
 Two more records on ``out``: the first read of an element no thread had written yet (``out[i]
 += ...`` on an output that starts uninitialised), and, when the step says which thread writes
 which element (``owner``: a global thread index per element), the first write by another
@@ -29,6 +39,11 @@ from .launch_records import (MAX_BLOCK, MAX_DYNAMIC_SHARED, MAX_GRID,  # noqa: F
                              MAX_THREADS_PER_BLOCK, ArgRef, KernelRef, Launch, LaunchRejected,
                              Running, argument_problem, dims_text, intercepted_launches,
                              launch_problem)
+
+
+class GlobalMemoryRace(RuntimeError):
+    """Two threads of one launch touched one element of a step's array, at least one a plain
+    write, with nothing ordering them."""
 
 
 def _who() -> tuple[int, int] | None:
@@ -65,6 +80,18 @@ class Access:
         return cls(fresh(), fresh(), fresh(), fresh())
 
 
+def _ordered(a, a_clock, b, b_clock) -> bool:
+    """Whether something orders an access of simulated thread ``a`` before one of ``b``: the
+    same thread, or one block with a barrier between (:func:`ropelab.sim.shared_race._ordered`)."""
+    from ..sim import shared_race
+
+    return a is b or (a.blockIdx == b.blockIdx and shared_race._ordered(a, a_clock, b, b_clock))
+
+
+def _block_text(block: tuple) -> str:
+    return str(block[0]) if block[1] == block[2] == 0 else str(tuple(block))
+
+
 class WatchedArray:
     """One kernel argument that records its accesses; see the module docstring."""
 
@@ -81,6 +108,11 @@ class WatchedArray:
         # the lowest element stored to by two different threads: its value is the schedule's
         self.twice_written = None
         self.host_access = None  # "read x[...]" / "wrote out[...]": the first from the host
+        # this launch's in-kernel accesses, for the ordering check: index -> (thread, clock)
+        self._order_launch = None
+        self._order_writes: dict = {}
+        self._order_reads: dict = {}
+        self._order_atomics: dict = {}
 
     def __getattr__(self, attr):  # strides, nbytes, ...: what NumPy says
         return getattr(self.data, attr)
@@ -95,6 +127,26 @@ class WatchedArray:
     def copy_to_host(self, *args, **kwargs):  # what a device array offers a launch function
         self._note_host(f"read {self.name} ({self.name}.copy_to_host())")
         return self.data.copy()
+
+    # NumPy's ways into an array-like (``np.array(x)``, ``np.asarray``, any ufunc): each is the
+    # whole array read at once, outside the per-element record; from the host, that is host
+    # work (from a kernel's thread the simulator never takes them).
+    def _whole(self, how: str) -> np.ndarray:
+        if _who() is None:
+            self._note_host(f"read {self.name} through NumPy ({how})")
+        return self.data
+
+    def __array__(self, dtype=None, copy=None):
+        data = self._whole(f"np.array({self.name})")
+        return data if dtype is None else data.astype(dtype)
+
+    @property
+    def __array_interface__(self):
+        return self._whole(f"{self.name} as a NumPy array").__array_interface__
+
+    @property
+    def __array_struct__(self):
+        return self._whole(f"{self.name} as a NumPy array").__array_struct__
 
     def _note_host(self, what: str) -> None:
         if self.host_access is None:
@@ -144,8 +196,13 @@ class WatchedArray:
                                                                         a.reader_thread)
         block.reshape(-1)[flat], thread.reshape(-1)[flat] = who
         a.per_thread.setdefault(who, [0, 0])[1 if write else 0] += int(flat.size)
-        if Running.launch is not None:
-            Running.launch.touched.add(who[0])
+        running = Running.launch
+        if running is not None:
+            if write:
+                running.touched.add(who[0])
+            for f in flat if self.name == "out" else ():
+                self._ordering(running, tuple(int(i) for i in np.unravel_index(int(f), self.shape)),
+                               write)
 
     def _note(self, index, write: bool):
         if self._root is not None and self._root is not self:
@@ -157,7 +214,10 @@ class WatchedArray:
             return
         running = Running.launch
         if running is not None:
-            running.touched.add(who[0])
+            if write:  # a block that only reads did no work (launch_records.Launch.idle_blocks)
+                running.touched.add(who[0])
+            if self.name == "out":  # the inputs are read-only (a write is refused on its own)
+                self._ordering(running, index if isinstance(index, tuple) else (index,), write)
         a = self.access
         counts = a.per_thread.setdefault(who, [0, 0])
         counts[1 if write else 0] += 1
@@ -179,6 +239,52 @@ class WatchedArray:
                     self.read_unwritten is None or index < self.read_unwritten[0]):
                 self.read_unwritten = (index, who)
             a.reader_block[index], a.reader_thread[index] = who
+
+    def _ordering(self, running, index: tuple, write: bool) -> None:
+        """Check one in-kernel access of element ``index`` against the other threads' accesses
+        of it in this launch (see the module docstring); record it."""
+        from ..sim import shared_race
+
+        if self._order_launch is not running:  # a new launch starts clean
+            self._order_launch = running
+            self._order_writes, self._order_reads, self._order_atomics = {}, {}, {}
+        me, clock = shared_race._thread()
+        shown = ", ".join(map(str, index))
+        if shared_race.in_atomic():
+            for other, at in self._order_reads.get(index, {}).items() if write else ():
+                if not _ordered(other, at, me, clock):
+                    raise self._race(shown, other, "read it", me, "updated it atomically")
+            last = self._order_writes.get(index)
+            if last is not None and not _ordered(last[0], last[1], me, clock):
+                raise self._race(shown, last[0], "wrote it", me, "updated it atomically")
+            if write:
+                self._order_atomics.setdefault(index, {})[me] = clock
+            return
+        did = "wrote it" if write else "read it"
+        last = self._order_writes.get(index)
+        if last is not None and write is False and not _ordered(last[0], last[1], me, clock):
+            raise self._race(shown, last[0], "wrote it", me, did)
+        for other, at in self._order_atomics.get(index, {}).items():
+            if not _ordered(other, at, me, clock):
+                raise self._race(shown, other, "updated it atomically", me, did)
+        if write:
+            for other, at in self._order_reads.get(index, {}).items():
+                if not _ordered(other, at, me, clock):
+                    raise self._race(shown, other, "read it", me, did)
+            self._order_writes[index] = (me, clock)
+            self._order_reads.pop(index, None)
+        else:
+            self._order_reads.setdefault(index, {})[me] = clock
+
+    def _race(self, shown: str, first, first_did: str, me, me_did: str) -> GlobalMemoryRace:
+        where = lambda t: f"thread {t.label} of block {_block_text(t.blockIdx)}"  # noqa: E731
+        across = first.blockIdx != me.blockIdx
+        why = (", in one launch (threads of different blocks are never ordered within one launch: pass the "
+               "value on through a second launch)" if across else
+               ", with no cuda.syncthreads() between: on a GPU they run at once (the simulator "
+               "ran them in turn)")
+        return GlobalMemoryRace(f"global-memory race on {self.name}[{shown}]: {where(first)} "
+                                f"{first_did} and {where(me)} {me_did}{why}")
 
     def __getitem__(self, index):
         index = self._checked(index)

@@ -2,8 +2,9 @@
 
 On the simulator every array argument is a :class:`.recording.WatchedArray` over a copy of the
 case's input (so out-of-bounds indices name their array, and :mod:`.show` can draw who touched
-what), launches are intercepted (:func:`.launch_records.intercepted_launches`) and, for a step with
-``shared=True``, shared arrays report races (:mod:`ropelab.sim.shared_race`).  On a GPU the
+what), launches are intercepted (:func:`.launch_records.intercepted_launches`), shared arrays
+report races (:mod:`ropelab.sim.shared_race`) and the step's arrays report threads that talk
+through global memory with nothing ordering them (:class:`.recording.GlobalMemoryRace`).  On a GPU the
 arrays are device arrays and ``out`` is followed by :data:`SLACK` sentinel floats, since a GPU
 checks no index.
 
@@ -93,16 +94,18 @@ def _run_simulated(step, case, fn) -> Trial:
             arr = WatchedArray(name, value.copy())
         watched[name] = arr
         args.append(arr)
-    races = shared_race.watching() if step.shared else contextlib.nullcontext()
-    with intercepted_launches(step.launches_signature) as launches, races as shared, \
+    # Every step: races are wrong code wherever they are (the threads' clocks also order the
+    # global-memory accesses :class:`~.recording.WatchedArray` checks); only a ``shared`` step
+    # also needs a meeting (judging.whole_check_problem).
+    with intercepted_launches(step.launches_signature) as launches, \
+            shared_race.watching() as shared, \
             _threads_in_turn():
         if step.kind == "launch":
             fn(*args)
         else:
             fn[case.grid, case.block](*args)
     inputs_after = {n: w.data for n, w in watched.items() if n != "out"}
-    return Trial(watched["out"].data, inputs_after, launches, watched,
-                 int(shared.meetings) if shared is not None else 0)
+    return Trial(watched["out"].data, inputs_after, launches, watched, int(shared.meetings))
 
 
 # How long a simulated thread may hold the interpreter before another is let in.  Python's

@@ -219,14 +219,27 @@ class RaceArray:
 _BARRIERS = ("syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or")
 
 
+def in_atomic() -> bool:
+    """Whether the current simulated thread is inside a ``cuda.atomic.*`` call (the accesses
+    the simulator makes for it are one atomic update: :mod:`ropelab.grader.recording` reads
+    this)."""
+    return threading.current_thread().__dict__.get("_race_in_atomic", False)
+
+
 def _atomic_wrapper(original, name: str):
-    """``cuda.atomic.<name>`` that checks a shared array's element, then updates its data."""
+    """``cuda.atomic.<name>`` that checks a shared array's element, then updates its data; the
+    thread is marked as inside an atomic meanwhile (:func:`in_atomic`)."""
     def atomic(self, array, *args):
         if isinstance(array, RaceArray):
             # compare_and_swap(array, old, val) updates element 0; the others take an index
             index = (0,) * array.ndim if name == "compare_and_swap" else args[0]
             array = array.atomic_index(index)
-        return original(self, array, *args)
+        me = threading.current_thread()
+        me._race_in_atomic = True
+        try:
+            return original(self, array, *args)
+        finally:
+            me._race_in_atomic = False
     return atomic
 
 

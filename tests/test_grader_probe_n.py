@@ -1,0 +1,238 @@
+"""What a second red team found (round N, 2026-12-07), each closed and tested both ways.
+
+* Threads that talk through global memory with nothing ordering them (``out[i] = out[i - 1] +
+  ...``, ``out[row] += ...`` from every thread) passed: the simulator runs a block's threads in
+  turn.  Now :class:`ropelab.grader.recording.GlobalMemoryRace`; atomics and a barrier between
+  still pass.
+* A shared array raced on in a step that is not a "shared" step passed: the detector now
+  watches every step.
+* Surplus blocks that only read passed behind a second launch: an idle block is one that wrote
+  nothing.
+* A launch function that ran ropelab's own kernel passed; so did a host read through
+  ``np.array(x)``.
+
+Graded in this process (:func:`.grading.grade`), on the simulator.
+"""
+
+import linecache
+import textwrap
+
+import pytest
+
+import ropelab
+from ropelab.grader import grading, steps
+
+pytestmark = pytest.mark.skipif(not ropelab.SIMULATED, reason="the simulator's records")
+
+HEADER = '''
+import numpy as np
+from numba import cuda, float32, uint64
+'''
+_COUNT = [0]
+
+
+def _grade(step_id: str, cell: str, name: str, before: str = "") -> str:
+    _COUNT[0] += 1
+    filename = f"<probe n cell {_COUNT[0]}>"
+    source = HEADER + before + textwrap.dedent(cell)
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    namespace = {"__name__": "__main__"}
+    exec(compile(source, filename, "exec"), namespace)
+    verdict = grading.grade(steps.get(step_id), namespace[name])
+    text = str(verdict)
+    assert verdict.passed == text.startswith("PASS"), text
+    return text
+
+
+# --- global memory ---------------------------------------------------------------------------
+
+def test_a_thread_reading_what_its_neighbour_stored_is_a_race_and_adding_the_inputs_passes():
+    raced = _grade("ramp.14", '''
+        @cuda.jit
+        def seq_offsets(lengths, out, n):
+            i = cuda.grid(1)
+            if i == 0:
+                out[0] = float32(0)
+            elif i <= n:
+                out[i] = out[i - 1] + float32(lengths[i - 1])
+        ''', "seq_offsets")
+    assert raced.startswith("race: global-memory race on out[0]: thread 0 of block 0 wrote it "
+                            "and thread 1 of block 0 read it, with no cuda.syncthreads()"), raced
+    right = _grade("ramp.14", '''
+        @cuda.jit
+        def seq_offsets(lengths, out, n):
+            i = cuda.grid(1)
+            if i <= n:
+                total = float32(0)
+                for j in range(i):
+                    total += float32(lengths[j])
+                out[i] = total
+        ''', "seq_offsets")
+    assert right.startswith("PASS"), right
+
+
+def test_every_thread_adding_into_one_global_float_is_a_race_and_atomics_pass():
+    raced = _grade("ramp.10", '''
+        @cuda.jit
+        def row_sum_squares(x, out):
+            row = cuda.blockIdx.x
+            j = cuda.threadIdx.x
+            v = x[row * cuda.blockDim.x + j]
+            if j == 0:
+                out[row] = float32(0)
+            cuda.syncthreads()
+            out[row] += v * v
+        ''', "row_sum_squares")
+    assert raced.startswith("race: global-memory race on out["), raced
+    # the same with an atomic add: the store of 0 is ordered before every add by the barrier
+    atomic = _grade("ramp.10", '''
+        @cuda.jit
+        def row_sum_squares(x, out):
+            row = cuda.blockIdx.x
+            j = cuda.threadIdx.x
+            v = x[row * cuda.blockDim.x + j]
+            if j == 0:
+                out[row] = float32(0)
+            cuda.syncthreads()
+            cuda.atomic.add(out, row, v * v)
+        ''', "row_sum_squares")
+    assert "race" not in atomic.splitlines()[0], atomic
+    # an atomic add with no barrier after the store of 0: unordered with that plain store
+    unordered = _grade("ramp.10", '''
+        @cuda.jit
+        def row_sum_squares(x, out):
+            row = cuda.blockIdx.x
+            j = cuda.threadIdx.x
+            v = x[row * cuda.blockDim.x + j]
+            if j == 0:
+                out[row] = float32(0)
+            cuda.atomic.add(out, row, v * v)
+        ''', "row_sum_squares")
+    assert unordered.startswith("race: global-memory race on out[") and \
+        "updated it atomically" in unordered, unordered
+
+
+def test_a_barrier_orders_a_read_of_what_another_thread_of_the_block_stored():
+    # the last thread stores its square; after the barrier thread 0 reads it and adds the
+    # rest: ordered, no race (ramp.10 then asks for the shared-memory meeting this kernel never makes)
+    text = _grade("ramp.10", '''
+        @cuda.jit
+        def row_sum_squares(x, out):
+            row = cuda.blockIdx.x
+            j = cuda.threadIdx.x
+            n = cuda.blockDim.x
+            v = x[row * n + j]
+            if j == n - 1:
+                out[row] = v * v
+            cuda.syncthreads()
+            if j == 0:
+                total = out[row]
+                for k in range(n - 1):
+                    w = x[row * n + k]
+                    total += w * w
+                out[row] = total
+        ''', "row_sum_squares")
+    assert "race" not in text and "no thread read a shared element" in text, text
+
+
+def test_a_shared_race_in_a_step_that_does_not_ask_for_shared_memory_is_still_a_race():
+    text = _grade("ramp.14", '''
+        @cuda.jit
+        def seq_offsets(lengths, out, n):
+            i = cuda.grid(1)
+            sh = cuda.shared.array(32, float32)
+            if i < n:
+                sh[i] = float32(lengths[i])
+            if i <= n:
+                total = float32(0)
+                for j in range(i):
+                    total += sh[j]
+                out[i] = total
+        ''', "seq_offsets")
+    assert text.startswith("race: shared-memory race"), text
+
+
+# --- launches --------------------------------------------------------------------------------
+
+SCALE = '''
+@cuda.jit
+def scale_blocks(x, out, scale, n):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = x[i] * scale
+'''
+
+
+def test_surplus_blocks_that_only_read_are_idle_behind_a_second_launch():
+    text = _grade("ramp.5", '''
+        @cuda.jit
+        def reader(x, out, scale, n):
+            i = cuda.grid(1)
+            if i < n:
+                out[i] = x[i] * scale
+            else:
+                s = x[0]
+
+        def launch_scale(x, out, scale, n):
+            reader[(n + 31) // 32 * 10 + 50, 32](x, out, scale, n)
+            scale_blocks[1, 32](x, out, scale, 1)
+        ''', "launch_scale", SCALE)
+    assert "wrote nothing" in text and "blocks were wholly idle" in text, text
+
+
+def test_a_block_whose_work_lands_in_a_scratch_buffer_it_made_is_not_idle():
+    text = _grade("ramp.5", '''
+        @cuda.jit
+        def into(x, tmp, scale, n):
+            i = cuda.grid(1)
+            if i < n:
+                tmp[i] = x[i] * scale
+
+        @cuda.jit
+        def copy_back(tmp, out, n):
+            i = cuda.grid(1)
+            if i < n:
+                out[i] = tmp[i]
+
+        def launch_scale(x, out, scale, n):
+            tmp = cuda.device_array(n, np.float32)
+            threads = 64
+            blocks = (n + threads - 1) // threads
+            into[blocks, threads](x, tmp, scale, n)
+            copy_back[blocks, threads](tmp, out, n)
+        ''', "launch_scale", SCALE)
+    assert "idle" not in text, text
+
+
+def test_a_launch_of_ropelabs_own_kernel_is_refused():
+    text = _grade("02.3", '''
+        from ropelab.kernels.block2d import rope_block2d as theirs
+
+        borrowed = cuda.jit(fastmath=True)(theirs)
+
+        def launch_block2d(x, out, positions, n_pairs, base):
+            threads = min((n_pairs + 31) // 32 * 32, 1024)
+            borrowed[positions.size, threads](x, out, positions, uint64(n_pairs), float32(base))
+        ''', "launch_block2d")
+    assert "launched rope_block2d, ropelab's own kernel (from ropelab.kernels.block2d)" in text, \
+        text
+
+
+def test_a_kernel_that_claims_a_steps_module_is_still_the_learners():
+    # ``__module__`` is a string anyone sets: the given kernels are known by their code
+    text = _grade("ramp.5", '''
+        scale_blocks.py_func.__module__ = "ropelab.grader.steps.nb08"
+
+        def launch_scale(x, out, scale, n):
+            scale_blocks[(n + 31) // 32 + 100, 32](x, out, scale, n)
+        ''', "launch_scale", SCALE)
+    assert "blocks were wholly idle" in text, text
+
+
+def test_np_array_of_an_input_on_the_host_is_host_work():
+    text = _grade("ramp.5", '''
+        def launch_scale(x, out, scale, n):
+            host = np.array(x) * np.float32(scale)
+            scale_blocks[(n + 31) // 32, 32](cuda.to_device(host), out, np.float32(1.0), n)
+        ''', "launch_scale", SCALE)
+    assert text.startswith("wrong: launch_scale read x through NumPy"), text
