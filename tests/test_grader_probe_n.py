@@ -236,3 +236,80 @@ def test_np_array_of_an_input_on_the_host_is_host_work():
             scale_blocks[(n + 31) // 32, 32](cuda.to_device(host), out, np.float32(1.0), n)
         ''', "launch_scale", SCALE)
     assert text.startswith("wrong: launch_scale read x through NumPy"), text
+
+
+# --- a launch step's ownership, a case's base ------------------------------------------------
+
+FUSED_HEAD_STRIDED = '''
+import math
+from numba import int64
+
+@cuda.jit(fastmath=True)
+def rope_fused_head(qkv, out, q_weight, k_weight, positions, inv_freq, heads_q, heads_k,
+                    heads_per_token, total_warps, eps):
+    lane = cuda.threadIdx.x & 31
+    w = int64((cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) >> 5)
+    warps = int64((cuda.gridDim.x * cuda.blockDim.x) >> 5)
+    while w < total_warps:  # a warp-stride loop: right on any grid, one warp may do every head
+        token = uint64(w) // heads_per_token
+        head = uint64(w) - token * heads_per_token
+        first = uint64(w) * uint64(64) + uint64(2 * lane)
+        a = qkv[first]
+        b = qkv[first + uint64(1)]
+        if head < heads_q + heads_k:
+            s = a * a + b * b
+            for m in (16, 8, 4, 2, 1):
+                s += cuda.shfl_xor_sync(0xFFFFFFFF, s, m)
+            r = float32(1.0) / math.sqrt(s / float32(64.0) + eps)
+            if head < heads_q:
+                a = a * r * q_weight[2 * lane]
+                b = b * r * q_weight[2 * lane + 1]
+            else:
+                a = a * r * k_weight[2 * lane]
+                b = b * r * k_weight[2 * lane + 1]
+            angle = float32(positions[token]) * inv_freq[lane]
+            c = math.cos(angle)
+            sn = math.sin(angle)
+            a, b = a * c - b * sn, a * sn + b * c
+        out[first] = a
+        out[first + uint64(1)] = b
+        w += warps
+'''
+
+
+@pytest.mark.parametrize("warps", ["one", "every"])
+def test_the_fused_launch_gives_every_head_its_own_warp(warps):
+    grid = "1, 32" if warps == "one" else \
+        "(tokens * per_token + 3) // 4, 128"
+    text = _grade("06.5", f'''
+        def launch_fused(qkv, out, q_weight, k_weight, positions, inv_freq, tokens, heads_q,
+                         heads_k, heads_v, eps):
+            per_token = heads_q + heads_k + heads_v
+            rope_fused_head[{grid}](qkv, out, q_weight, k_weight, positions, inv_freq,
+                                   uint64(heads_q), uint64(heads_k), uint64(per_token),
+                                   int64(tokens * per_token), float32(eps))
+        ''', "launch_fused", FUSED_HEAD_STRIDED)
+    if warps == "one":
+        assert "which is thread 32 of block 0's to write: lane l of warp w" in text, text
+    else:
+        assert text.startswith("PASS"), text
+
+
+@pytest.mark.parametrize("which", ["ignored", "used"])
+def test_a_kernel_that_ignores_its_base_fails_on_the_fresh_case(which):
+    power = "float32(10000.0)" if which == "ignored" else "base"
+    text = _grade("01.3", f'''
+        import math
+
+        @cuda.jit(fastmath=True)
+        def pair_frequencies(out, n_pairs, base):
+            pair = cuda.grid(1)
+            if pair < n_pairs:
+                out[pair] = float32(1.0) / math.pow({power},
+                                                    float32(2 * pair) / float32(2 * n_pairs))
+        ''', "pair_frequencies")
+    if which == "ignored":
+        assert text.startswith("wrong: pair 1 [case 5 pairs, fresh random inputs]"), text
+        assert "base included" in text, text
+    else:
+        assert text.startswith("PASS"), text

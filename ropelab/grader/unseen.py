@@ -8,8 +8,11 @@ with inputs drawn for this check alone: every step draws its inputs from
 ``numpy.random.default_rng(seed)`` (directly or through :func:`.steps.cases.rng_for`), and
 :func:`salted` mixes a random salt into that seed, in the building thread only, for as long as
 the cases are built.  A function that computes its output from its inputs passes this case
-exactly as it passes the fixed ones.  The smallest case is the one drawn again: it is the
-cheapest to run, and a stored answer is caught on any shape.
+exactly as it passes the fixed ones.  The smallest case of at least :data:`MIN_FRESH` outputs
+is the one drawn again: it is cheap to run, and a stored answer is caught on any shape.  Where the step takes a ``base``
+argument, it is also built with another rope base (:data:`.steps.cases.OTHER_BASES`, chosen by
+the salt): every fixed case uses the default 10000, so a kernel that ignores its ``base``
+would pass them all.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import threading
 import numpy as np
 
 FRESH = "fresh random inputs"
+MIN_FRESH = 4  # outputs of the case redrawn, where a step has one that large
 
 
 def new_salt() -> int:
@@ -65,10 +69,18 @@ def fresh_case(step, salt: int, fixed: list | None = None):
     """The step's smallest case drawn again with ``salt``, labelled as such; None when the
     step's inputs do not depend on a seed (nothing fresh to draw).  ``fixed``: the step's
     cases, if already built."""
+    from .steps.cases import OTHER_BASES, other_base
+
     fixed = step.cases() if fixed is None else fixed
-    with salted(salt):
+    rebased = other_base(OTHER_BASES[salt % len(OTHER_BASES)]) if "base" in step.arguments \
+        else contextlib.nullcontext()  # a step that takes tables gets them drawn anew anyway
+    with salted(salt), rebased:
         drawn = step.cases()
-    k = min(range(len(fixed)), key=lambda i: fixed[i].expected.size)
+    # the smallest case of at least MIN_FRESH outputs: a case of one pair tests no base (pair
+    # 0's frequency is base ** 0 = 1 whatever the base), so it is not the one redrawn
+    sized = [i for i in range(len(fixed)) if fixed[i].expected.size >= MIN_FRESH] or \
+        list(range(len(fixed)))
+    k = min(sized, key=lambda i: fixed[i].expected.size)
     if len(drawn) != len(fixed) or _same_inputs(fixed[k], drawn[k]):
         scrub(drawn)
         return None
@@ -99,5 +111,6 @@ def is_fresh(case) -> bool:
     return case.label.endswith(FRESH)
 
 
-FRESH_HINT = ("right on the fixed cases, wrong on inputs drawn for this check alone: out "
-              "must be computed from the inputs on every call, not stored or remembered")
+FRESH_HINT = ("right on the fixed cases, wrong on inputs drawn for this check alone (with "
+              "another rope base where the step takes one): out must be computed from the "
+              "inputs on every call, base included, not stored or remembered")

@@ -7,6 +7,8 @@ written once.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import Callable
 
 import numpy as np
@@ -18,6 +20,30 @@ from ...tolerance import max_angle
 from ..grading import Case, Gate, tolerance
 
 BASE = DEFAULT_BASE  # the steps' rope base, the package's default
+# The bases a check's fresh case draws from (unseen.fresh_case): a kernel that ignores its
+# ``base`` argument and hard-codes 10000 is right on every fixed case, wrong on these.
+OTHER_BASES = (500000.0, 1000000.0, 50000.0)
+_base = threading.local()
+
+
+def base() -> float:
+    """The rope base of the cases being built: :data:`BASE`, or another inside
+    :func:`other_base` (in this thread only)."""
+    return getattr(_base, "value", BASE)
+
+
+@contextlib.contextmanager
+def other_base(value: float):
+    """Cases built inside the block (in this thread) take ``value`` as their rope base."""
+    before = getattr(_base, "value", None)
+    _base.value = float(value)
+    try:
+        yield
+    finally:
+        if before is None:
+            del _base.value
+        else:
+            _base.value = before
 MAX_POSITION = 1024  # random positions below this: large enough angles, a tight tolerance
 THREADS = 64  # block size of the 1-D launches: the small shapes still leave a partial block
 
@@ -40,7 +66,7 @@ def freqs(hidden: int, shift: int = 0) -> np.ndarray:
     """``base ** (-2 (i + shift) / hidden)``: the frequencies, or those of the pair ``shift``
     further on (what a pair index off by one computes)."""
     i = np.arange(hidden // 2, dtype=np.float64) + shift
-    return BASE ** (-2.0 * i / hidden)
+    return base() ** (-2.0 * i / hidden)
 
 
 def swapped_cos_sin(x, pos, freq):
@@ -58,19 +84,19 @@ def rope_case(tokens: int, hidden: int, rng, *, big: bool,
     x = rng.standard_normal((tokens, hidden)).astype(np.float32)
     pos = rng.integers(0, MAX_POSITION, tokens).astype(np.int32)
     freq = freqs(hidden)
-    expected = reference.rope(x, pos)
+    expected = reference.rope(x, pos, base=base())
     alternatives = []
     if not big:
         alternatives = [
             ("the pair turned the wrong way: a sign is flipped (out[2i] = x0*c - x1*s, "
-             "out[2i+1] = x0*s + x1*c)", reference.rope(x, pos, inverse=True)),
+             "out[2i+1] = x0*s + x1*c)", reference.rope(x, pos, base=base(), inverse=True)),
             ("cos and sin are swapped", swapped_cos_sin(x, pos, freq)),
             ("pair index off by one: this pair was rotated with the frequency of the next pair",
              reference.rope(x, pos, freqs=freqs(hidden, 1))),
             ("pair index off by one: this pair was rotated with the frequency of the previous pair",
              reference.rope(x, pos, freqs=freqs(hidden, -1))),
             ("rotated by the row number instead of the token's position: read positions[token]",
-             reference.rope(x, np.arange(tokens))),
+             reference.rope(x, np.arange(tokens), base=base())),
         ]
         if extra_alternatives is not None:
             alternatives += extra_alternatives(x, pos, hidden)

@@ -14,7 +14,7 @@ import numpy as np
 from ...kernels import flat
 from ..grading import Case, Gate
 from .base import Forbid, Step
-from .cases import (BASE, BIG_SHAPE, MAX_POSITION, NO_F64, NO_SIGNED_DIVISION, ONE_THREAD_HINT,
+from .cases import (base, BIG_SHAPE, MAX_POSITION, NO_F64, NO_SIGNED_DIVISION, ONE_THREAD_HINT,
                     ROPE_IN, SMALL_SHAPES, THREADS, blocks, freqs, owner_of, rng_for,
                     rope_cases, signature_of)
 
@@ -88,13 +88,13 @@ def _cases_freqs(big: bool) -> list[Case]:
             ("the frequency of the next pair: the exponent counts pairs from 1",
              freqs(hidden, 1)),
             ("base ** (+2 pair / hidden): the reciprocal is missing (inv_freq = 1 / base ** "
-             "(2 pair / hidden))", BASE ** (2.0 * pair / hidden)),
+             "(2 pair / hidden))", base() ** (2.0 * pair / hidden)),
             ("divided by n_pairs instead of hidden = 2 n_pairs: the exponent is "
-             "2 pair / hidden", BASE ** (-2.0 * pair / n_pairs)),
+             "2 pair / hidden", base() ** (-2.0 * pair / n_pairs)),
         ]
         case = Case(
             label=f"{n_pairs} pair{'s' if n_pairs > 1 else ''}",
-            inputs={"n_pairs": np.int64(n_pairs), "base": np.float32(BASE)},
+            inputs={"n_pairs": np.int64(n_pairs), "base": np.float32(base())},
             grid=(blocks(n_pairs),), block=(THREADS,),
             expected=expected,
             # fast-math pow is lg2.approx + ex2.approx: a few float32 ulps, far below any of the
@@ -127,7 +127,7 @@ def _cases_flat(big: bool) -> list[Case]:
     def fill(case, tokens, hidden):
         total = tokens * hidden // 2
         case.inputs.update(n_pairs=np.uint64(hidden // 2), total_pairs=np.int64(total),
-                           base=np.float32(BASE))
+                           base=np.float32(base()))
         case.grid, case.block = (blocks(total),), (THREADS,)
         case.owner = owner_of(2 * total, 2)  # thread i writes pair i's floats 2i and 2i + 1
     return rope_cases("01-flat-index", big, fill)

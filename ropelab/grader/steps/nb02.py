@@ -15,7 +15,7 @@ import numpy as np
 from ...kernels import block2d
 from ..grading import Case, Gate
 from .base import Step
-from .cases import (BASE, BIG_SHAPE, NO_F64, ROPE_IN, SMALL_SHAPES, freqs, rng_for, rope_case,
+from .cases import (base, BIG_SHAPE, NO_F64, ROPE_IN, SMALL_SHAPES, freqs, rng_for, rope_case,
                     rope_cases, signature_of)
 from .contracts import blocks_exactly, threads_exactly
 from ...cuda_limits import WARP
@@ -56,7 +56,7 @@ def _cases_block2d(big: bool, shapes=SMALL_SHAPES) -> list[Case]:
     cases = []
     for tokens, hidden in ((BIG_SHAPE,) if big else shapes):
         case = rope_case(tokens, hidden, rng, big=big)
-        case.inputs.update(n_pairs=np.uint64(hidden // 2), base=np.float32(BASE))
+        case.inputs.update(n_pairs=np.uint64(hidden // 2), base=np.float32(base()))
         case.grid, case.block = (tokens,), ((256 if big else BLOCK2D_THREADS),)
         case.owner = _row_owner(tokens, hidden // 2, case.block[0])
         cases.append(case)

@@ -15,7 +15,7 @@ import numpy as np
 from ...kernels import pack4_scalar
 from ..grading import Case, Gate
 from .base import Step
-from .cases import (BASE, BIG_SHAPE, NO_F64, ROPE_IN, THREADS, blocks, freqs,
+from .cases import (base, BIG_SHAPE, NO_F64, ROPE_IN, THREADS, blocks, freqs,
                     rng_for, rope_case, rope_cases, signature_of)
 from .nb01 import NO_MODULO, ONE_DIVISION, UNSIGNED
 from .nb02 import NO_DIVISION
@@ -88,7 +88,7 @@ def _cases_pack4(big: bool) -> list[Case]:
         quads = _quads(hidden // 2)
         total = tokens * quads
         case.inputs.update(n_pairs=np.uint64(hidden // 2), quads_per_row=np.uint64(quads),
-                           total_quads=np.int64(total), base=np.float32(BASE))
+                           total_quads=np.int64(total), base=np.float32(base()))
         case.grid, case.block = (blocks(total),), (THREADS,)
         case.owner = _quad_owner(tokens, hidden // 2, quads, quads)
     return rope_cases("03-pack4-loads-first", big, fill)

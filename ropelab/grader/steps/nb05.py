@@ -18,7 +18,7 @@ from ...kernels import flat, pair_sincos
 from ...tolerance import max_angle
 from ..grading import Case, Gate
 from .base import Step
-from .cases import (BASE, MAX_POSITION, NO_F64, ONE_THREAD_HINT, ROPE_IN, THREADS, blocks,
+from .cases import (base, MAX_POSITION, NO_F64, ONE_THREAD_HINT, ROPE_IN, THREADS, blocks,
                     freqs, owner_of, rng_for, rope_cases, signature_of, tolerance)
 
 NOTEBOOK = "05_pair_sincos"
@@ -51,7 +51,7 @@ def _exponent_of_the_float(x, pos, hidden):
     base ** (-2 (2p) / hidden)."""
     p = np.arange(hidden // 2, dtype=np.float64)
     return [("the exponent counts floats, not pairs: pair p's frequency is "
-             "base ** (exponent_step * p)", reference.rope(x, pos, freqs=BASE ** (-4.0 * p / hidden)))]
+             "base ** (exponent_step * p)", reference.rope(x, pos, freqs=base() ** (-4.0 * p / hidden)))]
 
 
 def _ratio_of_neighbours(x, pos, hidden):
@@ -59,7 +59,7 @@ def _ratio_of_neighbours(x, pos, hidden):
     n_pairs = hidden // 2
     stride = _stride(n_pairs)
     p = np.arange(n_pairs)
-    f = freqs(hidden)[p % stride] * (BASE ** (-2.0 / hidden)) ** (p // stride)
+    f = freqs(hidden)[p % stride] * (base() ** (-2.0 / hidden)) ** (p // stride)
     return [("stride_ratio is the ratio of slots stride pairs apart, base ** (exponent_step * "
              "stride), not of neighbouring pairs", reference.rope(x, pos, freqs=f))]
 
@@ -93,7 +93,7 @@ def _cases_one_angle(big: bool) -> list[Case]:
     def fill(case, tokens, hidden):
         total = tokens * hidden // 2
         case.inputs.update(n_pairs=np.uint64(hidden // 2), total_pairs=np.int64(total),
-                           base=np.float32(BASE), exponent_step=np.float32(-2.0 / hidden))
+                           base=np.float32(base()), exponent_step=np.float32(-2.0 / hidden))
         case.grid, case.block = (blocks(total),), (THREADS,)
         case.owner = owner_of(2 * total, 2)
     return _specific_first(rope_cases("05.1", big, fill, _exponent_of_the_float), 1)
@@ -105,9 +105,9 @@ def _strided_fill(case, tokens, hidden):
     step = -2.0 / hidden
     total = tokens * stride
     case.inputs.update(n_pairs=np.uint64(n_pairs), stride=np.uint64(stride),
-                       total_threads=np.int64(total), base=np.float32(BASE),
+                       total_threads=np.int64(total), base=np.float32(base()),
                        exponent_step=np.float32(step),
-                       stride_ratio=np.float32(BASE ** (step * stride)))
+                       stride_ratio=np.float32(base() ** (step * stride)))
     case.grid, case.block = (blocks(total),), (THREADS,)
     case.owner = _strided_owner(tokens, n_pairs, stride, lambda row: row * hidden, 2, 1)
 
@@ -119,7 +119,7 @@ def _cases_strided(big: bool) -> list[Case]:
 def _cases_launch(big: bool) -> list[Case]:
     def fill(case, tokens, hidden):
         # Host values, as a caller has them: the launch derives everything else.
-        case.inputs.update(tokens=tokens, hidden=hidden, base=BASE)
+        case.inputs.update(tokens=tokens, hidden=hidden, base=base())
         # "stride threads per row": thread row * stride + j owns its row's slots j, j + stride..
         n_pairs = hidden // 2
         case.owner = _strided_owner(tokens, n_pairs, _stride(n_pairs), lambda row: row * hidden,
@@ -139,19 +139,19 @@ def _head_case(shape, rng, big: bool) -> Case:
     x = rng.standard_normal((tokens, heads, head_dim)).astype(np.float32)
     pos = rng.integers(0, MAX_POSITION, tokens).astype(np.int32)
     half_dim = head_dim // 2
-    freq = reference.inv_freq(head_dim, BASE)
+    freq = reference.inv_freq(head_dim, base())
     stride = _stride(half_dim)
     exponent_step = -2.0 / head_dim
-    expected = reference.rope(x, pos, interleave=interleave)
+    expected = reference.rope(x, pos, base=base(), interleave=interleave)
     alternatives = []
     if not big:
         j = np.arange(half_dim)
         alternatives = [
             ("the pairs of the other layout: interleaved pairs are (2j, 2j+1), half-split pairs "
              "(j, j + half_dim); a = first + j * step, b = a + partner",
-             reference.rope(x, pos, interleave=not interleave)),
+             reference.rope(x, pos, base=base(), interleave=not interleave)),
             ("the pair turned the wrong way: a sign is flipped (out[a] = x0*c - x1*s, "
-             "out[b] = x0*s + x1*c)", reference.rope(x, pos, interleave=interleave, inverse=True)),
+             "out[b] = x0*s + x1*c)", reference.rope(x, pos, base=base(), interleave=interleave, inverse=True)),
             ("every slot of this thread used the frequency of its first slot: multiply f by "
              "stride_ratio after each slot",
              reference.rope(x, pos, interleave=interleave, freqs=freq[j % stride])),
@@ -164,9 +164,9 @@ def _head_case(shape, rng, big: bool) -> Case:
         inputs={"x": x.ravel(), "positions": pos, "heads": np.uint64(heads),
                 "half_dim": np.uint64(half_dim), "stride": np.uint64(stride),
                 "total_threads": np.int64(total), "step": np.uint64(step),
-                "partner": np.uint64(partner), "base": np.float32(BASE),
+                "partner": np.uint64(partner), "base": np.float32(base()),
                 "exponent_step": np.float32(exponent_step),
-                "stride_ratio": np.float32(BASE ** (exponent_step * stride))},
+                "stride_ratio": np.float32(base() ** (exponent_step * stride))},
         grid=(blocks(total),), block=(THREADS,),
         expected=expected.ravel(),
         tol=tolerance(float(np.abs(x).max()), max_angle(pos, freq)),

@@ -369,7 +369,7 @@ STEPS = [
                      "heads (32 + 4 + 4)"),
         make_cases=_cases_fused_launch,
         launch_rules=(threads_multiple_of(32),),
-        **FUSED_HEAD.launching(),
+        **FUSED_HEAD.launching(owned=True),  # "a warp per head": held to 06.4's ownership
         hint="blocks = ceil(total_warps / warps_per_block), threads = 32 * warps_per_block",
         bounds_hint="a launch argument is off: total_warps counts every head of every token",
     ),
