@@ -10,17 +10,25 @@
   nothing.
 * A launch function that ran ropelab's own kernel passed; so did a host read through
   ``np.array(x)``.
+* A kernel that ignored its ``base`` argument passed (every case used 10000); 06.5 let one warp
+  do every head.
+* The graded code could SIGINT, SIGSTOP or SIGKILL the notebook (:mod:`.confine`).
 
 Graded in this process (:func:`.grading.grade`), on the simulator.
 """
 
 import linecache
+import os
+import platform
+import signal
+import sys
 import textwrap
+import time
 
 import pytest
 
 import ropelab
-from ropelab.grader import grading, steps
+from ropelab.grader import child, confine, grading, steps
 
 pytestmark = pytest.mark.skipif(not ropelab.SIMULATED, reason="the simulator's records")
 
@@ -31,14 +39,19 @@ from numba import cuda, float32, uint64
 _COUNT = [0]
 
 
-def _grade(step_id: str, cell: str, name: str, before: str = "") -> str:
+def _define(cell: str, name: str, before: str = ""):
+    """A notebook cell's function, its source kept as Jupyter keeps it."""
     _COUNT[0] += 1
     filename = f"<probe n cell {_COUNT[0]}>"
     source = HEADER + before + textwrap.dedent(cell)
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     namespace = {"__name__": "__main__"}
     exec(compile(source, filename, "exec"), namespace)
-    verdict = grading.grade(steps.get(step_id), namespace[name])
+    return namespace[name]
+
+
+def _grade(step_id: str, cell: str, name: str, before: str = "") -> str:
+    verdict = grading.grade(steps.get(step_id), _define(cell, name, before))
     text = str(verdict)
     assert verdict.passed == text.startswith("PASS"), text
     return text
@@ -313,3 +326,32 @@ def test_a_kernel_that_ignores_its_base_fails_on_the_fresh_case(which):
         assert "base included" in text, text
     else:
         assert text.startswith("PASS"), text
+
+
+# --- the grading child's signals -------------------------------------------------------------
+
+@pytest.mark.skipif(platform.machine() not in confine._ARCHES or sys.platform != "linux",
+                    reason="the seccomp filter is written for Linux on x86_64 and aarch64")
+def test_the_graded_code_cannot_signal_the_notebook():
+    received = []
+    previous = signal.signal(signal.SIGUSR1, lambda *args: received.append(args[0]))
+    try:
+        launch = _define('''
+            import os, signal
+
+            def launch_scale(x, out, scale, n):
+                os.kill(os.getppid(), signal.SIGUSR1)  # the notebook (SIGINT, SIGSTOP alike)
+                scale_blocks[(n + 31) // 32, 32](x, out, scale, n)
+            ''', "launch_scale", SCALE)
+        verdict = steps.check(launch, "ramp.5", quiet=True)  # graded in the forked child
+        time.sleep(0.2)  # a signal that got through would have arrived by now
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert received == []
+    assert verdict.status == "error" and "PermissionError" in str(verdict), str(verdict)
+
+
+def test_the_filter_lets_the_child_signal_itself_and_its_group():
+    done = child.in_child(lambda: (os.kill(os.getpid(), 0), os.kill(0, 0),
+                                   os.kill(-os.getpid(), 0)) and "ok", 10)
+    assert done == ("ok", "ok")

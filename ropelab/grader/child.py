@@ -4,7 +4,8 @@ The simulator runs each CUDA thread as a Python thread that ignores SIGINT: a ke
 ``while True`` cannot be interrupted in the process that launched it.  A forked child inherits
 the caller's objects as they are (a notebook's kernels and globals, nothing shipped or
 re-imported) and is killed with its process group when the time is up or the conversation
-ends.  Fork is used only on the simulator: a CUDA context does not survive it.
+ends.  Its signals reach only itself and its process group (:mod:`.confine`): the learner's code
+cannot interrupt, stop or kill the notebook.  Fork is used only on the simulator: a CUDA context does not survive it.
 
 Parent and child exchange frames (:data:`MAGIC`, a length, one :mod:`.wire` message) over two
 pipes.  What the child sends may have been written by the learner's code, which runs there and
@@ -28,6 +29,7 @@ import warnings
 
 from ..target import SIMULATED
 from . import wire
+from .confine import confine
 
 MAGIC = b"RLG1"
 _HEADER = struct.Struct("<4sQ")
@@ -87,6 +89,7 @@ def _child_main(serve, down: int, up: int) -> None:
     """In the forked child: ``serve(receive, send)``, then exit without returning."""
     try:
         os.setpgid(0, 0)  # a census compiler or a grandchild it starts dies with it
+        confine()  # its signals reach only itself and its group, never the notebook
         sys.stdout = sys.stderr = io.StringIO()  # the parent's streams may be Jupyter's
 
         def receive():

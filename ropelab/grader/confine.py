@@ -1,0 +1,94 @@
+"""Keep the grading child's signals to itself (Linux: a seccomp filter).
+
+The learner's code runs in the forked grading child as the same user as the notebook, so
+without this it could ``os.kill(os.getppid(), signal.SIGINT)`` (``steps.check`` raises
+KeyboardInterrupt in the notebook), SIGSTOP the notebook for good, or SIGKILL it.  No Python
+handler can refuse SIGSTOP or SIGKILL, so the refusal is the kernel's: before the learner's code
+runs, the child installs a seccomp filter (inherited by everything it starts) under which
+
+* ``kill`` reaches only the child itself or its own process group (``pid`` = its pid, 0, or
+  minus its pid: the child leads its group);
+* ``tgkill``, ``tkill``, ``rt_sigqueueinfo`` and ``rt_tgsigqueueinfo`` reach only the child's
+  own threads;
+* ``pidfd_send_signal``, ``ptrace`` and ``process_vm_writev`` (another process's memory) fail;
+
+each refusal is ``EPERM``, which Python raises as ``PermissionError``.  Every other system call
+is untouched.  :func:`confine` installs nothing (and says so) on a system without seccomp or on
+an architecture whose system-call numbers are not listed here (macOS, say): there the child's
+signals are not confined.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import struct
+
+# (audit arch, {name: number}) of the architectures a filter is written for
+_ARCHES = {
+    "x86_64": (0xC000003E, {"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
+                            "rt_tgsigqueueinfo": 297, "pidfd_send_signal": 424, "ptrace": 101,
+                            "process_vm_writev": 311}),
+    "aarch64": (0xC00000B7, {"kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
+                             "rt_tgsigqueueinfo": 240, "pidfd_send_signal": 424, "ptrace": 117,
+                             "process_vm_writev": 271}),
+}
+_X32_BIT = 0x40000000  # x86_64's x32 numbers: refused outright (nothing here uses them)
+
+# classic BPF, as seccomp reads it
+_LD_ABS, _JEQ, _JSET, _RET = 0x20, 0x15, 0x45, 0x06
+_ALLOW = 0x7FFF0000
+_EPERM = 0x00050000 | 1
+_NR, _ARCH, _ARG0 = 0, 4, 16  # offsets into struct seccomp_data (arg0's low word)
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+
+
+def _program(arch: int, numbers: dict, pid: int) -> list[tuple]:
+    """The filter, as (code, jt, jf, k) instructions."""
+    prog = [(_LD_ABS, 0, 0, _ARCH), (_JEQ, 1, 0, arch), (_RET, 0, 0, _ALLOW),
+            (_LD_ABS, 0, 0, _NR)]
+    if arch == _ARCHES["x86_64"][0]:
+        prog += [(_JSET, 0, 1, _X32_BIT), (_RET, 0, 0, _EPERM)]
+
+    def only(*targets):  # arg0 must be one of targets, else EPERM
+        block = [(_LD_ABS, 0, 0, _ARG0)]
+        for t in targets:
+            block += [(_JEQ, 0, 1, t & 0xFFFFFFFF), (_RET, 0, 0, _ALLOW)]
+        return block + [(_RET, 0, 0, _EPERM)]
+
+    rules = {"kill": only(pid, 0, -pid), "tkill": only(pid), "tgkill": only(pid),
+             "rt_sigqueueinfo": only(pid), "rt_tgsigqueueinfo": only(pid),
+             "pidfd_send_signal": [(_RET, 0, 0, _EPERM)], "ptrace": [(_RET, 0, 0, _EPERM)],
+             "process_vm_writev": [(_RET, 0, 0, _EPERM)]}
+    for name, block in rules.items():
+        # a block ends in a return; the jump skips it for every other call
+        prog += [(_JEQ, 0, len(block), numbers[name])] + block
+    prog.append((_RET, 0, 0, _ALLOW))
+    return prog
+
+
+def confine() -> bool:
+    """Install the filter in this process (the grading child, before the learner's code runs);
+    whether it was installed."""
+    found = _ARCHES.get(platform.machine())
+    if found is None or not hasattr(os, "fork"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        return False
+    prog = _program(*found, os.getpid())
+    raw = b"".join(struct.pack("<HBBI", *ins) for ins in prog)
+    buf = ctypes.create_string_buffer(raw, len(raw))
+
+    class _Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = _Fprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                      ctypes.c_ulong]
+    if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        return False
+    return prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) == 0
