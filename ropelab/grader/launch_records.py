@@ -99,9 +99,17 @@ def _given_codes() -> set:
 
 
 def _ropelab_code(code) -> bool:
-    """Whether ``code`` was compiled from a file of the ropelab package."""
+    """Whether ``code`` was compiled from a module of the ropelab package (``ropelab.kernels.
+    block2d``, say): a file of an imported ``ropelab.*`` module.  Not any file under the
+    package's folder: an installed wheel carries the course's solutions there, which the
+    course loads as modules of their own."""
     filename = getattr(code, "co_filename", "")
-    return isinstance(filename, str) and os.path.abspath(filename).startswith(_PACKAGE + os.sep)
+    if not isinstance(filename, str) or not os.path.abspath(filename).startswith(_PACKAGE):
+        return False
+    target = os.path.abspath(filename)
+    return any(os.path.abspath(getattr(m, "__file__", None) or "") == target
+               for name, m in list(sys.modules.items())
+               if m is not None and (name == "ropelab" or name.startswith("ropelab.")))
 
 
 @dataclass

@@ -10,7 +10,7 @@ with inputs drawn for this check alone: every step draws its inputs from
 the cases are built.  A function that computes its output from its inputs passes this case
 exactly as it passes the fixed ones.  The smallest case of at least :data:`MIN_FRESH` outputs
 is the one drawn again: it is cheap to run, and a stored answer is caught on any shape.  Where the step takes a ``base``
-argument, it is also built with another rope base (:data:`.steps.cases.OTHER_BASES`, chosen by
+argument, it is also built with another rope base (:data:`.case_base.OTHER_BASES`, chosen by
 the salt): every fixed case uses the default 10000, so a kernel that ignores its ``base``
 would pass them all.
 """
@@ -22,6 +22,8 @@ import secrets
 import threading
 
 import numpy as np
+
+from .case_base import OTHER_BASES, other_base
 
 FRESH = "fresh random inputs"
 MIN_FRESH = 4  # outputs of the case redrawn, where a step has one that large
@@ -69,8 +71,6 @@ def fresh_case(step, salt: int, fixed: list | None = None):
     """The step's smallest case drawn again with ``salt``, labelled as such; None when the
     step's inputs do not depend on a seed (nothing fresh to draw).  ``fixed``: the step's
     cases, if already built."""
-    from .steps.cases import OTHER_BASES, other_base
-
     fixed = step.cases() if fixed is None else fixed
     rebased = other_base(OTHER_BASES[salt % len(OTHER_BASES)]) if "base" in step.arguments \
         else contextlib.nullcontext()  # a step that takes tables gets them drawn anew anyway

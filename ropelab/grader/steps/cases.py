@@ -7,43 +7,16 @@ written once.
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from typing import Callable
 
 import numpy as np
 
 from ... import reference
-from ...freqs import DEFAULT_BASE
 from ...kernels.plan import census_problem
 from ...tolerance import max_angle
+from ..case_base import BASE, base  # noqa: F401  (the steps read both from here)
 from ..grading import Case, Gate, tolerance
 
-BASE = DEFAULT_BASE  # the steps' rope base, the package's default
-# The bases a check's fresh case draws from (unseen.fresh_case): a kernel that ignores its
-# ``base`` argument and hard-codes 10000 is right on every fixed case, wrong on these.
-OTHER_BASES = (500000.0, 1000000.0, 50000.0)
-_base = threading.local()
-
-
-def base() -> float:
-    """The rope base of the cases being built: :data:`BASE`, or another inside
-    :func:`other_base` (in this thread only)."""
-    return getattr(_base, "value", BASE)
-
-
-@contextlib.contextmanager
-def other_base(value: float):
-    """Cases built inside the block (in this thread) take ``value`` as their rope base."""
-    before = getattr(_base, "value", None)
-    _base.value = float(value)
-    try:
-        yield
-    finally:
-        if before is None:
-            del _base.value
-        else:
-            _base.value = before
 MAX_POSITION = 1024  # random positions below this: large enough angles, a tight tolerance
 THREADS = 64  # block size of the 1-D launches: the small shapes still leave a partial block
 

@@ -1,0 +1,39 @@
+"""The rope base the steps' cases are built with: the package's default, or another for a
+check's fresh case.
+
+Every fixed case uses :data:`BASE` (10000), so a kernel that ignores its ``base`` argument and
+hard-codes 10000 would pass them all; :mod:`.unseen` builds the fresh case of a step that takes
+``base`` inside :func:`other_base` with one of :data:`OTHER_BASES`.  The case builders read
+:func:`base`.  (A module of its own: :mod:`.unseen` and :mod:`.steps.cases` both read it.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+from ..freqs import DEFAULT_BASE
+
+BASE = DEFAULT_BASE  # the steps' rope base, the package's default
+OTHER_BASES = (500000.0, 1000000.0, 50000.0)
+_current = threading.local()
+
+
+def base() -> float:
+    """The rope base of the cases being built: :data:`BASE`, or another inside
+    :func:`other_base` (in this thread only)."""
+    return getattr(_current, "value", BASE)
+
+
+@contextlib.contextmanager
+def other_base(value: float):
+    """Cases built inside the block (in this thread) take ``value`` as their rope base."""
+    before = getattr(_current, "value", None)
+    _current.value = float(value)
+    try:
+        yield
+    finally:
+        if before is None:
+            del _current.value
+        else:
+            _current.value = before
