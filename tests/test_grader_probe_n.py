@@ -1,4 +1,4 @@
-"""What a second red team found (round N, 2026-12-07), each closed and tested both ways.
+"""What two red teams found (rounds N and O, 2026-12-07), each closed and tested both ways.
 
 * Threads that talk through global memory with nothing ordering them (``out[i] = out[i - 1] +
   ...``, ``out[row] += ...`` from every thread) passed: the simulator runs a block's threads in
@@ -13,6 +13,13 @@
 * A kernel that ignored its ``base`` argument passed (every case used 10000); 06.5 let one warp
   do every head.
 * The graded code could SIGINT, SIGSTOP or SIGKILL the notebook (:mod:`.confine`).
+
+Round O red-teamed those rules: a slice store into ``out`` crashed the check; two unordered
+stores of different values passed (now a race once the values are right); ``x.copy()`` and
+``np.asarray(x[:])`` on the host passed; ``cuda.to_device`` of a step's array and a NumPy
+scratch array were taken for host work and idle blocks; a kernel step took ropelab's own kernel;
+the child could leave its group (then ``kill(0)``), ask for SIGIO with ``F_SETOWN``, or write
+the notebook's memory through ``/proc/<ppid>/mem``.
 
 Graded in this process (:func:`.grading.grade`), on the simulator.
 """
@@ -355,3 +362,104 @@ def test_the_filter_lets_the_child_signal_itself_and_its_group():
     done = child.in_child(lambda: (os.kill(os.getpid(), 0), os.kill(0, 0),
                                    os.kill(-os.getpid(), 0)) and "ok", 10)
     assert done == ("ok", "ok")
+
+
+# --- round O (a red team of the rules above) -------------------------------------------------
+
+def test_a_slice_store_into_out_is_an_access_like_any_other():
+    text = _grade("ramp.5", '''
+        def launch_scale(x, out, scale, n):
+            scale_blocks[(n + 31) // 32, 32](x, out, scale, n)
+        ''', "launch_scale", SCALE.replace("out[i] = x[i] * scale",
+                                           "out[i:i + 1] = 0.0\n        out[i] = x[i] * scale"))
+    assert text.startswith("PASS"), text
+
+
+@pytest.mark.parametrize("stored", ["junk", "the same value"])
+def test_two_unordered_stores_race_only_when_they_differ(stored):
+    value = "float32(-12345.0)" if stored == "junk" else "x[i + 1] * scale"
+    text = _grade("ramp.4", f'''
+        @cuda.jit
+        def scale_blocks(x, out, scale, n):
+            i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+            if i + 1 < n:
+                out[i + 1] = {value}  # the neighbour's element, maybe in the next block
+            if i < n:
+                out[i] = x[i] * scale
+        ''', "scale_blocks")
+    if stored == "junk":
+        assert text.startswith("race: the values are right here, but global-memory race on "
+                               "out[1]") and "stored -12345.0" in text, text
+    else:
+        assert "race" not in text.splitlines()[0], text
+
+
+def test_to_device_of_a_device_array_hands_it_back():
+    text = _grade("ramp.5", '''
+        def launch_scale(x, out, scale, n):
+            xd = cuda.to_device(x)  # numba-cuda returns a device array as it is
+            scale_blocks[(n + 127) // 128, 128](xd, out, scale, n)
+        ''', "launch_scale", SCALE)
+    assert text.startswith("PASS"), text
+
+
+@pytest.mark.parametrize("read", ["x.copy()", "np.asarray(x[:])"])
+def test_every_host_read_of_an_input_is_host_work(read):
+    text = _grade("ramp.5", f'''
+        def launch_scale(x, out, scale, n):
+            host = {read} * np.float32(scale)
+            scale_blocks[(n + 31) // 32, 32](cuda.to_device(host), out, np.float32(1.0), n)
+        ''', "launch_scale", SCALE)
+    assert text.startswith("wrong: launch_scale read x"), text
+
+
+def test_a_numpy_scratch_array_handed_to_a_launch_records_its_stores():
+    text = _grade("ramp.5", '''
+        @cuda.jit
+        def into(x, tmp, scale, n):
+            i = cuda.grid(1)
+            if i < n:
+                tmp[i] = x[i] * scale
+
+        @cuda.jit
+        def copy_back(tmp, out, n):
+            i = cuda.grid(1)
+            if i < n:
+                out[i] = tmp[i]
+
+        def launch_scale(x, out, scale, n):
+            tmp = np.zeros(n, np.float32)  # numba copies it over and back
+            blocks = (n + 63) // 64
+            into[blocks, 64](x, tmp, scale, n)
+            copy_back[blocks, 64](cuda.to_device(tmp), out, n)
+        ''', "launch_scale", SCALE)
+    assert "idle" not in text, text
+
+
+def test_a_kernel_step_handed_ropelabs_kernel_is_refused():
+    kernel = _define('''
+        from ropelab.kernels import block2d
+
+        theirs = cuda.jit(fastmath=True)(block2d.rope_block2d)
+        ''', "theirs")
+    text = str(grading.grade(steps.get("02.2"), kernel))
+    assert text.startswith("wrong: rope_block2d is ropelab's own kernel"), text
+
+
+@pytest.mark.skipif(platform.machine() not in confine._ARCHES or sys.platform != "linux",
+                    reason="the seccomp filter is written for Linux on x86_64 and aarch64")
+@pytest.mark.parametrize("how", ["F_SETOWN", "/proc/ppid/mem", "setsid"])
+def test_the_graded_code_cannot_reach_the_notebook_another_way(how):
+    reach = {"F_SETOWN": "r, w = os.pipe(); fcntl.fcntl(r, fcntl.F_SETOWN, os.getppid())",
+             "/proc/ppid/mem": "os.close(os.open(f'/proc/{os.getppid()}/mem', os.O_RDWR))",
+             "setsid": "os.setsid()"}[how]
+    launch = _define(f'''
+        import fcntl, os
+
+        def launch_scale(x, out, scale, n):
+            {reach}
+            scale_blocks[(n + 31) // 32, 32](x, out, scale, n)
+        ''', "launch_scale", SCALE)
+    verdict = steps.check(launch, "ramp.5", quiet=True)
+    assert verdict.status == "error" and ("PermissionError" in str(verdict) or
+                                          "Operation not permitted" in str(verdict)), str(verdict)

@@ -120,15 +120,16 @@ def _records_ok(fields: dict, shape: tuple) -> bool:
     write, the first host access, the first element two threads stored to (see
     :mod:`.recording`)."""
     owner = fields.get("owner")
-    read, foreign, host, twice = (fields.get(k) for k in (
-        "read_unwritten", "foreign_write", "host_access", "twice_written"))
+    read, foreign, host, twice, unordered = (fields.get(k) for k in (
+        "read_unwritten", "foreign_write", "host_access", "twice_written", "unordered_store"))
     return ((owner is None or type(owner) is np.ndarray and owner.shape == shape)
             and (read is None or type(read) is tuple and len(read) == 2 and _ints(read[0])
                  and _ints(read[1], 2))
             and (foreign is None or type(foreign) is tuple and len(foreign) == 3
                  and _ints(foreign[0]) and _ints(foreign[1], 2) and type(foreign[2]) is int)
             and (host is None or type(host) is str and len(host) <= LINE_CHARS)
-            and (twice is None or _ints(twice)))
+            and (twice is None or _ints(twice))
+            and (unordered is None or type(unordered) is str and len(unordered) <= LINE_CHARS))
 
 
 def portable(trial):

@@ -29,7 +29,7 @@ import warnings
 
 from ..target import SIMULATED
 from . import wire
-from .confine import confine
+from .confine import confine, guard_parent, release_parent
 
 MAGIC = b"RLG1"
 _HEADER = struct.Struct("<4sQ")
@@ -150,8 +150,10 @@ class Child:
                 warnings.simplefilter("ignore", DeprecationWarning)
                 sys.stdout.flush()
                 sys.stderr.flush()
+                guard_parent()  # its memory out of the child's reach (confine.py)
                 pid = os.fork()
         except BaseException:
+            release_parent()
             for fd in (down_r, down_w, up_r, up_w):
                 os.close(fd)
             raise
@@ -184,6 +186,7 @@ class Child:
         self.closed = True
         if self.reaped is None:  # a reaped pid may already be another process's
             _kill(self.pid)
+        release_parent()
         for fd in (self.down, self.up):
             try:
                 os.close(fd)

@@ -11,9 +11,14 @@ runs, the child installs a seccomp filter (inherited by everything it starts) un
 * ``tgkill``, ``tkill``, ``rt_sigqueueinfo`` and ``rt_tgsigqueueinfo`` reach only the child's
   own threads;
 * ``pidfd_send_signal``, ``ptrace`` and ``process_vm_writev`` (another process's memory) fail;
+* ``setpgid`` and ``setsid`` fail (the child stays in its own group, so ``kill(0)`` stays in
+  it, and the group's kill at the end reaches everything it started);
+* ``fcntl`` ``F_SETOWN``/``F_SETOWN_EX``/``F_SETSIG`` and ``ioctl`` ``FIOSETOWN``/``SIOCSPGRP``
+  fail (they make the kernel send another process SIGIO, or a signal of the caller's choice);
 
 each refusal is ``EPERM``, which Python raises as ``PermissionError``.  Every other system call
-is untouched.  :func:`confine` installs nothing (and says so) on a system without seccomp or on
+is untouched.  The notebook's memory is out of reach too: while a grading child lives, the
+parent is non-dumpable (:func:`guard_parent`), so ``/proc/<parent>/mem`` cannot be opened.  :func:`confine` installs nothing (and says so) on a system without seccomp or on
 an architecture whose system-call numbers are not listed here (macOS, say): there the child's
 signals are not confined.
 """
@@ -24,16 +29,22 @@ import ctypes
 import os
 import platform
 import struct
+import sys
 
 # (audit arch, {name: number}) of the architectures a filter is written for
 _ARCHES = {
     "x86_64": (0xC000003E, {"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
                             "rt_tgsigqueueinfo": 297, "pidfd_send_signal": 424, "ptrace": 101,
-                            "process_vm_writev": 311}),
+                            "process_vm_writev": 311, "setpgid": 109, "setsid": 112,
+                            "fcntl": 72, "ioctl": 16}),
     "aarch64": (0xC00000B7, {"kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
                              "rt_tgsigqueueinfo": 240, "pidfd_send_signal": 424, "ptrace": 117,
-                             "process_vm_writev": 271}),
+                             "process_vm_writev": 271, "setpgid": 154, "setsid": 157,
+                             "fcntl": 25, "ioctl": 29}),
 }
+# fcntl and ioctl commands that name a process to be sent signals (SIGIO, or F_SETSIG's choice)
+_F_SETOWN, _F_SETSIG, _F_SETOWN_EX = 8, 10, 15
+_FIOSETOWN, _SIOCSPGRP = 0x8901, 0x8902
 _X32_BIT = 0x40000000  # x86_64's x32 numbers: refused outright (nothing here uses them)
 
 # classic BPF, as seccomp reads it
@@ -42,6 +53,7 @@ _ALLOW = 0x7FFF0000
 _EPERM = 0x00050000 | 1
 _NR, _ARCH, _ARG0 = 0, 4, 16  # offsets into struct seccomp_data (arg0's low word)
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+_PR_SET_DUMPABLE = 4
 
 
 def _program(arch: int, numbers: dict, pid: int) -> list[tuple]:
@@ -57,15 +69,57 @@ def _program(arch: int, numbers: dict, pid: int) -> list[tuple]:
             block += [(_JEQ, 0, 1, t & 0xFFFFFFFF), (_RET, 0, 0, _ALLOW)]
         return block + [(_RET, 0, 0, _EPERM)]
 
+    def never(*commands):  # arg1 (a command) must be none of commands, else EPERM
+        block = [(_LD_ABS, 0, 0, _ARG0 + 8)]
+        for c in commands:
+            block += [(_JEQ, 0, 1, c), (_RET, 0, 0, _EPERM)]
+        return block + [(_RET, 0, 0, _ALLOW)]
+
+    refuse = [(_RET, 0, 0, _EPERM)]
     rules = {"kill": only(pid, 0, -pid), "tkill": only(pid), "tgkill": only(pid),
              "rt_sigqueueinfo": only(pid), "rt_tgsigqueueinfo": only(pid),
-             "pidfd_send_signal": [(_RET, 0, 0, _EPERM)], "ptrace": [(_RET, 0, 0, _EPERM)],
-             "process_vm_writev": [(_RET, 0, 0, _EPERM)]}
+             "pidfd_send_signal": refuse, "ptrace": refuse, "process_vm_writev": refuse,
+             # the group is the child's for good: kill(0) then stays in it
+             "setpgid": refuse, "setsid": refuse,
+             "fcntl": never(_F_SETOWN, _F_SETSIG, _F_SETOWN_EX),
+             "ioctl": never(_FIOSETOWN, _SIOCSPGRP)}
     for name, block in rules.items():
         # a block ends in a return; the jump skips it for every other call
         prog += [(_JEQ, 0, len(block), numbers[name])] + block
     prog.append((_RET, 0, 0, _ALLOW))
     return prog
+
+
+_guarded = [0]  # grading children alive
+
+
+def guard_parent() -> None:
+    """Before forking a grading child: make this process (the notebook) non-dumpable, so a
+    process of the same user without CAP_SYS_PTRACE cannot open its ``/proc/<pid>/mem`` (a
+    fork knows every address of its parent); undone by :func:`release_parent` when the last
+    child is gone."""
+    if _prctl(_PR_SET_DUMPABLE, 0) is not None:
+        _guarded[0] += 1
+
+
+def release_parent() -> None:
+    if _guarded[0] > 0:
+        _guarded[0] -= 1
+        if _guarded[0] == 0:
+            _prctl(_PR_SET_DUMPABLE, 1)
+
+
+def _prctl(option: int, value: int):
+    """prctl(option, value), or None where there is none (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                      ctypes.c_ulong]
+    return prctl(option, value, 0, 0, 0)
 
 
 def confine() -> bool:
@@ -89,6 +143,23 @@ def confine() -> bool:
     fprog = _Fprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))
     prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
                       ctypes.c_ulong]
+    _drop_capabilities(libc)
     if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         return False
     return prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) == 0
+
+
+def _drop_capabilities(libc) -> None:
+    """Give up every capability (a root notebook's child would keep CAP_SYS_PTRACE, which
+    opens a non-dumpable parent's memory anyway)."""
+    class _Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class _Data(ctypes.Structure):
+        _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                    ("inheritable", ctypes.c_uint32)]
+
+    try:
+        libc.capset(ctypes.byref(_Header(0x20080522, 0)), ctypes.byref((_Data * 2)()))
+    except AttributeError:
+        pass

@@ -244,6 +244,11 @@ def _compare(ex, name: str, case: Case, trial) -> Verdict | None:
         return _verdict(ex.id, "wrong", f"the values are right, but {foreign} [case "
                         f"{case.label}]", "hint: a thread writes only the elements the step "
                         "gives it; the others are other threads' work")
+    out = trial.watched.get("out") if trial.watched else None
+    if out is not None and out.unordered_store:
+        return _verdict(ex.id, "race", f"the values are right here, but {out.unordered_store} "
+                        f"[case {case.label}]", "hint: every element of out has one writer; "
+                        "a thread stores only the elements the step gives it")
     if ex.kind == "launch" and trial.launches:
         borrowed = judging.borrowed_problem(ex, trial)
         if borrowed:

@@ -283,6 +283,15 @@ def intake(ex, kernel):
     if refused is not None:
         return verdict_of(ex.id, "error", refused)
     name = fn.__name__
+    if ex.kind == "kernel":
+        from .launch_records import KernelRef  # late: launch_records reads the census late too
+
+        ref = KernelRef.of(kernel)
+        if ref.borrowed:
+            return verdict_of(ex.id, "wrong", f"{name} is ropelab's own kernel (from "
+                              f"{ref.module or ref.filename}): the step asks for one you write",
+                              "hint: write the kernel in a cell of your own; ropelab's kernels "
+                              "are the answer to compare with, not a part of it")
     source, unreadable = read_source(fn)
     if source is None:
         return verdict_of(ex.id, "error", f"cannot grade {name}: {unreadable}")

@@ -70,7 +70,7 @@ def launch_problem(grid, block, shared_bytes: int = 0) -> str | None:
     return None
 
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../ropelab
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))  # .../ropelab
 
 
 _GIVEN: list = []  # the set below, made once: before any learner's code runs in a trial
@@ -99,17 +99,18 @@ def _given_codes() -> set:
 
 
 def _ropelab_code(code) -> bool:
-    """Whether ``code`` was compiled from a module of the ropelab package (``ropelab.kernels.
-    block2d``, say): a file of an imported ``ropelab.*`` module.  Not any file under the
-    package's folder: an installed wheel carries the course's solutions there, which the
-    course loads as modules of their own."""
+    """Whether ``code`` was compiled from a file of the ropelab package (``ropelab/kernels/
+    block2d.py``, say), however it was loaded (another module name, a symlinked folder).  Not
+    the wheel's bundle of repository files (``ropelab/_bundle``), which carries the course's
+    solutions."""
+    from ..resources import BUNDLE
+
     filename = getattr(code, "co_filename", "")
-    if not isinstance(filename, str) or not os.path.abspath(filename).startswith(_PACKAGE):
+    if not isinstance(filename, str) or not filename:
         return False
-    target = os.path.abspath(filename)
-    return any(os.path.abspath(getattr(m, "__file__", None) or "") == target
-               for name, m in list(sys.modules.items())
-               if m is not None and (name == "ropelab" or name.startswith("ropelab.")))
+    path = os.path.realpath(filename)
+    return path.startswith(_PACKAGE + os.sep) and not path.startswith(
+        os.path.join(_PACKAGE, BUNDLE) + os.sep)
 
 
 @dataclass
@@ -266,7 +267,10 @@ def argument_problem(fn, arguments: tuple, signature: str) -> str | None:
 
 
 def _made_on_device(value) -> bool:
-    return type(value).__name__ == "FakeCUDAArray"  # cuda.device_array / to_device's, simulated
+    """A buffer the learner's code made: a simulated device array (cuda.device_array /
+    to_device's), or a NumPy array handed to a launch (numba copies it over and back)."""
+    return type(value).__name__ == "FakeCUDAArray" or (
+        type(value) is np.ndarray and value.ndim > 0)
 
 
 class Written:
@@ -288,6 +292,10 @@ class Written:
     def __getitem__(self, index):
         value = self._array[index]
         return Written(value, self._launch) if _made_on_device(value) else value
+
+    def __array__(self, dtype=None, copy=None):  # a NumPy operand inside the kernel
+        data = np.asarray(self._array)
+        return data if dtype is None else data.astype(dtype)
 
     def __setitem__(self, index, value):
         self._array[index] = value
@@ -353,8 +361,22 @@ def intercepted_launches(signature: str | None = None):
         launches.append(launch)
         return _Configured(original(self, configuration), launch, signature)
 
+    from numba import cuda
+
+    original_to_device = cuda.to_device
+
+    def to_device(obj, *args, **kwargs):
+        # numba-cuda on a GPU hands a device array back as it is (auto_device): no copy, no
+        # host read; the simulator's would copy a step's array through NumPy
+        if type(obj).__name__ in ("WatchedArray", "FakeCUDAArray") and not args and \
+                kwargs.get("to") is None:
+            return obj
+        return original_to_device(obj, *args, **kwargs)
+
     FakeCUDAKernel.__getitem__ = getitem
+    cuda.to_device = to_device
     try:
         yield launches
     finally:
         FakeCUDAKernel.__getitem__ = original
+        cuda.to_device = original_to_device

@@ -10,7 +10,8 @@ it views.
 
 Threads that talk through global memory: a read of an element of ``out`` that another thread
 wrote in the same launch, or a write of an element another thread read, raises :class:`GlobalMemoryRace`
-unless a barrier orders the two (same block, a ``cuda.syncthreads()`` between; same warp, a
+(two stores of different values are recorded in ``unordered_store``, judged once the values
+are known to be right) unless a barrier orders the two (same block, a ``cuda.syncthreads()`` between; same warp, a
 ``cuda.syncwarp()``).  Threads of different blocks are never ordered within a launch.  The
 simulator runs a block's threads in turn, so ``out[i] = out[i - 1] + x[i]`` gives the right sum
 here; on a GPU the lanes of a warp load ``out[i - 1]`` together, before it is stored.  Atomics
@@ -88,8 +89,27 @@ def _ordered(a, a_clock, b, b_clock) -> bool:
     return a is b or (a.blockIdx == b.blockIdx and shared_race._ordered(a, a_clock, b, b_clock))
 
 
+def _differ(a, b) -> bool:
+    """Whether two stored values differ (unknown ones, a slice's, count as equal: no claim)."""
+    if a is None or b is None:
+        return False
+    try:
+        return not (bool(a == b) or (a != a and b != b))
+    except (TypeError, ValueError):
+        return False
+
+
+def _shown(value) -> str:
+    return "a value" if value is None else repr(value.item() if hasattr(value, "item") else value)
+
+
 def _block_text(block: tuple) -> str:
     return str(block[0]) if block[1] == block[2] == 0 else str(tuple(block))
+
+
+# what a launch function may read of a step's array on the host: its shape, not its data
+_METADATA = frozenset({"shape", "size", "ndim", "dtype", "strides", "nbytes", "itemsize",
+                       "flags", "name", "owner", "access", "data"})
 
 
 class WatchedArray:
@@ -108,6 +128,8 @@ class WatchedArray:
         # the lowest element stored to by two different threads: its value is the schedule's
         self.twice_written = None
         self.host_access = None  # "read x[...]" / "wrote out[...]": the first from the host
+        # the first element two threads stored different values to, unordered (its message)
+        self.unordered_store = None
         # this launch's in-kernel accesses, for the ordering check: index -> (thread, clock)
         self._order_launch = None
         self._order_writes: dict = {}
@@ -115,6 +137,10 @@ class WatchedArray:
         self._order_atomics: dict = {}
 
     def __getattr__(self, attr):  # strides, nbytes, ...: what NumPy says
+        # The data's methods (x.copy(), x.sum(), x.tolist(), x.reshape(...)) read it; from the
+        # host that is host work, as np.array(x) is.  What a launch reads of its shape is not.
+        if attr not in _METADATA and not attr.startswith("__") and _who() is None:
+            self._note_host(f"read {self.name} ({self.name}.{attr})")
         return getattr(self.data, attr)
 
     @property
@@ -149,8 +175,9 @@ class WatchedArray:
         return self._whole(f"{self.name} as a NumPy array").__array_struct__
 
     def _note_host(self, what: str) -> None:
-        if self.host_access is None:
-            self.host_access = what
+        root = self._root or self  # a view's host read is its array's (the judge reads roots)
+        if root.host_access is None:
+            root.host_access = what
 
     def _checked(self, index):
         """The index, after checking it is inside the array (IndexError naming the array)."""
@@ -178,10 +205,11 @@ class WatchedArray:
         view._root, view._ids = root, ids
         return view
 
-    def _note_view(self, index, write: bool) -> None:
+    def _note_view(self, index, write: bool, value=None) -> None:
         root, flat = self._root, self._ids[index]
         if np.ndim(flat) == 0:
-            root._note(tuple(int(i) for i in np.unravel_index(int(flat), root.shape)), write)
+            root._note(tuple(int(i) for i in np.unravel_index(int(flat), root.shape)), write,
+                       value)
         else:
             root._note_many(np.ravel(flat), write)
 
@@ -204,9 +232,14 @@ class WatchedArray:
                 self._ordering(running, tuple(int(i) for i in np.unravel_index(int(f), self.shape)),
                                write)
 
-    def _note(self, index, write: bool):
+    def _note(self, index, write: bool, value=None):
         if self._root is not None and self._root is not self:
-            return self._note_view(index, write)
+            return self._note_view(index, write, value)
+        if not (isinstance(index, tuple) and all(isinstance(i, int) for i in index)):
+            # a slice or an array index of the root (``out[i:i + 2] = 0.0``): element by element
+            if self._ids is None:
+                self._ids = np.arange(self.size).reshape(self.shape)
+            return self._note_many(np.ravel(self._ids[index]), write)
         who = _who()
         if who is None:
             shown = "..." if not isinstance(index, tuple) else ", ".join(map(str, index))
@@ -217,7 +250,7 @@ class WatchedArray:
             if write:  # a block that only reads did no work (launch_records.Launch.idle_blocks)
                 running.touched.add(who[0])
             if self.name == "out":  # the inputs are read-only (a write is refused on its own)
-                self._ordering(running, index if isinstance(index, tuple) else (index,), write)
+                self._ordering(running, index, write, value)
         a = self.access
         counts = a.per_thread.setdefault(who, [0, 0])
         counts[1 if write else 0] += 1
@@ -240,9 +273,10 @@ class WatchedArray:
                 self.read_unwritten = (index, who)
             a.reader_block[index], a.reader_thread[index] = who
 
-    def _ordering(self, running, index: tuple, write: bool) -> None:
+    def _ordering(self, running, index: tuple, write: bool, value=None) -> None:
         """Check one in-kernel access of element ``index`` against the other threads' accesses
-        of it in this launch (see the module docstring); record it."""
+        of it in this launch (see the module docstring); record it.  ``value``: what a store of
+        one element stores, when known (two unordered stores of different values race)."""
         from ..sim import shared_race
 
         if self._order_launch is not running:  # a new launch starts clean
@@ -271,12 +305,21 @@ class WatchedArray:
             for other, at in self._order_reads.get(index, {}).items():
                 if not _ordered(other, at, me, clock):
                     raise self._race(shown, other, "read it", me, did)
-            self._order_writes[index] = (me, clock)
+            if last is not None and self.unordered_store is None and \
+                    not _ordered(last[0], last[1], me, clock) and _differ(last[2], value):
+                # recorded, not raised: where the values come out wrong, the value check's
+                # words (an index mistake, say) say more; where they come out right, this is
+                # what is wrong (grading._compare)
+                self.unordered_store = str(self._race(
+                    shown, last[0], f"stored {_shown(last[2])}", me, f"stored {_shown(value)}",
+                    " (which store lands last is the schedule's choice)"))
+            self._order_writes[index] = (me, clock, value)
             self._order_reads.pop(index, None)
         else:
             self._order_reads.setdefault(index, {})[me] = clock
 
-    def _race(self, shown: str, first, first_did: str, me, me_did: str) -> GlobalMemoryRace:
+    def _race(self, shown: str, first, first_did: str, me, me_did: str,
+              what: str = "") -> GlobalMemoryRace:
         where = lambda t: f"thread {t.label} of block {_block_text(t.blockIdx)}"  # noqa: E731
         across = first.blockIdx != me.blockIdx
         why = (", in one launch (threads of different blocks are never ordered within one launch: pass the "
@@ -284,7 +327,7 @@ class WatchedArray:
                ", with no cuda.syncthreads() between: on a GPU they run at once (the simulator "
                "ran them in turn)")
         return GlobalMemoryRace(f"global-memory race on {self.name}[{shown}]: {where(first)} "
-                                f"{first_did} and {where(me)} {me_did}{why}")
+                                f"{first_did} and {where(me)} {me_did}{why}{what}")
 
     def __getitem__(self, index):
         index = self._checked(index)
@@ -303,4 +346,4 @@ class WatchedArray:
             self.data[index] = value
         except IndexError as exc:
             raise IndexError(f"{exc} [array={self.name}]") from None
-        self._note(index, True)
+        self._note(index, True, value if np.ndim(value) == 0 else None)
