@@ -187,8 +187,24 @@ H100_CHECKS = {
     "predict.h100_i_v8": ("set_i", "v8", "20261207T012600"),
     "predict.h100_j_v8": ("set_j", "v8", "20261207T015455"),
     "predict.h100_k_v8": ("set_k", "v8", "20261207T072612"),
+    # set L, blind: written after v8 by a learner who saw none of the sets, its predictions
+    # registered before its one run
+    "predict.h100_l_v8": ("set_l", "v8", "20261207T141949"),
 }
 for _key, _check in H100_CHECKS.items():
     @number(_key)
     def predict_other_gpu(check=_check):
         return _other_gpu(*check)
+
+
+@number("predict.h100_m_v8")
+def predict_blind_m() -> Rendered:
+    """Set M, kept outside the project (``.heldout_m/``, ignored): its check by v8 on the H100
+    run of 2026-12-07, from the aggregate committed beside its registered predictions."""
+    import json
+
+    from .. import resources
+
+    path = resources.data_dir() / "heldout" / "blind_m" / "check-summary-20261207T141949-v8.json"
+    return Rendered(_words(json.loads(path.read_text())["summary"]),
+                    "data/heldout/blind_m/" + path.name)

@@ -4,7 +4,7 @@ call of each ``ropelab.torch_ops`` op against its direct call, and a loop of for
 
 from __future__ import annotations
 
-from .numbers_core import Rendered, newest, number, pct_span, span
+from .numbers_core import Rendered, newest, number, pct, pct_span, runs, span
 
 
 def _rows(part: str) -> tuple[str, list[dict]]:
@@ -175,3 +175,71 @@ def training_roof_us():
     if not roofs:
         raise LookupError(f"{path} has no loop rows with bytes")
     return Rendered(span(list(roofs.values()), lambda v: f"{v:.0f}", unit=" us"), path)
+
+
+# ---- the H100 run of 2026-12-07 (data/*/h100/): the corrected fwd+bwd bench row and the rope
+# op's own training loop, which no H200 record has yet
+
+def _h100(kind: str) -> tuple[str, dict]:
+    return runs(kind, f"{kind}/h100")[-1]
+
+
+def _bench_rows(entry: str) -> tuple[str, dict]:
+    """``{(shape, layout): median_us}`` of one entry of the newest H100 backward bench."""
+    path, rec = _h100("bench_backward")
+    found = {(r["shape"], r["layout"]): r for r in rec["rows"] if r["entry"] == entry}
+    if not found:
+        raise LookupError(f"{path} has no {entry} rows")
+    return path, found
+
+
+@number("h100.fwd_bwd_roof_pct")
+def h100_fwd_bwd_roof_pct():
+    """The one-pass forward + backward (what autograd runs), cold-L2 events, as shares of the
+    copy roof of its bytes, over the three shapes and both layouts (H100)."""
+    path, rows = _bench_rows("ropelab:fwd+bwd")
+    return Rendered(pct_span([r["frac_of_copy"] for r in rows.values()], 1), path)
+
+
+def _bench_ratio(peer: str) -> Rendered:
+    path, ours = _bench_rows("ropelab:fwd+bwd")
+    _, theirs = _bench_rows(peer)
+    ratios = [theirs[k]["median_us"] / ours[k]["median_us"] for k in theirs if k in ours]
+    return Rendered(span(ratios, lambda v: f"{v:.1f}", unit=" times"), path)
+
+
+@number("h100.fwd_bwd_vs_compile")
+def h100_fwd_bwd_vs_compile():
+    return _bench_ratio("torch.compile:fwd+bwd")
+
+
+@number("h100.fwd_bwd_vs_liger")
+def h100_fwd_bwd_vs_liger():
+    return _bench_ratio("liger:fwd+bwd")
+
+
+def _rope_loop(impl: str) -> tuple[str, dict, float]:
+    """The rope op's training loop row of ``impl`` in the newest H100 record, and the us of
+    its bytes at the copy's rate in the same run."""
+    path, rec = _h100("training_speed")
+    rows = [r for r in rec["rows"] if r["part"] == "rope_training"]
+    copy = next((r for r in rows if r["impl"] == "torch_copy"), None)
+    row = next((r for r in rows if r["impl"] == impl), None)
+    if copy is None or row is None:
+        raise LookupError(f"{path} has no rope_training {impl} and torch_copy rows")
+    return path, row, copy["median_us"] / copy["bytes"] * row["bytes"]
+
+
+@number("h100.rope_loop_roof_pct")
+def h100_rope_loop_roof_pct():
+    """``rt.rope`` + ``.backward()`` in a loop (wall time per iteration) as a share of the copy
+    roof of the bytes a step moves (bf16 [32768, 32, 128], H100)."""
+    path, row, roof_us = _rope_loop("ropelab")
+    return Rendered(pct(roof_us / row["wall_us_per_iter"], 1), path)
+
+
+@number("h100.rope_loop_vs_compile")
+def h100_rope_loop_vs_compile():
+    path, ours, _ = _rope_loop("ropelab")
+    _, theirs, _ = _rope_loop("torch.compile")
+    return Rendered(f"{theirs['wall_us_per_iter'] / ours['wall_us_per_iter']:.2f} times", path)
