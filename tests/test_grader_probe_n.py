@@ -463,3 +463,22 @@ def test_the_graded_code_cannot_reach_the_notebook_another_way(how):
     verdict = steps.check(launch, "ramp.5", quiet=True)
     assert verdict.status == "error" and ("PermissionError" in str(verdict) or
                                           "Operation not permitted" in str(verdict)), str(verdict)
+
+
+def test_threads_that_race_through_a_scratch_buffer_race():
+    text = _grade("ramp.5", '''
+        @cuda.jit
+        def into(x, tmp, scale, n):
+            i = cuda.grid(1)
+            if i < n:
+                tmp[i] = x[i] * scale
+                if i > 0:
+                    s = tmp[i - 1]  # the neighbour's store, unordered
+
+        def launch_scale(x, out, scale, n):
+            tmp = cuda.device_array(n, np.float32)
+            into[(n + 63) // 64, 64](x, tmp, scale, n)
+            scale_blocks[(n + 63) // 64, 64](x, out, scale, n)
+        ''', "launch_scale", SCALE)
+    assert text.startswith("race: global-memory race on element [0] of a device array your "
+                           "launch function made"), text

@@ -160,7 +160,7 @@ def _run_error(ex, name: str, case: Case, exc: Exception) -> Verdict:
     or an error shown with the useful lines of its message."""
     from ..sim.barrier import BarrierDivergence
     from ..sim.shared_race import SharedMemoryRace
-    from .recording import GlobalMemoryRace
+    from .ordering import GlobalMemoryRace
 
     text = str(exc)[:MESSAGE_CHARS]  # a message of megabytes is read no further
     if isinstance(exc, LaunchRejected):

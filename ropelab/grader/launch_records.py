@@ -289,9 +289,34 @@ class Written:
     def __len__(self):
         return len(self._array)
 
+    def _ordering(self, index, write: bool, value=None) -> None:
+        """The ordering check of :class:`~.recording.Ordering` on this buffer's element
+        ``index`` (an element is known by its address, whatever view reaches it); threads that
+        race through a scratch buffer are as wrong as through ``out``.  An unordered store of
+        a different value raises here: nothing judges a scratch buffer's values later."""
+        from .ordering import GlobalMemoryRace, Ordering
+
+        if threading.current_thread().__dict__.get("_manager") is None:
+            return
+        data = getattr(self._array, "_ary", self._array)
+        items = index if isinstance(index, tuple) else (index,)
+        if len(items) != data.ndim or not all(isinstance(i, (int, np.integer)) for i in items):
+            return  # a slice or a mask: left to the kernel's other accesses
+        address = data.__array_interface__["data"][0] + sum(
+            (int(i) % n) * st for i, n, st in zip(items, data.shape, data.strides))
+        order = self._launch.__dict__.setdefault("_scratch_order", Ordering(
+            "a device array your launch function made", self._launch,
+            "element [{index}] of {name}"))
+        found = order.access(address, ", ".join(str(int(i)) for i in items), write, value)
+        if found is not None:
+            raise GlobalMemoryRace(found)
+
     def __getitem__(self, index):
         value = self._array[index]
-        return Written(value, self._launch) if _made_on_device(value) else value
+        if _made_on_device(value):
+            return Written(value, self._launch)
+        self._ordering(index, False)
+        return value
 
     def __array__(self, dtype=None, copy=None):  # a NumPy operand inside the kernel
         data = np.asarray(self._array)
@@ -299,6 +324,7 @@ class Written:
 
     def __setitem__(self, index, value):
         self._array[index] = value
+        self._ordering(index, True, value if np.ndim(value) == 0 else None)
         t = threading.current_thread()
         manager = getattr(t, "_manager", None)
         if manager is not None:

@@ -40,11 +40,7 @@ from .launch_records import (MAX_BLOCK, MAX_DYNAMIC_SHARED, MAX_GRID,  # noqa: F
                              MAX_THREADS_PER_BLOCK, ArgRef, KernelRef, Launch, LaunchRejected,
                              Running, argument_problem, dims_text, intercepted_launches,
                              launch_problem)
-
-
-class GlobalMemoryRace(RuntimeError):
-    """Two threads of one launch touched one element of a step's array, at least one a plain
-    write, with nothing ordering them."""
+from .ordering import GlobalMemoryRace, Ordering  # noqa: F401  (GlobalMemoryRace re-exported)
 
 
 def _who() -> tuple[int, int] | None:
@@ -81,32 +77,6 @@ class Access:
         return cls(fresh(), fresh(), fresh(), fresh())
 
 
-def _ordered(a, a_clock, b, b_clock) -> bool:
-    """Whether something orders an access of simulated thread ``a`` before one of ``b``: the
-    same thread, or one block with a barrier between (:func:`ropelab.sim.shared_race._ordered`)."""
-    from ..sim import shared_race
-
-    return a is b or (a.blockIdx == b.blockIdx and shared_race._ordered(a, a_clock, b, b_clock))
-
-
-def _differ(a, b) -> bool:
-    """Whether two stored values differ (unknown ones, a slice's, count as equal: no claim)."""
-    if a is None or b is None:
-        return False
-    try:
-        return not (bool(a == b) or (a != a and b != b))
-    except (TypeError, ValueError):
-        return False
-
-
-def _shown(value) -> str:
-    return "a value" if value is None else repr(value.item() if hasattr(value, "item") else value)
-
-
-def _block_text(block: tuple) -> str:
-    return str(block[0]) if block[1] == block[2] == 0 else str(tuple(block))
-
-
 # what a launch function may read of a step's array on the host: its shape, not its data
 _METADATA = frozenset({"shape", "size", "ndim", "dtype", "strides", "nbytes", "itemsize",
                        "flags", "name", "owner", "access", "data"})
@@ -130,11 +100,7 @@ class WatchedArray:
         self.host_access = None  # "read x[...]" / "wrote out[...]": the first from the host
         # the first element two threads stored different values to, unordered (its message)
         self.unordered_store = None
-        # this launch's in-kernel accesses, for the ordering check: index -> (thread, clock)
-        self._order_launch = None
-        self._order_writes: dict = {}
-        self._order_reads: dict = {}
-        self._order_atomics: dict = {}
+        self._order = None  # this launch's in-kernel accesses (an Ordering), in the child only
 
     def __getattr__(self, attr):  # strides, nbytes, ...: what NumPy says
         # The data's methods (x.copy(), x.sum(), x.tolist(), x.reshape(...)) read it; from the
@@ -275,59 +241,13 @@ class WatchedArray:
 
     def _ordering(self, running, index: tuple, write: bool, value=None) -> None:
         """Check one in-kernel access of element ``index`` against the other threads' accesses
-        of it in this launch (see the module docstring); record it.  ``value``: what a store of
-        one element stores, when known (two unordered stores of different values race)."""
-        from ..sim import shared_race
-
-        if self._order_launch is not running:  # a new launch starts clean
-            self._order_launch = running
-            self._order_writes, self._order_reads, self._order_atomics = {}, {}, {}
-        me, clock = shared_race._thread()
-        shown = ", ".join(map(str, index))
-        if shared_race.in_atomic():
-            for other, at in self._order_reads.get(index, {}).items() if write else ():
-                if not _ordered(other, at, me, clock):
-                    raise self._race(shown, other, "read it", me, "updated it atomically")
-            last = self._order_writes.get(index)
-            if last is not None and not _ordered(last[0], last[1], me, clock):
-                raise self._race(shown, last[0], "wrote it", me, "updated it atomically")
-            if write:
-                self._order_atomics.setdefault(index, {})[me] = clock
-            return
-        did = "wrote it" if write else "read it"
-        last = self._order_writes.get(index)
-        if last is not None and write is False and not _ordered(last[0], last[1], me, clock):
-            raise self._race(shown, last[0], "wrote it", me, did)
-        for other, at in self._order_atomics.get(index, {}).items():
-            if not _ordered(other, at, me, clock):
-                raise self._race(shown, other, "updated it atomically", me, did)
-        if write:
-            for other, at in self._order_reads.get(index, {}).items():
-                if not _ordered(other, at, me, clock):
-                    raise self._race(shown, other, "read it", me, did)
-            if last is not None and self.unordered_store is None and \
-                    not _ordered(last[0], last[1], me, clock) and _differ(last[2], value):
-                # recorded, not raised: where the values come out wrong, the value check's
-                # words (an index mistake, say) say more; where they come out right, this is
-                # what is wrong (grading._compare)
-                self.unordered_store = str(self._race(
-                    shown, last[0], f"stored {_shown(last[2])}", me, f"stored {_shown(value)}",
-                    " (which store lands last is the schedule's choice)"))
-            self._order_writes[index] = (me, clock, value)
-            self._order_reads.pop(index, None)
-        else:
-            self._order_reads.setdefault(index, {})[me] = clock
-
-    def _race(self, shown: str, first, first_did: str, me, me_did: str,
-              what: str = "") -> GlobalMemoryRace:
-        where = lambda t: f"thread {t.label} of block {_block_text(t.blockIdx)}"  # noqa: E731
-        across = first.blockIdx != me.blockIdx
-        why = (", in one launch (threads of different blocks are never ordered within one launch: pass the "
-               "value on through a second launch)" if across else
-               ", with no cuda.syncthreads() between: on a GPU they run at once (the simulator "
-               "ran them in turn)")
-        return GlobalMemoryRace(f"global-memory race on {self.name}[{shown}]: {where(first)} "
-                                f"{first_did} and {where(me)} {me_did}{why}{what}")
+        of it in this launch (:class:`Ordering`); two unordered stores of different values are
+        recorded in ``unordered_store``."""
+        if self._order is None or self._order.launch is not running:  # a launch starts clean
+            self._order = Ordering(self.name, running)
+        found = self._order.access(index, ", ".join(map(str, index)), write, value)
+        if found is not None and self.unordered_store is None:
+            self.unordered_store = found
 
     def __getitem__(self, index):
         index = self._checked(index)
