@@ -116,7 +116,8 @@ def test_every_thread_adding_into_one_global_float_is_a_race_and_atomics_pass():
             cuda.syncthreads()
             cuda.atomic.add(out, row, v * v)
         ''', "row_sum_squares")
-    assert "race" not in atomic.splitlines()[0], atomic
+    # right values, no race: what is left is the step's own rule (a shared-memory meeting)
+    assert "no thread read a shared element" in atomic, atomic
     # an atomic add with no barrier after the store of 0: unordered with that plain store
     unordered = _grade("ramp.10", '''
         @cuda.jit
@@ -183,6 +184,22 @@ def scale_blocks(x, out, scale, n):
 '''
 
 
+# two launches through a buffer the launch function makes
+PIPELINE = '''
+@cuda.jit
+def into(x, tmp, scale, n):
+    i = cuda.grid(1)
+    if i < n:
+        tmp[i] = x[i] * scale
+
+@cuda.jit
+def copy_back(tmp, out, n):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = tmp[i]
+'''
+
+
 def test_surplus_blocks_that_only_read_are_idle_behind_a_second_launch():
     text = _grade("ramp.5", '''
         @cuda.jit
@@ -202,26 +219,14 @@ def test_surplus_blocks_that_only_read_are_idle_behind_a_second_launch():
 
 def test_a_block_whose_work_lands_in_a_scratch_buffer_it_made_is_not_idle():
     text = _grade("ramp.5", '''
-        @cuda.jit
-        def into(x, tmp, scale, n):
-            i = cuda.grid(1)
-            if i < n:
-                tmp[i] = x[i] * scale
-
-        @cuda.jit
-        def copy_back(tmp, out, n):
-            i = cuda.grid(1)
-            if i < n:
-                out[i] = tmp[i]
-
         def launch_scale(x, out, scale, n):
             tmp = cuda.device_array(n, np.float32)
             threads = 64
             blocks = (n + threads - 1) // threads
             into[blocks, threads](x, tmp, scale, n)
             copy_back[blocks, threads](tmp, out, n)
-        ''', "launch_scale", SCALE)
-    assert "idle" not in text, text
+        ''', "launch_scale", SCALE + PIPELINE)
+    assert text.startswith("PASS"), text
 
 
 def test_a_launch_of_ropelabs_own_kernel_is_refused():
@@ -391,7 +396,7 @@ def test_two_unordered_stores_race_only_when_they_differ(stored):
         assert text.startswith("race: the values are right here, but global-memory race on "
                                "out[1]") and "stored -12345.0" in text, text
     else:
-        assert "race" not in text.splitlines()[0], text
+        assert text.startswith("PASS"), text
 
 
 def test_to_device_of_a_device_array_hands_it_back():
@@ -415,25 +420,13 @@ def test_every_host_read_of_an_input_is_host_work(read):
 
 def test_a_numpy_scratch_array_handed_to_a_launch_records_its_stores():
     text = _grade("ramp.5", '''
-        @cuda.jit
-        def into(x, tmp, scale, n):
-            i = cuda.grid(1)
-            if i < n:
-                tmp[i] = x[i] * scale
-
-        @cuda.jit
-        def copy_back(tmp, out, n):
-            i = cuda.grid(1)
-            if i < n:
-                out[i] = tmp[i]
-
         def launch_scale(x, out, scale, n):
             tmp = np.zeros(n, np.float32)  # numba copies it over and back
             blocks = (n + 63) // 64
             into[blocks, 64](x, tmp, scale, n)
             copy_back[blocks, 64](cuda.to_device(tmp), out, n)
-        ''', "launch_scale", SCALE)
-    assert "idle" not in text, text
+        ''', "launch_scale", SCALE + PIPELINE)
+    assert text.startswith("PASS"), text
 
 
 def test_a_kernel_step_handed_ropelabs_kernel_is_refused():

@@ -6,14 +6,16 @@ from __future__ import annotations
 import re
 
 from .. import resources
-from .numbers_core import ROOT, Rendered, newest, number, pct_span, span
+from .numbers_core import ROOT, Rendered, newest, number, pct_span, runs, span
 
 SHAPES = ("flux_1024", "qwen_image_1024", "zimage_1024")
 
 
-def _rows(entry: str):
-    # bench_backward rows name their call in "entry", not "variant": the newest run is read.
-    path, rec = newest("bench_backward")
+def _rows(entry: str, gpu: str | None = None):
+    # bench_backward rows name their call in "entry", not "variant": the newest run is read
+    # (``gpu="h100"``: the newest of data/bench_backward/h100/)
+    path, rec = (newest("bench_backward") if gpu is None else
+                 runs("bench_backward", f"bench_backward/{gpu}")[-1])
     rows = [r for r in rec["rows"] if r["entry"] == entry and r["shape"] in SHAPES]
     if not rows:
         raise LookupError(f"{path} has no {entry} rows")
@@ -32,9 +34,9 @@ def backward_bwd_pct():
     return Rendered(pct_span([r["frac_of_copy"] for r in rows]), path)
 
 
-def _ratio_to_ropelab(entry: str) -> Rendered:
-    path, theirs = _rows(entry)
-    _, ours = _rows("ropelab:fwd+bwd")
+def _ratio_to_ropelab(entry: str, gpu: str | None = None) -> Rendered:
+    path, theirs = _rows(entry, gpu)
+    _, ours = _rows("ropelab:fwd+bwd", gpu)
     mine = {(r["shape"], r["layout"]): r["median_us"] for r in ours}
     ratios = [r["median_us"] / mine[(r["shape"], r["layout"])] for r in theirs
               if r["median_us"] is not None]
@@ -92,3 +94,22 @@ def backward_ncu_dram_pct():
 @number("backward.ncu_scoreboard_pct")
 def backward_ncu_scoreboard_pct():
     return _ncu_backward(r"represents about ([\d.]+)% of the total average")
+
+
+# The H100 run of 2026-12-07 (no H200 came): the first record of the corrected fwd+bwd row,
+# which times the one-pass forward autograd runs, then the backward.
+
+@number("h100.fwd_bwd_roof_pct")
+def h100_fwd_bwd_roof_pct():
+    path, rows = _rows("ropelab:fwd+bwd", "h100")
+    return Rendered(pct_span([r["frac_of_copy"] for r in rows], 1), path)
+
+
+@number("h100.fwd_bwd_vs_compile")
+def h100_fwd_bwd_vs_compile():
+    return _ratio_to_ropelab("torch.compile:fwd+bwd", "h100")
+
+
+@number("h100.fwd_bwd_vs_liger")
+def h100_fwd_bwd_vs_liger():
+    return _ratio_to_ropelab("liger:fwd+bwd", "h100")

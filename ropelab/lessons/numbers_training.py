@@ -177,45 +177,11 @@ def training_roof_us():
     return Rendered(span(list(roofs.values()), lambda v: f"{v:.0f}", unit=" us"), path)
 
 
-# ---- the H100 run of 2026-12-07 (data/*/h100/): the corrected fwd+bwd bench row and the rope
-# op's own training loop, which no H200 record has yet
+# ---- the H100 run of 2026-12-07 (data/training_speed/h100/): the rope op's own training loop,
+# which no H200 record has yet (the same run's bench rows are numbers_backward's)
 
 def _h100(kind: str) -> tuple[str, dict]:
     return runs(kind, f"{kind}/h100")[-1]
-
-
-def _bench_rows(entry: str) -> tuple[str, dict]:
-    """``{(shape, layout): median_us}`` of one entry of the newest H100 backward bench."""
-    path, rec = _h100("bench_backward")
-    found = {(r["shape"], r["layout"]): r for r in rec["rows"] if r["entry"] == entry}
-    if not found:
-        raise LookupError(f"{path} has no {entry} rows")
-    return path, found
-
-
-@number("h100.fwd_bwd_roof_pct")
-def h100_fwd_bwd_roof_pct():
-    """The one-pass forward + backward (what autograd runs), cold-L2 events, as shares of the
-    copy roof of its bytes, over the three shapes and both layouts (H100)."""
-    path, rows = _bench_rows("ropelab:fwd+bwd")
-    return Rendered(pct_span([r["frac_of_copy"] for r in rows.values()], 1), path)
-
-
-def _bench_ratio(peer: str) -> Rendered:
-    path, ours = _bench_rows("ropelab:fwd+bwd")
-    _, theirs = _bench_rows(peer)
-    ratios = [theirs[k]["median_us"] / ours[k]["median_us"] for k in theirs if k in ours]
-    return Rendered(span(ratios, lambda v: f"{v:.1f}", unit=" times"), path)
-
-
-@number("h100.fwd_bwd_vs_compile")
-def h100_fwd_bwd_vs_compile():
-    return _bench_ratio("torch.compile:fwd+bwd")
-
-
-@number("h100.fwd_bwd_vs_liger")
-def h100_fwd_bwd_vs_liger():
-    return _bench_ratio("liger:fwd+bwd")
 
 
 def _rope_loop(impl: str) -> tuple[str, dict, float]:
