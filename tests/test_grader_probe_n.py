@@ -475,3 +475,41 @@ def test_threads_that_race_through_a_scratch_buffer_race():
         ''', "launch_scale", SCALE)
     assert text.startswith("race: global-memory race on element [0] of a device array your "
                            "launch function made"), text
+
+
+# --- round P ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("how", ["every lane loads the row", "the butterfly"])
+def test_the_shuffle_step_refuses_a_row_sum_from_loads(how):
+    if how == "the butterfly":
+        total = '''ss = a * a + b * b
+    for m in (16, 8, 4, 2, 1):
+        ss += cuda.shfl_xor_sync(0xFFFFFFFF, ss, m)'''
+    else:
+        total = '''ss = float32(0.0)
+    for k in range(64):
+        v = x[row * 64 + k]
+        ss += v * v
+    ss = cuda.shfl_sync(0xFFFFFFFF, ss, lane)  # a shuffle that moves nothing'''
+    kernel = f'''
+import math
+
+@cuda.jit(fastmath=True)
+def my_rms_norm_warp(x, out, weight, rows, eps):
+    row = cuda.blockIdx.x * (cuda.blockDim.x // 32) + cuda.threadIdx.x // 32
+    lane = cuda.threadIdx.x % 32
+    if row >= rows:
+        return
+    a = x[row * 64 + 2 * lane]
+    b = x[row * 64 + 2 * lane + 1]
+    {total}
+    r = float32(1.0) / math.sqrt(ss / float32(64.0) + eps)
+    out[row * 64 + 2 * lane] = a * r * weight[2 * lane]
+    out[row * 64 + 2 * lane + 1] = b * r * weight[2 * lane + 1]
+'''
+    text = str(grading.grade(steps.get("06.1"), _define("", "my_rms_norm_warp", kernel)))
+    if how == "the butterfly":
+        assert text.startswith("PASS"), text
+    else:
+        assert text.startswith("wrong: the values are right, but thread 1 of block 0 read "
+                               "x[0]"), text

@@ -119,10 +119,15 @@ def _records_ok(fields: dict, shape: tuple) -> bool:
     """A WatchedArray's judging records: owner, the first unwritten read, the first foreign
     write, the first host access, the first element two threads stored to (see
     :mod:`.recording`)."""
-    owner = fields.get("owner")
-    read, foreign, host, twice, unordered = (fields.get(k) for k in (
-        "read_unwritten", "foreign_write", "host_access", "twice_written", "unordered_store"))
+    owner, reader = fields.get("owner"), fields.get("reader")
+    read, foreign, host, twice, unordered, foreign_read = (fields.get(k) for k in (
+        "read_unwritten", "foreign_write", "host_access", "twice_written", "unordered_store",
+        "foreign_read"))
     return ((owner is None or type(owner) is np.ndarray and owner.shape == shape)
+            and (reader is None or type(reader) is np.ndarray and reader.shape == shape)
+            and (foreign_read is None or type(foreign_read) is tuple and len(foreign_read) == 3
+                 and _ints(foreign_read[0]) and _ints(foreign_read[1], 2)
+                 and type(foreign_read[2]) is int)
             and (read is None or type(read) is tuple and len(read) == 2 and _ints(read[0])
                  and _ints(read[1], 2))
             and (foreign is None or type(foreign) is tuple and len(foreign) == 3

@@ -239,6 +239,11 @@ def _compare(ex, name: str, case: Case, trial) -> Verdict | None:
                         f"{_values(case.expected.ravel(), idx)}, got {got_text} "
                         f"(tolerance {case.tol:.1e})",
                         f"hint: {diagnose(case, got, e, ex.hint, ex.arguments, trial)}")
+    read = judging.foreign_read_problem(ex, case, trial)
+    if read and not judging.ownership_problem(ex, case, trial):
+        return _verdict(ex.id, "wrong", f"the values are right, but {read} [case "
+                        f"{case.label}]", "hint: each lane loads only its own floats; the "
+                        "shuffle butterfly brings it the sum of everyone else's")
     foreign = judging.ownership_problem(ex, case, trial)
     if foreign:
         return _verdict(ex.id, "wrong", f"the values are right, but {foreign} [case "

@@ -203,7 +203,8 @@ _REACHING = frozenset(("exec", "eval", "compile", "__import__", "globals", "loca
                        "getattr", "setattr", "delattr", "breakpoint", "open", "input"))
 _IMPORTABLE = ("math", "cmath", "numpy", "numba")  # and their submodules
 _RECORDS = frozenset(("data", "access", "owner", "read_unwritten", "foreign_write",
-                      "host_access"))  # a recorded argument's (.recording.WatchedArray)
+                      "host_access", "reader", "foreign_read", "unordered_store", "twice_written",
+                      "_order"))  # a recorded argument's (.recording.WatchedArray)
 
 
 def _imports_only_numbers(node) -> bool:

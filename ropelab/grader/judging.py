@@ -56,6 +56,22 @@ def ownership_problem(step, case, trial) -> str | None:
             f"{owner % tpb} of block {owner // tpb}'s to write: {step.ownership}")
 
 
+def foreign_read_problem(step, case, trial) -> str | None:
+    """The first read of an input the step says each thread reads only its own elements of,
+    by another thread, in words."""
+    for name in step.reads_own:
+        w = trial.watched.get(name)
+        if w is None or w.foreign_read is None:
+            continue
+        index, who, reader = w.foreign_read
+        tpb = int(np.prod(case.block))
+        e = index[0] if len(index) == 1 else int(np.ravel_multi_index(index, w.shape))
+        return (f"{_thread_text(who)} read {name}[{e}], {case.locate(e)}, which is thread "
+                f"{reader % tpb} of block {reader // tpb}'s: {step.ownership}, and the others' "
+                "values reach it through the shuffles, not through loads")
+    return None
+
+
 def written(trial, got: np.ndarray, idx: list) -> list[bool]:
     """For each flat index: did any thread store to it?  On the simulator the record says;
     on a GPU the never-written sentinel's bits do."""

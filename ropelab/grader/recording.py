@@ -79,15 +79,20 @@ class Access:
 
 # what a launch function may read of a step's array on the host: its shape, not its data
 _METADATA = frozenset({"shape", "size", "ndim", "dtype", "strides", "nbytes", "itemsize",
-                       "flags", "name", "owner", "access", "data"})
+                       "flags", "name", "owner", "reader", "access", "data"})
 
 
 class WatchedArray:
     """One kernel argument that records its accesses; see the module docstring."""
 
-    def __init__(self, name: str, data: np.ndarray, owner: np.ndarray | None = None):
+    def __init__(self, name: str, data: np.ndarray, owner: np.ndarray | None = None,
+                 reader: np.ndarray | None = None):
         self.name = name
         self.data = data
+        # the global thread that alone may read each element (-1: any), or None; and the
+        # lowest element read by another thread: (index, (block, thread), reader)
+        self.reader = reader
+        self.foreign_read = None
         self.access = Access.of(data.shape)
         self.shape, self.size, self.ndim, self.dtype = data.shape, data.size, data.ndim, data.dtype
         self.owner = owner  # global thread index that must write each element (-1: any), or None
@@ -234,6 +239,11 @@ class WatchedArray:
                 self.twice_written = index
             a.writer_block[index], a.writer_thread[index] = who
         else:
+            if self.reader is not None:
+                reader = int(self.reader[index])
+                if reader >= 0 and reader != who[0] * _threads_per_block() + who[1] and (
+                        self.foreign_read is None or index < self.foreign_read[0]):
+                    self.foreign_read = (index, who, reader)
             if isinstance(index, tuple) and a.writer_block[index] < 0 and (
                     self.read_unwritten is None or index < self.read_unwritten[0]):
                 self.read_unwritten = (index, who)

@@ -91,7 +91,9 @@ def _run_simulated(step, case, fn) -> Trial:
             if not isinstance(value, np.ndarray):
                 args.append(host_scalar(step, value))
                 continue
-            arr = WatchedArray(name, value.copy())
+            # an input the step says each thread reads only its own elements of
+            reader = case.owner if name in step.reads_own else None
+            arr = WatchedArray(name, value.copy(), reader=reader)
         watched[name] = arr
         args.append(arr)
     # Every step: races are wrong code wherever they are (the threads' clocks also order the

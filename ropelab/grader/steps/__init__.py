@@ -117,6 +117,11 @@ def checked(step: Step) -> list[str]:
     rules = []
     if step.ownership:
         rules.append(f"each thread's writes: {step.ownership}")
+    if step.reads_own:
+        rules.append(f"each thread's reads of {', '.join(step.reads_own)}: its own elements "
+                     "only (the others' reach it through the shuffles)")
+    rules.append("no race: a thread reads what another stored (in shared memory or out) only "
+                 "after a barrier both pass, never across blocks in one launch")
     rules += [rule.rule for rule in step.launch_rules]
     if step.launches_signature:
         rules.append(f"the launched kernel's argument types: {step.launches_signature}")
@@ -125,11 +130,11 @@ def checked(step: Step) -> list[str]:
     rules += [f"census: {COUNTER_LABELS[g.counter]} {g.op} {g.limit}" for g in step.gates]
     if step.shared:
         rules.append("shared memory: used (some thread reads an element another thread of "
-                     "its block wrote), and no race (a barrier between one thread's write and "
-                     "another's access)")
+                     "its block wrote)")
     if step.kind == "launch":
-        rules.append("the work is the kernel's: the launch function reads no input and writes "
-                     "no out on the host, and no launch has a wholly idle block")
+        rules.append("the work is the kernel's (yours, not one of ropelab's): the launch "
+                     "function reads no input and writes no out on the host, and no launch has "
+                     "a block that writes nothing")
     return rules
 
 

@@ -133,6 +133,9 @@ class Step:
     starter: str = ""  # the starter cell; "" = read it from the notebook's source
     forbid: tuple = ()  # Forbid rules on the source
     shared: bool = False  # check shared-memory races (simulator)
+    # inputs each thread may read only its own elements of (the case's owner of out, element
+    # for element): where the step's point is that threads share through shuffles, not loads
+    reads_own: tuple = ()
     signature: str | None = None  # the contract as a PTX signature, for the census
     reference: tuple | None = None  # (module, qualname, factory args or None)
     reference_signature: str | None = None

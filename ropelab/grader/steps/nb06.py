@@ -302,6 +302,7 @@ STEPS = [
         gates=(NO_F64, HAS_SHUFFLE),
         make_cases=_cases_warp,
         ownership="lane l of row r's warp writes floats 2l and 2l + 1 of row r",
+        reads_own=("x",),  # the row's sum comes through the butterfly, not 64 loads a lane
         hint="ss += cuda.shfl_xor_sync(0xFFFFFFFF, ss, m) for m = 16, 8, 4, 2, 1",
         bounds_hint="a warp past the last row ran: return (the whole warp) when row >= rows",
     ),

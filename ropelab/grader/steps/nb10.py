@@ -152,8 +152,9 @@ STEPS = [
         title="The launch for a ragged batch: positions from the requests' lengths",
         kernel_name="launch_kv_write",
         task=("tokens = sum(query_lens); positions[t] = context_lens[r] + (t - start[r]) for "
-              "the token's request r, start the prefix sum of query_lens; positions as a device "
-              f"int32 array; write_kv with ceil(tokens / {c.WARPS_PER_BLOCK}) blocks of "
+              "the token's request r, start the prefix sum of query_lens (on the host: the "
+              "lengths are host tuples); positions as a device int32 array; write_kv, the one "
+              f"kernel this step launches, with ceil(tokens / {c.WARPS_PER_BLOCK}) blocks of "
               f"{32 * c.WARPS_PER_BLOCK} threads"),
         arguments=("qkv", "k_weight", "slot_mapping", "inv_freq", "out", "query_lens",
                    "context_lens", "num_slots"),
