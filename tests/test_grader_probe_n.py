@@ -513,3 +513,53 @@ def my_rms_norm_warp(x, out, weight, rows, eps):
     else:
         assert text.startswith("wrong: the values are right, but thread 1 of block 0 read "
                                "x[0]"), text
+
+
+E4M3 = '''
+from numba import uint32
+from ropelab.grader.steps.nb10 import float_bits
+
+@cuda.jit
+def e4m3_codes(x, out, inv_scale, n):
+    i = cuda.grid(1)
+    if i >= n:
+        return
+    v = x[i] * inv_scale
+    b = float_bits(v)
+    sign = uint32(b >> 31) << 7
+    mag = MAGNITUDE
+    if mag > uint64(0x7F800000):
+        out[i] = float32(sign | uint32(0x7F))
+        return
+    if mag >= uint64(0x43E00000):
+        out[i] = float32(sign | uint32(0x7E))
+        return
+    if mag < uint64(0x3C800000):
+        a = abs(v) * float32(512.0)
+        q = uint32(a)
+        r = a - float32(q)
+        if r > float32(0.5) or (r == float32(0.5) and (q & uint32(1)) == uint32(1)):
+            q = uint32(q + uint32(1))
+        out[i] = float32(sign | q)
+        return
+    m = mag - uint64(0x3C000000)
+    low = m & uint64(0xFFFFF)
+    code = m >> uint64(20)
+    if low > uint64(0x80000) or (low == uint64(0x80000) and (code & uint64(1)) == uint64(1)):
+        code += uint64(1)
+    if code > uint64(0x7E):
+        code = uint64(0x7E)
+    out[i] = float32(uint64(sign) | code)
+'''
+
+
+@pytest.mark.parametrize("clear", ["(b << 1) >> 1", "b & uint32(0x7FFFFFFF)"])
+def test_a_shift_that_only_the_simulator_wraps_is_refused(clear):
+    # NumPy keeps uint32 << 1 in 32 bits (the sign bit falls off, silently); numba widens it
+    # to 64 bits, so on a GPU (b << 1) >> 1 keeps the sign in mag
+    kernel = _define("", "e4m3_codes", E4M3.replace("MAGNITUDE", clear))
+    text = str(steps.check(kernel, "10.2", quiet=True))
+    if clear.startswith("(b << 1)"):
+        assert "IntegerWrap" in text and "a left shift of a 32-bit" in text, text
+    else:
+        assert text.startswith("PASS"), text

@@ -54,6 +54,7 @@ _installed: bool | None = None
 _idle: collections.deque = collections.deque()  # workers waiting for a simulated thread
 _Worker = None  # the BlockThread subclass, made by install()
 _profile = None  # a _BlockProfile while profiled_block() is active
+_checker = None  # a trace function every block's threads run under (intwrap's shift check)
 
 
 class ProfileBudget(RuntimeError):
@@ -121,6 +122,18 @@ def _counted(code, files: frozenset) -> bool:
 def _xyz(index) -> tuple:
     index = tuple(index)
     return index + (0,) * (3 - len(index))
+
+
+@contextlib.contextmanager
+def checking(trace):
+    """Run every simulated thread of the blocks launched inside under ``trace`` (a
+    ``sys.settrace`` function; a block profile, where one is active, takes its place)."""
+    global _checker
+    before, _checker = _checker, trace
+    try:
+        yield
+    finally:
+        _checker = before
 
 
 @contextlib.contextmanager
@@ -229,7 +242,14 @@ def _make_worker_class(block_thread, dim3):
             """Count the block's lines while a block profile is active (:func:`profiled_block`)."""
             profile = _profile
             if profile is None:
-                yield
+                if _checker is None:
+                    yield
+                    return
+                sys.settrace(_checker)
+                try:
+                    yield
+                finally:
+                    sys.settrace(None)
                 return
             sys.settrace(profile.tracer(self))
             try:

@@ -1,4 +1,5 @@
-"""Where the simulator's integers wrap and a GPU's do not: a 32-bit sum that overflows.
+"""Where the simulator's integers wrap and a GPU's do not: a 32-bit sum that overflows, or a
+left shift past 32 bits.
 
 On the simulator a kernel's ``uint32``/``int32`` values (and narrower) are NumPy scalars, and
 NumPy computes ``uint32 + uint32`` in 32 bits: past 2**32 it wraps, with a RuntimeWarning.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import inspect
 import linecache
 import sys
 import warnings
@@ -111,13 +113,101 @@ def _wrap_on_gpu_differs(filename: str, lineno: int) -> str | None:
     return text
 
 
+# ---- shifts: NumPy keeps a narrow integer's width, numba widens (no warning to catch) ------
+
+_SIMPLE = (ast.Name, ast.Constant, ast.Attribute, ast.BinOp, ast.UnaryOp, ast.operator,
+           ast.unaryop, ast.Load, ast.expr_context)
+_shift_sites: dict = {}  # (filename, line) -> [(left, right) compiled expressions], or []
+_has_shift: dict = {}  # code object -> whether its source has a left shift
+
+
+def _sites(filename: str, lineno: int) -> list:
+    """The left shifts of the line whose two operands can be evaluated again safely (names,
+    constants, attributes and arithmetic of those: no call, no index), compiled."""
+    key = (filename, lineno)
+    found = _shift_sites.get(key)
+    if found is None:
+        text, tree = _statement(filename, lineno)
+        found = []
+        if tree is not None and "<<" in text:
+            for node in ast.walk(tree):
+                if isinstance(node, ast.BinOp) and isinstance(node.op, ast.LShift) and all(
+                        isinstance(n, _SIMPLE) for side in (node.left, node.right)
+                        for n in ast.walk(side)):
+                    found.append(tuple(compile(ast.Expression(side), filename, "eval")
+                                       for side in (node.left, node.right)))
+            found = found if not _wraps_on_purpose(tree, {}) else []
+        _shift_sites[key] = found
+    return found
+
+
+def _shift_lost_bits(frame) -> str | None:
+    """The line's text when one of its left shifts of a narrow integer loses bits here (NumPy
+    keeps the operand's width) that a GPU keeps (numba widens ``uint32 << int64`` to 64 bits)."""
+    code = frame.f_code
+    for left, right in _sites(code.co_filename, frame.f_lineno):
+        try:
+            a = eval(left, frame.f_globals, frame.f_locals)  # noqa: S307  (names and constants)
+            b = eval(right, frame.f_globals, frame.f_locals)  # noqa: S307
+        except Exception:  # noqa: BLE001  (not yet defined on this line: nothing to say)
+            continue
+        if not (isinstance(a, np.integer) and a.dtype.itemsize <= 4) or \
+                not isinstance(b, (int, np.integer)) or not 0 <= int(b) < 64:
+            continue
+        exact = int(a) << int(b)
+        info = np.iinfo(a.dtype)
+        if not info.min <= exact <= info.max:
+            return linecache.getline(code.co_filename, frame.f_lineno).strip()
+    return None
+
+
+def _shift_tracer(frame, event, arg):
+    """A ``sys.settrace`` function: the lines of functions whose source has a ``<<`` are
+    checked by :func:`_shift_lost_bits` before they run."""
+    if event != "call":
+        return None
+    code = frame.f_code
+    has = _has_shift.get(code)
+    if has is None:
+        try:
+            lines, _ = inspect.getsourcelines(code)
+            has = any("<<" in line for line in lines)
+        except (OSError, TypeError):
+            has = False
+        _has_shift[code] = has
+    return _check_line if has else None
+
+
+def _check_line(frame, event, arg):
+    if event == "line":
+        text = _shift_lost_bits(frame)
+        if text is not None:
+            raise IntegerWrap(
+                f"line {frame.f_lineno} `{text}`: a left shift of a 32-bit (or narrower) "
+                "integer pushed bits past its width here on the simulator, which keeps the "
+                "operand's width and drops them; on a GPU Numba computes `uint32 << int` in 64 "
+                "bits and keeps them, so the kernel computes something else there.  Shift "
+                "less, or drop the bits on purpose: uint32(... << ...) or & 0xFFFFFFFF")
+    return _check_line
+
+
 @contextlib.contextmanager
 def refusing():
     """While active (simulator only), a narrow integer overflow in a line that does not wrap on
-    purpose raises :class:`IntegerWrap` in the thread that made it."""
+    purpose raises :class:`IntegerWrap` in the thread that made it, and so does a left shift of
+    a narrow integer that loses bits here (no warning says so: a line tracer checks the lines
+    of the functions that shift)."""
     if not SIMULATED:
         yield
         return
+    from . import block
+
+    with block.checking(_shift_tracer), _sum_wraps():
+        yield
+
+
+@contextlib.contextmanager
+def _sum_wraps():
     previous = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None):
