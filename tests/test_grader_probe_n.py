@@ -35,7 +35,7 @@ import time
 import pytest
 
 import ropelab
-from ropelab.grader import child, confine, grading, steps
+from ropelab.grader import case_base, child, confine, grading, steps, unseen
 
 pytestmark = pytest.mark.skipif(not ropelab.SIMULATED, reason="the simulator's records")
 
@@ -335,7 +335,7 @@ def test_a_kernel_that_ignores_its_base_fails_on_the_fresh_case(which):
         ''', "pair_frequencies")
     if which == "ignored":
         assert text.startswith("wrong: pair 1 [case 5 pairs, fresh random inputs]"), text
-        assert "base included" in text, text
+        assert "every argument included" in text, text
     else:
         assert text.startswith("PASS"), text
 
@@ -563,3 +563,45 @@ def test_a_shift_that_only_the_simulator_wraps_is_refused(clear):
         assert "IntegerWrap" in text and "a left shift of a 32-bit" in text, text
     else:
         assert text.startswith("PASS"), text
+
+
+
+# --- round Q ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("freq", ["math.pow(float32(10000.0), -float32(p) / float32(n_pairs))",
+                                  "inv_freq[p]"])
+def test_a_kernel_that_ignores_its_frequency_table_fails_on_the_fresh_case(freq):
+    kernel = _define("", "rope_two_pairs", f'''
+import math
+
+@cuda.jit(fastmath=True)
+def rope_two_pairs(x, out, positions, inv_freq, n_pairs):
+    tok = cuda.blockIdx.x
+    t = cuda.threadIdx.x
+    if t + t < n_pairs:
+        pos = float32(positions[tok])
+        first = tok * (n_pairs + n_pairs) + 4 * t
+        for k in range(2):
+            p = t + t + k
+            a = pos * {freq}
+            c = math.cos(a)
+            s = math.sin(a)
+            i = first + 2 * k
+            x0 = x[i]
+            x1 = x[i + 1]
+            out[i] = x0 * c - x1 * s
+            out[i + 1] = x0 * s + x1 * c
+''')
+    text = str(grading.grade(steps.get("03.1"), kernel))
+    if freq.startswith("math.pow"):
+        assert "fresh random inputs" in text.splitlines()[0] and text.startswith("wrong"), text
+    else:
+        assert text.startswith("PASS"), text
+
+
+def test_the_fresh_case_of_a_norm_step_draws_another_eps():
+    step = steps.get("06.2")
+    fresh = unseen.fresh_case(step, 7)
+    fixed = next(c for c in step.cases() if fresh.label == f"{c.label}, {unseen.FRESH}")
+    assert float(fixed.inputs["eps"]) == pytest.approx(1e-6)
+    assert float(fresh.inputs["eps"]) == case_base.OTHER_EPS

@@ -1,5 +1,5 @@
-"""The rope base the steps' cases are built with: the package's default, or another for a
-check's fresh case.
+"""The rope base (and the norm's eps) the steps' cases are built with: the package's default,
+or another for a check's fresh case.
 
 Every fixed case uses :data:`BASE` (10000), so a kernel that ignores its ``base`` argument and
 hard-codes 10000 would pass them all; :mod:`.unseen` builds the fresh case of a step that takes
@@ -37,3 +37,23 @@ def other_base(value: float):
             del _current.value
         else:
             _current.value = before
+
+
+OTHER_EPS = 0.5  # a fresh case's eps: far enough from 1e-6 that a hard-coded one is wrong
+
+
+def eps(default):
+    """The norm's eps of the cases being built: ``default`` (the step's), or :data:`OTHER_EPS`
+    inside :func:`other_eps` (in this thread only), in ``default``'s type."""
+    value = getattr(_current, "eps", None)
+    return default if value is None else type(default)(value)
+
+
+@contextlib.contextmanager
+def other_eps():
+    """Cases built inside the block (in this thread) take :data:`OTHER_EPS` as their eps."""
+    _current.eps = OTHER_EPS
+    try:
+        yield
+    finally:
+        del _current.eps

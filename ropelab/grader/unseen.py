@@ -12,7 +12,7 @@ exactly as it passes the fixed ones.  The smallest case of at least :data:`MIN_F
 is the one drawn again: it is cheap to run, and a stored answer is caught on any shape.  Where the step takes a ``base``
 argument, it is also built with another rope base (:data:`.case_base.OTHER_BASES`, chosen by
 the salt): every fixed case uses the default 10000, so a kernel that ignores its ``base``
-would pass them all.
+would pass them all; a step that takes the norm's ``eps`` gets another eps in it too.
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ import threading
 
 import numpy as np
 
-from .case_base import OTHER_BASES, other_base
+from .case_base import OTHER_BASES, other_base, other_eps
 
 FRESH = "fresh random inputs"
 MIN_FRESH = 4  # outputs of the case redrawn, where a step has one that large
+REBASED = frozenset({"base", "inv_freq"})  # arguments a fresh case draws with another base
 
 
 def new_salt() -> int:
@@ -72,9 +73,14 @@ def fresh_case(step, salt: int, fixed: list | None = None):
     step's inputs do not depend on a seed (nothing fresh to draw).  ``fixed``: the step's
     cases, if already built."""
     fixed = step.cases() if fixed is None else fixed
-    rebased = other_base(OTHER_BASES[salt % len(OTHER_BASES)]) if "base" in step.arguments \
-        else contextlib.nullcontext()  # a step that takes tables gets them drawn anew anyway
-    with salted(salt), rebased:
+    # a step that takes the base, or a frequency table made from it: a kernel that ignores
+    # the argument and recomputes 10000's frequencies passes every fixed case
+    # (where the census already refuses every pow, 04's tables, nothing could recompute them)
+    no_pow = any(g.counter == "pow" and g.op == "<=" and g.limit == 0 for g in step.gates)
+    rebased = other_base(OTHER_BASES[salt % len(OTHER_BASES)]) if REBASED & set(
+        step.arguments) and not no_pow else contextlib.nullcontext()
+    other = other_eps() if "eps" in step.arguments else contextlib.nullcontext()
+    with salted(salt), rebased, other:
         drawn = step.cases()
     # the smallest case of at least MIN_FRESH outputs: a case of one pair tests no base (pair
     # 0's frequency is base ** 0 = 1 whatever the base), so it is not the one redrawn
@@ -112,5 +118,6 @@ def is_fresh(case) -> bool:
 
 
 FRESH_HINT = ("right on the fixed cases, wrong on inputs drawn for this check alone (with "
-              "another rope base where the step takes one): out must be computed from the "
-              "inputs on every call, base included, not stored or remembered")
+              "another rope base, frequency table or eps where the step takes one): out must "
+              "be computed from the inputs on every call, every argument included, not stored "
+              "or remembered")

@@ -19,7 +19,7 @@ from ...kernels import freq_table
 from ...tolerance import max_angle
 from ..grading import Case, Gate
 from .base import Step
-from .cases import (BASE, MAX_POSITION, NO_F64, ONE_THREAD_HINT, ROPE_IN, THREADS, blocks,
+from .cases import (base, MAX_POSITION, NO_F64, ONE_THREAD_HINT, ROPE_IN, THREADS, blocks,
                     freqs, owner_of, rng_for, rope_case, signature_of, tolerance)
 
 NOTEBOOK = "04_freq_table_cache"
@@ -102,7 +102,7 @@ def _head_case(shape, rng, big: bool) -> Case:
     tokens, heads, head_dim, rotary_dim, interleave = shape
     x = rng.standard_normal((tokens, heads, head_dim)).astype(np.float32)
     pos = rng.integers(0, MAX_POSITION, tokens).astype(np.int32)
-    freq = reference.inv_freq(rotary_dim, BASE)
+    freq = reference.inv_freq(rotary_dim, base())
     expected = reference.rope(x, pos, rotary_dim=rotary_dim, interleave=interleave)
     alternatives = []
     if not big:

@@ -22,7 +22,8 @@ from ...problem import FusedProblem
 from ...tolerance import max_angle
 from ..grading import Case, Gate
 from .base import Step
-from .cases import (BASE, MAX_POSITION, NO_F64, blocks, owner_of, rng_for, signature_of,
+from .. import case_base
+from .cases import (base, MAX_POSITION, NO_F64, blocks, owner_of, rng_for, signature_of,
                     tolerance)
 from .contracts import threads_multiple_of
 
@@ -31,6 +32,11 @@ ROW = 64  # floats per head in steps 1, 3-5: two per lane
 WIDE_ROW = 256  # step 2: two floats per thread, 128 threads, four warps
 WARPS_PER_BLOCK = 4
 EPS = np.float32(1e-6)
+
+
+def _eps():
+    """The cases' eps: :data:`EPS`, or a check's fresh case's (:mod:`..case_base`)."""
+    return case_base.eps(EPS)
 HAS_SHUFFLE = Gate("shfl", ">=", 1, "the PTX has no warp shuffle: the sum of squares is the "
                                     "shuffle butterfly's (cuda.shfl_xor_sync)")
 
@@ -74,10 +80,10 @@ def _rms_cases(step_id: str, width: int, big: bool, rows_small=(1, 6)) -> list[C
     for rows in ((4096 * 16 * ROW // width,) if big else rows_small):
         x = rng.standard_normal((rows, width)).astype(np.float32)
         weight = rng.uniform(0.5, 1.5, width).astype(np.float32)
-        expected = reference.rms_norm(x, weight, float(EPS))
+        expected = reference.rms_norm(x, weight, float(_eps()))
         case = Case(
             label=f"{rows} row{'s' if rows > 1 else ''} of {width}",
-            inputs={"x": x.ravel(), "weight": weight, "rows": np.int64(rows), "eps": EPS},
+            inputs={"x": x.ravel(), "weight": weight, "rows": np.int64(rows), "eps": _eps()},
             grid=(blocks(rows, WARPS_PER_BLOCK),), block=(32 * WARPS_PER_BLOCK,),
             expected=expected,
             tol=tolerance(float(np.abs(expected).max()), 0.0),
@@ -135,27 +141,28 @@ def _cases_norm_rope(big: bool) -> list[Case]:
         x = rng.standard_normal((rows, ROW)).astype(np.float32)
         weight = rng.uniform(0.5, 1.5, ROW).astype(np.float32)
         pos = rng.integers(0, MAX_POSITION, rows).astype(np.int32)
-        freq = reference.inv_freq(ROW, BASE)
-        normed = reference.rms_norm(x, weight, float(EPS))
-        expected = reference.rope(normed, pos)
+        freq = reference.inv_freq(ROW, base())
+        normed = reference.rms_norm(x, weight, float(_eps()))
+        expected = reference.rope(normed, pos, base=base())
         alternatives = []
         if not big:
-            rotated_first = reference.rope(x, pos)
+            rotated_first = reference.rope(x, pos, base=base())
             alternatives = [
                 ("rotated before it was normalized: the weights must scale the normalized "
                  "floats, then the pair turns (norm, then rope)",
-                 reference.rms_norm(rotated_first, weight, float(EPS))),
+                 reference.rms_norm(rotated_first, weight, float(_eps()))),
                 ("rotated by the row number instead of the token's position: read "
-                 "positions[row]", reference.rope(normed, np.arange(rows))),
+                 "positions[row]", reference.rope(normed, np.arange(rows), base=base())),
                 ("normalized without the weight: multiply each float by weight[its index] "
                  "before rotating",
-                 reference.rope(reference.rms_norm(x, np.ones(ROW), float(EPS)), pos)),
+                 reference.rope(reference.rms_norm(x, np.ones(ROW), float(_eps())), pos,
+                                base=base())),
                 ("cos and sin are swapped", _swapped(normed, pos, freq)),
             ]
         case = Case(
             label=f"{rows} head{'s' if rows > 1 else ''} of {ROW}",
             inputs={"x": x.ravel(), "weight": weight, "positions": pos,
-                    "inv_freq": freq.astype(np.float32), "rows": np.int64(rows), "eps": EPS},
+                    "inv_freq": freq.astype(np.float32), "rows": np.int64(rows), "eps": _eps()},
             grid=(blocks(rows, WARPS_PER_BLOCK),), block=(32 * WARPS_PER_BLOCK,),
             expected=expected.ravel(),
             tol=tolerance(float(np.abs(expected).max()) * 2, max_angle(pos, freq)),
@@ -194,13 +201,14 @@ def _qkv_case(shape, rng, big: bool, launch: bool) -> Case:
     q_weight = rng.uniform(0.5, 1.5, ROW).astype(np.float32)
     k_weight = rng.uniform(0.5, 1.5, ROW).astype(np.float32)
     pos = rng.integers(0, MAX_POSITION, tokens).astype(np.int32)
-    freq = reference.inv_freq(ROW, BASE)
+    freq = reference.inv_freq(ROW, base())
 
     def fused(qw, kw, hv_normed=0):
         # hv_normed V heads counted as K heads: what a kernel that normalizes V computes.
         out = reference.fused_qknorm_rope(qkv, num_heads_q=hq, num_heads_k=hk + hv_normed,
                                           num_heads_v=hv - hv_normed, head_dim=ROW, q_weight=qw,
-                                          k_weight=kw, positions=pos, eps=float(EPS))
+                                          k_weight=kw, positions=pos, eps=float(_eps()),
+                                          base=base())
         return out.ravel()
 
     expected = fused(q_weight, k_weight)
@@ -216,9 +224,9 @@ def _qkv_case(shape, rng, big: bool, launch: bool) -> Case:
         ]
     width = heads * ROW
     inputs = {"qkv": qkv.ravel(), "q_weight": q_weight, "k_weight": k_weight, "positions": pos,
-              "inv_freq": freq.astype(np.float32), "eps": EPS}
+              "inv_freq": freq.astype(np.float32), "eps": _eps()}
     if launch:  # the caller's host values
-        inputs.update(tokens=tokens, heads_q=hq, heads_k=hk, heads_v=hv, eps=float(EPS))
+        inputs.update(tokens=tokens, heads_q=hq, heads_k=hk, heads_v=hv, eps=float(_eps()))
     else:
         inputs.update(heads_q=np.uint64(hq), heads_k=np.uint64(hk),
                       heads_per_token=np.uint64(heads), total_warps=np.int64(tokens * heads))

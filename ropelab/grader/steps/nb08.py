@@ -29,7 +29,7 @@ from ...problem import FusedProblem
 from ...tolerance import max_angle
 from ..grading import Case, Gate
 from .base import Step
-from .cases import BASE, MAX_POSITION, NO_F64, blocks, owner_of, rng_for, signature_of, tolerance
+from .cases import BASE, MAX_POSITION, base, NO_F64, blocks, owner_of, rng_for, signature_of, tolerance
 from .contracts import (blocks_at_most, given_launch, reads_what_was_written,
                         threads_exactly)
 
@@ -61,7 +61,7 @@ HAS_SHUFFLE = Gate("shfl", ">=", 1, "the PTX has no warp shuffle: the sum of dn 
 
 
 def _freqs() -> np.ndarray:
-    return BASE ** (-2.0 * np.arange(ROW // 2, dtype=np.float64) / ROW)
+    return base() ** (-2.0 * np.arange(ROW // 2, dtype=np.float64) / ROW)
 
 
 def _turn(g: np.ndarray, positions, freq, sign: float, swap: bool = False) -> np.ndarray:

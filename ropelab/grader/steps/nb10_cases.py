@@ -21,7 +21,7 @@ import numpy as np
 from ... import fp8, reference, reference_kv
 from ...tolerance import max_angle
 from ..grading import Case
-from .cases import BASE, MAX_POSITION, blocks, rng_for, tolerance
+from .cases import MAX_POSITION, base, blocks, rng_for, tolerance
 
 BLOCK_SIZE = 4  # slots per cache block: small, so that a request spans several blocks
 HEAD_DIM = 64  # steps 3 and 4: two floats per lane of a warp
@@ -277,7 +277,7 @@ def kv_case(b: Batch, rng, *, big: bool, extra=None) -> Case:
     :func:`kv_mistake`'s arguments)."""
     qkv = rng.standard_normal((b.tokens, ROW)).astype(np.float32)
     k_weight = rng.uniform(0.5, 1.5, HEAD_DIM).astype(np.float32)
-    inv_freq = (BASE ** (-2.0 * np.arange(HEAD_DIM // 2) / HEAD_DIM)).astype(np.float32)
+    inv_freq = (base() ** (-2.0 * np.arange(HEAD_DIM // 2) / HEAD_DIM)).astype(np.float32)
     args = (qkv, k_weight, b.positions, b.slots, inv_freq, b.num_slots)
     expected = kv_expected(*args)
     alternatives = []
