@@ -103,16 +103,16 @@ def _head_case(shape, rng, big: bool) -> Case:
     x = rng.standard_normal((tokens, heads, head_dim)).astype(np.float32)
     pos = rng.integers(0, MAX_POSITION, tokens).astype(np.int32)
     freq = reference.inv_freq(rotary_dim, base())
-    expected = reference.rope(x, pos, rotary_dim=rotary_dim, interleave=interleave)
+    expected = reference.rope(x, pos, base=base(), rotary_dim=rotary_dim, interleave=interleave)
     alternatives = []
     if not big:
         alternatives = [
             ("the pairs of the other layout: interleaved pairs are (2j, 2j+1), half-split pairs "
              "(j, j + n_pairs); a = first + j * step, b = a + partner",
-             reference.rope(x, pos, rotary_dim=rotary_dim, interleave=not interleave)),
+             reference.rope(x, pos, base=base(), rotary_dim=rotary_dim, interleave=not interleave)),
             ("the pair turned the wrong way: a sign is flipped (out[a] = x0*c - x1*s, "
              "out[b] = x0*s + x1*c)",
-             reference.rope(x, pos, rotary_dim=rotary_dim, interleave=interleave, inverse=True)),
+             reference.rope(x, pos, base=base(), rotary_dim=rotary_dim, interleave=interleave, inverse=True)),
         ]
     half_dim = head_dim // 2
     step, partner = (2, 1) if interleave else (1, rotary_dim // 2)
