@@ -91,51 +91,43 @@ def test_a_thread_reading_what_its_neighbour_stored_is_a_race_and_adding_the_inp
     assert right.startswith("PASS"), right
 
 
+# ramp.10 with out as the accumulator: thread 0 stores 0, then (after BARRIER) every thread ADDs
+ROW_SUM = '''
+@cuda.jit
+def row_sum_squares(x, out):
+    row = cuda.blockIdx.x
+    j = cuda.threadIdx.x
+    v = x[row * cuda.blockDim.x + j]
+    if j == 0:
+        out[row] = float32(0)
+    BARRIER
+    ADD
+'''
+
+
+def _row_sum(barrier: bool, add: str) -> str:
+    kernel = ROW_SUM.replace("BARRIER", "cuda.syncthreads()" if barrier else "").replace(
+        "ADD", add)
+    return _grade("ramp.10", "", "row_sum_squares", kernel)
+
+
 def test_every_thread_adding_into_one_global_float_is_a_race_and_atomics_pass():
-    raced = _grade("ramp.10", '''
-        @cuda.jit
-        def row_sum_squares(x, out):
-            row = cuda.blockIdx.x
-            j = cuda.threadIdx.x
-            v = x[row * cuda.blockDim.x + j]
-            if j == 0:
-                out[row] = float32(0)
-            cuda.syncthreads()
-            out[row] += v * v
-        ''', "row_sum_squares")
+    raced = _row_sum(True, "out[row] += v * v")
     assert raced.startswith("race: global-memory race on out["), raced
     # the same with an atomic add: the store of 0 is ordered before every add by the barrier
-    atomic = _grade("ramp.10", '''
-        @cuda.jit
-        def row_sum_squares(x, out):
-            row = cuda.blockIdx.x
-            j = cuda.threadIdx.x
-            v = x[row * cuda.blockDim.x + j]
-            if j == 0:
-                out[row] = float32(0)
-            cuda.syncthreads()
-            cuda.atomic.add(out, row, v * v)
-        ''', "row_sum_squares")
+    atomic = _row_sum(True, "cuda.atomic.add(out, row, v * v)")
     # right values, no race: what is left is the step's own rule (a shared-memory meeting)
     assert "no thread read a shared element" in atomic, atomic
     # an atomic add with no barrier after the store of 0: unordered with that plain store
-    unordered = _grade("ramp.10", '''
-        @cuda.jit
-        def row_sum_squares(x, out):
-            row = cuda.blockIdx.x
-            j = cuda.threadIdx.x
-            v = x[row * cuda.blockDim.x + j]
-            if j == 0:
-                out[row] = float32(0)
-            cuda.atomic.add(out, row, v * v)
-        ''', "row_sum_squares")
+    unordered = _row_sum(False, "cuda.atomic.add(out, row, v * v)")
     assert unordered.startswith("race: global-memory race on out[") and \
         "updated it atomically" in unordered, unordered
 
 
 def test_a_barrier_orders_a_read_of_what_another_thread_of_the_block_stored():
     # the last thread stores its square; after the barrier thread 0 reads it and adds the
-    # rest: ordered, no race (ramp.10 then asks for the shared-memory meeting this kernel never makes)
+    # rest: ordered, no race (ramp.10 then asks for the shared-memory meeting this kernel never
+    # makes)
     text = _grade("ramp.10", '''
         @cuda.jit
         def row_sum_squares(x, out):

@@ -22,21 +22,27 @@ _current = threading.local()
 def base() -> float:
     """The rope base of the cases being built: :data:`BASE`, or another inside
     :func:`other_base` (in this thread only)."""
-    return getattr(_current, "value", BASE)
+    return getattr(_current, "base", BASE)
 
 
 @contextlib.contextmanager
-def other_base(value: float):
-    """Cases built inside the block (in this thread) take ``value`` as their rope base."""
-    before = getattr(_current, "value", None)
-    _current.value = float(value)
+def _overriding(name: str, value):
+    """``name`` of the cases being built set to ``value`` inside the block (this thread only);
+    what it was before comes back after."""
+    before = getattr(_current, name, None)
+    setattr(_current, name, value)
     try:
         yield
     finally:
         if before is None:
-            del _current.value
+            delattr(_current, name)
         else:
-            _current.value = before
+            setattr(_current, name, before)
+
+
+def other_base(value: float):
+    """Cases built inside the block (in this thread) take ``value`` as their rope base."""
+    return _overriding("base", float(value))
 
 
 OTHER_EPS = 0.5  # a fresh case's eps: far enough from 1e-6 that a hard-coded one is wrong
@@ -49,11 +55,6 @@ def eps(default):
     return default if value is None else type(default)(value)
 
 
-@contextlib.contextmanager
 def other_eps():
     """Cases built inside the block (in this thread) take :data:`OTHER_EPS` as their eps."""
-    _current.eps = OTHER_EPS
-    try:
-        yield
-    finally:
-        del _current.eps
+    return _overriding("eps", OTHER_EPS)

@@ -5,7 +5,8 @@ The simulator runs each CUDA thread as a Python thread that ignores SIGINT: a ke
 the caller's objects as they are (a notebook's kernels and globals, nothing shipped or
 re-imported) and is killed with its process group when the time is up or the conversation
 ends.  Its signals reach only itself and its process group (:mod:`.confine`): the learner's code
-cannot interrupt, stop or kill the notebook.  Fork is used only on the simulator: a CUDA context does not survive it.
+cannot interrupt, stop or kill the notebook.  Fork is used only on the simulator: a CUDA
+context does not survive it.
 
 Parent and child exchange frames (:data:`MAGIC`, a length, one :mod:`.wire` message) over two
 pipes.  What the child sends may have been written by the learner's code, which runs there and

@@ -17,15 +17,17 @@ runs, the child installs a seccomp filter (inherited by everything it starts) un
   fail (they make the kernel send another process SIGIO, or a signal of the caller's choice);
 
 each refusal is ``EPERM``, which Python raises as ``PermissionError``.  Every other system call
-is untouched.  The notebook's memory is out of reach too: while a grading child lives, the
-parent is non-dumpable (:func:`guard_parent`), so ``/proc/<parent>/mem`` cannot be opened.  :func:`confine` installs nothing (and says so) on a system without seccomp or on
-an architecture whose system-call numbers are not listed here (macOS, say): there the child's
-signals are not confined.
+is untouched.  The child also gives up its capabilities, and while a grading child lives the
+parent (the notebook) is non-dumpable (:func:`guard_parent`), so the child cannot open
+``/proc/<parent>/mem``.  :func:`confine` installs nothing (it returns False) where there is no
+Linux ``prctl`` or on an architecture whose system-call numbers are not listed here: there the
+child's signals are not confined.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import platform
 import struct
@@ -109,29 +111,32 @@ def release_parent() -> None:
             _prctl(_PR_SET_DUMPABLE, 1)
 
 
-def _prctl(option: int, value: int):
-    """prctl(option, value), or None where there is none (not Linux)."""
+@functools.cache
+def _libc():
+    """The C library with ``prctl`` declared, or None where there is none (not Linux)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                               ctypes.c_ulong]
     except (OSError, AttributeError):
         return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
-                      ctypes.c_ulong]
-    return prctl(option, value, 0, 0, 0)
+    return libc
+
+
+def _prctl(option: int, a: int, b: int = 0):
+    """prctl(option, a, b), or None where there is none."""
+    libc = _libc()
+    return None if libc is None else libc.prctl(option, a, b, 0, 0)
 
 
 def confine() -> bool:
     """Install the filter in this process (the grading child, before the learner's code runs);
     whether it was installed."""
     found = _ARCHES.get(platform.machine())
-    if found is None or not hasattr(os, "fork"):
-        return False
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
+    libc = _libc()
+    if found is None or libc is None:
         return False
     prog = _program(*found, os.getpid())
     raw = b"".join(struct.pack("<HBBI", *ins) for ins in prog)
@@ -141,12 +146,10 @@ def confine() -> bool:
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
     fprog = _Fprog(len(prog), ctypes.cast(buf, ctypes.c_void_p))
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
-                      ctypes.c_ulong]
     _drop_capabilities(libc)
-    if prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+    if _prctl(_PR_SET_NO_NEW_PRIVS, 1) != 0:
         return False
-    return prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) == 0
+    return _prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog)) == 0
 
 
 def _drop_capabilities(libc) -> None:

@@ -173,15 +173,14 @@ def _run_error(ex, name: str, case: Case, exc: Exception) -> Verdict:
                         "(on a GPU, a barrier some threads skip can hang the block): put guards "
                         "such as `if idx < total` after the barrier or around the work between "
                         "barriers, never around the barrier itself")
+    race = re.sub(r"^tid=\[.*?\] ctaid=\[.*?\]: ?", "", text)  # the simulator's prefix
     if isinstance(exc, GlobalMemoryRace):
-        race = re.sub(r"^tid=\[.*?\] ctaid=\[.*?\]: ?", "", text)
         return _verdict(ex.id, "race", f"{race} [case {case.label}]",
                         "hint: a thread may read what another thread of its block stored only "
                         "after a cuda.syncthreads() both pass, and never what a thread of another "
                         "block stored in the same launch; give each thread the inputs it needs "
                         "(or a second launch) instead")
     if isinstance(exc, SharedMemoryRace):
-        race = re.sub(r"^tid=\[.*?\] ctaid=\[.*?\]: ?", "", text)
         return _verdict(ex.id, "race", f"{race} [case {case.label}]",
                         "hint: every thread must pass a cuda.syncthreads() between writing a "
                         "shared element and another thread reading or writing it")
@@ -239,12 +238,12 @@ def _compare(ex, name: str, case: Case, trial) -> Verdict | None:
                         f"{_values(case.expected.ravel(), idx)}, got {got_text} "
                         f"(tolerance {case.tol:.1e})",
                         f"hint: {diagnose(case, got, e, ex.hint, ex.arguments, trial)}")
-    read = judging.foreign_read_problem(ex, case, trial)
-    if read and not judging.ownership_problem(ex, case, trial):
+    foreign = judging.ownership_problem(ex, case, trial)
+    read = None if foreign else judging.foreign_read_problem(ex, case, trial)
+    if read:
         return _verdict(ex.id, "wrong", f"the values are right, but {read} [case "
                         f"{case.label}]", "hint: each lane loads only its own floats; the "
                         "shuffle butterfly brings it the sum of everyone else's")
-    foreign = judging.ownership_problem(ex, case, trial)
     if foreign:
         return _verdict(ex.id, "wrong", f"the values are right, but {foreign} [case "
                         f"{case.label}]", "hint: a thread writes only the elements the step "

@@ -291,8 +291,8 @@ def intake(ex, kernel):
         if ref.borrowed:
             return verdict_of(ex.id, "wrong", f"{name} is ropelab's own kernel (from "
                               f"{ref.module or ref.filename}): the step asks for one you write",
-                              "hint: write the kernel in a cell of your own; ropelab's kernels "
-                              "are the answer to compare with, not a part of it")
+                              "hint: write the kernel in a cell of your own; "
+                              f"{KernelRef.BORROWED_HINT}")
     source, unreadable = read_source(fn)
     if source is None:
         return verdict_of(ex.id, "error", f"cannot grade {name}: {unreadable}")

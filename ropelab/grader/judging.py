@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .launch_records import KernelRef
 from .trial import unwritten
 
 
@@ -140,8 +141,7 @@ def borrowed_problem(step, trial) -> tuple[str, str] | None:
             return (f"{step.kernel_name} launched {ref.name}, ropelab's own kernel (from "
                     f"{ref.module or ref.filename}), which the step does not give: the work "
                     "must be your kernel's",
-                    "launch the kernel you wrote for this step; ropelab's kernels are the "
-                    "answer to compare with, not a part of it")
+                    f"launch the kernel you wrote for this step; {KernelRef.BORROWED_HINT}")
     return None
 
 

@@ -128,6 +128,8 @@ class KernelRef:
     # launch is refused (the step asks for the learner's kernel, not the package's answer)
     borrowed: bool = False
 
+    BORROWED_HINT = "ropelab's kernels are the answer to compare with, not a part of it"
+
     @classmethod
     def of(cls, kernel) -> KernelRef:
         from .kernel_census import python_function
@@ -266,6 +268,18 @@ def argument_problem(fn, arguments: tuple, signature: str) -> str | None:
     return None
 
 
+def simulated_thread() -> tuple[int, int] | None:
+    """(linear block, linear thread in block) of the current simulated thread, or None."""
+    t = threading.current_thread()
+    manager = getattr(t, "_manager", None)
+    if manager is None:
+        return None
+    b, th = t.blockIdx, t.threadIdx
+    gx, gy, _ = manager._grid_dim
+    bx, by, _ = manager._block_dim
+    return b.x + gx * (b.y + gy * b.z), th.x + bx * (th.y + by * th.z)
+
+
 def _made_on_device(value) -> bool:
     """A buffer the learner's code made: a simulated device array (cuda.device_array /
     to_device's), or a NumPy array handed to a launch (numba copies it over and back)."""
@@ -296,7 +310,7 @@ class Written:
         a different value raises here: nothing judges a scratch buffer's values later."""
         from .ordering import GlobalMemoryRace, Ordering
 
-        if threading.current_thread().__dict__.get("_manager") is None:
+        if simulated_thread() is None:
             return
         data = getattr(self._array, "_ary", self._array)
         items = index if isinstance(index, tuple) else (index,)
@@ -325,12 +339,9 @@ class Written:
     def __setitem__(self, index, value):
         self._array[index] = value
         self._ordering(index, True, value if np.ndim(value) == 0 else None)
-        t = threading.current_thread()
-        manager = getattr(t, "_manager", None)
-        if manager is not None:
-            b = t.blockIdx
-            gx, gy, _ = manager._grid_dim
-            self._launch.touched.add(b.x + gx * (b.y + gy * b.z))
+        who = simulated_thread()
+        if who is not None:
+            self._launch.touched.add(who[0])
 
 
 class _Configured:

@@ -8,16 +8,10 @@ negative one included, which NumPy would wrap around) raises ``IndexError`` nami
 A slice or a row of a watched array is a watched view: its accesses are recorded in the array
 it views.
 
-Threads that talk through global memory: a read of an element of ``out`` that another thread
-wrote in the same launch, or a write of an element another thread read, raises :class:`GlobalMemoryRace`
-(two stores of different values are recorded in ``unordered_store``, judged once the values
-are known to be right) unless a barrier orders the two (same block, a ``cuda.syncthreads()`` between; same warp, a
-``cuda.syncwarp()``).  Threads of different blocks are never ordered within a launch.  The
-simulator runs a block's threads in turn, so ``out[i] = out[i - 1] + x[i]`` gives the right sum
-here; on a GPU the lanes of a warp load ``out[i - 1]`` together, before it is stored.  Atomics
-(``cuda.atomic.*``) on an element are ordered among themselves, not with plain accesses.  The
-thread clocks are :mod:`ropelab.sim.shared_race`'s (its :func:`~ropelab.sim.shared_race.watching`
-is active while a trial runs).
+Every in-kernel access of ``out`` also goes through the launch's ordering check
+(:class:`~.ordering.Ordering`): threads that pass values through ``out`` with nothing ordering
+them raise :class:`~.ordering.GlobalMemoryRace`; two unordered stores of different values are
+kept in ``unordered_store``, judged once the values are known to be right.
 
 Two more records on ``out``: the first read of an element no thread had written yet (``out[i]
 += ...`` on an output that starts uninitialised), and, when the step says which thread writes
@@ -39,20 +33,8 @@ import numpy as np
 from .launch_records import (MAX_BLOCK, MAX_DYNAMIC_SHARED, MAX_GRID,  # noqa: F401
                              MAX_THREADS_PER_BLOCK, ArgRef, KernelRef, Launch, LaunchRejected,
                              Running, argument_problem, dims_text, intercepted_launches,
-                             launch_problem)
+                             launch_problem, simulated_thread)
 from .ordering import GlobalMemoryRace, Ordering  # noqa: F401  (GlobalMemoryRace re-exported)
-
-
-def _who() -> tuple[int, int] | None:
-    """(linear block, linear thread in block) of the current simulated thread, or None."""
-    t = threading.current_thread()
-    manager = getattr(t, "_manager", None)
-    if manager is None:
-        return None
-    b, th = t.blockIdx, t.threadIdx
-    gx, gy, _ = manager._grid_dim
-    bx, by, _ = manager._block_dim
-    return b.x + gx * (b.y + gy * b.z), th.x + bx * (th.y + by * th.z)
 
 
 def _threads_per_block() -> int:
@@ -75,6 +57,17 @@ class Access:
         def fresh():
             return np.full(shape, -1, dtype=np.int64)
         return cls(fresh(), fresh(), fresh(), fresh())
+
+
+def _lowest_foreign(allowed: np.ndarray, index: tuple, who: tuple, found):
+    """``found`` (``(index, who, allowed thread)`` or None), or this access instead where
+    ``who`` is not the thread ``allowed`` names for the element (-1: any) and the element is
+    lower: the lowest one, the same report whatever order the threads ran in."""
+    thread = int(allowed[index])
+    if thread >= 0 and thread != who[0] * _threads_per_block() + who[1] and (
+            found is None or index < found[0]):
+        return index, who, thread
+    return found
 
 
 # what a launch function may read of a step's array on the host: its shape, not its data
@@ -110,7 +103,7 @@ class WatchedArray:
     def __getattr__(self, attr):  # strides, nbytes, ...: what NumPy says
         # The data's methods (x.copy(), x.sum(), x.tolist(), x.reshape(...)) read it; from the
         # host that is host work, as np.array(x) is.  What a launch reads of its shape is not.
-        if attr not in _METADATA and not attr.startswith("__") and _who() is None:
+        if attr not in _METADATA and not attr.startswith("__") and simulated_thread() is None:
             self._note_host(f"read {self.name} ({self.name}.{attr})")
         return getattr(self.data, attr)
 
@@ -129,7 +122,7 @@ class WatchedArray:
     # whole array read at once, outside the per-element record; from the host, that is host
     # work (from a kernel's thread the simulator never takes them).
     def _whole(self, how: str) -> np.ndarray:
-        if _who() is None:
+        if simulated_thread() is None:
             self._note_host(f"read {self.name} through NumPy ({how})")
         return self.data
 
@@ -167,11 +160,16 @@ class WatchedArray:
     _root = None
     _ids = None
 
+    def _flat_ids(self) -> np.ndarray:
+        """Each element's flat index in the root (a root's, made once: not a field, never
+        sent)."""
+        if self._ids is None:
+            self._ids = np.arange(self.size).reshape(self.shape)
+        return self._ids
+
     def _view(self, index, value: np.ndarray) -> WatchedArray:
         root = self._root or self
-        if self._ids is None:  # a root's flat indices, made once (not a field: never sent)
-            self._ids = np.arange(self.size).reshape(self.shape)
-        ids = self._ids[index]
+        ids = self._flat_ids()[index]
         view = WatchedArray(self.name, value)
         view._root, view._ids = root, ids
         return view
@@ -186,7 +184,7 @@ class WatchedArray:
 
     def _note_many(self, flat: np.ndarray, write: bool) -> None:
         """Accesses of many elements at once (a slice of a view), by flat index."""
-        who = _who()
+        who = simulated_thread()
         if who is None:
             self._note_host(f"{'wrote' if write else 'read'} {self.name}[...]")
             return
@@ -204,16 +202,15 @@ class WatchedArray:
                                write)
 
     def _note(self, index, write: bool, value=None):
+        """Record an access of ``index`` (``value``: what a store of one element stores)."""
         if self._root is not None and self._root is not self:
             return self._note_view(index, write, value)
         if not (isinstance(index, tuple) and all(isinstance(i, int) for i in index)):
             # a slice or an array index of the root (``out[i:i + 2] = 0.0``): element by element
-            if self._ids is None:
-                self._ids = np.arange(self.size).reshape(self.shape)
-            return self._note_many(np.ravel(self._ids[index]), write)
-        who = _who()
+            return self._note_many(np.ravel(self._flat_ids()[index]), write)
+        who = simulated_thread()
         if who is None:
-            shown = "..." if not isinstance(index, tuple) else ", ".join(map(str, index))
+            shown = ", ".join(map(str, index))
             self._note_host(f"{'wrote' if write else 'read'} {self.name}[{shown}]")
             return
         running = Running.launch
@@ -226,25 +223,17 @@ class WatchedArray:
         counts = a.per_thread.setdefault(who, [0, 0])
         counts[1 if write else 0] += 1
         if write:
-            if self.owner is not None and isinstance(index, tuple):
-                owner = int(self.owner[index])
-                # the lowest element written by a non-owner: the same report whatever order
-                # the threads ran in
-                if owner >= 0 and owner != who[0] * _threads_per_block() + who[1] and (
-                        self.foreign_write is None or index < self.foreign_write[0]):
-                    self.foreign_write = (index, who, owner)
-            if isinstance(index, tuple) and a.writer_block[index] >= 0 and (
+            if self.owner is not None:
+                self.foreign_write = _lowest_foreign(self.owner, index, who, self.foreign_write)
+            if a.writer_block[index] >= 0 and (
                     int(a.writer_block[index]), int(a.writer_thread[index])) != who and (
                     self.twice_written is None or index < self.twice_written):
                 self.twice_written = index
             a.writer_block[index], a.writer_thread[index] = who
         else:
             if self.reader is not None:
-                reader = int(self.reader[index])
-                if reader >= 0 and reader != who[0] * _threads_per_block() + who[1] and (
-                        self.foreign_read is None or index < self.foreign_read[0]):
-                    self.foreign_read = (index, who, reader)
-            if isinstance(index, tuple) and a.writer_block[index] < 0 and (
+                self.foreign_read = _lowest_foreign(self.reader, index, who, self.foreign_read)
+            if a.writer_block[index] < 0 and (
                     self.read_unwritten is None or index < self.read_unwritten[0]):
                 self.read_unwritten = (index, who)
             a.reader_block[index], a.reader_thread[index] = who

@@ -4,9 +4,9 @@ On the simulator every array argument is a :class:`.recording.WatchedArray` over
 case's input (so out-of-bounds indices name their array, and :mod:`.show` can draw who touched
 what), launches are intercepted (:func:`.launch_records.intercepted_launches`), shared arrays
 report races (:mod:`ropelab.sim.shared_race`) and the step's arrays report threads that talk
-through global memory with nothing ordering them (:class:`.recording.GlobalMemoryRace`).  On a GPU the
-arrays are device arrays and ``out`` is followed by :data:`SLACK` sentinel floats, since a GPU
-checks no index.
+through global memory with nothing ordering them (:mod:`.ordering`).  On a GPU the arrays are
+device arrays and ``out`` is followed by :data:`SLACK` sentinel floats, since a GPU checks no
+index.
 
 ``out`` starts filled with :data:`SENTINEL`, a NaN with a payload that arithmetic does not
 produce (a computed NaN is the canonical quiet NaN), compared bit for bit: an element still

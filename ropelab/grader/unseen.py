@@ -9,10 +9,11 @@ with inputs drawn for this check alone: every step draws its inputs from
 :func:`salted` mixes a random salt into that seed, in the building thread only, for as long as
 the cases are built.  A function that computes its output from its inputs passes this case
 exactly as it passes the fixed ones.  The smallest case of at least :data:`MIN_FRESH` outputs
-is the one drawn again: it is cheap to run, and a stored answer is caught on any shape.  Where the step takes a ``base``
-argument, it is also built with another rope base (:data:`.case_base.OTHER_BASES`, chosen by
-the salt): every fixed case uses the default 10000, so a kernel that ignores its ``base``
-would pass them all; a step that takes the norm's ``eps`` gets another eps in it too.
+is the one drawn again: it is cheap to run, and a stored answer is caught on any shape.  Where
+the step takes a ``base`` (or a frequency table made from one), it is also built with another
+rope base (:data:`.case_base.OTHER_BASES`, chosen by the salt): every fixed case uses the
+default 10000, so a kernel that ignores its ``base`` would pass them all; a step that takes the
+norm's ``eps`` gets another eps in it too.
 """
 
 from __future__ import annotations

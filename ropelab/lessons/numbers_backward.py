@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from .. import resources
-from .numbers_core import ROOT, Rendered, newest, number, pct_span, runs, span
+from .numbers_core import ROOT, Rendered, newest, newest_on, number, pct_span, span
 
 SHAPES = ("flux_1024", "qwen_image_1024", "zimage_1024")
 
@@ -14,8 +14,7 @@ SHAPES = ("flux_1024", "qwen_image_1024", "zimage_1024")
 def _rows(entry: str, gpu: str | None = None):
     # bench_backward rows name their call in "entry", not "variant": the newest run is read
     # (``gpu="h100"``: the newest of data/bench_backward/h100/)
-    path, rec = (newest("bench_backward") if gpu is None else
-                 runs("bench_backward", f"bench_backward/{gpu}")[-1])
+    path, rec = newest("bench_backward") if gpu is None else newest_on("bench_backward", gpu)
     rows = [r for r in rec["rows"] if r["entry"] == entry and r["shape"] in SHAPES]
     if not rows:
         raise LookupError(f"{path} has no {entry} rows")

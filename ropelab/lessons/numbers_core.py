@@ -59,6 +59,12 @@ def newest(kind: str, with_variant: str | None = None) -> tuple[str, dict]:
     raise LookupError(f"no {kind} record times {with_variant!r}")
 
 
+def newest_on(kind: str, gpu: str) -> tuple[str, dict]:
+    """The newest run of ``kind`` recorded on another GPU than the H200
+    (``data/<kind>/<gpu>/``, e.g. ``gpu="h100"``)."""
+    return runs(kind, f"{kind}/{gpu}")[-1]
+
+
 def run_at(kind: str, stamp: str) -> tuple[str, dict]:
     """The run of ``kind`` whose file name holds ``stamp`` (a run named in the history)."""
     found = [(p, r) for p, r in runs(kind) if stamp in Path(p).name]

@@ -4,7 +4,7 @@ call of each ``ropelab.torch_ops`` op against its direct call, and a loop of for
 
 from __future__ import annotations
 
-from .numbers_core import Rendered, newest, number, pct, pct_span, runs, span
+from .numbers_core import Rendered, newest, newest_on, number, pct, pct_span, span
 
 
 def _rows(part: str) -> tuple[str, list[dict]]:
@@ -180,14 +180,10 @@ def training_roof_us():
 # ---- the H100 run of 2026-12-07 (data/training_speed/h100/): the rope op's own training loop,
 # which no H200 record has yet (the same run's bench rows are numbers_backward's)
 
-def _h100(kind: str) -> tuple[str, dict]:
-    return runs(kind, f"{kind}/h100")[-1]
-
-
 def _rope_loop(impl: str) -> tuple[str, dict, float]:
     """The rope op's training loop row of ``impl`` in the newest H100 record, and the us of
     its bytes at the copy's rate in the same run."""
-    path, rec = _h100("training_speed")
+    path, rec = newest_on("training_speed", "h100")
     rows = [r for r in rec["rows"] if r["part"] == "rope_training"]
     copy = next((r for r in rows if r["impl"] == "torch_copy"), None)
     row = next((r for r in rows if r["impl"] == impl), None)

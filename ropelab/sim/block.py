@@ -239,19 +239,13 @@ def _make_worker_class(block_thread, dim3):
 
         @contextlib.contextmanager
         def _profiled(self):
-            """Count the block's lines while a block profile is active (:func:`profiled_block`)."""
-            profile = _profile
-            if profile is None:
-                if _checker is None:
-                    yield
-                    return
-                sys.settrace(_checker)
-                try:
-                    yield
-                finally:
-                    sys.settrace(None)
+            """Count the block's lines while a block profile is active (:func:`profiled_block`),
+            else run them under the :func:`checking` trace function, if any."""
+            trace = _checker if _profile is None else _profile.tracer(self)
+            if trace is None:
+                yield
                 return
-            sys.settrace(profile.tracer(self))
+            sys.settrace(trace)
             try:
                 yield
             finally:

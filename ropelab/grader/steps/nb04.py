@@ -112,7 +112,8 @@ def _head_case(shape, rng, big: bool) -> Case:
              reference.rope(x, pos, base=base(), rotary_dim=rotary_dim, interleave=not interleave)),
             ("the pair turned the wrong way: a sign is flipped (out[a] = x0*c - x1*s, "
              "out[b] = x0*s + x1*c)",
-             reference.rope(x, pos, base=base(), rotary_dim=rotary_dim, interleave=interleave, inverse=True)),
+             reference.rope(x, pos, base=base(), rotary_dim=rotary_dim, interleave=interleave,
+                            inverse=True)),
         ]
     half_dim = head_dim // 2
     step, partner = (2, 1) if interleave else (1, rotary_dim // 2)

@@ -51,7 +51,8 @@ def _exponent_of_the_float(x, pos, hidden):
     base ** (-2 (2p) / hidden)."""
     p = np.arange(hidden // 2, dtype=np.float64)
     return [("the exponent counts floats, not pairs: pair p's frequency is "
-             "base ** (exponent_step * p)", reference.rope(x, pos, freqs=base() ** (-4.0 * p / hidden)))]
+             "base ** (exponent_step * p)",
+             reference.rope(x, pos, freqs=base() ** (-4.0 * p / hidden)))]
 
 
 def _ratio_of_neighbours(x, pos, hidden):
@@ -151,7 +152,8 @@ def _head_case(shape, rng, big: bool) -> Case:
              "(j, j + half_dim); a = first + j * step, b = a + partner",
              reference.rope(x, pos, base=base(), interleave=not interleave)),
             ("the pair turned the wrong way: a sign is flipped (out[a] = x0*c - x1*s, "
-             "out[b] = x0*s + x1*c)", reference.rope(x, pos, base=base(), interleave=interleave, inverse=True)),
+             "out[b] = x0*s + x1*c)",
+             reference.rope(x, pos, base=base(), interleave=interleave, inverse=True)),
             ("every slot of this thread used the frequency of its first slot: multiply f by "
              "stride_ratio after each slot",
              reference.rope(x, pos, interleave=interleave, freqs=freq[j % stride])),

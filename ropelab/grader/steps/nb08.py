@@ -29,7 +29,8 @@ from ...problem import FusedProblem
 from ...tolerance import max_angle
 from ..grading import Case, Gate
 from .base import Step
-from .cases import BASE, MAX_POSITION, base, NO_F64, blocks, owner_of, rng_for, signature_of, tolerance
+from .cases import (BASE, MAX_POSITION, NO_F64, base, blocks, owner_of, rng_for, signature_of,
+                    tolerance)
 from .contracts import (blocks_at_most, given_launch, reads_what_was_written,
                         threads_exactly)
 
