@@ -341,29 +341,58 @@ PROFILE_BUDGET = 200_000  # source lines a block profile may run (about a second
 
 
 def block_lines(launch: Launch) -> tuple[float, float]:
-    """``(serial_lines, thread_lines)`` of the launch's first block, run on the simulator
-    (:func:`ropelab.sim.block.profiled_block`).
+    """``(serial_lines, thread_lines)`` of the launch, from blocks of it run on the simulator
+    (:func:`ropelab.sim.block.profiled_block`): its first block, and where the grid has more,
+    its middle and last blocks.
 
-    ``serial_lines``: source lines the busiest thread runs beyond the block's mean: 0 when the
-    work is spread evenly, the length of the loop when one thread loops while the others wait
-    (thread 0 copying a table, summing a row).  The bytes a launch moves say how much work
-    there is; this says whether one thread does it alone.
+    ``serial_lines``: source lines the busiest thread of the first block runs beyond the
+    block's mean: 0 when the work is spread evenly, the length of the loop when one thread loops
+    while the others wait (thread 0 copying a table, summing a row).  The bytes a launch moves
+    say how much work there is; this says whether one thread does it alone.
 
-    ``thread_lines``: source lines a warp of the block runs, on average over its warps, a warp
-    taking as long as its busiest lane: the work a loop whose trip count depends on the data
-    does (a carry loop that runs thousands of times, a search), which neither the PTX nor the
-    bytes show.  A block stopped at the budget gives the mean over the warps of the threads that
-    had ended (threads run one after another where they never wait for each other; where they
-    run together, every count is partial and the figure is a lower bound), or, when none had,
-    the stopped thread's count as its warp's; and no serial lines (a long grid-stride loop
-    shares its work evenly).
+    ``thread_lines``: source lines a warp runs, on average over the warps of the sampled blocks,
+    a warp taking as long as its busiest lane: the work a loop whose trip count depends on the
+    data does (a carry loop that runs thousands of times, a search), which neither the PTX nor
+    the bytes show.  The blocks are sampled at both ends and the middle of the grid because
+    such a count can grow with the block's place (a token found by subtracting whole rows
+    loops once per earlier token: nothing in the first block, thousands in the last).  A block
+    stopped at the budget gives the mean over the warps of the threads that had ended (threads
+    run one after another where they never wait for each other; where they run together, every
+    count is partial and the figure is a lower bound), or, when none had, the stopped thread's
+    count as its warp's; and no serial lines (a long grid-stride loop shares its work evenly).
 
-    Both are 0 without the simulator, when the arguments are not kept, or when the block
-    faults."""
-    from ...sim.block import profiled_block
-
+    Both are 0 without the simulator, when the arguments are not kept, or when the first
+    block faults."""
     if launch.values is None or not hasattr(launch.kernel, "__getitem__"):
         return 0.0, 0.0
+    first = _one_block(launch, (0, 0, 0))
+    if first is None:
+        return 0.0, 0.0
+    sampled = [first[1]]
+    for at in sample_blocks(launch.grid)[1:]:
+        other = _one_block(launch, at)
+        if other is not None:
+            sampled.append(other[1])
+    return first[0], float(sum(sampled) / len(sampled))
+
+
+def sample_blocks(grid) -> list[tuple]:
+    """The blocks :func:`block_lines` runs: the first, the middle and the last of the grid (in
+    the order blockIdx.x varies fastest), without repeats."""
+    g = tuple(grid) + (1,) * (3 - len(tuple(grid)))
+    total = g[0] * g[1] * g[2]
+    picked = []
+    for flat in (0, total // 2, total - 1):
+        at = (flat % g[0], (flat // g[0]) % g[1], flat // (g[0] * g[1]))
+        if at not in picked:
+            picked.append(at)
+    return picked
+
+
+def _one_block(launch: Launch, block_idx: tuple) -> tuple[float, float] | None:
+    """``(serial_lines, thread_lines)`` of one block of the launch (:func:`block_lines`), or
+    None where it faults or there is no pooled simulator."""
+    from ...sim.block import profiled_block
     from .. import kernel_census
 
     config = (launch.grid, launch.block, 0, launch.shared) if launch.shared else (
@@ -373,16 +402,16 @@ def block_lines(launch: Launch) -> tuple[float, float]:
     try:
         # the arrays a recorded launch reads may hold what no earlier stage wrote (stage two's
         # partial sums): NumPy's warnings about their values say nothing here
-        with profiled_block(budget=PROFILE_BUDGET, files=files) as profile, \
+        with profiled_block(block_idx, budget=PROFILE_BUDGET, files=files) as profile, \
                 warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             try:
                 launch.kernel[config](*launch.values)
             except Exception:  # noqa: BLE001  (the budget's stop, or a fault: no profile)
                 if not profile.stopped:
-                    return 0.0, 0.0
+                    return None
     except RuntimeError:  # no pooled simulator here
-        return 0.0, 0.0
+        return None
     b = launch.block
     threads = b[0] * b[1] * b[2]
     if profile.stopped:

@@ -116,6 +116,10 @@ def entry_rows(entries, timings: dict, progress=None) -> tuple[list[dict], list[
             continue
         step = steps.get(e.step_id)
         case = cases.get(e.step_id) or cases.setdefault(e.step_id, step.timing_case())
+        if t.get("case") and t["case"] != case.label:
+            # the step's timing case changed after this run: its time is of another problem
+            skipped.append(f"{e.key}: timed on another case ({t['case']}, now {case.label})")
+            continue
         try:
             launches = step_launches(step, case, e.fn)
             pending.append((e, t, case, launches, describe(launches)))

@@ -13,7 +13,10 @@ context, so the child stops, the parent records the entry's error and starts a n
 the rest.  An entry past ``--deadline`` seconds is recorded as skipped.  Held-out sets run
 before the training set.  ``--workers N`` first compiles every kernel in N processes with
 numba's on-disk cache (the timing child then loads them): numba compiles about one kernel a
-second, and the run has minutes.
+second, and the run has minutes.  ``--by-step`` times them step by step instead, every set's
+entries of a step together: what the GPU's host does drifts within a run (a launch function's
+one host copy took about 120 us in one run's training rows and 170-210 us in its held-out rows,
+timed minutes apart), and a step's rows then share the drift.
 
 ``--dry-run`` (on the simulator, no GPU): walks the same sets, builds every case, finds every
 launch, compiles every kernel's PTX and computes every feature (:mod:`.learner`), and prints
@@ -204,6 +207,14 @@ def run_gpu(entries, writer: Writer, *, repeats: int, deadline_s: float, workers
     return failures
 
 
+def by_step(entries) -> list:
+    """``entries`` in the course's order of steps, each step's entries in their given order."""
+    from .. import steps
+
+    place = {step_id: at for at, step_id in enumerate(steps.STEPS)}
+    return sorted(entries, key=lambda e: place.get(e.step_id, len(place)))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ropelab.grader.predict.timings")
     parser.add_argument("sets", nargs="*", help="directories of learner_*.py modules")
@@ -215,6 +226,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--deadline", type=float, default=390.0, help="seconds for the run")
     parser.add_argument("--workers", type=int, default=0, help="processes that compile first")
+    parser.add_argument("--by-step", action="store_true", help="time every set's entries of a "
+                        "step together (the steps in the course's order)")
     args = parser.parse_args(argv)
     directories = []
     for d in map(Path, args.sets):
@@ -223,6 +236,8 @@ def main(argv=None) -> int:
         else:  # a set not carried along: time the others rather than nothing
             print(f"WARNING: {d} is not a directory: that set is skipped", flush=True)
     entries = gather(directories, not args.no_training)
+    if args.by_step:
+        entries = by_step(entries)
     sets = dict.fromkeys(e.set for e in entries)
     print(f"{len(entries)} entries: " + ", ".join(
         f"{s} {sum(1 for e in entries if e.set == s)}" for s in sets))
