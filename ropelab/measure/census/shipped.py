@@ -188,28 +188,40 @@ def rebuild_source(job: dict, counter: list):
             if isinstance(node, ast.FunctionDef) and node.name == job["function"]:
                 node.decorator_list = []
     else:
+        from numba import cuda
+
+        namespace[DEVICE_JIT] = cuda.jit
         _inline_device_helpers(tree)
     counter[0] += 1
     exec(compile(tree, f"<shipped kernel {counter[0]}>", "exec"), namespace)  # noqa: S102
     return namespace[job["function"]]
 
 
+DEVICE_JIT = "_ropelab_device_jit"  # the rebuilt helpers' decorator, bound in their namespace
+
+
 def _inline_device_helpers(tree) -> None:
-    """Give each ``@cuda.jit(device=True)`` helper ``inline="always"``.  Without a CUDA driver
-    numba-cuda cannot compile a kernel that calls a helper it compiles apart (it links the two
-    through the driver); inlined, the kernel compiles anywhere, as the optimiser would mostly
-    have inlined a small helper anyway.  A helper that names its own ``inline`` keeps it."""
+    """Rebuild each helper's decorator as ``cuda.jit(device=True, inline="always", ...)``.
+
+    Without a CUDA driver numba-cuda cannot compile a kernel that calls a helper it compiles
+    apart (it asks the driver for the device's compute capability and links the two through
+    it); inlined, the kernel compiles anywhere, as the optimiser would mostly have inlined a
+    small helper anyway.  So every helper is inlined, however its decorator is spelt:
+    ``@cuda.jit`` bare or with ``fastmath``, ``device=True`` or not, an eager signature (dropped:
+    the kernel's call types it), ``inline="never"``, or ``jit`` imported under another name
+    (which in the grading process is the simulator's).  Its other keywords (``fastmath``,
+    ``opt``...) stay."""
     for node in tree.body:
         if not isinstance(node, ast.FunctionDef):
             continue
+        keywords = []
         for deco in node.decorator_list:
-            if not (isinstance(deco, ast.Call) and getattr(deco.func, "attr", getattr(
-                    deco.func, "id", None)) == "jit"):
-                continue
-            words = {k.arg: k.value for k in deco.keywords}
-            device = words.get("device")
-            if isinstance(device, ast.Constant) and device.value is True and "inline" not in words:
-                deco.keywords.append(ast.keyword(arg="inline", value=ast.Constant("always")))
+            if isinstance(deco, ast.Call):
+                keywords += [k for k in deco.keywords if k.arg not in ("device", "inline")]
+        keywords += [ast.keyword(arg="device", value=ast.Constant(True)),
+                     ast.keyword(arg="inline", value=ast.Constant("always"))]
+        node.decorator_list = [ast.Call(func=ast.Name(id=DEVICE_JIT, ctx=ast.Load()), args=[],
+                                        keywords=keywords)]
     ast.fix_missing_locations(tree)
 
 
