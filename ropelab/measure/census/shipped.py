@@ -210,9 +210,9 @@ def _inline_device_helpers(tree) -> None:
     ``@cuda.jit`` bare or with ``fastmath``, ``device=True`` or not, an eager signature (dropped:
     the kernel's call types it), ``inline="never"``, or ``jit`` imported under another name
     (which in the grading process is the simulator's).  Its other keywords (``fastmath``,
-    ``opt``...) stay."""
+    ``opt``...) stay.  A plain Python function (no decorator) stays plain: numba refuses it."""
     for node in tree.body:
-        if not isinstance(node, ast.FunctionDef):
+        if not isinstance(node, ast.FunctionDef) or not node.decorator_list:
             continue
         keywords = []
         for deco in node.decorator_list:
