@@ -190,6 +190,10 @@ H100_CHECKS = {
     # set L, blind: written after v8 by a learner who saw none of the sets, its predictions
     # registered before its one run
     "predict.h100_l_v8": ("set_l", "v8", "20261207T141949"),
+    # set N, blind: written after v9's change by a learner who saw none of the sets, its
+    # predictions registered before its one run (v9 samples a launch's blocks at both ends and
+    # the middle of its grid; set M's misses shaped it)
+    "predict.h100_n_v9": ("set_n", "v9", "20261207T165657"),
 }
 for _key, _check in H100_CHECKS.items():
     @number(_key)
@@ -197,14 +201,47 @@ for _key, _check in H100_CHECKS.items():
         return _other_gpu(*check)
 
 
-@number("predict.h100_m_v8")
-def predict_blind_m() -> Rendered:
-    """Set M, kept outside the project (``.heldout_m/``, ignored): its check by v8 on the H100
-    run of 2026-12-07, from the aggregate committed beside its registered predictions."""
+# The sets kept outside the project (``.heldout_<x>/``, ignored): their checks on an H100 run,
+# from the aggregate committed beside their registered predictions.
+BLIND_CHECKS = {
+    "predict.h100_m_v8": ("blind_m", "check-summary-20261207T141949-v8.json"),
+    "predict.h100_o_v9": ("blind_o", "check-summary-20261207T165657-v9.json"),
+}
+for _key, _summary in BLIND_CHECKS.items():
+    @number(_key)
+    def predict_blind(summary=_summary) -> Rendered:
+        import json
+
+        from .. import resources
+
+        folder, name = summary
+        path = resources.data_dir() / "heldout" / folder / name
+        return Rendered(_words(json.loads(path.read_text())["summary"]),
+                        f"data/heldout/{folder}/{name}")
+
+
+def _host_copy_probe():
     import json
 
     from .. import resources
 
-    path = resources.data_dir() / "heldout" / "blind_m" / "check-summary-20261207T141949-v8.json"
-    return Rendered(_words(json.loads(path.read_text())["summary"]),
-                    "data/heldout/blind_m/" + path.name)
+    found = sorted((resources.data_dir() / "predict" / "h100" / "host_copy").glob(
+        "host_copy_probe-*.json"))
+    if not found:
+        raise LookupError("no data/predict/h100/host_copy/host_copy_probe-*.json")
+    return found[-1], json.loads(found[-1].read_text())
+
+
+@number("predict.host_copy_10_4")
+def predict_host_copy() -> Rendered:
+    """Where 10.4's time goes (``scripts/gpu_host_copy_probe.py``): ropelab's solution, run
+    after run, against the same kernel with its positions copied before the timing."""
+    path, doc = _host_copy_probe()
+    runs = [r["median_us"] for r in doc["rows"] if r["label"].startswith("solution")]
+    alone = next(r["median_us"] for r in doc["rows"] if r["label"].startswith("positions"))
+    idle, busy = (r["median_us"] for r in doc["host_to_device_4kb"])
+    return Rendered(f"{min(runs):.0f}-{max(runs):.0f} us in {len(runs)} timings of the solution, "
+                    f"{alone:.1f} us for its kernel with the positions copied beforehand, and "
+                    f"{idle:.0f} us for `cuda.to_device` of 4 KB alone on an idle GPU "
+                    f"({busy:.0f} us behind a busy one)",
+                    f"data/predict/h100/host_copy/{path.name}")

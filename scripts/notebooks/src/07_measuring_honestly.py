@@ -739,6 +739,18 @@ plt.show()
 # three thousand lines building the positions is no slower than NumPy's one call in the same
 # run: its time hides behind the GPU's own work before the timer starts.
 #
+# v9 counts those lines in more than the first block.  Set M's learner found each thread's
+# token by subtracting whole rows until the rest was smaller than a row: a loop that runs once
+# per earlier token, nothing in the first block and thousands of times in the last.  The
+# prediction had run the first block only, and missed those kernels by 98-99%; it now runs the
+# first, the middle and the last block (`learner.sample_blocks`) and misses them by 15-16%.
+# Two more learners then wrote sets N and O, after v9 and without seeing any set, each of
+# whose predictions was registered before its one GPU run: {{ predict.h100_n_v9 }} on N and,
+# on O, kept outside the project, {{ predict.h100_o_v9 }}.  The host copies of 10.4 were
+# timed apart on that run (`scripts/gpu_host_copy_probe.py`): {{ predict.host_copy_10_4 }}.
+# Nearly all of a 10.4 launch function's time is that one synchronous copy, and what it
+# costs depends on what the GPU is doing when it is asked.
+#
 # `python -m ropelab.grader.predict --record` refits the model and rewrites the record from the
 # timings it names; `scripts/gpu_predict_timings.sh` is the H200 run behind them.
 
