@@ -7,13 +7,12 @@ compile it without a CUDA driver.  Only ``@cuda.jit(device=True)`` helpers were 
 driverless compile; now every shipped helper is (``census.shipped._inline_device_helpers``).
 """
 
-import linecache
-import textwrap
-
 import pytest
 
 import ropelab
 from ropelab.grader import grading, steps
+
+from cells import define
 
 pytestmark = pytest.mark.skipif(not ropelab.SIMULATED, reason="the simulator's grading")
 
@@ -69,10 +68,6 @@ def rope_fused_head(qkv, out, q_weight, k_weight, positions, inv_freq, heads_q, 
     "@cjit(device=True)",
 ])
 def test_a_06_4_kernel_whose_helper_is_decorated_DECORATOR_passes(decorator):
-    filename = f"<census helper {decorator}>"
-    source = textwrap.dedent(KERNEL).replace("DECORATOR", decorator)
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = {"__name__": "__main__"}
-    exec(compile(source, filename, "exec"), namespace)
-    verdict = grading.grade(steps.get("06.4"), namespace["rope_fused_head"])
+    kernel = define(KERNEL.replace("DECORATOR", decorator), "rope_fused_head")
+    verdict = grading.grade(steps.get("06.4"), kernel)
     assert verdict.passed, str(verdict)

@@ -7,13 +7,14 @@ tested both ways.
   (``operator.attrgetter``) or the system still may not.
 """
 
-import linecache
 import textwrap
 
 import pytest
 
 import ropelab
 from ropelab.grader import grading, steps, verify
+
+from cells import define
 
 pytestmark = pytest.mark.skipif(not ropelab.SIMULATED, reason="the simulator's grading")
 
@@ -34,12 +35,8 @@ def launch_kv_write(qkv, k_weight, slot_mapping, inv_freq, out, query_lens, cont
 
 
 def _launch(importing: str, chain: str):
-    filename = f"<sets n o {importing}>"
     source = textwrap.dedent(LAUNCH).replace("IMPORT", importing).replace("CHAIN", chain)
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = {"__name__": "__main__", "write_kv": SERVING.write_kv}
-    exec(compile(source, filename, "exec"), namespace)
-    return namespace["launch_kv_write"]
+    return define(source, "launch_kv_write", write_kv=SERVING.write_kv)
 
 
 def test_a_10_4_launch_that_imports_itertools_passes_and_one_that_imports_operator_does_not():

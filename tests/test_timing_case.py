@@ -8,9 +8,6 @@ size, so a kernel that relies on one is refused before it is timed.  Rows of GPU
 a case that has changed since are left out of the fit and the checks.
 """
 
-import linecache
-import textwrap
-
 import numpy as np
 import pytest
 
@@ -18,18 +15,15 @@ import ropelab
 from ropelab.grader import grading, steps
 from ropelab.grader.predict import entries, record
 
+from cells import define
+
 pytestmark = pytest.mark.skipif(not ropelab.SIMULATED, reason="the simulator's grading")
 
 HEADER = "import math\nfrom numba import cuda, float32, uint64\n"
 
 
 def _define(cell: str, name: str):
-    filename = f"<timing case {name}>"
-    source = HEADER + textwrap.dedent(cell)
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace = {"__name__": "__main__"}
-    exec(compile(source, filename, "exec"), namespace)
-    return namespace[name]
+    return define(cell, name, HEADER)
 
 
 def test_a_kernel_step_checked_in_one_block_size_is_timed_in_it():
