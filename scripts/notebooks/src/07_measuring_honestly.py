@@ -742,8 +742,9 @@ plt.show()
 # v9 counts those lines in more than the first block.  Set M's learner found each thread's
 # token by subtracting whole rows until the rest was smaller than a row: a loop that runs once
 # per earlier token, nothing in the first block and thousands of times in the last.  The
-# prediction had run the first block only, and missed those kernels by 98-99%; it now runs the
-# first, the middle and the last block (`learner.sample_blocks`) and misses them by 15-16%.
+# prediction had run the first block only, and put those kernels at a few hundredths of their
+# time; it now runs the first, the middle and the last block (`learner.sample_blocks`) and
+# comes within a sixth of it.
 # Two more learners then wrote sets N and O, after v9 and without seeing any set, each of
 # whose predictions was registered before its one GPU run: {{ predict.h100_n_v9 }} on N and,
 # on O, kept outside the project, {{ predict.h100_o_v9 }}.  The host copies of 10.4 were
