@@ -5,6 +5,11 @@ tested both ways.
   for ``import itertools`` (an ``import numpy`` passes): the standard library's pure iteration
   and arithmetic modules may be imported; a module that reaches attributes by name
   (``operator.attrgetter``) or the system still may not.
+
+Red team round Q's 04.2 kernels had the right values by the wrong method: one thread copying the
+block's whole table, and the frequency read from global memory beside a shared read that did
+nothing.  04.2 now says ``shared_copy=("inv_freq",)``: a block reads each entry once, and more
+than one of its threads share the reading.
 """
 
 import textwrap
@@ -48,3 +53,63 @@ def test_a_10_4_launch_that_imports_itertools_passes_and_one_that_imports_operat
                                                        f"p for r in ({ranges}) for p in r"))
     text = str(reached)
     assert not reached.passed and "reaches past its arguments: `import operator`" in text, text
+
+
+# --- 04.2: the table is copied once per block, by the block's threads (round Q) -------------
+
+TABLE = '''
+import math
+from numba import cuda, float32, uint64
+
+@cuda.jit(fastmath=True)
+def rope_shared_table(x, out, positions, inv_freq, n_pairs, total_pairs):
+    table = cuda.shared.array(128, float32)
+    COPY
+    cuda.syncthreads()
+    idx = cuda.grid(1)
+    if idx < total_pairs:
+        i = uint64(idx)
+        token = i // n_pairs
+        pair = i - token * n_pairs
+        e = i + i
+        angle = float32(positions[token]) * FREQ
+        c = math.cos(angle)
+        s = math.sin(angle)
+        x0 = x[e]
+        x1 = x[e + uint64(1)]
+        out[e] = x0 * c - x1 * s
+        out[e + uint64(1)] = x0 * s + x1 * c
+'''
+SHARED_COPY = '''k = uint64(cuda.threadIdx.x)
+    while k < n_pairs:
+        table[k] = inv_freq[k]
+        k += uint64(cuda.blockDim.x)'''
+ALONE = '''if cuda.threadIdx.x == 0:
+        k = uint64(0)
+        while k < n_pairs:
+            table[k] = inv_freq[k]
+            k += uint64(1)'''
+
+
+def _table(copy: str, freq: str):
+    return grading.grade(steps.get("04.2"), define(
+        TABLE.replace("COPY", copy).replace("FREQ", freq), "rope_shared_table"))
+
+
+def test_04_2_passes_a_shared_copy_read_from_the_table():
+    verdict = _table(SHARED_COPY, "table[pair]")
+    assert verdict.passed, str(verdict)
+
+
+def test_04_2_refuses_the_frequency_read_from_global_memory_beside_the_shared_copy():
+    verdict = _table(SHARED_COPY, "(inv_freq[pair] + table[pair] * float32(0))")
+    text = str(verdict)
+    assert not verdict.passed and "which its block had read before: a block reads inv_freq " \
+        "once, into its shared table" in text, text
+
+
+def test_04_2_refuses_one_thread_copying_the_whole_table():
+    verdict = _table(ALONE, "table[pair]")
+    text = str(verdict)
+    assert not verdict.passed and "of inv_freq alone: every thread helps with the copy" in text, \
+        text

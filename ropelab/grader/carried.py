@@ -35,8 +35,11 @@ LINES, LINE_CHARS, STATUS_CHARS = 60, 5000, 40  # what a child's worded failure 
 
 def _watched_fields() -> list[str]:
     sample = WatchedArray("x", np.zeros(1, np.float32))
-    # the ordering check's records of a running launch stay in the child (recording._ordering)
-    return [k for k in vars(sample) if k not in _DERIVED and not k.startswith("_order")]
+    # the ordering check's records of a running launch, and the reads a shared-copy input's
+    # blocks made, stay in the child (recording._ordering, _note_block_read: their verdicts,
+    # such as ``reread``, cross)
+    return [k for k in vars(sample) if k not in _DERIVED
+            and not k.startswith(("_order", "_block_reads"))]
 
 
 for _cls in (Trial, Launch, Access, KernelRef, ArgRef):

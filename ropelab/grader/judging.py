@@ -73,6 +73,36 @@ def foreign_read_problem(step, case, trial) -> str | None:
     return None
 
 
+def shared_copy_problem(step, case, trial) -> str | None:
+    """For an input the step copies into a shared table (``shared_copy``), in words: a block
+    that read an element of it twice (the second read should be of the table), or one thread
+    that did a block's whole copy alone.  A launch whose threads never met in shared memory
+    gets the meeting's verdict instead (:func:`whole_check_problem`): it made no table."""
+    if not trial.shared_meetings:
+        return None
+    for name in step.shared_copy:
+        w = trial.watched.get(name)
+        if w is None:
+            continue
+        if w.reread is not None:
+            index, who = w.reread
+            e = index[0] if len(index) == 1 else int(np.ravel_multi_index(index, w.shape))
+            return (f"{_thread_text(who)} read {name}[{e}], which its block had read before: "
+                    f"a block reads {name} once, into its shared table, and every later read "
+                    "is of the table")
+        readers: dict = {}
+        for (block, thread), (reads, _) in w.access.per_thread.items():
+            if reads:
+                readers.setdefault(block, set()).add(thread)
+        for block in sorted(readers):
+            if w.size > 1 and len(readers[block]) == 1:
+                (thread,) = readers[block]
+                return (f"thread {thread} of block {block} copied all {w.size} entries of "
+                        f"{name} alone: every thread helps with the copy (thread t copies "
+                        "entries t, t + blockDim.x, ...)")
+    return None
+
+
 def written(trial, got: np.ndarray, idx: list) -> list[bool]:
     """For each flat index: did any thread store to it?  On the simulator the record says;
     on a GPU the never-written sentinel's bits do."""

@@ -79,9 +79,13 @@ class WatchedArray:
     """One kernel argument that records its accesses; see the module docstring."""
 
     def __init__(self, name: str, data: np.ndarray, owner: np.ndarray | None = None,
-                 reader: np.ndarray | None = None):
+                 reader: np.ndarray | None = None, once_per_block: bool = False):
         self.name = name
         self.data = data
+        # an input each block reads once (into a shared table): the (block, element) reads
+        # seen, and the lowest element a block read again: (index, (block, thread))
+        self._block_reads = set() if once_per_block else None
+        self.reread = None
         # the global thread that alone may read each element (-1: any), or None; and the
         # lowest element read by another thread: (index, (block, thread), reader)
         self.reader = reader
@@ -193,6 +197,10 @@ class WatchedArray:
                                                                         a.reader_thread)
         block.reshape(-1)[flat], thread.reshape(-1)[flat] = who
         a.per_thread.setdefault(who, [0, 0])[1 if write else 0] += int(flat.size)
+        if not write and self._block_reads is not None:
+            for f in flat:
+                self._note_block_read(tuple(int(i) for i in np.unravel_index(int(f), self.shape)),
+                                      who)
         running = Running.launch
         if running is not None:
             if write:
@@ -233,10 +241,20 @@ class WatchedArray:
         else:
             if self.reader is not None:
                 self.foreign_read = _lowest_foreign(self.reader, index, who, self.foreign_read)
+            if self._block_reads is not None:
+                self._note_block_read(index, who)
             if a.writer_block[index] < 0 and (
                     self.read_unwritten is None or index < self.read_unwritten[0]):
                 self.read_unwritten = (index, who)
             a.reader_block[index], a.reader_thread[index] = who
+
+    def _note_block_read(self, index: tuple, who) -> None:
+        key = (who[0], index)
+        if key in self._block_reads:
+            if self.reread is None or index < self.reread[0]:
+                self.reread = (index, who)
+        else:
+            self._block_reads.add(key)
 
     def _ordering(self, running, index: tuple, write: bool, value=None) -> None:
         """Check one in-kernel access of element ``index`` against the other threads' accesses

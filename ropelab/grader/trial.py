@@ -93,7 +93,8 @@ def _run_simulated(step, case, fn) -> Trial:
                 continue
             # an input the step says each thread reads only its own elements of
             reader = case.owner if name in step.reads_own else None
-            arr = WatchedArray(name, value.copy(), reader=reader)
+            arr = WatchedArray(name, value.copy(), reader=reader,
+                               once_per_block=name in step.shared_copy)
         watched[name] = arr
         args.append(arr)
     # Every step: races are wrong code wherever they are (the threads' clocks also order the

@@ -120,6 +120,9 @@ def checked(step: Step) -> list[str]:
     if step.reads_own:
         rules.append(f"each thread's reads of {', '.join(step.reads_own)}: its own elements "
                      "only (the others' reach it through the shuffles)")
+    if step.shared_copy:
+        rules.append(f"each block reads {', '.join(step.shared_copy)} once, its threads "
+                     "sharing the copy; every later read is of the shared table")
     rules.append("no race: a thread reads what another stored (in shared memory or out) only "
                  "after a barrier both pass, never across blocks in one launch")
     rules += [rule.rule for rule in step.launch_rules]

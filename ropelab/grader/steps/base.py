@@ -136,6 +136,9 @@ class Step:
     # inputs each thread may read only its own elements of (the case's owner of out, element
     # for element): where the step's point is that threads share through shuffles, not loads
     reads_own: tuple = ()
+    # inputs each block copies into a shared table: read once per block, by more than one of
+    # its threads (the others read the table)
+    shared_copy: tuple = ()
     signature: str | None = None  # the contract as a PTX signature, for the census
     reference: tuple | None = None  # (module, qualname, factory args or None)
     reference_signature: str | None = None

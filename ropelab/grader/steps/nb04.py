@@ -231,6 +231,7 @@ STEPS = [
         counters=("instructions", "f64", "sincos", "pow", "ld_global"),
         gates=(NO_F64, NO_POW),
         shared=True,
+        shared_copy=("inv_freq",),
         make_cases=_cases_shared,
         ownership="thread i writes the two floats of pair i",
         hint=("copy with k = threadIdx.x, k += blockDim.x while k < n_pairs, then "
