@@ -113,3 +113,43 @@ def test_04_2_refuses_one_thread_copying_the_whole_table():
     text = str(verdict)
     assert not verdict.passed and "of inv_freq alone: every thread helps with the copy" in text, \
         text
+
+
+# --- 05.3: stride_ratio in float64, rounded once (round Q) -----------------------------------
+
+STRIDED = verify.load_solution(verify.solution_path(steps.get("05.3")))
+
+LAUNCH_05_3 = '''
+import math
+from numba import float32, uint64
+
+def launch_strided(x, out, positions, tokens, hidden, base):
+    n_pairs = hidden // 2
+    stride = (n_pairs + 3) // 4
+    total_threads = tokens * stride
+    exponent_step = -2.0 / hidden
+    RATIO
+    blocks = (total_threads + 63) // 64
+    my_rope_strided[blocks, 64](x, out, positions, uint64(n_pairs), uint64(stride),
+                                total_threads, float32(base), float32(exponent_step),
+                                float32(stride_ratio))
+'''
+
+
+def _strided(ratio: str):
+    fn = define(LAUNCH_05_3.replace("RATIO", ratio), "launch_strided",
+                my_rope_strided=STRIDED.my_rope_strided)
+    return grading.grade(steps.get("05.3"), fn)
+
+
+def test_05_3_passes_the_ratio_in_float64_and_refuses_it_in_float32():
+    right = _strided("stride_ratio = base ** (exponent_step * stride)")
+    assert right.passed, str(right)
+    # set I's reading: the contract's float32 exponent_step, the power in float64
+    contract = _strided("stride_ratio = base ** (float(float32(exponent_step)) * stride)")
+    assert contract.passed, str(contract)
+    single = _strided("stride_ratio = float32(base) ** (float32(exponent_step) * "
+                      "float32(stride))")
+    text = str(single)
+    assert not single.passed and "stride_ratio is " in text and "rounded once to float32" in text, \
+        text

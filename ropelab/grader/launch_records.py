@@ -154,10 +154,12 @@ class KernelRef:
 class ArgRef:
     """One argument of a launch as data: ``token`` is the same for the same object within one
     run (the buffer one launch writes and the next reads), ``size`` its elements (-1: not an
-    array)."""
+    array); ``value`` a number argument's value as a float (None for anything else), so that
+    a rule can hold a launch to the scalar its step computes (05.3's stride_ratio)."""
 
     token: int
     size: int
+    value: float | None = None
 
 
 @dataclass
@@ -187,8 +189,10 @@ class Launch:
             if key not in tokens:
                 tokens[key] = (len(tokens), value)  # the value kept: ids stay unique
             size = getattr(value, "size", None) if hasattr(value, "shape") else None
+            number = (float(value) if isinstance(value, (int, float, np.number))
+                      and not isinstance(value, bool) else None)
             return ArgRef(tokens[key][0], int(size) if isinstance(size, (int, np.integer))
-                          else -1)
+                          else -1, number)
         arguments = None if self.arguments is None else tuple(ref(a) for a in self.arguments)
         fn = self.fn if isinstance(self.fn, KernelRef) else KernelRef.of(self.fn)
         return Launch(str(self.kernel), tuple(int(v) for v in self.grid),

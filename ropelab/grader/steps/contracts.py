@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 from ..grading import Case
 from ...cuda_limits import WARP
 
@@ -111,6 +113,30 @@ def given_launch(kernel: str, grid: Callable[[Case], int], threads: int,
                     f"grid {want[0][0]} x block {want[1][0]} here")
         return None
     return LaunchRule(f"{kernel} launched last, {words}", check)
+
+
+def float32_argument(position: int, values: Callable[[Case], tuple], words: str) -> LaunchRule:
+    """The learner's launch passes, at ``position``, one of ``values(case)`` (the readings of
+    the step's float64 formula) rounded once to float32, bit for bit.  Only a value within
+    1e-4 of them is judged here: the right number rounded another way (computed in float32); a
+    value further off is the value check's, whose hint says which mistake it resembles."""
+    def check(case, launches):
+        wants = {float(np.float32(v)) for v in values(case)}
+        for launch in _learners(launches):
+            if launch.arguments is None or len(launch.arguments) <= position:
+                continue
+            got = getattr(launch.arguments[position], "value", None)
+            if got is None:
+                continue
+            got = float(np.float32(got))
+            near = min(abs(got / w - 1.0) for w in wants if w) if any(wants) else 1.0
+            if got not in wants and near < 1e-4:
+                return (f"{launch.kernel}[{launch.text()}]: {words} is {got!r}, but the step's "
+                        f"float64 value rounded once to float32 is {min(wants)!r}")
+        return None
+    return LaunchRule(f"{words}: computed in float64, rounded once to float32", check,
+                      f"compute {words} with Python floats (float64) and round it once, as "
+                      "float32(...) in the launch")
 
 
 def reads_what_was_written(kernel: str, position: int, per_block: int,

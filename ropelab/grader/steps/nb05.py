@@ -18,6 +18,7 @@ from ...kernels import flat, pair_sincos
 from ...tolerance import max_angle
 from ..grading import Case, Gate
 from .base import Step
+from .contracts import float32_argument
 from .cases import (base, MAX_POSITION, NO_F64, ONE_THREAD_HINT, ROPE_IN, THREADS, blocks,
                     freqs, owner_of, rng_for, rope_cases, signature_of, tolerance)
 
@@ -115,6 +116,14 @@ def _strided_fill(case, tokens, hidden):
 
 def _cases_strided(big: bool) -> list[Case]:
     return rope_cases("05-strided-recurrence", big, _strided_fill, _first_slot_only)
+
+
+def _stride_ratios(case: Case) -> tuple:
+    """05.3's stride_ratio, base ** (exponent_step * stride), in float64: with exponent_step =
+    -2 / hidden unrounded, or as the contract's float32 exponent_step (set I read it so)."""
+    hidden = int(case.inputs["hidden"])
+    stride, b = _stride(hidden // 2), float(case.inputs["base"])
+    return (b ** ((-2.0 / hidden) * stride), b ** (float(np.float32(-2.0 / hidden)) * stride))
 
 
 def _cases_launch(big: bool) -> list[Case]:
@@ -261,6 +270,8 @@ STEPS = [
                      "most 1024, none of them wholly idle"),
         make_cases=_cases_launch,
         **MY_ROPE_STRIDED.launching(owned=True),  # "stride threads per row"
+        launch_rules=(float32_argument(_STRIDED_ARGS.index("stride_ratio"), _stride_ratios,
+                                       "stride_ratio"),),
         hint=("stride_ratio = base ** (exponent_step * stride), computed in Python float64 and "
               "passed as float32"),
         bounds_hint="a launch argument is off: total_threads = tokens * stride",
