@@ -78,7 +78,8 @@ MY_ROPE_BLOCK2D = Step(
     title="block2d's stride loop: every pair of a row, whatever the block size",
     kernel_name="my_rope_block2d",
     task="thread t of block `token` rotates pairs t, t + blockDim, t + 2 blockDim, ... of "
-         "that token's row, computing each pair's frequency",
+         "that token's row, computing each pair's frequency (a while loop: for a range() "
+         "whose step is known only at run time Numba divides)",
     arguments=("x", "out", "positions", "n_pairs", "base"),
     contract=f"{ROPE_IN}; n_pairs: uint64 = hidden / 2; base: float32 = 10000",
     launch_text=(f"grid: one block per token, {BLOCK2D_THREADS} threads per block (fewer than "
