@@ -189,7 +189,7 @@ class Launch:
             if key not in tokens:
                 tokens[key] = (len(tokens), value)  # the value kept: ids stay unique
             size = getattr(value, "size", None) if hasattr(value, "shape") else None
-            number = (float(value) if isinstance(value, (int, float, np.number))
+            number = (float(value) if isinstance(value, (int, float, np.integer, np.floating))
                       and not isinstance(value, bool) else None)
             return ArgRef(tokens[key][0], int(size) if isinstance(size, (int, np.integer))
                           else -1, number)
