@@ -240,15 +240,15 @@ def _compare(ex, name: str, case: Case, trial) -> Verdict | None:
                         f"hint: {diagnose(case, got, e, ex.hint, ex.arguments, trial)}")
     foreign = judging.ownership_problem(ex, case, trial)
     read = None if foreign else judging.foreign_read_problem(ex, case, trial)
-    copied = None if foreign or read else judging.shared_copy_problem(ex, case, trial)
-    if copied:
-        return _verdict(ex.id, "wrong", f"the values are right, but {copied} [case "
-                        f"{case.label}]", "hint: the block's threads share the copy, the "
-                        "block waits, and then the frequency comes from the shared table")
     if read:
         return _verdict(ex.id, "wrong", f"the values are right, but {read} [case "
                         f"{case.label}]", "hint: each lane loads only its own floats; the "
                         "shuffle butterfly brings it the sum of everyone else's")
+    copied = None if foreign else judging.shared_copy_problem(ex, case, trial)
+    if copied:
+        return _verdict(ex.id, "wrong", f"the values are right, but {copied} [case "
+                        f"{case.label}]", "hint: the block's threads share the copy, the "
+                        "block waits, and then the frequency comes from the shared table")
     if foreign:
         return _verdict(ex.id, "wrong", f"the values are right, but {foreign} [case "
                         f"{case.label}]", "hint: a thread writes only the elements the step "

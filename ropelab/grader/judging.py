@@ -36,6 +36,11 @@ def _thread_text(who) -> str:
     return f"thread {thread} of block {block}"
 
 
+def _flat(index: tuple, shape: tuple) -> int:
+    """The flat element number of a recorded ``index`` (a tuple) into an array of ``shape``."""
+    return index[0] if len(index) == 1 else int(np.ravel_multi_index(index, shape))
+
+
 def launch_rule_problem(step, case, trial) -> tuple[str, str] | None:
     """(what is wrong, hint) for the first ``launch_rules`` entry the launches break."""
     for rule in getattr(step, "launch_rules", ()):
@@ -52,7 +57,7 @@ def ownership_problem(step, case, trial) -> str | None:
         return None
     index, who, owner = out.foreign_write
     tpb = int(np.prod(case.block))
-    e = index[0] if len(index) == 1 else int(np.ravel_multi_index(index, out.shape))
+    e = _flat(index, out.shape)
     return (f"{_thread_text(who)} wrote out[{e}], {case.locate(e)}, which is thread "
             f"{owner % tpb} of block {owner // tpb}'s to write: {step.ownership}")
 
@@ -66,7 +71,7 @@ def foreign_read_problem(step, case, trial) -> str | None:
             continue
         index, who, reader = w.foreign_read
         tpb = int(np.prod(case.block))
-        e = index[0] if len(index) == 1 else int(np.ravel_multi_index(index, w.shape))
+        e = _flat(index, w.shape)
         return (f"{_thread_text(who)} read {name}[{e}], {case.locate(e)}, which is thread "
                 f"{reader % tpb} of block {reader // tpb}'s: {step.ownership}, and the others' "
                 "values reach it through the shuffles, not through loads")
@@ -86,16 +91,18 @@ def shared_copy_problem(step, case, trial) -> str | None:
             continue
         if w.reread is not None:
             index, who = w.reread
-            e = index[0] if len(index) == 1 else int(np.ravel_multi_index(index, w.shape))
+            e = _flat(index, w.shape)
             return (f"{_thread_text(who)} read {name}[{e}], which its block had read before: "
                     f"a block reads {name} once, into its shared table, and every later read "
                     "is of the table")
+        if w.size < 2:  # a one-entry table: one thread is all the copy needs
+            continue
         readers: dict = {}
         for (block, thread), (reads, _) in w.access.per_thread.items():
             if reads:
                 readers.setdefault(block, set()).add(thread)
         for block in sorted(readers):
-            if w.size > 1 and len(readers[block]) == 1:
+            if len(readers[block]) == 1:
                 (thread,) = readers[block]
                 return (f"thread {thread} of block {block} copied all {w.size} entries of "
                         f"{name} alone: every thread helps with the copy (thread t copies "
@@ -130,7 +137,7 @@ def read_before_written(trial, idx: list) -> str | None:
     if out is None or out.read_unwritten is None:
         return None
     index, who = out.read_unwritten
-    e = index[0] if len(index) == 1 else int(np.ravel_multi_index(index, out.shape))
+    e = _flat(index, out.shape)
     return (f"out is read before it is written: {_thread_text(who)} read out[{e}] before any "
             "thread had stored to it.  out starts uninitialised (the grader fills it with NaN; "
             "on a GPU it holds whatever was there), so `out[i] += ...` adds to garbage: store "

@@ -82,19 +82,23 @@ def predict_sources():
     return Rendered(" and ".join(parts), path)
 
 
-def _check_docs(set_name: str, folder: str = "predict", tail: str = "") -> list:
-    """``(path, doc)`` of every check of a held-out set, oldest first
-    (``data/<folder>/check-<set>-*<tail>.json``, written by ``python -m ropelab.grader.predict
-    --check-set DIR --save``)."""
+def _docs(folder: str, pattern: str) -> list:
+    """``(path, doc)`` of every JSON file ``data/<folder>/<pattern>``, oldest (by name) first."""
     import json
 
     from ..measure import records
 
-    pattern = f"check-{set_name}-*{tail}.json"
     found = sorted((records.DATA_DIR / folder).glob(pattern))
     if not found:
         raise LookupError(f"no data/{folder}/{pattern}")
     return [(p, json.loads(p.read_text())) for p in found]
+
+
+def _check_docs(set_name: str, folder: str = "predict", tail: str = "") -> list:
+    """``(path, doc)`` of every check of a held-out set, oldest first
+    (``data/<folder>/check-<set>-*<tail>.json``, written by ``python -m ropelab.grader.predict
+    --check-set DIR --save``)."""
+    return _docs(folder, f"check-{set_name}-*{tail}.json")
 
 
 def _words(s: dict) -> str:
@@ -209,34 +213,17 @@ BLIND_CHECKS = {
 }
 for _key, _summary in BLIND_CHECKS.items():
     @number(_key)
-    def predict_blind(summary=_summary) -> Rendered:
-        import json
-
-        from .. import resources
-
+    def predict_kept_outside(summary=_summary) -> Rendered:
         folder, name = summary
-        path = resources.data_dir() / "heldout" / folder / name
-        return Rendered(_words(json.loads(path.read_text())["summary"]),
-                        f"data/heldout/{folder}/{name}")
-
-
-def _host_copy_probe():
-    import json
-
-    from .. import resources
-
-    found = sorted((resources.data_dir() / "predict" / "h100" / "host_copy").glob(
-        "host_copy_probe-*.json"))
-    if not found:
-        raise LookupError("no data/predict/h100/host_copy/host_copy_probe-*.json")
-    return found[-1], json.loads(found[-1].read_text())
+        found, doc = _docs(f"heldout/{folder}", name)[0]
+        return Rendered(_words(doc["summary"]), f"data/heldout/{folder}/{found.name}")
 
 
 @number("predict.host_copy_10_4")
 def predict_host_copy() -> Rendered:
     """Where 10.4's time goes (``scripts/gpu_host_copy_probe.py``): ropelab's solution, run
     after run, against the same kernel with its positions copied before the timing."""
-    path, doc = _host_copy_probe()
+    path, doc = _docs("predict/h100/host_copy", "host_copy_probe-*.json")[-1]
     runs = [r["median_us"] for r in doc["rows"] if r["label"].startswith("solution")]
     alone = next(r["median_us"] for r in doc["rows"] if r["label"].startswith("positions"))
     idle, busy = (r["median_us"] for r in doc["host_to_device_4kb"])

@@ -176,6 +176,9 @@ def job_key(job: dict, signature: str) -> str:
 # The child: rebuild each function, compile it, count
 # --------------------------------------------------------------------------------------------
 
+DEVICE_JIT = "_ropelab_device_jit"  # the rebuilt helpers' decorator, bound in their namespace
+
+
 def rebuild_source(job: dict, counter: list):
     """(In the child.)  The function ``job`` ships, rebuilt from its source and globals
     (``counter`` numbers the rebuilt names)."""
@@ -195,9 +198,6 @@ def rebuild_source(job: dict, counter: list):
     counter[0] += 1
     exec(compile(tree, f"<shipped kernel {counter[0]}>", "exec"), namespace)  # noqa: S102
     return namespace[job["function"]]
-
-
-DEVICE_JIT = "_ropelab_device_jit"  # the rebuilt helpers' decorator, bound in their namespace
 
 
 def _inline_device_helpers(tree) -> None:
