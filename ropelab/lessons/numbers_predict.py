@@ -198,6 +198,9 @@ H100_CHECKS = {
     # predictions registered before its one run (v9 samples a launch's blocks at both ends and
     # the middle of its grid; set M's misses shaped it)
     "predict.h100_n_v9": ("set_n", "v9", "20261207T165657"),
+    # set P, blind in the same way: written by a third learner of that session, registered
+    # before its one run (a run of its own, on a later machine)
+    "predict.h100_p_v9": ("set_p", "v9", "20261207T185147"),
 }
 for _key, _check in H100_CHECKS.items():
     @number(_key)
@@ -217,6 +220,36 @@ for _key, _summary in BLIND_CHECKS.items():
         folder, name = summary
         found, doc = _docs(f"heldout/{folder}", name)[0]
         return Rendered(_words(doc["summary"]), f"data/heldout/{folder}/{found.name}")
+
+
+def _against_target(summary: dict) -> str:
+    """One check against issue 24's three-part target: mean and worst |error|, and the steps
+    (families) where the trivial model does better."""
+    worse = sorted(f.removeprefix("step:") for f in summary["families_worse_than_trivial"])
+    steps = (f"the trivial model better on {len(worse)} of {len(summary['families'])} steps "
+             f"({', '.join(worse)})" if worse else
+             f"the trivial model better on none of its {len(summary['families'])} steps")
+    return (f"mean {pct(summary['model_mean'], 1)}, worst {pct(summary['model_max'], 1)}, "
+            f"{steps}")
+
+
+@number("predict.v9_blind_targets")
+def predict_v9_blind_targets() -> Rendered:
+    """v9 on the three sets written after it, each registered before its one GPU run (sets N
+    and P in the project, O kept outside), against the target: mean <= 15%, worst <= 30%, and
+    no family where the trivial model does better."""
+    parts, records = [], []
+    for label, (set_name, model, stamp) in (("N", H100_CHECKS["predict.h100_n_v9"]),
+                                            ("P", H100_CHECKS["predict.h100_p_v9"])):
+        found, doc = _check_docs(set_name, "predict/h100", f"{stamp}-{model}")[-1]
+        parts.append((label, doc["summary"]))
+        records.append(f"data/predict/h100/{found.name}")
+    folder, name = BLIND_CHECKS["predict.h100_o_v9"]
+    found, doc = _docs(f"heldout/{folder}", name)[0]
+    parts.insert(1, ("O", doc["summary"]))
+    records.insert(1, f"data/heldout/{folder}/{found.name}")
+    return Rendered("; ".join(f"set {label}: {_against_target(s)}" for label, s in parts),
+                    "; ".join(records))
 
 
 @number("predict.host_copy_10_4")
