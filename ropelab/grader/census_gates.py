@@ -52,6 +52,12 @@ COUNTER_LABELS = {
     "pow_pass": "pow on one pass (one lg2.approx each)",
     "pow_per_slot": "pow in the loop that rotates (ex2.approx)",
     "local_bytes": "local memory (bytes per thread)",
+    # read from the tables above (no counter of their own in the census rows)
+    "shfl_not_xor": "warp shuffles other than the butterfly's (shfl_down, shfl_idx ...)",
+    "atomics_shared": "atomics on shared memory",
+    "sin": "sin (sin.approx)",
+    "cos": "cos (cos.approx)",
+    "ex2": "exponentials (ex2.approx: one per pow)",
 }
 
 
@@ -64,6 +70,12 @@ def counter_value(row: dict, name: str):
         return sum(n for op, n in ops.items() if op.split(".")[-1].startswith("s"))
     if name == "ld_global_128":
         return row["ld_global"].get("128", 0)
+    if name == "shfl_not_xor":  # a shfl_down tree and its broadcast (shfl_idx) are not a butterfly
+        return sum(n for mode, n in row["shfl_ops"].items() if mode != "bfly")
+    if name == "atomics_shared":
+        return sum(n for space, n in row["atomics"].items() if space.startswith("shared"))
+    if name in ("sin", "cos", "ex2"):  # two pows of one base share their lg2, not their ex2
+        return row["sfu"].get(name, 0)
     return row[name]
 
 
@@ -178,9 +190,30 @@ def judge(ex, kernel, trial) -> Outcome:
                     mine, ref, ex.counters, ex.reference_label)), first=(
                         f"the values are right, but {whose}"
                         + _gate_text(gate, got_value, judged, signature)))
+        # After the gates: a kernel that ignores a handed-over value computes it some other
+        # way, and a gate names that way more precisely (a pow in the loop) where one does.
+        unread = _unread_argument(ex, judged)
+        if unread is not None:
+            return Outcome("not solved yet", tuple(census_lines(
+                mine, ref, ex.counters, ex.reference_label)), first=(
+                    f"the values are right, but {whose}{name} never reads `{unread[0]}`: "
+                    f"{unread[1]}"))
     mine = rows[0]
     return Outcome("PASS", tuple(census_lines(mine, ref, ex.counters, ex.reference_label)),
                    census=mine)
+
+
+def _unread_argument(ex, kernel) -> tuple | None:
+    """The first ``(argument, why)`` of ``ex.must_read`` that the kernel's source never reads
+    (a parameter of that name that no expression loads), or None."""
+    if not ex.must_read:
+        return None
+    source, _ = read_source(kernel_census.python_function(kernel) or kernel)
+    if source is None:
+        return None
+    loaded = {node.id for node in ast.walk(ast.parse(textwrap.dedent(source)))
+              if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    return next(((arg, why) for arg, why in ex.must_read if arg not in loaded), None)
 
 
 def _same_code(kernel) -> None:

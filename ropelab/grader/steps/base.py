@@ -139,6 +139,9 @@ class Step:
     # inputs each block copies into a shared table: read once per block, by more than one of
     # its threads (the others read the table)
     shared_copy: tuple = ()
+    # (argument, why) pairs: arguments the kernel must read, where the step hands it a value so
+    # that it need not compute it (05.4's stride_ratio); checked once the values are right
+    must_read: tuple = ()
     signature: str | None = None  # the contract as a PTX signature, for the census
     reference: tuple | None = None  # (module, qualname, factory args or None)
     reference_signature: str | None = None

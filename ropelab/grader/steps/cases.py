@@ -112,6 +112,19 @@ ROPE_IN = ("x, out: float32[tokens * hidden] (rows one after the other); "
 NO_F64 = Gate("f64", "<=", 0, "the fast-math build has {got} float64 instructions (the goal: "
               "{limit}): in Numba a bare literal (2.0) or an int / int division is a float64; "
               "wrap it in float32(...)")
+
+
+def butterfly_only(what: str) -> Gate:
+    """The step's sum is the shuffle butterfly's: ``shfl_xor_sync`` leaves it in every lane.  A
+    ``shfl_down_sync`` tree gathers it in lane 0, and then a broadcast (``shfl_sync``) hands it
+    out: the same values, one more shuffle, and not the method the step teaches."""
+    return Gate("shfl_not_xor", "<=", 0, (
+        "the PTX has {got} shuffles that are not the butterfly's (shfl_down, shfl_up or a "
+        f"broadcast): the step asks for {what} by the butterfly, cuda.shfl_xor_sync(mask, v, "
+        "m) for m = 16, 8, 4, 2, 1, which leaves the whole sum in every lane with nothing to "
+        "broadcast"))
+
+
 NO_SIGNED_DIVISION = Gate(
     "signed_divrem", "<=", 0, "the PTX has {got} signed integer div/rem instructions (div.s64, "
     "rem.s64; the goal: {limit}): // and % on a signed int (cuda.grid(1) is an int64) are "

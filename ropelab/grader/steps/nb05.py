@@ -29,6 +29,12 @@ PAIRS_PER_THREAD = 4
 ONE_POW = Gate("pow_pass", "<=", 1, "one pass through your kernel computes {got} pow (the goal: "
                                     "{limit} per thread): after the first slot, f = f * "
                                     "stride_ratio")
+# The strided steps hand over the ratio between a thread's frequencies: a kernel that ignores
+# it makes each next frequency some other way (a second pow of the same base shares the first
+# one's lg2, so the pow count sees one).
+STRIDE_RATIO_READ = (("stride_ratio", "the step hands you the ratio between a thread's "
+                      "frequencies: one pow gives its first slot's f, then each next slot's "
+                      "is f * stride_ratio"),)
 NO_POW_IN_LOOP = Gate("pow_per_slot", "<=", 0, "math.pow runs inside the loop that rotates the "
                       "slots, once per slot (the goal: once per thread, before that loop): step "
                       "the frequency with f = f * stride_ratio")
@@ -218,6 +224,7 @@ MY_ROPE_STRIDED = Step(
     reference_signature=signature_of(pair_sincos.VARIANT),
     counters=("instructions", "int_divrem", "f64", "sincos_pass", "pow_pass", "pow_per_slot"),
     gates=(NO_F64, ONE_POW, NO_POW_IN_LOOP),
+    must_read=STRIDE_RATIO_READ,
     make_cases=_cases_strided,
     ownership="thread j of a row writes the pairs of its slots j, j + stride, ... of that row",
     hint="slot j has frequency f_j; slot j + stride has f_j * stride_ratio",
@@ -247,7 +254,12 @@ STEPS = [
                                             "angle"),
                Gate("pow_pass", "<=", 1, "one pass through your kernel (one pair) computes "
                                          "{got} pow (the goal: {limit}): a pair has one "
-                                         "frequency")),
+                                         "frequency"),
+               Gate("cos", ">=", 1, "the PTX computes no cos: the step asks for one cos and "
+                                    "one sin of the angle (math.cos, math.sin); a cos written "
+                                    "as a shifted sin rounds the angle once more"),
+               Gate("sin", ">=", 1, "the PTX computes no sin: the step asks for one cos and "
+                                    "one sin of the angle (math.cos, math.sin)")),
         make_cases=_cases_one_angle,
         ownership="thread i writes the two floats of pair i",
         hint=("f = math.pow(base, exponent_step * float32(pair)); angle = "
@@ -296,6 +308,7 @@ STEPS = [
         reference_signature=signature_of(pair_sincos.VARIANT),
         counters=("instructions", "int_divrem", "f64", "sincos_pass", "pow_pass", "pow_per_slot"),
         gates=(NO_F64, ONE_POW, NO_POW_IN_LOOP),
+        must_read=STRIDE_RATIO_READ,
         make_cases=_cases_heads,
         ownership=("thread j of a head writes the floats a and a + partner of its slots j, "
                    "j + stride, ... of that head"),

@@ -23,7 +23,7 @@ from ...tolerance import max_angle
 from ..grading import Case, Gate
 from .base import Step
 from .. import case_base
-from .cases import (base, MAX_POSITION, NO_F64, blocks, owner_of, rng_for, signature_of,
+from .cases import (base, MAX_POSITION, NO_F64, blocks, butterfly_only, owner_of, rng_for, signature_of,
                     tolerance)
 from .contracts import threads_multiple_of
 
@@ -39,6 +39,13 @@ def _eps():
     return case_base.eps(EPS)
 HAS_SHUFFLE = Gate("shfl", ">=", 1, "the PTX has no warp shuffle: the sum of squares is the "
                                     "shuffle butterfly's (cuda.shfl_xor_sync)")
+# 06.2's four warp sums meet by plain stores and a barrier, the pattern it teaches; an atomic
+# add on shared memory gives the same total (in some order) without it.
+SUMS_IN_SHARED = Gate("atomics_shared", "<=", 0, (
+    "the warps' sums meet through an atomic add on shared memory ({got} in the PTX): the step "
+    "asks lane 0 of "
+    "warp w to store its sum in partial[w] (a plain store: each slot has one writer), then "
+    "cuda.syncthreads(), then every thread adds the 4"))
 
 
 def _reference_signature() -> str:
@@ -307,7 +314,7 @@ STEPS = [
         reference=_REFERENCE,
         reference_signature=_reference_signature(),
         counters=("instructions", "f64", "shfl", "ld_global", "st_global", "local_bytes"),
-        gates=(NO_F64, HAS_SHUFFLE),
+        gates=(NO_F64, HAS_SHUFFLE, butterfly_only("the row's sum of squares")),
         make_cases=_cases_warp,
         ownership="lane l of row r's warp writes floats 2l and 2l + 1 of row r",
         reads_own=("x",),  # the row's sum comes through the butterfly, not 64 loads a lane
@@ -329,7 +336,7 @@ STEPS = [
         reference=_REFERENCE,
         reference_signature=_reference_signature(),
         counters=("instructions", "f64", "shfl", "ld_global", "st_global"),
-        gates=(NO_F64, HAS_SHUFFLE),
+        gates=(NO_F64, HAS_SHUFFLE, butterfly_only("each warp's sum"), SUMS_IN_SHARED),
         shared=True,
         make_cases=_cases_wide,
         ownership="thread t of block r writes floats 2t and 2t + 1 of row r",

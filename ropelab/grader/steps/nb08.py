@@ -29,7 +29,7 @@ from ...problem import FusedProblem
 from ...tolerance import max_angle
 from ..grading import Case, Gate
 from .base import Step
-from .cases import (BASE, MAX_POSITION, NO_F64, base, blocks, owner_of, rng_for, signature_of,
+from .cases import (BASE, MAX_POSITION, NO_F64, base, blocks, butterfly_only, owner_of, rng_for, signature_of,
                     tolerance)
 from .contracts import (blocks_at_most, given_launch, reads_what_was_written,
                         threads_exactly)
@@ -349,7 +349,7 @@ STEPS = [
         launch_text=_WARP_LAUNCH,
         signature="void(float32[::1], float32[::1], float32[::1], float32[::1], int64)",
         counters=("instructions", "f64", "shfl", "ld_global", "st_global"),
-        gates=(NO_F64, HAS_SHUFFLE),
+        gates=(NO_F64, HAS_SHUFFLE, butterfly_only("the sum of dn * n over the head")),
         **_CENSUS,
         make_cases=_cases_norm_backward,
         ownership="lane l of head w's warp writes floats 2l and 2l + 1 of head w",

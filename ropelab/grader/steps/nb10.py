@@ -28,7 +28,7 @@ from ...problem import FusedProblem
 from ..grading import Gate
 from . import nb10_cases as c
 from .base import Step
-from .cases import BASE, NO_F64, signature_of
+from .cases import BASE, NO_F64, butterfly_only, signature_of
 from .contracts import blocks_exactly, threads_exactly
 
 NOTEBOOK = "10_serving"
@@ -78,7 +78,7 @@ KV_WRITE = Step(
     signature=("void(float32[::1], float32[::1], int32[::1], int64[::1], float32[::1], "
                "float32[::1], int64, int64)"),
     counters=("instructions", "f64", "shfl", "sincos", "ld_global", "st_global"),
-    gates=(NO_F64, HAS_SHUFFLE),
+    gates=(NO_F64, HAS_SHUFFLE, butterfly_only("the K head's sum of squares")),
     **_reference(False),
     make_cases=c.kv_cases,
     ownership="lane l of token t's warp writes floats 2l and 2l + 1 of t's K row and V row",
