@@ -597,3 +597,43 @@ def test_the_fresh_case_of_a_norm_step_draws_another_eps():
     fixed = next(c for c in step.cases() if fresh.label == f"{c.label}, {unseen.FRESH}")
     assert float(fixed.inputs["eps"]) == pytest.approx(1e-6)
     assert float(fresh.inputs["eps"]) == case_base.OTHER_EPS
+
+
+@pytest.mark.skipif(platform.machine() not in confine._ARCHES or sys.platform != "linux",
+                    reason="the seccomp filter is written for Linux on x86_64 and aarch64")
+@pytest.mark.parametrize("how", ["pathlib.Path(PATH).write_text('{}')",
+                                 "os.close(os.open(PATH, os.O_WRONLY | os.O_CREAT))",
+                                 "os.rename(READ, PATH)", "os.symlink(READ, PATH)",
+                                 "os.mkdir(PATH)"])
+def test_the_graded_code_cannot_write_a_file(tmp_path, how):
+    """A census row in the user cache is trusted by its key alone: a file written by the graded
+    code would pass a later kernel that computes in float64.  The child writes no file at all."""
+    target, existing = tmp_path / "forged.json", tmp_path / "read.json"
+    existing.write_text("{}")
+    launch = _define(f'''
+        import os
+        import pathlib
+
+        def launch_scale(x, out, scale, n):
+            {how.replace("PATH", repr(str(target))).replace("READ", repr(str(existing)))}
+            scale_blocks[(n + 31) // 32, 32](x, out, scale, n)
+        ''', "launch_scale", SCALE)
+    verdict = steps.check(launch, "ramp.5", quiet=True)  # graded in the forked child
+    assert verdict.status == "error" and "PermissionError" in str(verdict), str(verdict)
+    assert not target.exists() and existing.read_text() == "{}"
+
+
+@pytest.mark.skipif(platform.machine() not in confine._ARCHES or sys.platform != "linux",
+                    reason="the seccomp filter is written for Linux on x86_64 and aarch64")
+def test_the_graded_code_still_reads_files(tmp_path):
+    readable = tmp_path / "scale.txt"
+    readable.write_text("1")
+    launch = _define(f'''
+        import pathlib
+
+        def launch_scale(x, out, scale, n):
+            pathlib.Path({str(readable)!r}).read_text()
+            scale_blocks[(n + 31) // 32, 32](x, out, scale, n)
+        ''', "launch_scale", SCALE)
+    verdict = steps.check(launch, "ramp.5", quiet=True)
+    assert verdict.passed, str(verdict)

@@ -1,4 +1,4 @@
-"""Keep the grading child's signals to itself (Linux: a seccomp filter).
+"""Keep the grading child's signals to itself and its hands off the file system (Linux: seccomp).
 
 The learner's code runs in the forked grading child as the same user as the notebook, so
 without this it could ``os.kill(os.getppid(), signal.SIGINT)`` (``steps.check`` raises
@@ -16,8 +16,18 @@ runs, the child installs a seccomp filter (inherited by everything it starts) un
 * ``fcntl`` ``F_SETOWN``/``F_SETOWN_EX``/``F_SETSIG`` and ``ioctl`` ``FIOSETOWN``/``SIOCSPGRP``
   fail (they make the kernel send another process SIGIO, or a signal of the caller's choice);
 
+* no file is written, created, renamed, linked, removed or re-permissioned: ``open`` and
+  ``openat`` with a writing or creating flag (``O_WRONLY``, ``O_RDWR``, ``O_CREAT``,
+  ``O_TRUNC``, ``O_APPEND``) fail, and so do ``creat``, ``truncate``, ``rename*``, ``link*``,
+  ``symlink*``, ``unlink*``, ``mkdir*``, ``rmdir``, ``mknod*``, ``chmod``/``fchmodat``, and the
+  calls whose arguments a filter cannot read (``openat2``, ``open_by_handle_at``,
+  ``io_uring_setup``).  The parent trusts files the child could otherwise forge: the census
+  cache (a row keyed by a kernel's source, whose float64 count of 0 would pass a kernel that
+  computes in float64), the progress file, the notebooks.  The child writes only to the
+  pipes it was handed;
+
 each refusal is ``EPERM``, which Python raises as ``PermissionError``.  Every other system call
-is untouched.  The child also gives up its capabilities, and while a grading child lives the
+is untouched (reads, and writes to file descriptors already open).  The child also gives up its capabilities, and while a grading child lives the
 parent (the notebook) is non-dumpable (:func:`guard_parent`), so the child cannot open
 ``/proc/<parent>/mem``.  :func:`confine` installs nothing (it returns False) where there is no
 Linux ``prctl`` or on an architecture whose system-call numbers are not listed here: there the
@@ -38,12 +48,31 @@ _ARCHES = {
     "x86_64": (0xC000003E, {"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129,
                             "rt_tgsigqueueinfo": 297, "pidfd_send_signal": 424, "ptrace": 101,
                             "process_vm_writev": 311, "setpgid": 109, "setsid": 112,
-                            "fcntl": 72, "ioctl": 16}),
+                            "fcntl": 72, "ioctl": 16,
+                            # the file system
+                            "open": 2, "openat": 257, "creat": 85, "openat2": 437,
+                            "open_by_handle_at": 304, "io_uring_setup": 425, "truncate": 76,
+                            "rename": 82, "renameat": 264, "renameat2": 316, "link": 86,
+                            "linkat": 265, "symlink": 88, "symlinkat": 266, "unlink": 87,
+                            "unlinkat": 263, "mkdir": 83, "mkdirat": 258, "rmdir": 84,
+                            "mknod": 133, "mknodat": 259, "chmod": 90, "fchmodat": 268}),
     "aarch64": (0xC00000B7, {"kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138,
                              "rt_tgsigqueueinfo": 240, "pidfd_send_signal": 424, "ptrace": 117,
                              "process_vm_writev": 271, "setpgid": 154, "setsid": 157,
-                             "fcntl": 25, "ioctl": 29}),
+                             "fcntl": 25, "ioctl": 29,
+                             # the file system (aarch64 has only the *at calls)
+                             "openat": 56, "openat2": 437, "open_by_handle_at": 265,
+                             "io_uring_setup": 425, "truncate": 45, "renameat": 38,
+                             "renameat2": 276, "linkat": 37, "symlinkat": 36, "unlinkat": 35,
+                             "mkdirat": 34, "mknodat": 33, "fchmodat": 53}),
 }
+# open flags that write or create: O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND (the same bits
+# on both architectures)
+_WRITE_FLAGS = 0x1 | 0x2 | 0x40 | 0x200 | 0x400
+# calls that change the file system whatever their arguments
+_FS_CHANGES = ("creat", "openat2", "open_by_handle_at", "io_uring_setup", "truncate", "rename",
+               "renameat", "renameat2", "link", "linkat", "symlink", "symlinkat", "unlink",
+               "unlinkat", "mkdir", "mkdirat", "rmdir", "mknod", "mknodat", "chmod", "fchmodat")
 # fcntl and ioctl commands that name a process to be sent signals (SIGIO, or F_SETSIG's choice)
 _F_SETOWN, _F_SETSIG, _F_SETOWN_EX = 8, 10, 15
 _FIOSETOWN, _SIOCSPGRP = 0x8901, 0x8902
@@ -77,6 +106,10 @@ def _program(arch: int, numbers: dict, pid: int) -> list[tuple]:
             block += [(_JEQ, 0, 1, c), (_RET, 0, 0, _EPERM)]
         return block + [(_RET, 0, 0, _ALLOW)]
 
+    def reads_only(arg: int):  # the open flags in argument ``arg`` must not write, else EPERM
+        return [(_LD_ABS, 0, 0, _ARG0 + 8 * arg), (_JSET, 0, 1, _WRITE_FLAGS),
+                (_RET, 0, 0, _EPERM), (_RET, 0, 0, _ALLOW)]
+
     refuse = [(_RET, 0, 0, _EPERM)]
     rules = {"kill": only(pid, 0, -pid), "tkill": only(pid), "tgkill": only(pid),
              "rt_sigqueueinfo": only(pid), "rt_tgsigqueueinfo": only(pid),
@@ -84,8 +117,13 @@ def _program(arch: int, numbers: dict, pid: int) -> list[tuple]:
              # the group is the child's for good: kill(0) then stays in it
              "setpgid": refuse, "setsid": refuse,
              "fcntl": never(_F_SETOWN, _F_SETSIG, _F_SETOWN_EX),
-             "ioctl": never(_FIOSETOWN, _SIOCSPGRP)}
+             "ioctl": never(_FIOSETOWN, _SIOCSPGRP),
+             # files are read, never written: open(path, flags), openat(dir, path, flags)
+             "open": reads_only(1), "openat": reads_only(2),
+             **{name: refuse for name in _FS_CHANGES}}
     for name, block in rules.items():
+        if name not in numbers:  # aarch64 has no open, rename, ...
+            continue
         # a block ends in a return; the jump skips it for every other call
         prog += [(_JEQ, 0, len(block), numbers[name])] + block
     prog.append((_RET, 0, 0, _ALLOW))
