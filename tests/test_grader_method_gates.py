@@ -6,8 +6,9 @@ passes, and the same solution rewritten to the other method is refused with word
 * 05.2 and 05.4 ask for one pow a thread, then ``f * stride_ratio``: a kernel that never reads
   ``stride_ratio`` (its second pow of the same base shares the first one's lg2, so the pow count
   saw one) is refused;
-* 06.2 asks the warps' sums to meet by plain stores and a barrier: an atomic add on shared
-  memory is refused;
+* 06.2 asks the warps' sums to meet by plain stores and a barrier, and every thread to add the
+  four itself: an atomic add on shared memory is refused, and so is a total that one thread
+  adds for the others;
 * 06.1, 06.2, 08.2 and 10.3 ask for the butterfly: a ``shfl_down`` tree and a broadcast are
   refused.
 """
@@ -91,9 +92,10 @@ def test_06_2_sums_met_through_a_shared_atomic_are_refused():
         "    if lane == 0:\n        partial[warp] = ss\n"
         "    cuda.syncthreads()  # the four sums are written before anyone adds them\n"
         "    total = partial[0] + partial[1] + partial[2] + partial[3]\n",
-        "    if t == 0:\n        partial[0] = float32(0.0)\n    cuda.syncthreads()\n"
-        "    if lane == 0:\n        cuda.atomic.add(partial, 0, ss)\n"
-        "    cuda.syncthreads()\n    total = partial[0]\n"))
+        "    if t < 4:\n        partial[t] = float32(0.0)\n    cuda.syncthreads()\n"
+        "    if lane == 0:\n        cuda.atomic.add(partial, warp, ss)\n"
+        "    cuda.syncthreads()\n"
+        "    total = partial[0] + partial[1] + partial[2] + partial[3]\n"))
     _refused("06.2", kernel, "an atomic add on shared memory")
 
 
@@ -106,3 +108,14 @@ def test_a_shfl_down_tree_and_a_broadcast_are_refused_where_the_step_asks_for_th
     _passes(step_id, name)
     kernel = _rewritten(step_id, name, *_tree_and_broadcast(v))
     _refused(step_id, kernel, "shuffles that are not the butterfly's")
+
+
+def test_06_2_a_total_one_thread_adds_for_the_others_is_refused():
+    kernel = _rewritten("06.2", "rms_norm_256", (
+        "    total = partial[0] + partial[1] + partial[2] + partial[3]\n",
+        "    if t == 0:\n"
+        "        partial[0] = partial[0] + partial[1] + partial[2] + partial[3]\n"
+        "    cuda.syncthreads()\n"
+        "    total = partial[0]\n"))
+    _refused("06.2", kernel, "read only 1 shared element: the step asks every thread to read "
+                             "the 4 warp sums itself")

@@ -81,7 +81,7 @@ def trial_problem(step, case, trial, slack: int = 0) -> str | None:
             return f"input {name} came back with another type or shape"
     if type(trial.launches) is not list or not all(map(_launch_ok, trial.launches)):
         return "the launches came back malformed"
-    if type(trial.shared_meetings) is not int:
+    if type(trial.shared_meetings) is not int or type(trial.shared_reads_fewest) is not int:
         return "the shared-memory record came back malformed"
     watched = trial.watched
     if type(watched) is not dict:

@@ -249,6 +249,10 @@ def _compare(ex, name: str, case: Case, trial) -> Verdict | None:
         return _verdict(ex.id, "wrong", f"the values are right, but {copied} [case "
                         f"{case.label}]", "hint: the block's threads share the copy, the "
                         "block waits, and then the frequency comes from the shared table")
+    few = None if foreign else judging.shared_reads_problem(ex, trial)
+    if few:
+        return _verdict(ex.id, "wrong", f"the values are right, but {few} [case "
+                        f"{case.label}]", f"hint: {ex.shared_reads_each[2]}")
     if foreign:
         return _verdict(ex.id, "wrong", f"the values are right, but {foreign} [case "
                         f"{case.label}]", "hint: a thread writes only the elements the step "

@@ -37,6 +37,9 @@ OVERRULED = {
     ("set_a", "02.3", "launch_block2d_512_signed"): (
         "blocks of a multiple of 64 capped at 512: the step's text asks for the row's pairs "
         "rounded up to whole warps, capped at 1024"),
+    ("set_a", "06.2", "rms256_warp0_final"): (
+        "warp 0 adds the four warp sums and hands the total out through shared memory: the "
+        "step's text has every thread add the 4 sums itself after one barrier"),
 }
 
 

@@ -195,6 +195,21 @@ def idle_launch_problem(step, trial) -> tuple[str, str] | None:
     return None
 
 
+def shared_reads_problem(step, trial) -> str | None:
+    """For a step whose every thread reads ``count`` shared elements itself
+    (``shared_reads_each``), in words: a block where some thread read fewer."""
+    if not step.shared_reads_each or not trial.shared_meetings:
+        return None
+    count, what, _ = step.shared_reads_each
+    fewest = trial.shared_reads_fewest
+    if fewest >= count:
+        return None
+    read = "no shared element" if fewest == 0 else f"only {fewest} shared element" + (
+        "s" if fewest > 1 else "")
+    return (f"a thread of a block read {read}: the step asks every thread to read {what} "
+            f"itself ({count} shared elements), not a total another thread made for it")
+
+
 def whole_check_problem(step, trials: list) -> tuple[str, str] | None:
     """(what is wrong, hint) for a rule only every case's records together can judge."""
     from ..target import SIMULATED

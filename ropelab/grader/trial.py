@@ -54,6 +54,8 @@ class Trial:
     watched: dict = field(default_factory=dict)  # name -> WatchedArray, simulator only
     # reads of a shared element another thread of the block wrote (simulator, shared steps)
     shared_meetings: int = 0
+    # the fewest distinct shared elements a thread of a block read (0: some thread read none)
+    shared_reads_fewest: int = 0
 
 
 def run(step, case, fn) -> Trial:
@@ -108,7 +110,8 @@ def _run_simulated(step, case, fn) -> Trial:
         else:
             fn[case.grid, case.block](*args)
     inputs_after = {n: w.data for n, w in watched.items() if n != "out"}
-    return Trial(watched["out"].data, inputs_after, launches, watched, int(shared.meetings))
+    return Trial(watched["out"].data, inputs_after, launches, watched, int(shared.meetings),
+                 int(shared.fewest_reads))
 
 
 # How long a simulated thread may hold the interpreter before another is let in.  Python's

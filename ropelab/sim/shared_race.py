@@ -46,12 +46,14 @@ class _Simulated:
     two of the same block when the first ends before the next is handed out, and two accesses
     by one OS thread would then look ordered."""
 
-    __slots__ = ("thread_id", "label", "blockIdx")
+    __slots__ = ("thread_id", "label", "blockIdx", "block_threads")
 
     def __init__(self, thread):
         self.thread_id = getattr(thread, "thread_id", -1)
         self.label = _label(thread) if hasattr(thread, "threadIdx") else thread.name
         self.blockIdx = tuple(getattr(thread, "blockIdx", (0, 0, 0)))
+        dims = getattr(getattr(thread, "_manager", None), "_block_dim", None)
+        self.block_threads = int(np.prod(dims)) if dims is not None else 0
 
 
 def _thread():
@@ -98,10 +100,28 @@ def _same_value(last, me, what: str, value) -> str:
 
 class Watch:
     """What one :func:`watching` block saw: ``meetings``, reads of a shared element that
-    another thread of the block wrote (or updated atomically)."""
+    another thread of the block wrote (or updated atomically), and which shared elements each
+    thread read (:attr:`fewest_reads`)."""
 
     def __init__(self):
         self.meetings = 0
+        self._read: dict = {}  # (block, thread) -> {(array, flat index)}
+        self._block_threads: dict = {}  # block -> its threads
+
+    def read(self, who, element) -> None:
+        self._block_threads[who.blockIdx] = who.block_threads
+        self._read.setdefault((who.blockIdx, who.label), set()).add(element)
+
+    @property
+    def fewest_reads(self) -> int:
+        """The fewest distinct shared elements a thread of a block that used shared memory
+        read (0 where some thread of such a block read none), 0 when nothing was read."""
+        per_block: dict = {}
+        for (block, _), elements in self._read.items():
+            per_block.setdefault(block, []).append(len(elements))
+        fewest = [min(counts) if len(counts) >= self._block_threads[block] else 0
+                  for block, counts in per_block.items()]
+        return min(fewest, default=0)
 
 
 class RaceArray:
@@ -180,6 +200,7 @@ class RaceArray:
                 self._atomics.setdefault(flat, {})[me] = epoch
             else:
                 self._reads.setdefault(flat, {})[me] = epoch
+                self._watch.read(me, (id(self), flat))
 
     def _each(self, ids, what: str) -> None:
         for flat in np.ravel(ids):

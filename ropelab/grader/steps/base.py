@@ -142,6 +142,9 @@ class Step:
     # (argument, why) pairs: arguments the kernel must read, where the step hands it a value so
     # that it need not compute it (05.4's stride_ratio); checked once the values are right
     must_read: tuple = ()
+    # (count, what, hint) where every thread of a block must read ``count`` shared elements
+    # itself (06.2: each thread adds the 4 warp sums), not a total one thread made for it
+    shared_reads_each: tuple = ()
     signature: str | None = None  # the contract as a PTX signature, for the census
     reference: tuple | None = None  # (module, qualname, factory args or None)
     reference_signature: str | None = None

@@ -338,6 +338,10 @@ STEPS = [
         counters=("instructions", "f64", "shfl", "ld_global", "st_global"),
         gates=(NO_F64, HAS_SHUFFLE, butterfly_only("each warp's sum"), SUMS_IN_SHARED),
         shared=True,
+        shared_reads_each=(4, "the 4 warp sums", (
+            "after cuda.syncthreads(), total = partial[0] + partial[1] + partial[2] + "
+            "partial[3] in every thread: one barrier, where a total one thread makes for the "
+            "others needs a second")),
         make_cases=_cases_wide,
         ownership="thread t of block r writes floats 2t and 2t + 1 of row r",
         hint=("partial = cuda.shared.array(4, float32); lane 0 of warp w stores partial[w]; "
