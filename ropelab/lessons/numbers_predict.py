@@ -201,6 +201,9 @@ H100_CHECKS = {
     # set P, blind in the same way: written by a third learner of that session, registered
     # before its one run (a run of its own, on a later machine)
     "predict.h100_p_v9": ("set_p", "v9", "20261207T185147"),
+    # sets Q and R, blind in the same way: two more learners, registered before their one run
+    "predict.h100_q_v9": ("set_q", "v9", "20261207T192705"),
+    "predict.h100_r_v9": ("set_r", "v9", "20261207T192705"),
 }
 for _key, _check in H100_CHECKS.items():
     @number(_key)
@@ -235,12 +238,12 @@ def _against_target(summary: dict) -> str:
 
 @number("predict.v9_blind_targets")
 def predict_v9_blind_targets() -> Rendered:
-    """v9 on the three sets written after it, each registered before its one GPU run (sets N
-    and P in the project, O kept outside), against the target: mean <= 15%, worst <= 30%, and
+    """v9 on the five sets written after it, each registered before its one GPU run (sets N,
+    P, Q and R in the project, O kept outside), against the target: mean <= 15%, worst <= 30%, and
     no family where the trivial model does better."""
     parts, records = [], []
-    for label, (set_name, model, stamp) in (("N", H100_CHECKS["predict.h100_n_v9"]),
-                                            ("P", H100_CHECKS["predict.h100_p_v9"])):
+    for label, (set_name, model, stamp) in ((x.upper(), H100_CHECKS[f"predict.h100_{x}_v9"])
+                                            for x in "npqr"):
         found, doc = _check_docs(set_name, "predict/h100", f"{stamp}-{model}")[-1]
         parts.append((label, doc["summary"]))
         records.append(f"data/predict/h100/{found.name}")
