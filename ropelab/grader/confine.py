@@ -15,7 +15,6 @@ runs, the child installs a seccomp filter (inherited by everything it starts) un
   it, and the group's kill at the end reaches everything it started);
 * ``fcntl`` ``F_SETOWN``/``F_SETOWN_EX``/``F_SETSIG`` and ``ioctl`` ``FIOSETOWN``/``SIOCSPGRP``
   fail (they make the kernel send another process SIGIO, or a signal of the caller's choice);
-
 * no file is written, created, renamed, linked, removed or re-permissioned: ``open`` and
   ``openat`` with a writing or creating flag (``O_WRONLY``, ``O_RDWR``, ``O_CREAT``,
   ``O_TRUNC``, ``O_APPEND``) fail, and so do ``creat``, ``truncate``, ``rename*``, ``link*``,
@@ -27,8 +26,8 @@ runs, the child installs a seccomp filter (inherited by everything it starts) un
   pipes it was handed;
 
 each refusal is ``EPERM``, which Python raises as ``PermissionError``.  Every other system call
-is untouched (reads, and writes to file descriptors already open).  The child also gives up its capabilities, and while a grading child lives the
-parent (the notebook) is non-dumpable (:func:`guard_parent`), so the child cannot open
+is untouched (reads, and writes to file descriptors already open).  The child also gives up
+its capabilities, and while a grading child lives the parent (the notebook) is non-dumpable (:func:`guard_parent`), so the child cannot open
 ``/proc/<parent>/mem``.  :func:`confine` installs nothing (it returns False) where there is no
 Linux ``prctl`` or on an architecture whose system-call numbers are not listed here: there the
 child's signals are not confined.

@@ -103,7 +103,7 @@ def _run_simulated(step, case, fn) -> Trial:
     # global-memory accesses :class:`~.recording.WatchedArray` checks); only a ``shared`` step
     # also needs a meeting (judging.whole_check_problem).
     with intercepted_launches(step.launches_signature) as launches, \
-            shared_race.watching() as shared, \
+            shared_race.watching(record_reads=bool(step.shared_reads_each)) as shared, \
             _threads_in_turn():
         if step.kind == "launch":
             fn(*args)

@@ -150,12 +150,17 @@ for _set in ("set_d", "set_e", "heldout_f"):
         return _blind(name)
 
 
-def _other_gpu(set_name: str, model: str, stamp: str) -> Rendered:
-    """A set's check on an H100 run (``stamp``: the run's, in the file name) by the model
-    version ``model``, its constants fitted on that run's own training rows
+def _h100_summary(set_name: str, model: str, stamp: str) -> tuple[dict, str]:
+    """(summary, record) of a set's check on an H100 run (``stamp``: the run's, in the file
+    name) by the model version ``model``, its constants fitted on that run's own training rows
     (``data/predict/h100/check-<set>-<stamp>-<model>.json``; :data:`H100_CHECKS` says which)."""
     found, doc = _check_docs(set_name, "predict/h100", f"{stamp}-{model}")[-1]
-    return Rendered(_words(doc["summary"]), f"data/predict/h100/{found.name}")
+    return doc["summary"], f"data/predict/h100/{found.name}"
+
+
+def _other_gpu(set_name: str, model: str, stamp: str) -> Rendered:
+    summary, record = _h100_summary(set_name, model, stamp)
+    return Rendered(_words(summary), record)
 
 
 # The H100 checks the prose renders: number -> (set, model, run stamp).  G and H's first run
@@ -217,12 +222,18 @@ BLIND_CHECKS = {
     "predict.h100_m_v8": ("blind_m", "check-summary-20261207T141949-v8.json"),
     "predict.h100_o_v9": ("blind_o", "check-summary-20261207T165657-v9.json"),
 }
+def _kept_outside_summary(folder: str, name: str) -> tuple[dict, str]:
+    """(summary, record) of a kept-outside set's check, from the aggregate committed beside its
+    registered predictions (``data/heldout/<folder>/<name>``)."""
+    found, doc = _docs(f"heldout/{folder}", name)[0]
+    return doc["summary"], f"data/heldout/{folder}/{found.name}"
+
+
 for _key, _summary in BLIND_CHECKS.items():
     @number(_key)
     def predict_kept_outside(summary=_summary) -> Rendered:
-        folder, name = summary
-        found, doc = _docs(f"heldout/{folder}", name)[0]
-        return Rendered(_words(doc["summary"]), f"data/heldout/{folder}/{found.name}")
+        found, record = _kept_outside_summary(*summary)
+        return Rendered(_words(found), record)
 
 
 def _against_target(summary: dict) -> str:
@@ -241,18 +252,11 @@ def predict_v9_blind_targets() -> Rendered:
     """v9 on the five sets written after it, each registered before its one GPU run (sets N,
     P, Q and R in the project, O kept outside), against the target: mean <= 15%, worst <= 30%, and
     no family where the trivial model does better."""
-    parts, records = [], []
-    for label, (set_name, model, stamp) in ((x.upper(), H100_CHECKS[f"predict.h100_{x}_v9"])
-                                            for x in "npqr"):
-        found, doc = _check_docs(set_name, "predict/h100", f"{stamp}-{model}")[-1]
-        parts.append((label, doc["summary"]))
-        records.append(f"data/predict/h100/{found.name}")
-    folder, name = BLIND_CHECKS["predict.h100_o_v9"]
-    found, doc = _docs(f"heldout/{folder}", name)[0]
-    parts.insert(1, ("O", doc["summary"]))
-    records.insert(1, f"data/heldout/{folder}/{found.name}")
-    return Rendered("; ".join(f"set {label}: {_against_target(s)}" for label, s in parts),
-                    "; ".join(records))
+    checks = {x: (_kept_outside_summary(*BLIND_CHECKS[f"predict.h100_{x}_v9"]) if x == "o"
+                  else _h100_summary(*H100_CHECKS[f"predict.h100_{x}_v9"])) for x in "nopqr"}
+    return Rendered("; ".join(f"set {x.upper()}: {_against_target(summary)}"
+                              for x, (summary, _) in checks.items()),
+                    "; ".join(record for _, record in checks.values()))
 
 
 @number("predict.host_copy_10_4")

@@ -103,13 +103,15 @@ class Watch:
     another thread of the block wrote (or updated atomically), and which shared elements each
     thread read (:attr:`fewest_reads`)."""
 
-    def __init__(self):
+    def __init__(self, record_reads: bool = False):
         self.meetings = 0
+        # only where a step judges it (06.2): every shared read of every thread is noted
+        self.record_reads = record_reads
         self._read: dict = {}  # (block, thread) -> {(array, flat index)}
         self._block_threads: dict = {}  # block -> its threads
 
     def read(self, who, element) -> None:
-        self._block_threads[who.blockIdx] = who.block_threads
+        self._block_threads.setdefault(who.blockIdx, who.block_threads)
         self._read.setdefault((who.blockIdx, who.label), set()).add(element)
 
     @property
@@ -200,7 +202,8 @@ class RaceArray:
                 self._atomics.setdefault(flat, {})[me] = epoch
             else:
                 self._reads.setdefault(flat, {})[me] = epoch
-                self._watch.read(me, (id(self), flat))
+                if self._watch.record_reads:
+                    self._watch.read(me, (id(self), flat))
 
     def _each(self, ids, what: str) -> None:
         for flat in np.ravel(ids):
@@ -265,9 +268,10 @@ def _atomic_wrapper(original, name: str):
 
 
 @contextlib.contextmanager
-def watching():
+def watching(record_reads: bool = False):
     """Inside the block, simulated shared arrays report races (see the module docstring);
-    yields the block's :class:`Watch`."""
+    yields the block's :class:`Watch` (``record_reads``: which elements each thread read,
+    :attr:`Watch.fewest_reads`)."""
     from numba.core import types
     from numba.cuda.simulator import kernel, kernelapi
     from numba.np import numpy_support
@@ -279,7 +283,7 @@ def watching():
     original_atomics = {n: f for n, f in vars(atomic_class).items()
                         if callable(f) and not n.startswith("_")}
     wrapped: dict = {}
-    watch = Watch()
+    watch = Watch(record_reads)
 
     def array(self, shape, dtype, alignment=None):
         frame = sys._getframe(1)
